@@ -1,0 +1,458 @@
+"""The typed stack configuration: one strict pydantic model per Pulumi config key.
+
+A stack file (stacks/Pulumi.<stack>.yaml) sets these keys under the `llmd-fleet:` namespace:
+
+    llmd-fleet:target    where the fleet runs (TargetConfig)
+    llmd-fleet:fleet     the GPU node groups (FleetConfig)
+    llmd-fleet:model     the served model and the architecture facts sizing needs (ModelConfig)
+    llmd-fleet:serving   namespace, load budget and the prefill/decode roles (ServingConfig)
+    llmd-fleet:hfToken   Hugging Face token, only as a Pulumi secret
+    llmd-fleet:kubeconfig  optional kubeconfig for the on-prem target, only as a Pulumi secret
+
+Every field is documented where it is declared; defaults live here and nowhere else. Field
+names are camelCase in YAML (Pulumi's convention) and snake_case in Python.
+"""
+
+import re
+from collections.abc import Callable, Mapping
+from enum import Enum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from components.versions import version_tuple, versions
+
+PROJECT = "llmd-fleet"
+_DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+class ConfigError(Exception):
+    """Invalid stack configuration: one message, one line per problem, each naming its key path."""
+
+    def __init__(self, problems: list[tuple[str, str]]):
+        self.problems = problems
+        lines = [f"{path}: {message}" for path, message in problems]
+        super().__init__("invalid stack configuration:\n  " + "\n  ".join(lines))
+
+
+def _alias(field_name: str) -> str:
+    """snake_case -> camelCase, keeping the unit GiB readable (host_memory_gib -> hostMemoryGiB)."""
+    return to_camel(field_name).replace("Gib", "GiB")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        strict=True,
+        alias_generator=_alias,
+        populate_by_name=True,
+        use_attribute_docstrings=True,
+    )
+
+
+class Accelerator(str, Enum):
+    """GPU models the fleet sizes for."""
+
+    H100_80GB = "H100-80GB"
+
+
+# Usable HBM per GPU as the driver reports it (nvidia-smi: 81559 MiB on H100 SXM5 80GB).
+HBM_MIB: dict[Accelerator, int] = {Accelerator.H100_80GB: 81559}
+
+
+class TargetConfig(_Model):
+    """Where the fleet runs."""
+
+    kind: Literal["onprem"]
+    """Target platform. `onprem`: an existing Kubernetes cluster reached through a kubeconfig."""
+    kubernetes_version: Annotated[str, Field(pattern=r"^1\.\d+(\.\d+)?$")]
+    """Kubernetes version of the cluster (e.g. "1.34.2"); manifests are validated against it."""
+    kubeconfig_context: str | None = None
+    """kubeconfig context to use; the kubeconfig's current context when unset."""
+
+
+class NodeGroupConfig(_Model):
+    """A homogeneous group of GPU nodes."""
+
+    count: Annotated[int, Field(ge=1, le=4096)]
+    """Number of nodes in the group."""
+    accelerator: Annotated[Accelerator, Field(strict=False)] = Accelerator.H100_80GB
+    """GPU model of every node."""
+    gpus_per_node: Literal[8] = 8
+    """GPUs per node (HGX H100 boards carry 8)."""
+    host_memory_gib: Annotated[int, Field(ge=64)]
+    """Host DRAM per node in GiB, as the kubelet reports it before reservations."""
+    cpus_per_node: Annotated[int, Field(ge=16)]
+    """Logical CPUs per node."""
+    nics_per_node: Annotated[int, Field(ge=1, le=64)] = 8
+    """GPU-fabric NICs per node (RDMA/EFA/TCPXO), not counting the primary NIC."""
+    system_reserved_memory_gib: Annotated[int, Field(ge=0)] = 64
+    """Host memory kept for the OS, kubelet and node daemons; pods never plan on it."""
+    system_reserved_cpus: Annotated[int, Field(ge=0)] = 16
+    """Logical CPUs kept for the OS, kubelet and node daemons."""
+    node_labels: dict[str, str] = Field(default_factory=lambda: {"nvidia.com/gpu.present": "true"})
+    """Labels every node of the group carries; serving pods select nodes by them."""
+    rdma_resource: str | None = None
+    """Device-plugin resource that exposes the RDMA NICs to pods (e.g. `rdma/ib` from the
+    RDMA shared device plugin); unset when the NICs need no device-plugin resource."""
+    rdma_resource_per_pod: Annotated[int, Field(ge=1)] = 1
+    """How many units of `rdmaResource` a serving pod requests."""
+
+
+class FleetConfig(_Model):
+    """The GPU node groups, keyed by name."""
+
+    node_groups: Annotated[dict[str, NodeGroupConfig], Field(min_length=1)]
+    """Node groups by name; names are DNS labels."""
+
+
+class WeightDtype(str, Enum):
+    """Checkpoint weight formats and their bytes per parameter."""
+
+    FP8 = "fp8"
+    BF16 = "bf16"
+
+    @property
+    def bytes_per_param(self) -> int:
+        return {"fp8": 1, "bf16": 2}[self.value]
+
+
+class ModelConfig(_Model):
+    """The served model: where to get it and the architecture facts that size the roles."""
+
+    id: Annotated[str, Field(pattern=r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")]
+    """Hugging Face repository id, e.g. `zai-org/GLM-5.2-FP8`."""
+    revision: Annotated[str, Field(min_length=1)]
+    """Branch, tag or commit to load; pin a commit for production."""
+    served_name: str | None = None
+    """Model name clients send; the repository id when unset."""
+    total_params_b: Annotated[float, Field(gt=0)]
+    """Total parameters, in billions."""
+    active_params_b: Annotated[float, Field(gt=0)]
+    """Parameters active per token, in billions (informational; shown in the plan)."""
+    routed_expert_params_b: Annotated[float, Field(ge=0)]
+    """Parameters in routed experts, in billions: sharded across EP ranks. The rest (attention,
+    shared experts, dense MLPs, embeddings) is replicated on every data-parallel rank."""
+    layers: Annotated[int, Field(ge=1)]
+    """Transformer layers."""
+    experts: Annotated[int, Field(ge=1)]
+    """Routed experts per MoE layer; the expert-parallel size must divide it."""
+    experts_per_token: Annotated[int, Field(ge=1)]
+    """Routed experts each token activates."""
+    weight_dtype: Annotated[WeightDtype, Field(strict=False)]
+    """Weight format of the checkpoint."""
+    kv_cache_dtype: Literal["fp8", "auto"] = "fp8"
+    """vLLM --kv-cache-dtype; `kvBytesPerToken` must be given for this dtype."""
+    kv_bytes_per_token: Annotated[int, Field(ge=1)]
+    """KV-cache bytes one token occupies on a rank, all layers included, in `kvCacheDtype`."""
+    max_context_tokens: Annotated[int, Field(ge=1)]
+    """Longest context the model supports (config.json max_position_embeddings)."""
+    tool_call_parser: str | None = None
+    """vLLM --tool-call-parser; enables auto tool choice when set."""
+    reasoning_parser: str | None = None
+    """vLLM --reasoning-parser."""
+    trust_remote_code: bool = False
+    """Pass --trust-remote-code to vLLM."""
+
+
+All2AllBackend = Literal[
+    "deepep_high_throughput", "deepep_low_latency", "deepep_v2", "allgather_reducescatter", "naive"
+]
+
+
+class RoleConfig(_Model):
+    """One serving role (prefill or decode): a set of identical multi-node vLLM instances."""
+
+    node_group: str
+    """Node group (a key of `fleet.nodeGroups`) the role runs on."""
+    nodes_per_instance: Annotated[int, Field(ge=1)]
+    """Nodes one instance spans: the LeaderWorkerSet group size."""
+    instances: Annotated[int, Field(ge=1)]
+    """Number of instances (LeaderWorkerSet replicas)."""
+    tensor_parallel: Annotated[int, Field(ge=1)] = 1
+    """Tensor-parallel size inside each data-parallel rank."""
+    data_parallel: Annotated[int, Field(ge=1)]
+    """Data-parallel size of an instance (attention runs data-parallel)."""
+    expert_parallel: Annotated[int, Field(ge=1)]
+    """Expert-parallel size; vLLM uses TP x DP when expert parallelism is on, so it must equal that."""
+    block_size: Literal[16, 32, 64, 128, 256] = 64
+    """KV-cache block size in tokens (vLLM --block-size); prefill and decode must agree."""
+    max_model_len: Annotated[int, Field(ge=1)]
+    """Longest sequence (prompt + output) an instance accepts (vLLM --max-model-len)."""
+    mtp_tokens: Annotated[int, Field(ge=0, le=8)] = 0
+    """Multi-token-prediction speculative tokens; 0 turns speculative decoding off."""
+    gpu_memory_utilization: Annotated[float, Field(gt=0.5, le=0.98)] = 0.90
+    """Fraction of each GPU's HBM vLLM may use (vLLM --gpu-memory-utilization)."""
+    runtime_reserve_gib: Annotated[float, Field(ge=0)] = 8.0
+    """HBM per GPU kept for activations, CUDA graphs and communication buffers before KV."""
+    nvshmem_heap_gib: Annotated[int, Field(ge=1, le=32)] = 4
+    """NVSHMEM symmetric heap per GPU for DeepEP (NVSHMEM_SYMMETRIC_SIZE); counted in the budget."""
+    host_memory_per_rank_gib: Annotated[int, Field(ge=8)] = 48
+    """Host memory one engine process (one DP rank) needs outside the KV tier."""
+    cpus_per_rank: Annotated[int, Field(ge=1)] = 8
+    """Logical CPUs requested per DP rank."""
+    all2all_backend: All2AllBackend | None = None
+    """MoE all-to-all backend; the role's default when unset (prefill: DeepEP high-throughput,
+    decode: DeepEP low-latency)."""
+    max_num_batched_tokens: Annotated[int, Field(ge=1)] | None = None
+    """vLLM --max-num-batched-tokens; vLLM's default when unset."""
+    max_num_seqs: Annotated[int, Field(ge=1)] | None = None
+    """vLLM --max-num-seqs; vLLM's default when unset."""
+    enforce_eager: bool = False
+    """Disable CUDA graphs (vLLM --enforce-eager)."""
+
+
+class RolesConfig(_Model):
+    """The two disaggregated roles."""
+
+    prefill: RoleConfig
+    """Prefill role: computes prompts and hands KV to decode over NIXL."""
+    decode: RoleConfig
+    """Decode role: generates tokens behind the P/D routing sidecar."""
+
+
+class ServingConfig(_Model):
+    """How the model is served."""
+
+    name: Annotated[str, Field(pattern=_DNS_LABEL, max_length=24)] = "llmd"
+    """Name of the DisaggregatedSet; pod names are derived from it."""
+    namespace: Annotated[str, Field(pattern=_DNS_LABEL, max_length=63)] = "llm-d"
+    """Namespace of the serving objects."""
+    model_load_minutes: Annotated[int, Field(ge=5, le=240)] = 45
+    """Longest time a pod may take from start to serving (image pull excluded); the startup
+    probe allows exactly this long."""
+    model_cache_gib: Annotated[int, Field(ge=16)] = 1024
+    """Node-local scratch per pod for the weights download and compile caches (an emptyDir
+    with this size limit and the matching ephemeral-storage request)."""
+    roles: RolesConfig
+    """Prefill and decode roles."""
+
+
+class StackConfig(_Model):
+    """The whole stack configuration."""
+
+    target: TargetConfig
+    fleet: FleetConfig
+    model: ModelConfig
+    serving: ServingConfig
+    has_hf_token: bool = False
+    """Whether `llmd-fleet:hfToken` is set (as a secret); the value itself is never held here."""
+
+
+# The config keys, in the order errors are reported.
+_OBJECT_KEYS: dict[str, type[_Model]] = {
+    "target": TargetConfig,
+    "fleet": FleetConfig,
+    "model": ModelConfig,
+    "serving": ServingConfig,
+}
+SECRET_KEYS = ("hfToken", "kubeconfig")
+KNOWN_KEYS = frozenset(_OBJECT_KEYS) | frozenset(SECRET_KEYS)
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    kind, ctx = error["type"], error.get("ctx") or {}
+    if kind == "missing":
+        return "required"
+    if kind == "extra_forbidden":
+        return "unknown key"
+    if kind == "literal_error":
+        return f"must be one of {ctx.get('expected')} (got {error.get('input')!r})"
+    if kind == "enum":
+        return f"must be one of {ctx.get('expected')} (got {error.get('input')!r})"
+    return f"{error['msg']} (got {error.get('input')!r})"
+
+
+def _path(key: str, loc: tuple[Any, ...]) -> str:
+    parts = [f"{PROJECT}:{key}"]
+    for item in loc:
+        if isinstance(item, int):
+            parts[-1] += f"[{item}]"
+        elif item not in {"str", "int", "float", "bool"}:
+            parts.append(str(item))
+    return ".".join(parts)
+
+
+def parse_config(
+    raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset()
+) -> StackConfig:
+    """Validate raw config values (key without namespace -> parsed YAML/JSON value).
+
+    `secret_keys` names the keys that were set as Pulumi secrets. Raises ConfigError naming every
+    offending key path; never returns a half-valid config.
+    """
+    problems: list[tuple[str, str]] = []
+    for key in sorted(set(raw) - KNOWN_KEYS):
+        allowed = ", ".join(sorted(KNOWN_KEYS))
+        problems.append((f"{PROJECT}:{key}", f"unknown key (allowed: {allowed})"))
+    for key in SECRET_KEYS:
+        if key in raw and key not in secret_keys:
+            problems.append(
+                (f"{PROJECT}:{key}", f"must be a secret: pulumi config set --secret {key} <value>")
+            )
+    parts: dict[str, Any] = {}
+    for key, model in _OBJECT_KEYS.items():
+        if key not in raw:
+            problems.append((f"{PROJECT}:{key}", "required"))
+            continue
+        try:
+            parts[key] = model.model_validate(raw[key])
+        except ValidationError as exc:
+            for err in exc.errors():
+                problems.append((_path(key, tuple(err["loc"])), _describe(err)))
+    if problems:
+        raise ConfigError(problems)
+    config = StackConfig(**parts, has_hf_token="hfToken" in raw)
+    problems = _semantic_problems(config)
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def _semantic_problems(config: StackConfig) -> list[tuple[str, str]]:
+    """Cross-field rules that single-field validation cannot express."""
+    problems: list[tuple[str, str]] = []
+    minimum = versions().kubernetes.minimum
+    if version_tuple(config.target.kubernetes_version)[:2] < version_tuple(minimum)[:2]:
+        problems.append(
+            (
+                f"{PROJECT}:target.kubernetesVersion",
+                f"must be {minimum} or newer (DRA resource.k8s.io/v1) "
+                f"(got {config.target.kubernetes_version!r})",
+            )
+        )
+    for name in config.fleet.node_groups:
+        if not re.match(_DNS_LABEL, name):
+            problems.append(
+                (f"{PROJECT}:fleet.nodeGroups.{name}", "name must be a DNS label ([a-z0-9-])")
+            )
+    model = config.model
+    if model.routed_expert_params_b >= model.total_params_b:
+        problems.append(
+            (f"{PROJECT}:model.routedExpertParamsB", "must be smaller than totalParamsB")
+        )
+    if model.active_params_b > model.total_params_b:
+        problems.append((f"{PROJECT}:model.activeParamsB", "must not exceed totalParamsB"))
+    roles = config.serving.roles
+    for role_name in ("prefill", "decode"):
+        role: RoleConfig = getattr(roles, role_name)
+        path = f"{PROJECT}:serving.roles.{role_name}"
+        group = config.fleet.node_groups.get(role.node_group)
+        if group is None:
+            allowed = ", ".join(sorted(config.fleet.node_groups))
+            problems.append(
+                (f"{path}.nodeGroup", f"no node group {role.node_group!r} (allowed: {allowed})")
+            )
+            continue
+        gpus = role.nodes_per_instance * group.gpus_per_node
+        if role.tensor_parallel * role.data_parallel != gpus:
+            problems.append(
+                (
+                    f"{path}.dataParallel",
+                    f"tensorParallel x dataParallel must equal the instance's GPUs "
+                    f"({role.nodes_per_instance} nodes x {group.gpus_per_node} = {gpus}); "
+                    f"got {role.tensor_parallel} x {role.data_parallel}",
+                )
+            )
+        if group.gpus_per_node % role.tensor_parallel:
+            problems.append(
+                (
+                    f"{path}.tensorParallel",
+                    f"must divide the GPUs per node ({group.gpus_per_node}); "
+                    f"got {role.tensor_parallel}",
+                )
+            )
+        if role.expert_parallel != role.tensor_parallel * role.data_parallel:
+            problems.append(
+                (
+                    f"{path}.expertParallel",
+                    f"must equal tensorParallel x dataParallel "
+                    f"({role.tensor_parallel * role.data_parallel}) because vLLM shards experts "
+                    f"over all ranks; got {role.expert_parallel}",
+                )
+            )
+        if model.experts % role.expert_parallel:
+            problems.append(
+                (
+                    f"{path}.expertParallel",
+                    f"must divide the model's {model.experts} experts; got {role.expert_parallel}",
+                )
+            )
+        if role.max_model_len > model.max_context_tokens:
+            problems.append(
+                (
+                    f"{path}.maxModelLen",
+                    f"must not exceed model.maxContextTokens ({model.max_context_tokens}); "
+                    f"got {role.max_model_len}",
+                )
+            )
+    if roles.prefill.block_size != roles.decode.block_size:
+        problems.append(
+            (
+                f"{PROJECT}:serving.roles.decode.blockSize",
+                f"must equal prefill's ({roles.prefill.block_size}): NIXL moves KV block by block",
+            )
+        )
+    if roles.prefill.mtp_tokens != roles.decode.mtp_tokens:
+        problems.append(
+            (
+                f"{PROJECT}:serving.roles.decode.mtpTokens",
+                f"must equal prefill's ({roles.prefill.mtp_tokens}): the MTP draft layer's KV "
+                "is part of what prefill hands to decode",
+            )
+        )
+    if roles.prefill.max_model_len != roles.decode.max_model_len:
+        problems.append(
+            (
+                f"{PROJECT}:serving.roles.decode.maxModelLen",
+                f"must equal prefill's ({roles.prefill.max_model_len}): a request prefilled on "
+                "one role must fit the other",
+            )
+        )
+    return problems
+
+
+def read_pulumi_config(
+    get: Callable[[str], Any], all_keys: list[str], is_secret: Callable[[str], bool]
+) -> tuple[dict[str, Any], frozenset[str]]:
+    """Collect this project's raw config values.
+
+    `get(key)` returns a value as Pulumi stores it (objects as JSON text), `all_keys` lists every
+    set `project:key`, `is_secret(key)` tells whether a key was set with --secret.
+    """
+    import json
+
+    raw: dict[str, Any] = {}
+    secrets = set()
+    for full_key in sorted(all_keys):
+        namespace, _, key = full_key.partition(":")
+        if namespace != PROJECT:
+            continue
+        value = get(full_key)
+        if key in _OBJECT_KEYS and isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                raise ConfigError([(full_key, "must be an object (a YAML mapping)")]) from None
+        raw[key] = value
+        if is_secret(full_key):
+            secrets.add(key)
+    return raw, frozenset(secrets)
+
+
+def load_from_pulumi() -> StackConfig:
+    """Load and validate the current stack's config from the Pulumi runtime."""
+    from pulumi.runtime import config as runtime_config
+
+    keys = list({**runtime_config.get_config_env(), **runtime_config.CONFIG.get()})
+    # `pulumi up` passes secret key names in the environment; mocks and the automation API set them
+    # in the runtime, so both are consulted.
+    env_secrets = set(runtime_config.get_config_secret_keys_env())
+    raw, secrets = read_pulumi_config(
+        runtime_config.get_config,
+        keys,
+        lambda key: key in env_secrets or runtime_config.is_config_secret(key),
+    )
+    return parse_config(raw, secrets)

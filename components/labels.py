@@ -1,0 +1,36 @@
+"""Labels shared by every object the fleet creates: app.kubernetes.io/* plus llm-d's llm-d.ai/*."""
+
+import re
+
+PART_OF = "llmd-fleet"
+
+
+def label_value(text: str) -> str:
+    """Turn any text into a valid label value (63 chars, alphanumeric ends, [-_.] inside)."""
+    value = re.sub(r"[^A-Za-z0-9_.-]+", "--", text)
+    return value[:63].strip("-_.")
+
+
+def common_labels(component: str, instance: str) -> dict[str, str]:
+    """The app.kubernetes.io labels of one component instance."""
+    return {
+        "app.kubernetes.io/part-of": PART_OF,
+        "app.kubernetes.io/managed-by": "pulumi",
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/instance": instance,
+    }
+
+
+def serving_labels(instance: str, role: str, model_id: str, engine_version: str) -> dict[str, str]:
+    """Labels of a serving pod; `llm-d.ai/role` is what the router's prefill/decode filters read."""
+    return {
+        **common_labels("model-server", instance),
+        "app.kubernetes.io/name": "vllm",
+        "app.kubernetes.io/version": label_value(engine_version),
+        "llm-d.ai/inference-serving": "true",
+        "llm-d.ai/role": role,
+        "llm-d.ai/model": label_value(model_id),
+        "llm-d.ai/engine-type": "vllm",
+        "llm-d.ai/accelerator-vendor": "nvidia",
+        "llm-d.ai/accelerator-variant": "h100",
+    }

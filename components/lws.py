@@ -1,0 +1,61 @@
+"""The LeaderWorkerSet controller (with the DisaggregatedSet API) installed from its Helm chart."""
+
+from typing import TypedDict
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.labels import common_labels
+from components.versions import Chart
+
+LWS_NAMESPACE = "lws-system"
+
+
+class LeaderWorkerSetControllerArgs(TypedDict):
+    chart: Chart
+    """Pinned chart coordinates (from the version matrix)."""
+
+
+def lws_values() -> dict[str, object]:
+    """Chart values: DisaggregatedSet on, two controller replicas (the chart always runs leader
+    election, so the second replica is a hot standby)."""
+    return {
+        "enableDisaggregatedSet": True,
+        "replicaCount": 2,
+    }
+
+
+class LeaderWorkerSetController(pulumi.ComponentResource):
+    """Namespace plus Helm release of the LWS controller; its CRDs come with the chart."""
+
+    release: k8s.helm.v3.Release
+
+    def __init__(
+        self,
+        name: str,
+        args: LeaderWorkerSetControllerArgs,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("llmd-fleet:platform:LeaderWorkerSetController", name, {}, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=LWS_NAMESPACE, labels=common_labels("lws-controller", name)
+            ),
+            opts=child,
+        )
+        chart = args["chart"]
+        self.release = k8s.helm.v3.Release(
+            f"{name}-release",
+            name="lws",
+            chart=chart.chart,
+            version=chart.version,
+            repository_opts=(
+                k8s.helm.v3.RepositoryOptsArgs(repo=chart.repository) if chart.repository else None
+            ),
+            namespace=LWS_NAMESPACE,
+            values=lws_values(),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]),
+        )
+        self.register_outputs({"release": self.release.name})

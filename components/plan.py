@@ -1,0 +1,280 @@
+"""The fleet plan: a pure function from the stack config to roles, ranks, ports and memory.
+
+Everything a component needs to know about sizes is decided here, once, and tested directly:
+GPUs and data-parallel ranks per instance, the LeaderWorkerSet group size, the ports of every
+local rank, the start rank of every worker, and whether the model fits each GPU with room left
+for KV cache. A role that cannot hold the model fails the plan with a message that says why.
+"""
+
+from dataclasses import dataclass
+from typing import Literal
+
+from components.config import HBM_MIB, PROJECT, RoleConfig, StackConfig
+
+GIB = 1024**3
+GB = 10**9
+
+RoleName = Literal["prefill", "decode"]
+ROLE_NAMES: tuple[RoleName, RoleName] = ("prefill", "decode")
+
+# The typical agent turn of the reference workload (median input ~195k tokens); the plan reports
+# how many such contexts each rank's KV cache holds.
+AGENT_CONTEXT_TOKENS = 195_000
+
+# Ports. vLLM's multi-port external load balancing gives every local DP rank its own API server
+# on `--port + local rank`; prefill serves clients directly on 8000+, decode serves behind the
+# routing sidecar, which takes 8000+ and forwards to vLLM on 8200+ (llm-d's wide-EP layout).
+PREFILL_ENGINE_PORT = 8000
+DECODE_ENGINE_PORT = 8200
+SIDECAR_PORT = 8000
+# vLLM's data-parallel coordinator on the LWS leader (--data-parallel-rpc-port).
+DP_RPC_PORT = 5555
+# KV-event publishers: vLLM adds the global DP rank to the endpoint port, so each pod sets its
+# base to KV_EVENTS_PORT - start rank and its ranks publish on KV_EVENTS_PORT + local rank.
+KV_EVENTS_PORT = 5557
+# NIXL side channel (VLLM_NIXL_SIDE_CHANNEL_PORT).
+NIXL_SIDE_CHANNEL_PORT = 5600
+
+
+class PlanError(Exception):
+    """The configuration is valid but the fleet cannot be built as asked."""
+
+    def __init__(self, problems: list[tuple[str, str]]):
+        self.problems = problems
+        lines = [f"{path}: {message}" for path, message in problems]
+        super().__init__("the stack cannot be planned:\n  " + "\n  ".join(lines))
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Per-GPU HBM budget of one rank, in GiB."""
+
+    hbm_gib: float
+    usable_gib: float
+    replicated_weights_gib: float
+    expert_weights_gib: float
+    reserve_gib: float
+    kv_cache_gib: float
+    kv_tokens: int
+    agent_contexts: float
+
+
+@dataclass(frozen=True)
+class RolePlan:
+    """Everything derived for one role."""
+
+    name: RoleName
+    node_group: str
+    instances: int
+    nodes_per_instance: int
+    gpus_per_node: int
+    tensor_parallel: int
+    data_parallel: int
+    expert_parallel: int
+    dp_size_local: int
+    engine_ports: tuple[int, ...]
+    supervisor_port: int
+    sidecar_ports: tuple[int, ...]
+    kv_events_ports: tuple[int, ...]
+    nixl_side_channel_port: int
+    dp_rpc_port: int
+    start_ranks: tuple[int, ...]
+    memory: MemoryPlan
+    shm_gib: int
+    pod_memory_gib: int
+    pod_cpus: int
+
+    @property
+    def lws_size(self) -> int:
+        """Pods in one LeaderWorkerSet group: one per node of the instance."""
+        return self.nodes_per_instance
+
+    @property
+    def gpus_per_instance(self) -> int:
+        return self.nodes_per_instance * self.gpus_per_node
+
+    @property
+    def nodes(self) -> int:
+        return self.instances * self.nodes_per_instance
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def client_ports(self) -> tuple[int, ...]:
+        """Ports clients (the router) send requests to: one per local DP rank."""
+        return self.sidecar_ports or self.engine_ports
+
+    def pod_ports(self) -> dict[str, tuple[int, ...]]:
+        """Every port a pod of this role listens on, by purpose (for collision checks)."""
+        ports = {
+            "engine": self.engine_ports,
+            "supervisor": (self.supervisor_port,),
+            "kv-events": self.kv_events_ports,
+            "nixl": (self.nixl_side_channel_port,),
+            "dp-rpc": (self.dp_rpc_port,),
+        }
+        if self.sidecar_ports:
+            ports["sidecar"] = self.sidecar_ports
+        return ports
+
+
+@dataclass(frozen=True)
+class NodeGroupUse:
+    name: str
+    nodes: int
+    used: int
+
+
+@dataclass(frozen=True)
+class FleetPlan:
+    roles: tuple[RolePlan, ...]
+    node_groups: tuple[NodeGroupUse, ...]
+
+    def role(self, name: RoleName) -> RolePlan:
+        return next(r for r in self.roles if r.name == name)
+
+    @property
+    def gpus(self) -> int:
+        return sum(r.gpus for r in self.roles)
+
+    @property
+    def nodes(self) -> int:
+        return sum(r.nodes for r in self.roles)
+
+
+def _memory(config: StackConfig, role: RoleConfig) -> MemoryPlan:
+    group = config.fleet.node_groups[role.node_group]
+    model = config.model
+    bytes_per_param = model.weight_dtype.bytes_per_param
+    hbm = HBM_MIB[group.accelerator] / 1024
+    usable = hbm * role.gpu_memory_utilization
+    replicated_params = (model.total_params_b - model.routed_expert_params_b) * GB
+    # Tensor parallelism splits the replicated (attention/dense) weights inside a DP rank.
+    replicated = replicated_params * bytes_per_param / role.tensor_parallel / GIB
+    experts = model.routed_expert_params_b * GB * bytes_per_param / role.expert_parallel / GIB
+    reserve = role.runtime_reserve_gib + role.nvshmem_heap_gib
+    kv = usable - replicated - experts - reserve
+    kv_tokens = max(0, int(kv * GIB // model.kv_bytes_per_token))
+    return MemoryPlan(
+        hbm_gib=hbm,
+        usable_gib=usable,
+        replicated_weights_gib=replicated,
+        expert_weights_gib=experts,
+        reserve_gib=reserve,
+        kv_cache_gib=kv,
+        kv_tokens=kv_tokens,
+        agent_contexts=kv_tokens / AGENT_CONTEXT_TOKENS,
+    )
+
+
+def _role_plan(config: StackConfig, name: RoleName) -> tuple[RolePlan, list[tuple[str, str]]]:
+    role: RoleConfig = getattr(config.serving.roles, name)
+    group = config.fleet.node_groups[role.node_group]
+    path = f"{PROJECT}:serving.roles.{name}"
+    problems: list[tuple[str, str]] = []
+    dp_local = group.gpus_per_node // role.tensor_parallel
+    engine_base = PREFILL_ENGINE_PORT if name == "prefill" else DECODE_ENGINE_PORT
+    engine_ports = tuple(engine_base + i for i in range(dp_local))
+    sidecar_ports = tuple(SIDECAR_PORT + i for i in range(dp_local)) if name == "decode" else ()
+    memory = _memory(config, role)
+    if memory.kv_cache_gib <= 0:
+        problems.append(
+            (
+                f"{path}.nodesPerInstance",
+                f"the model does not fit: each GPU needs "
+                f"{memory.replicated_weights_gib:.1f} GiB replicated weights + "
+                f"{memory.expert_weights_gib:.1f} GiB experts (EP={role.expert_parallel}) + "
+                f"{memory.reserve_gib:.1f} GiB reserve, but only {memory.usable_gib:.1f} GiB "
+                f"({memory.hbm_gib:.1f} GiB x {role.gpu_memory_utilization}) is usable; "
+                f"span more nodes per instance to raise the expert-parallel size",
+            )
+        )
+    elif memory.kv_tokens < role.max_model_len:
+        problems.append(
+            (
+                f"{path}.maxModelLen",
+                f"each rank has KV room for {memory.kv_tokens} tokens "
+                f"({memory.kv_cache_gib:.1f} GiB), fewer than maxModelLen "
+                f"{role.max_model_len}; lower maxModelLen or span more nodes per instance",
+            )
+        )
+    # /dev/shm: NCCL, torch IPC and DeepEP staging per local rank (llm-d's wide-EP guides use
+    # ~32 MiB per rank and 2 GiB in all); 1 GiB per rank leaves ample headroom.
+    shm_gib = max(2, dp_local)
+    pod_memory_gib = dp_local * role.host_memory_per_rank_gib + shm_gib
+    node_memory = group.host_memory_gib - group.system_reserved_memory_gib
+    if pod_memory_gib > node_memory:
+        problems.append(
+            (
+                f"{path}.hostMemoryPerRankGiB",
+                f"a pod needs {pod_memory_gib} GiB ({dp_local} ranks x "
+                f"{role.host_memory_per_rank_gib} GiB + {shm_gib} GiB /dev/shm) but a node of "
+                f"{role.node_group!r} offers {node_memory} GiB after system reservations",
+            )
+        )
+    pod_cpus = dp_local * role.cpus_per_rank
+    node_cpus = group.cpus_per_node - group.system_reserved_cpus
+    # The routing sidecar (decode) takes one more CPU.
+    if pod_cpus + (1 if name == "decode" else 0) > node_cpus:
+        problems.append(
+            (
+                f"{path}.cpusPerRank",
+                f"a pod needs {pod_cpus} CPUs ({dp_local} ranks x {role.cpus_per_rank}) but a "
+                f"node of {role.node_group!r} offers {node_cpus} after system reservations",
+            )
+        )
+    plan = RolePlan(
+        name=name,
+        node_group=role.node_group,
+        instances=role.instances,
+        nodes_per_instance=role.nodes_per_instance,
+        gpus_per_node=group.gpus_per_node,
+        tensor_parallel=role.tensor_parallel,
+        data_parallel=role.data_parallel,
+        expert_parallel=role.expert_parallel,
+        dp_size_local=dp_local,
+        engine_ports=engine_ports,
+        supervisor_port=engine_base + dp_local,
+        sidecar_ports=sidecar_ports,
+        kv_events_ports=tuple(KV_EVENTS_PORT + i for i in range(dp_local)),
+        nixl_side_channel_port=NIXL_SIDE_CHANNEL_PORT,
+        dp_rpc_port=DP_RPC_PORT,
+        start_ranks=tuple(w * dp_local for w in range(role.nodes_per_instance)),
+        memory=memory,
+        shm_gib=shm_gib,
+        pod_memory_gib=pod_memory_gib,
+        pod_cpus=pod_cpus,
+    )
+    return plan, problems
+
+
+def plan_fleet(config: StackConfig) -> FleetPlan:
+    """Derive the fleet plan, or raise PlanError naming every role that cannot be built."""
+    problems: list[tuple[str, str]] = []
+    roles = []
+    for name in ROLE_NAMES:
+        role_plan, role_problems = _role_plan(config, name)
+        roles.append(role_plan)
+        problems += role_problems
+    uses = []
+    for group_name, group in sorted(config.fleet.node_groups.items()):
+        used = sum(r.nodes for r in roles if r.node_group == group_name)
+        uses.append(NodeGroupUse(group_name, group.count, used))
+        if used > group.count:
+            problems.append(
+                (
+                    f"{PROJECT}:fleet.nodeGroups.{group_name}.count",
+                    f"the roles need {used} nodes "
+                    + " + ".join(
+                        f"{r.name} {r.instances}x{r.nodes_per_instance}"
+                        for r in roles
+                        if r.node_group == group_name
+                    )
+                    + f" but the group has {group.count}",
+                )
+            )
+    if problems:
+        raise PlanError(problems)
+    return FleetPlan(roles=tuple(roles), node_groups=tuple(uses))

@@ -1,0 +1,193 @@
+"""Serving pod templates and the DisaggregatedSet spec (pure builders, Kubernetes camelCase)."""
+
+from dataclasses import dataclass
+from typing import Any
+
+from components.config import NodeGroupConfig, RoleConfig, StackConfig
+from components.plan import FleetPlan, RolePlan
+from components.versions import versions
+from components.vllm import CACHE_PATH, SHM_PATH, engine_env, launch_script
+
+GPU_RESOURCE = "nvidia.com/gpu"
+# The LWS rollout settings llm-d uses: prefill replaces in place (a prefill instance spans nodes,
+# a surge instance would need spare nodes); decode surges first so in-flight decodes never lose
+# capacity.
+ROLLOUT = {
+    "prefill": {"maxSurge": 0, "maxUnavailable": 1},
+    "decode": {"maxSurge": 1, "maxUnavailable": 0},
+}
+SIDECAR_NAME = "routing-proxy"
+ENGINE_NAME = "vllm"
+PROBE_PERIOD_SECONDS = 10
+
+
+@dataclass(frozen=True)
+class PodInputs:
+    """What a serving pod template needs besides the plan."""
+
+    instance: str
+    labels: dict[str, str]
+    hf_token_secret: str | None
+
+
+def _quantity_gi(gib: int) -> str:
+    return f"{gib}Gi"
+
+
+def startup_failure_threshold(model_load_minutes: int) -> int:
+    """Startup-probe failures allowed so that the probe waits exactly the load budget."""
+    return model_load_minutes * 60 // PROBE_PERIOD_SECONDS
+
+
+def _engine_container(
+    config: StackConfig, role: RoleConfig, plan: RolePlan, group: NodeGroupConfig, inputs: PodInputs
+) -> dict[str, Any]:
+    serving = config.serving
+    launch = launch_script(config.model, role, plan)
+    prefix = "rank" if plan.name == "prefill" else "vllm-rank"
+    ports = [
+        {"name": f"{prefix}{i}", "containerPort": port, "protocol": "TCP"}
+        for i, port in enumerate(plan.engine_ports)
+    ]
+    ports += [
+        {"name": "supervisor", "containerPort": plan.supervisor_port, "protocol": "TCP"},
+        {"name": "nixl", "containerPort": plan.nixl_side_channel_port, "protocol": "TCP"},
+        {"name": "dp-rpc", "containerPort": plan.dp_rpc_port, "protocol": "TCP"},
+    ]
+    ports += [
+        {"name": f"kv-events-{i}", "containerPort": port, "protocol": "TCP"}
+        for i, port in enumerate(plan.kv_events_ports)
+    ]
+    limits: dict[str, str] = {
+        "cpu": str(plan.pod_cpus),
+        "memory": _quantity_gi(plan.pod_memory_gib),
+        "ephemeral-storage": _quantity_gi(serving.model_cache_gib),
+        GPU_RESOURCE: str(plan.gpus_per_node),
+    }
+    if group.rdma_resource:
+        limits[group.rdma_resource] = str(group.rdma_resource_per_pod)
+    return {
+        "name": ENGINE_NAME,
+        "image": versions().images.vllm.ref,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["/bin/bash", "-c", launch.script],
+        "env": engine_env(role, plan, serving.model_load_minutes, inputs.hf_token_secret),
+        "ports": ports,
+        # Requests equal limits: Guaranteed QoS, so the kubelet evicts these pods last.
+        "resources": {"requests": dict(limits), "limits": limits},
+        "securityContext": {
+            # IPC_LOCK pins RDMA/NIXL buffers; SYS_RAWIO lets NVSHMEM/GDRCopy map the NIC BARs.
+            "capabilities": {"add": ["IPC_LOCK", "SYS_RAWIO"]},
+        },
+        "volumeMounts": [
+            {"name": "dshm", "mountPath": SHM_PATH},
+            {"name": "cache", "mountPath": CACHE_PATH},
+        ],
+        # The supervisor answers for all local ranks; it is up as soon as the process starts.
+        "startupProbe": {
+            "httpGet": {"path": "/health", "port": "supervisor"},
+            "periodSeconds": PROBE_PERIOD_SECONDS,
+            "timeoutSeconds": 5,
+            "failureThreshold": startup_failure_threshold(serving.model_load_minutes),
+        },
+        "livenessProbe": {
+            "httpGet": {"path": "/health", "port": "supervisor"},
+            "periodSeconds": 30,
+            "timeoutSeconds": 5,
+            "failureThreshold": 3,
+        },
+        # /readyz turns ready only when every local engine can take requests.
+        "readinessProbe": {
+            "httpGet": {"path": "/readyz", "port": "supervisor"},
+            "periodSeconds": 10,
+            "timeoutSeconds": 5,
+            "failureThreshold": 3,
+        },
+    }
+
+
+def _sidecar_container(plan: RolePlan) -> dict[str, Any]:
+    """llm-d's P/D routing sidecar as a native sidecar: it proxies each local DP rank's port
+    (8000+i -> 8200+i) and runs the remote prefill before handing the request to decode."""
+    resources = {"cpu": "1", "memory": "1Gi"}
+    return {
+        "name": SIDECAR_NAME,
+        "image": versions().images.routing_sidecar.ref,
+        "imagePullPolicy": "IfNotPresent",
+        "restartPolicy": "Always",
+        "args": [
+            f"--port={plan.sidecar_ports[0]}",
+            f"--model-server-port={plan.engine_ports[0]}",
+            f"--data-parallel-size={plan.dp_size_local}",
+            "--kv-connector=nixlv2",
+            # In-cluster hop between the gateway and the pod; TLS terminates at the gateway.
+            "--secure-proxy=false",
+            "--enable-prefiller-sampling",
+            "--zap-log-level=1",
+        ],
+        "ports": [
+            {"name": f"rank{i}", "containerPort": port, "protocol": "TCP"}
+            for i, port in enumerate(plan.sidecar_ports)
+        ],
+        "resources": {"requests": dict(resources), "limits": resources},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 65532,
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+    }
+
+
+def serving_pod_template(config: StackConfig, plan: RolePlan, inputs: PodInputs) -> dict[str, Any]:
+    """The pod template of every pod (leader and workers) of one role's LWS groups."""
+    role: RoleConfig = getattr(config.serving.roles, plan.name)
+    group = config.fleet.node_groups[plan.node_group]
+    spec: dict[str, Any] = {
+        # Hundreds of Services in the namespace would otherwise become env vars of vLLM.
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": 60,
+        "nodeSelector": dict(sorted(group.node_labels.items())),
+        "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
+        "containers": [_engine_container(config, role, plan, group, inputs)],
+        "volumes": [
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{plan.shm_gib}Gi"}},
+            {"name": "cache", "emptyDir": {"sizeLimit": f"{config.serving.model_cache_gib}Gi"}},
+        ],
+    }
+    if plan.sidecar_ports:
+        spec["initContainers"] = [_sidecar_container(plan)]
+    return {"metadata": {"labels": dict(inputs.labels)}, "spec": spec}
+
+
+def disaggregated_set_spec(
+    config: StackConfig, fleet: FleetPlan, inputs_by_role: dict[str, PodInputs]
+) -> dict[str, Any]:
+    """spec of the DisaggregatedSet: one multi-node LWS template per role."""
+    roles = []
+    for plan in fleet.roles:
+        roles.append(
+            {
+                "name": plan.name,
+                "spec": {
+                    "replicas": plan.instances,
+                    # Workers start only once the leader exists: they need LWS_LEADER_ADDRESS.
+                    "startupPolicy": "LeaderCreated",
+                    "leaderWorkerTemplate": {
+                        "size": plan.lws_size,
+                        # One crashed rank breaks the DP/EP world of the whole group.
+                        "restartPolicy": "RecreateGroupOnPodRestart",
+                        "workerTemplate": serving_pod_template(
+                            config, plan, inputs_by_role[plan.name]
+                        ),
+                    },
+                    "rolloutStrategy": {
+                        "type": "RollingUpdate",
+                        "rollingUpdateConfiguration": dict(ROLLOUT[plan.name]),
+                    },
+                },
+            }
+        )
+    return {"roles": roles}

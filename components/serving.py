@@ -1,0 +1,82 @@
+"""Model serving: namespace, Hugging Face token Secret and the prefill/decode DisaggregatedSet."""
+
+from typing import TypedDict
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.config import StackConfig
+from components.labels import common_labels, serving_labels
+from components.plan import FleetPlan
+from components.pod import PodInputs, disaggregated_set_spec
+from components.versions import versions
+
+HF_TOKEN_SECRET = "llm-d-hf-token"
+
+
+class ModelServingArgs(TypedDict):
+    config: StackConfig
+    """The validated stack configuration."""
+    plan: FleetPlan
+    """The fleet plan derived from it."""
+    hf_token: pulumi.Input[str] | None
+    """Hugging Face token (a secret); no Secret is created and pods get no HF_TOKEN when None."""
+
+
+class ModelServing(pulumi.ComponentResource):
+    """One DisaggregatedSet with a prefill and a decode role, each a multi-node LWS template."""
+
+    disaggregated_set: k8s.apiextensions.CustomResource
+
+    def __init__(self, name: str, args: ModelServingArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("llmd-fleet:serving:ModelServing", name, {}, opts)
+        config, plan = args["config"], args["plan"]
+        serving = config.serving
+        child = pulumi.ResourceOptions(parent=self)
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=serving.namespace, labels=common_labels("serving", serving.name)
+            ),
+            opts=child,
+        )
+        after_namespace = pulumi.ResourceOptions(parent=self, depends_on=[namespace])
+        hf_token = args.get("hf_token")
+        token_secret = None
+        if hf_token is not None:
+            token_secret = k8s.core.v1.Secret(
+                f"{name}-hf-token",
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name=HF_TOKEN_SECRET,
+                    namespace=serving.namespace,
+                    labels=common_labels("serving", serving.name),
+                ),
+                type="Opaque",
+                string_data={"HF_TOKEN": pulumi.Output.secret(hf_token)},
+                opts=after_namespace,
+            )
+        engine_version = versions().vllm.version
+        inputs = {
+            role.name: PodInputs(
+                instance=serving.name,
+                labels=serving_labels(serving.name, role.name, config.model.id, engine_version),
+                hf_token_secret=HF_TOKEN_SECRET if token_secret is not None else None,
+            )
+            for role in plan.roles
+        }
+        self.disaggregated_set = k8s.apiextensions.CustomResource(
+            f"{name}-disaggregated-set",
+            api_version="disaggregatedset.x-k8s.io/v1",
+            kind="DisaggregatedSet",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=serving.name,
+                namespace=serving.namespace,
+                labels=common_labels("model-server", serving.name),
+            ),
+            spec=disaggregated_set_spec(config, plan, inputs),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[namespace] + ([token_secret] if token_secret is not None else []),
+            ),
+        )
+        self.register_outputs({"disaggregatedSet": self.disaggregated_set.metadata})

@@ -1,0 +1,216 @@
+"""The vLLM command line and environment of a serving pod, built from the plan (pure).
+
+Flag names are vLLM's (`vllm serve --help` of the version in images/versions.toml); the launch
+layout (one pod per node, eight local DP ranks, multi-port external load balancing with a
+supervisor port, start rank from the LWS worker index) follows llm-d's wide-EP guides.
+"""
+
+import json
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from components.config import ModelConfig, RoleConfig
+from components.plan import KV_EVENTS_PORT, RolePlan
+
+# Default MoE all-to-all kernels: prefill moves large batches (DeepEP high-throughput), decode
+# moves few tokens per step and is latency bound (DeepEP low-latency).
+DEFAULT_ALL2ALL = {"prefill": "deepep_high_throughput", "decode": "deepep_low_latency"}
+
+# Mount points of the pod's volumes, shared with the pod builder.
+SHM_PATH = "/dev/shm"
+CACHE_PATH = "/var/cache"
+HF_CACHE = f"{CACHE_PATH}/huggingface"
+VLLM_CACHE = f"{CACHE_PATH}/vllm"
+
+
+def _json(value: dict[str, Any]) -> str:
+    """Compact JSON with a fixed key order (the builder's insertion order)."""
+    return json.dumps(value, separators=(",", ":"))
+
+
+def kv_transfer_config(role: str) -> dict[str, Any]:
+    """NIXL P/D transfer: prefill produces KV, decode consumes it and fails fast on a bad load.
+
+    A decode rank that cannot load its KV must fail the request, not silently recompute a
+    195k-token prompt on the decode GPUs (llm-d's wide-EP guides set the same policy).
+    """
+    return {
+        "kv_connector": "NixlConnector",
+        "kv_role": "kv_producer" if role == "prefill" else "kv_consumer",
+        "kv_buffer_device": "cuda",
+        "kv_load_failure_policy": "fail",
+        "kv_connector_extra_config": {"backends": ["UCX"]},
+    }
+
+
+def kv_events_topic(model: ModelConfig, client_port: int) -> str:
+    """Per-pod ZMQ topic the router's precise prefix-cache producer subscribes to."""
+    return f"kv@${{POD_IP}}:{client_port}@{model.id}"
+
+
+def kv_events_config(model: ModelConfig, plan: RolePlan) -> dict[str, Any]:
+    """KV-cache events over ZMQ. vLLM adds the global DP rank to the endpoint port, so the
+    endpoint uses ${KV_EVENTS_BASE} (= KV_EVENTS_PORT - start rank) and local rank i publishes on
+    KV_EVENTS_PORT + i on every pod."""
+    return {
+        "enable_kv_cache_events": True,
+        "publisher": "zmq",
+        "endpoint": "tcp://*:${KV_EVENTS_BASE}",
+        "topic": kv_events_topic(model, plan.client_ports[0]),
+    }
+
+
+def vllm_serve_argv(model: ModelConfig, role: RoleConfig, plan: RolePlan) -> list[str]:
+    """`vllm serve` argv. Words may reference the shell variables set by `launch_script`
+    (${START_RANK}, ${KV_EVENTS_BASE}) and the pod's env (${LWS_LEADER_ADDRESS}, ${POD_IP})."""
+    argv = [
+        "vllm",
+        "serve",
+        model.id,
+        "--revision",
+        model.revision,
+        "--served-model-name",
+        model.served_name or model.id,
+        "--port",
+        str(plan.engine_ports[0]),
+        "--enable-expert-parallel",
+        "--tensor-parallel-size",
+        str(plan.tensor_parallel),
+        "--data-parallel-size",
+        str(plan.data_parallel),
+        "--data-parallel-size-local",
+        str(plan.dp_size_local),
+        "--data-parallel-address",
+        "${LWS_LEADER_ADDRESS}",
+        "--data-parallel-rpc-port",
+        str(plan.dp_rpc_port),
+        "--data-parallel-start-rank",
+        "${START_RANK}",
+        "--data-parallel-multi-port-external-lb",
+        "--data-parallel-supervisor-port",
+        str(plan.supervisor_port),
+        "--all2all-backend",
+        role.all2all_backend or DEFAULT_ALL2ALL[plan.name],
+        "--kv-transfer-config",
+        _json(kv_transfer_config(plan.name)),
+        "--kv-events-config",
+        _json(kv_events_config(model, plan)),
+        "--kv-cache-dtype",
+        model.kv_cache_dtype,
+        "--block-size",
+        str(role.block_size),
+        "--max-model-len",
+        str(role.max_model_len),
+        "--gpu-memory-utilization",
+        str(role.gpu_memory_utilization),
+    ]
+    if role.mtp_tokens:
+        argv += [
+            "--speculative-config",
+            _json({"method": "mtp", "num_speculative_tokens": role.mtp_tokens}),
+        ]
+    if role.max_num_batched_tokens is not None:
+        argv += ["--max-num-batched-tokens", str(role.max_num_batched_tokens)]
+    if role.max_num_seqs is not None:
+        argv += ["--max-num-seqs", str(role.max_num_seqs)]
+    if role.enforce_eager:
+        argv.append("--enforce-eager")
+    if model.trust_remote_code:
+        argv.append("--trust-remote-code")
+    if model.tool_call_parser:
+        argv += ["--tool-call-parser", model.tool_call_parser, "--enable-auto-tool-choice"]
+    if model.reasoning_parser:
+        argv += ["--reasoning-parser", model.reasoning_parser]
+    return argv
+
+
+def shell_word(word: str) -> str:
+    """Quote one argv word for bash: literal unless it references ${VAR}, which stays expandable."""
+    if "${" not in word:
+        return shlex.quote(word)
+    escaped = word.replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`")
+    return f'"{escaped}"'
+
+
+def _argv_lines(argv: list[str]) -> list[str]:
+    """Group argv for reading: `vllm serve MODEL`, then one `--flag [value]` per line."""
+    lines = [" ".join(shell_word(w) for w in argv[:3])]
+    rest = argv[3:]
+    i = 0
+    while i < len(rest):
+        has_value = i + 1 < len(rest) and not rest[i + 1].startswith("--")
+        words = rest[i : i + 2] if has_value else rest[i : i + 1]
+        lines.append(" ".join(shell_word(w) for w in words))
+        i += len(words)
+    return lines
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How the serving container starts: a bash script and the argv it execs."""
+
+    argv: tuple[str, ...]
+    script: str
+
+
+def launch_script(model: ModelConfig, role: RoleConfig, plan: RolePlan) -> Launch:
+    """The container's `bash -c` script: clean /dev/shm, derive this worker's ranks, exec vLLM."""
+    argv = vllm_serve_argv(model, role, plan)
+    lines = [
+        "set -euo pipefail",
+        "# DeepEP/NVSHMEM segments left by a crashed engine fill /dev/shm (llm-d/llm-d#352).",
+        f"find {SHM_PATH} -mindepth 1 -delete",
+        "# Global DP rank of this pod's first local rank: one pod per node, "
+        f"{plan.dp_size_local} ranks each.",
+        f"START_RANK=$(( LWS_WORKER_INDEX * {plan.dp_size_local} ))",
+        "# vLLM adds the global DP rank to the KV-events port; local rank i then publishes on "
+        f"{KV_EVENTS_PORT} + i.",
+        f"KV_EVENTS_BASE=$(( {KV_EVENTS_PORT} - START_RANK ))",
+        "exec " + " \\\n  ".join(_argv_lines(argv)),
+    ]
+    return Launch(argv=tuple(argv), script="\n".join(lines) + "\n")
+
+
+def engine_env(
+    role: RoleConfig, plan: RolePlan, model_load_minutes: int, hf_token_secret: str | None
+) -> list[dict[str, Any]]:
+    """Environment of the vLLM container (Kubernetes EnvVar objects, camelCase)."""
+    env: list[dict[str, Any]] = [
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        # NIXL's side channel must advertise the pod IP, not a loopback or host address.
+        {"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "value": "$(POD_IP)"},
+        {"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": str(plan.nixl_side_channel_port)},
+        {"name": "DP_SIZE_LOCAL", "value": str(plan.dp_size_local)},
+        {"name": "TP_SIZE", "value": str(plan.tensor_parallel)},
+        # Engines come up only after the weights load; give the DP coordinator as long.
+        {"name": "VLLM_ENGINE_READY_TIMEOUT_S", "value": str(model_load_minutes * 60)},
+        {"name": "VLLM_USE_DEEP_GEMM", "value": "1"},
+        {"name": "VLLM_RANDOMIZE_DP_DUMMY_INPUTS", "value": "1"},
+        {"name": "VLLM_SKIP_P2P_CHECK", "value": "1"},
+        {"name": "NVIDIA_GDRCOPY", "value": "enabled"},
+        # DeepEP inter-node all-to-all over InfiniBand GPUDirect Async.
+        {"name": "NVSHMEM_REMOTE_TRANSPORT", "value": "ibgda"},
+        {"name": "NVSHMEM_IB_ENABLE_IBGDA", "value": "true"},
+        {"name": "NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME", "value": "eth0"},
+        {"name": "NVSHMEM_SYMMETRIC_SIZE", "value": f"{role.nvshmem_heap_gib}G"},
+        {"name": "PYTORCH_ALLOC_CONF", "value": "expandable_segments:True"},
+        {"name": "HF_HUB_CACHE", "value": HF_CACHE},
+        {"name": "VLLM_CACHE_ROOT", "value": VLLM_CACHE},
+        {"name": "CUDA_CACHE_PATH", "value": f"{VLLM_CACHE}/cuda"},
+        {"name": "TRITON_CACHE_DIR", "value": f"{VLLM_CACHE}/triton"},
+        {"name": "FLASHINFER_WORKSPACE_BASE", "value": f"{VLLM_CACHE}/flashinfer"},
+        # getpass() in the engine fails for UIDs without a passwd entry (vllm-project/vllm#44548).
+        {"name": "USER", "value": "llm-d"},
+    ]
+    if plan.name == "prefill":
+        # Keep idle connections open longer than the routing sidecar's 90 s idle timeout.
+        env.append({"name": "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "value": "120"})
+    if hf_token_secret:
+        env.append(
+            {
+                "name": "HF_TOKEN",
+                "valueFrom": {"secretKeyRef": {"name": hf_token_secret, "key": "HF_TOKEN"}},
+            }
+        )
+    return env

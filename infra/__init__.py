@@ -1,0 +1,1 @@
+"""The llmd-fleet Pulumi program and the offline synthesis command line."""

@@ -1,0 +1,60 @@
+"""The stack program: config -> plan -> target cluster -> platform -> serving -> outputs.
+
+The same function runs under `pulumi up` and under the mock engine of `llmd-fleet render`.
+"""
+
+import pulumi
+
+from components.config import ConfigError, StackConfig, load_from_pulumi
+from components.lws import LeaderWorkerSetController
+from components.onprem import OnPremCluster
+from components.plan import FleetPlan, PlanError, plan_fleet
+from components.serving import ModelServing
+from components.versions import versions
+
+
+def build_fleet(config: StackConfig, plan: FleetPlan) -> None:
+    """Declare every resource of the stack and its outputs."""
+    pulumi_config = pulumi.Config()
+    cluster = OnPremCluster(
+        "cluster",
+        {
+            "kubeconfig": pulumi_config.get_secret("kubeconfig"),
+            "context": config.target.kubeconfig_context,
+        },
+    )
+    on_cluster = pulumi.ResourceOptions(providers={"kubernetes": cluster.provider})
+    lws = LeaderWorkerSetController("lws", {"chart": versions().charts.lws}, opts=on_cluster)
+    serving = ModelServing(
+        config.serving.name,
+        {
+            "config": config,
+            "plan": plan,
+            "hf_token": pulumi_config.get_secret("hfToken") if config.has_hf_token else None,
+        },
+        opts=pulumi.ResourceOptions(
+            providers={"kubernetes": cluster.provider}, depends_on=[lws]
+        ),
+    )
+    pulumi.export("namespace", config.serving.namespace)
+    pulumi.export("disaggregatedSet", serving.disaggregated_set.metadata.apply(lambda m: m["name"]))
+    pulumi.export("gpus", plan.gpus)
+    pulumi.export(
+        "roles",
+        {r.name: {"instances": r.instances, "nodesPerInstance": r.nodes_per_instance} for r in plan.roles},
+    )
+
+
+def load() -> tuple[StackConfig, FleetPlan]:
+    """Validate the stack config and plan it (raises ConfigError or PlanError)."""
+    config = load_from_pulumi()
+    return config, plan_fleet(config)
+
+
+def main() -> None:
+    """Entry for `pulumi up`: bad input ends the run with one clean message, no traceback."""
+    try:
+        config, plan = load()
+    except (ConfigError, PlanError) as exc:
+        raise pulumi.RunError(str(exc)) from None
+    build_fleet(config, plan)

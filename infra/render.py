@@ -1,0 +1,200 @@
+"""Write a synthesis as deterministic files under build/<stack>/.
+
+    manifests/<namespace|cluster>/<kind>-<name>.yaml   every Kubernetes object, custom resources too
+    helm/<namespace>.<release>.yaml                     each Helm release: chart, repo, version, values
+    cloud/<type>.<name>.yaml                            cloud resources with their inputs
+    summary.md                                          resources by type, the plan, a topology diagram
+
+The output directory is replaced only after everything rendered: a failure leaves the previous
+output as it was.
+"""
+
+import re
+import shutil
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from components.plan import FleetPlan
+from infra.synth import REDACTED, SECRET_PLACEHOLDER, Recorded, Synthesis, clean
+
+_TOP_KEYS = ("apiVersion", "kind", "metadata")
+_HELM_TYPE = "kubernetes:helm.sh/v3:Release"
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block-style YAML; multi-line strings (launch scripts) as literal blocks."""
+
+
+def _str_presenter(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str_presenter)
+
+
+def to_yaml(document: Any) -> str:
+    return yaml.dump(document, Dumper=_Dumper, sort_keys=False, width=100, allow_unicode=True)
+
+
+def _sorted(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _sorted(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted(v) for v in value]
+    return value
+
+
+def kubernetes_object(resource: Recorded) -> dict[str, Any]:
+    """A recorded Kubernetes resource as the object the API server receives (fixed key order)."""
+    inputs = clean(resource.inputs)
+    body = {k: _sorted(inputs[k]) for k in _TOP_KEYS if k in inputs}
+    body.update({k: _sorted(inputs[k]) for k in sorted(inputs) if k not in _TOP_KEYS})
+    return body
+
+
+def is_kubernetes_object(resource: Recorded) -> bool:
+    return resource.custom and resource.type.startswith("kubernetes:") and resource.type != _HELM_TYPE
+
+
+def helm_release(resource: Recorded) -> dict[str, Any]:
+    inputs = clean(resource.inputs)
+    return {
+        "name": inputs.get("name", resource.name),
+        "namespace": inputs.get("namespace"),
+        "chart": inputs.get("chart"),
+        "version": inputs.get("version"),
+        "repository": (inputs.get("repositoryOpts") or {}).get("repo"),
+        "values": _sorted(inputs.get("values") or {}),
+    }
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")
+
+
+def render_files(synthesis: Synthesis) -> dict[str, str]:
+    """Relative path -> file text for everything the stack declares."""
+    files: dict[str, str] = {}
+    for resource in synthesis.resources:
+        if is_kubernetes_object(resource):
+            obj = kubernetes_object(resource)
+            meta = obj.get("metadata") or {}
+            folder = meta.get("namespace") or "cluster"
+            path = f"manifests/{_slug(folder)}/{obj['kind'].lower()}-{_slug(meta.get('name', resource.name))}.yaml"
+            files[path] = to_yaml(obj)
+        elif resource.type == _HELM_TYPE:
+            release = helm_release(resource)
+            files[f"helm/{_slug(release['namespace'] or 'default')}.{_slug(release['name'])}.yaml"] = to_yaml(release)
+        elif resource.custom and resource.type.split(":")[0] in {"gcp", "aws"}:
+            files[f"cloud/{_slug(resource.type)}.{_slug(resource.name)}.yaml"] = to_yaml(
+                {"type": resource.type, "name": resource.name, "inputs": _sorted(clean(resource.inputs))}
+            )
+    files["summary.md"] = summary(synthesis)
+    for path, text in files.items():
+        # Secure config values are never decrypted offline, but make sure none leaks either way.
+        if SECRET_PLACEHOLDER in text:
+            raise RuntimeError(f"{path}: a secret value reached the rendered output")
+    return files
+
+
+def write_atomically(files: dict[str, str], out_dir: Path) -> None:
+    """Write all files to a sibling temp dir, then swap it in place of out_dir."""
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        for rel, text in sorted(files.items()):
+            target = staging / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+        old = out_dir.with_name(f".{out_dir.name}.old")
+        if old.exists():
+            shutil.rmtree(old)
+        if out_dir.exists():
+            out_dir.rename(old)
+        staging.rename(out_dir)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _gib(value: float) -> str:
+    return f"{value:.1f}"
+
+
+def plan_table(plan: FleetPlan) -> str:
+    """The plan as a Markdown table, one column per role."""
+    rows: list[tuple[str, ...]] = [
+        ("", *(r.name for r in plan.roles)),
+        ("node group", *(r.node_group for r in plan.roles)),
+        ("instances", *(str(r.instances) for r in plan.roles)),
+        ("nodes per instance (LWS size)", *(str(r.lws_size) for r in plan.roles)),
+        ("GPUs per instance", *(str(r.gpus_per_instance) for r in plan.roles)),
+        ("TP / DP / EP", *(f"{r.tensor_parallel} / {r.data_parallel} / {r.expert_parallel}" for r in plan.roles)),
+        ("local DP ranks per pod", *(str(r.dp_size_local) for r in plan.roles)),
+        ("start rank per worker", *(", ".join(map(str, r.start_ranks)) for r in plan.roles)),
+        ("client ports", *(_port_range(r.client_ports) for r in plan.roles)),
+        ("engine ports / supervisor", *(f"{_port_range(r.engine_ports)} / {r.supervisor_port}" for r in plan.roles)),
+        ("KV-event ports", *(_port_range(r.kv_events_ports) for r in plan.roles)),
+        ("nodes / GPUs", *(f"{r.nodes} / {r.gpus}" for r in plan.roles)),
+        ("HBM per GPU, usable (GiB)", *(f"{_gib(r.memory.hbm_gib)}, {_gib(r.memory.usable_gib)}" for r in plan.roles)),
+        ("replicated weights (GiB)", *(_gib(r.memory.replicated_weights_gib) for r in plan.roles)),
+        ("expert weights / EP (GiB)", *(_gib(r.memory.expert_weights_gib) for r in plan.roles)),
+        ("runtime + NVSHMEM reserve (GiB)", *(_gib(r.memory.reserve_gib) for r in plan.roles)),
+        ("KV cache per rank (GiB)", *(_gib(r.memory.kv_cache_gib) for r in plan.roles)),
+        ("KV tokens per rank", *(f"{r.memory.kv_tokens:,}" for r in plan.roles)),
+        ("195k-token contexts per rank", *(f"{r.memory.agent_contexts:.2f}" for r in plan.roles)),
+        ("pod memory / CPUs / shm", *(f"{r.pod_memory_gib}Gi / {r.pod_cpus} / {r.shm_gib}Gi" for r in plan.roles)),
+    ]
+    header, *body = rows
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in body]
+    return "\n".join(lines)
+
+
+def _port_range(ports: tuple[int, ...]) -> str:
+    return f"{ports[0]}-{ports[-1]}" if len(ports) > 1 else str(ports[0])
+
+
+def _diagram(synthesis: Synthesis) -> str:
+    config, plan = synthesis.config, synthesis.plan
+    lines = ["```mermaid", "flowchart LR"]
+    lines.append('  clients(["clients / router"])')
+    for role in plan.roles:
+        lines.append(
+            f'  {role.name}["{role.name}: {role.instances} x DEP{role.data_parallel}'
+            f' ({role.nodes_per_instance} nodes, {role.gpus_per_instance} H100 each)"]'
+        )
+    decode, prefill = plan.role("decode"), plan.role("prefill")
+    lines.append(f"  clients -->|HTTP {_port_range(decode.client_ports)}| decode")
+    lines.append("  decode -->|routing sidecar: remote prefill| prefill")
+    lines.append("  prefill -.->|KV blocks over NIXL| decode")
+    lines.append(f'  lws[["LWS controller (DisaggregatedSet {config.serving.name})"]]')
+    lines.append("  lws --- prefill")
+    lines.append("  lws --- decode")
+    lines.append("```")
+    return "\n".join(lines)
+
+
+def summary(synthesis: Synthesis) -> str:
+    config, plan = synthesis.config, synthesis.plan
+    counts = Counter(r.type for r in synthesis.resources)
+    lines = [
+        f"# Stack `{synthesis.stack}`",
+        "",
+        f"- target: {config.target.kind}, Kubernetes {config.target.kubernetes_version}",
+        f"- model: `{config.model.id}` @ `{config.model.revision}`",
+        f"- GPUs: {plan.gpus} on {plan.nodes} nodes",
+    ]
+    for use in plan.node_groups:
+        lines.append(f"- node group `{use.name}`: {use.used} of {use.nodes} nodes used")
+    lines += ["", "## Plan", "", plan_table(plan), "", "## Topology", "", _diagram(synthesis)]
+    lines += ["", "## Resources by type", "", "| type | count |", "|---|---|"]
+    lines += [f"| `{t}` | {n} |" for t, n in sorted(counts.items())]
+    lines += ["", f"Secret values are never rendered; they appear as `{REDACTED}`.", ""]
+    return "\n".join(lines)

@@ -1,0 +1,128 @@
+"""Offline synthesis: run the stack program under Pulumi's mock engine and record every resource.
+
+No Pulumi CLI, cloud credentials or cluster is involved. The program is the same one `pulumi up`
+runs; the mock engine records each resource's inputs, which are then written as deterministic
+files (see infra/render.py).
+"""
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+from pulumi.runtime import Mocks, MockCallArgs, MockResourceArgs, mocks, set_mocks
+
+from components.config import PROJECT, ConfigError, StackConfig
+from components.plan import FleetPlan
+
+# The marker the Pulumi wire format wraps secret values in (pulumi.runtime.rpc).
+_SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d"
+_SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
+REDACTED = "[secret]"
+# Stand-in for each `secure:` value of a stack file: its ciphertext is never decrypted offline.
+SECRET_PLACEHOLDER = "offline-render-placeholder"
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One registered resource: its type token, logical name, parent chain and inputs."""
+
+    type: str
+    name: str
+    custom: bool
+    inputs: dict[str, Any]
+
+
+@dataclass
+class RecordingMocks(Mocks):
+    """Mocks that record every resource and echo its inputs back as its state."""
+
+    created: list[Recorded] = field(default_factory=list)
+
+    def new_resource(self, args: MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        self.created.append(Recorded(args.typ, args.name, args.custom, dict(args.inputs)))
+        return f"{args.name}-id", dict(args.inputs)
+
+    def call(self, args: MockCallArgs) -> dict[str, Any]:
+        return {}
+
+
+@dataclass(frozen=True)
+class StackFile:
+    """A stack's config as the Pulumi CLI would pass it to the program."""
+
+    stack: str
+    values: dict[str, str]
+    secret_keys: frozenset[str]
+
+
+def stack_file_path(stacks_dir: Path, stack: str) -> Path:
+    return stacks_dir / f"Pulumi.{stack}.yaml"
+
+
+def read_stack_file(stacks_dir: Path, stack: str) -> StackFile:
+    """Read stacks/Pulumi.<stack>.yaml. Objects become JSON text and `secure:` values a
+    placeholder, exactly the shapes the Pulumi CLI hands a Python program."""
+    path = stack_file_path(stacks_dir, stack)
+    if not path.is_file():
+        known = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in stacks_dir.glob("Pulumi.*.yaml"))
+        raise ConfigError([("stack", f"no stack file {path} (stacks: {', '.join(known) or 'none'})")])
+    try:
+        document = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError([(str(path), f"not valid YAML: {exc}")]) from None
+    config = document.get("config") if isinstance(document, dict) else None
+    if not isinstance(config, dict):
+        raise ConfigError([(str(path), "must contain a `config:` mapping")])
+    values: dict[str, str] = {}
+    secrets = set()
+    for key, value in config.items():
+        full_key = key if ":" in key else f"{PROJECT}:{key}"
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            values[full_key] = SECRET_PLACEHOLDER
+            secrets.add(full_key)
+        elif isinstance(value, (dict, list)):
+            values[full_key] = json.dumps(value)
+        elif isinstance(value, bool):
+            values[full_key] = "true" if value else "false"
+        else:
+            values[full_key] = str(value)
+    return StackFile(stack=stack, values=values, secret_keys=frozenset(secrets))
+
+
+@dataclass(frozen=True)
+class Synthesis:
+    stack: str
+    config: StackConfig
+    plan: FleetPlan
+    resources: tuple[Recorded, ...]
+
+
+def synthesize(stacks_dir: Path, stack: str) -> Synthesis:
+    """Validate, plan and run the stack program under mocks. Raises ConfigError or PlanError
+    before any resource is declared when the input is bad."""
+    from infra.program import build_fleet, load
+
+    stack_file = read_stack_file(stacks_dir, stack)
+    pulumi.runtime.set_all_config(stack_file.values, sorted(stack_file.secret_keys))
+    recorder = RecordingMocks()
+    set_mocks(recorder, project=PROJECT, stack=stack, preview=False)
+    config, plan = load()
+    mocks.test(lambda: build_fleet(config, plan))()
+    return Synthesis(stack, config, plan, tuple(recorder.created))
+
+
+def clean(value: Any) -> Any:
+    """Engine values -> plain data: secrets redacted, integral floats back to ints (the wire
+    format carries every number as a double), nulls dropped."""
+    if isinstance(value, dict):
+        if value.get(_SECRET_SIG_KEY) == _SECRET_SIG:
+            return REDACTED
+        return {k: clean(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [clean(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
