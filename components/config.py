@@ -15,7 +15,7 @@ names are camelCase in YAML (Pulumi's convention) and snake_case in Python.
 
 import re
 from collections.abc import Callable, Mapping
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -52,7 +52,7 @@ class _Model(BaseModel):
     )
 
 
-class Accelerator(str, Enum):
+class Accelerator(StrEnum):
     """GPU models the fleet sizes for."""
 
     H100_80GB = "H100-80GB"
@@ -108,7 +108,7 @@ class FleetConfig(_Model):
     """Node groups by name; names are DNS labels."""
 
 
-class WeightDtype(str, Enum):
+class WeightDtype(StrEnum):
     """Checkpoint weight formats and their bytes per parameter."""
 
     FP8 = "fp8"
@@ -234,9 +234,13 @@ class StackConfig(_Model):
     """The whole stack configuration."""
 
     target: TargetConfig
+    """`llmd-fleet:target`."""
     fleet: FleetConfig
+    """`llmd-fleet:fleet`."""
     model: ModelConfig
+    """`llmd-fleet:model`."""
     serving: ServingConfig
+    """`llmd-fleet:serving`."""
     has_hf_token: bool = False
     """Whether `llmd-fleet:hfToken` is set (as a secret); the value itself is never held here."""
 
@@ -275,9 +279,7 @@ def _path(key: str, loc: tuple[Any, ...]) -> str:
     return ".".join(parts)
 
 
-def parse_config(
-    raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset()
-) -> StackConfig:
+def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset()) -> StackConfig:
     """Validate raw config values (key without namespace -> parsed YAML/JSON value).
 
     `secret_keys` names the keys that were set as Pulumi secrets. Raises ConfigError naming every
@@ -325,14 +327,10 @@ def _semantic_problems(config: StackConfig) -> list[tuple[str, str]]:
         )
     for name in config.fleet.node_groups:
         if not re.match(_DNS_LABEL, name):
-            problems.append(
-                (f"{PROJECT}:fleet.nodeGroups.{name}", "name must be a DNS label ([a-z0-9-])")
-            )
+            problems.append((f"{PROJECT}:fleet.nodeGroups.{name}", "name must be a DNS label ([a-z0-9-])"))
     model = config.model
     if model.routed_expert_params_b >= model.total_params_b:
-        problems.append(
-            (f"{PROJECT}:model.routedExpertParamsB", "must be smaller than totalParamsB")
-        )
+        problems.append((f"{PROJECT}:model.routedExpertParamsB", "must be smaller than totalParamsB"))
     if model.active_params_b > model.total_params_b:
         problems.append((f"{PROJECT}:model.activeParamsB", "must not exceed totalParamsB"))
     roles = config.serving.roles
@@ -342,9 +340,7 @@ def _semantic_problems(config: StackConfig) -> list[tuple[str, str]]:
         group = config.fleet.node_groups.get(role.node_group)
         if group is None:
             allowed = ", ".join(sorted(config.fleet.node_groups))
-            problems.append(
-                (f"{path}.nodeGroup", f"no node group {role.node_group!r} (allowed: {allowed})")
-            )
+            problems.append((f"{path}.nodeGroup", f"no node group {role.node_group!r} (allowed: {allowed})"))
             continue
         gpus = role.nodes_per_instance * group.gpus_per_node
         if role.tensor_parallel * role.data_parallel != gpus:
@@ -360,8 +356,7 @@ def _semantic_problems(config: StackConfig) -> list[tuple[str, str]]:
             problems.append(
                 (
                     f"{path}.tensorParallel",
-                    f"must divide the GPUs per node ({group.gpus_per_node}); "
-                    f"got {role.tensor_parallel}",
+                    f"must divide the GPUs per node ({group.gpus_per_node}); got {role.tensor_parallel}",
                 )
             )
         if role.expert_parallel != role.tensor_parallel * role.data_parallel:

@@ -19,9 +19,7 @@ class OnPremCluster(pulumi.ComponentResource):
 
     provider: k8s.Provider
 
-    def __init__(
-        self, name: str, args: OnPremClusterArgs, opts: pulumi.ResourceOptions | None = None
-    ):
+    def __init__(self, name: str, args: OnPremClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llmd-fleet:cluster:OnPremCluster", name, {}, opts)
         kubeconfig = args.get("kubeconfig")
         self.provider = k8s.Provider(

@@ -1,5 +1,6 @@
 """Serving pod templates and the DisaggregatedSet spec (pure builders, Kubernetes camelCase)."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -163,7 +164,7 @@ def serving_pod_template(config: StackConfig, plan: RolePlan, inputs: PodInputs)
 
 
 def disaggregated_set_spec(
-    config: StackConfig, fleet: FleetPlan, inputs_by_role: dict[str, PodInputs]
+    config: StackConfig, fleet: FleetPlan, inputs_by_role: Mapping[str, PodInputs]
 ) -> dict[str, Any]:
     """spec of the DisaggregatedSet: one multi-node LWS template per role."""
     roles = []
@@ -179,9 +180,7 @@ def disaggregated_set_spec(
                         "size": plan.lws_size,
                         # One crashed rank breaks the DP/EP world of the whole group.
                         "restartPolicy": "RecreateGroupOnPodRestart",
-                        "workerTemplate": serving_pod_template(
-                            config, plan, inputs_by_role[plan.name]
-                        ),
+                        "workerTemplate": serving_pod_template(config, plan, inputs_by_role[plan.name]),
                     },
                     "rolloutStrategy": {
                         "type": "RollingUpdate",

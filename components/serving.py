@@ -56,7 +56,7 @@ class ModelServing(pulumi.ComponentResource):
                 opts=after_namespace,
             )
         engine_version = versions().vllm.version
-        inputs = {
+        inputs: dict[str, PodInputs] = {
             role.name: PodInputs(
                 instance=serving.name,
                 labels=serving_labels(serving.name, role.name, config.model.id, engine_version),
@@ -79,4 +79,4 @@ class ModelServing(pulumi.ComponentResource):
                 depends_on=[namespace] + ([token_secret] if token_secret is not None else []),
             ),
         )
-        self.register_outputs({"disaggregatedSet": self.disaggregated_set.metadata})
+        self.register_outputs({"disaggregatedSet": serving.name})

@@ -3,7 +3,6 @@ stack's version (kubernetes-validate, strict: unknown fields are errors), custom
 against the openAPIV3Schema of their CRD (unknown fields rejected as the API server prunes them).
 """
 
-import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,7 +81,7 @@ def structural_to_json_schema(node: Any, in_junction: bool = False) -> Any:
         out.pop("anyOf", None)
     if out.pop("nullable", False) and "type" in out:
         types = [out["type"]] if isinstance(out["type"], str) else list(out["type"])
-        out["type"] = types + ["null"]
+        out["type"] = [*types, "null"]
     if out.get("x-kubernetes-embedded-resource"):
         out.setdefault("properties", {})
         for key in ("apiVersion", "kind", "metadata"):
@@ -98,11 +97,14 @@ class CrdSchemas:
 
     def __init__(self, directories: list[Path]):
         self._schemas: dict[tuple[str, str], dict[str, tuple[bool, dict[str, Any]]]] = {}
+        self._validators: dict[tuple[str, str, str], Any] = {}
         for directory in directories:
             if not directory.is_dir():
                 raise ValueError(f"--crd-dir {directory}: not a directory")
             for path in sorted(directory.rglob("*.y*ml")):
-                for doc in yaml.load_all(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+                for doc in yaml.load_all(
+                    path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+                ):
                     if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
                         spec = doc["spec"]
                         versions = self._schemas.setdefault((spec["group"], spec["names"]["kind"]), {})
@@ -113,8 +115,13 @@ class CrdSchemas:
                             }
                             versions[version["name"]] = (bool(version.get("served")), schema)
 
-    @functools.cache
     def validator(self, group: str, version: str, kind: str) -> Any:
+        key = (group, version, kind)
+        if key not in self._validators:
+            self._validators[key] = self._build_validator(group, version, kind)
+        return self._validators[key]
+
+    def _build_validator(self, group: str, version: str, kind: str) -> Any:
         versions = self._schemas.get((group, kind))
         if versions is None:
             raise LookupError(f"no CRD for {group}/{version} {kind} (pass its directory with --crd-dir)")
@@ -124,7 +131,9 @@ class CrdSchemas:
             raise LookupError(f"{kind} version {version} is not served by its CRD (served: {ok})")
         root = structural_to_json_schema(schema)
         root.setdefault("properties", {})
-        root["properties"].update({"apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"}})
+        root["properties"].update(
+            {"apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"}}
+        )
         return _Validator(root)
 
 
@@ -158,7 +167,9 @@ def check_object(obj: Any, version: str, crds: CrdSchemas) -> list[str]:
     return [f"{_path(e.absolute_path)}: {e.message[:300]}" for e in errors]
 
 
-def check_manifests(manifest_dir: Path, kubernetes_version: str, crd_dirs: list[Path]) -> tuple[int, list[Finding]]:
+def check_manifests(
+    manifest_dir: Path, kubernetes_version: str, crd_dirs: list[Path]
+) -> tuple[int, list[Finding]]:
     """Validate every YAML document under manifest_dir; returns (objects checked, findings)."""
     version = schema_version(kubernetes_version)
     crds = CrdSchemas(crd_dirs)
@@ -170,6 +181,10 @@ def check_manifests(manifest_dir: Path, kubernetes_version: str, crd_dirs: list[
             if doc is None:
                 continue
             count += 1
-            name = f"{doc.get('kind', '?')}/{(doc.get('metadata') or {}).get('name', '?')}" if isinstance(doc, dict) else "?"
+            name = (
+                f"{doc.get('kind', '?')}/{(doc.get('metadata') or {}).get('name', '?')}"
+                if isinstance(doc, dict)
+                else "?"
+            )
             findings += [Finding(rel, name, message) for message in check_object(doc, version, crds)]
     return count, findings

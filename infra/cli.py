@@ -9,11 +9,16 @@ Exit codes: 0 fine, 1 the rendered output failed a check, 2 bad input (config, p
 
 import argparse
 import asyncio
+import contextlib
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from components.config import ConfigError
 from components.plan import PlanError
+
+if TYPE_CHECKING:
+    from infra.synth import Synthesis
 
 EXIT_OK, EXIT_INVALID_OUTPUT, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -30,7 +35,10 @@ def _project_root() -> Path:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="llmd-fleet", description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--stacks-dir", type=Path, default=None, help="directory of Pulumi.<stack>.yaml files (default: stacks/)"
+        "--stacks-dir",
+        type=Path,
+        default=None,
+        help="directory of Pulumi.<stack>.yaml files (default: stacks/)",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     plan = sub.add_parser("plan", help="print the fleet plan of a stack")
@@ -47,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _render(stacks_dir: Path, stack: str, out: Path) -> "object":
+def _render(stacks_dir: Path, stack: str, out: Path) -> "Synthesis":
     from infra.render import render_files, write_atomically
     from infra.synth import synthesize
 
@@ -64,13 +72,12 @@ def run(argv: list[str]) -> int:
     stacks_dir = args.stacks_dir or root / "stacks"
     try:
         if args.command == "plan":
-            from infra.render import plan_table
-            from infra.synth import read_stack_file
-
             import pulumi
 
             from components.config import load_from_pulumi
             from components.plan import plan_fleet
+            from infra.render import plan_table
+            from infra.synth import read_stack_file
 
             stack_file = read_stack_file(stacks_dir, args.stack)
             pulumi.runtime.set_all_config(stack_file.values, sorted(stack_file.secret_keys))
@@ -89,7 +96,9 @@ def run(argv: list[str]) -> int:
 
     try:
         count, findings = check_manifests(
-            out / "manifests", synthesis.config.target.kubernetes_version, args.crd_dir  # type: ignore[attr-defined]
+            out / "manifests",
+            synthesis.config.target.kubernetes_version,
+            args.crd_dir,
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -104,8 +113,10 @@ def run(argv: list[str]) -> int:
 def main() -> None:
     code = run(sys.argv[1:])
     # The mock engine leaves its event loop open; close it so interpreter exit stays quiet.
-    try:
+    with contextlib.suppress(RuntimeError):
         asyncio.get_event_loop_policy().get_event_loop().close()
-    except RuntimeError:
-        pass
     sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

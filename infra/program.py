@@ -3,6 +3,8 @@
 The same function runs under `pulumi up` and under the mock engine of `llmd-fleet render`.
 """
 
+from dataclasses import dataclass
+
 import pulumi
 
 from components.config import ConfigError, StackConfig, load_from_pulumi
@@ -13,7 +15,16 @@ from components.serving import ModelServing
 from components.versions import versions
 
 
-def build_fleet(config: StackConfig, plan: FleetPlan) -> None:
+@dataclass(frozen=True)
+class Fleet:
+    """The top-level components of a stack."""
+
+    cluster: OnPremCluster
+    lws: LeaderWorkerSetController
+    serving: ModelServing
+
+
+def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
     """Declare every resource of the stack and its outputs."""
     pulumi_config = pulumi.Config()
     cluster = OnPremCluster(
@@ -32,17 +43,16 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> None:
             "plan": plan,
             "hf_token": pulumi_config.get_secret("hfToken") if config.has_hf_token else None,
         },
-        opts=pulumi.ResourceOptions(
-            providers={"kubernetes": cluster.provider}, depends_on=[lws]
-        ),
+        opts=pulumi.ResourceOptions(providers={"kubernetes": cluster.provider}, depends_on=[lws]),
     )
     pulumi.export("namespace", config.serving.namespace)
-    pulumi.export("disaggregatedSet", serving.disaggregated_set.metadata.apply(lambda m: m["name"]))
+    pulumi.export("disaggregatedSet", serving.disaggregated_set.id.apply(lambda _: config.serving.name))
     pulumi.export("gpus", plan.gpus)
     pulumi.export(
         "roles",
         {r.name: {"instances": r.instances, "nodesPerInstance": r.nodes_per_instance} for r in plan.roles},
     )
+    return Fleet(cluster=cluster, lws=lws, serving=serving)
 
 
 def load() -> tuple[StackConfig, FleetPlan]:

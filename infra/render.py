@@ -84,12 +84,13 @@ def render_files(synthesis: Synthesis) -> dict[str, str]:
         if is_kubernetes_object(resource):
             obj = kubernetes_object(resource)
             meta = obj.get("metadata") or {}
-            folder = meta.get("namespace") or "cluster"
-            path = f"manifests/{_slug(folder)}/{obj['kind'].lower()}-{_slug(meta.get('name', resource.name))}.yaml"
-            files[path] = to_yaml(obj)
+            folder = _slug(meta.get("namespace") or "cluster")
+            file_name = f"{obj['kind'].lower()}-{_slug(meta.get('name', resource.name))}.yaml"
+            files[f"manifests/{folder}/{file_name}"] = to_yaml(obj)
         elif resource.type == _HELM_TYPE:
             release = helm_release(resource)
-            files[f"helm/{_slug(release['namespace'] or 'default')}.{_slug(release['name'])}.yaml"] = to_yaml(release)
+            file_name = f"{_slug(release['namespace'] or 'default')}.{_slug(release['name'])}.yaml"
+            files[f"helm/{file_name}"] = to_yaml(release)
         elif resource.custom and resource.type.split(":")[0] in {"gcp", "aws"}:
             files[f"cloud/{_slug(resource.type)}.{_slug(resource.name)}.yaml"] = to_yaml(
                 {"type": resource.type, "name": resource.name, "inputs": _sorted(clean(resource.inputs))}
@@ -135,21 +136,33 @@ def plan_table(plan: FleetPlan) -> str:
         ("instances", *(str(r.instances) for r in plan.roles)),
         ("nodes per instance (LWS size)", *(str(r.lws_size) for r in plan.roles)),
         ("GPUs per instance", *(str(r.gpus_per_instance) for r in plan.roles)),
-        ("TP / DP / EP", *(f"{r.tensor_parallel} / {r.data_parallel} / {r.expert_parallel}" for r in plan.roles)),
+        (
+            "TP / DP / EP",
+            *(f"{r.tensor_parallel} / {r.data_parallel} / {r.expert_parallel}" for r in plan.roles),
+        ),
         ("local DP ranks per pod", *(str(r.dp_size_local) for r in plan.roles)),
         ("start rank per worker", *(", ".join(map(str, r.start_ranks)) for r in plan.roles)),
         ("client ports", *(_port_range(r.client_ports) for r in plan.roles)),
-        ("engine ports / supervisor", *(f"{_port_range(r.engine_ports)} / {r.supervisor_port}" for r in plan.roles)),
+        (
+            "engine ports / supervisor",
+            *(f"{_port_range(r.engine_ports)} / {r.supervisor_port}" for r in plan.roles),
+        ),
         ("KV-event ports", *(_port_range(r.kv_events_ports) for r in plan.roles)),
         ("nodes / GPUs", *(f"{r.nodes} / {r.gpus}" for r in plan.roles)),
-        ("HBM per GPU, usable (GiB)", *(f"{_gib(r.memory.hbm_gib)}, {_gib(r.memory.usable_gib)}" for r in plan.roles)),
+        (
+            "HBM per GPU, usable (GiB)",
+            *(f"{_gib(r.memory.hbm_gib)}, {_gib(r.memory.usable_gib)}" for r in plan.roles),
+        ),
         ("replicated weights (GiB)", *(_gib(r.memory.replicated_weights_gib) for r in plan.roles)),
         ("expert weights / EP (GiB)", *(_gib(r.memory.expert_weights_gib) for r in plan.roles)),
         ("runtime + NVSHMEM reserve (GiB)", *(_gib(r.memory.reserve_gib) for r in plan.roles)),
         ("KV cache per rank (GiB)", *(_gib(r.memory.kv_cache_gib) for r in plan.roles)),
         ("KV tokens per rank", *(f"{r.memory.kv_tokens:,}" for r in plan.roles)),
         ("195k-token contexts per rank", *(f"{r.memory.agent_contexts:.2f}" for r in plan.roles)),
-        ("pod memory / CPUs / shm", *(f"{r.pod_memory_gib}Gi / {r.pod_cpus} / {r.shm_gib}Gi" for r in plan.roles)),
+        (
+            "pod memory / CPUs / shm",
+            *(f"{r.pod_memory_gib}Gi / {r.pod_cpus} / {r.shm_gib}Gi" for r in plan.roles),
+        ),
     ]
     header, *body = rows
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -170,7 +183,7 @@ def _diagram(synthesis: Synthesis) -> str:
             f'  {role.name}["{role.name}: {role.instances} x DEP{role.data_parallel}'
             f' ({role.nodes_per_instance} nodes, {role.gpus_per_instance} H100 each)"]'
         )
-    decode, prefill = plan.role("decode"), plan.role("prefill")
+    decode = plan.role("decode")
     lines.append(f"  clients -->|HTTP {_port_range(decode.client_ports)}| decode")
     lines.append("  decode -->|routing sidecar: remote prefill| prefill")
     lines.append("  prefill -.->|KV blocks over NIXL| decode")

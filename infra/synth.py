@@ -12,7 +12,7 @@ from typing import Any
 
 import pulumi
 import yaml
-from pulumi.runtime import Mocks, MockCallArgs, MockResourceArgs, mocks, set_mocks
+from pulumi.runtime import MockCallArgs, MockResourceArgs, Mocks, mocks, set_mocks
 
 from components.config import PROJECT, ConfigError, StackConfig
 from components.plan import FleetPlan
@@ -42,11 +42,11 @@ class RecordingMocks(Mocks):
     created: list[Recorded] = field(default_factory=list)
 
     def new_resource(self, args: MockResourceArgs) -> tuple[str, dict[str, Any]]:
-        self.created.append(Recorded(args.typ, args.name, args.custom, dict(args.inputs)))
+        self.created.append(Recorded(args.typ, args.name, bool(args.custom), dict(args.inputs)))
         return f"{args.name}-id", dict(args.inputs)
 
-    def call(self, args: MockCallArgs) -> dict[str, Any]:
-        return {}
+    def call(self, args: MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
+        return {}, None
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,12 @@ def synthesize(stacks_dir: Path, stack: str) -> Synthesis:
     recorder = RecordingMocks()
     set_mocks(recorder, project=PROJECT, stack=stack, preview=False)
     config, plan = load()
-    mocks.test(lambda: build_fleet(config, plan))()
+
+    def program() -> None:
+        build_fleet(config, plan)
+
+    # mocks.test runs the program to completion: every registration and apply has finished.
+    mocks.test(program)()
     return Synthesis(stack, config, plan, tuple(recorder.created))
 
 

@@ -1,0 +1,31 @@
+# Entry points used by the README and CI. Every target runs inside the locked uv environment.
+UV ?= uv
+CRD_DIR ?= ../shared/schemas/crds
+STACKS := $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))
+
+.PHONY: setup check render plan test lint typecheck unit
+
+setup: ## Install uv if missing, then the locked environment (.venv)
+	@command -v $(UV) >/dev/null 2>&1 || python3 -m pip install --quiet uv
+	$(UV) sync --frozen
+
+check: ## Render every stack offline and validate all manifests (built-in kinds and CRDs)
+	@set -e; for s in $(STACKS); do $(UV) run --frozen llmd-fleet check $$s --crd-dir $(CRD_DIR); done
+
+render: ## Render every stack into build/<stack>/
+	@set -e; for s in $(STACKS); do $(UV) run --frozen llmd-fleet render $$s; done
+
+plan: ## Print the plan of every stack
+	@set -e; for s in $(STACKS); do $(UV) run --frozen llmd-fleet plan $$s; done
+
+test: lint typecheck unit ## Lint, type-check and run the test suite
+
+lint:
+	$(UV) run --frozen ruff check .
+	$(UV) run --frozen ruff format --check .
+
+typecheck:
+	$(UV) run --frozen mypy
+
+unit:
+	$(UV) run --frozen pytest

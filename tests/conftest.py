@@ -1,0 +1,61 @@
+"""Shared fixtures: the repository's stacks, raw config of the reference stack, a clean engine."""
+
+import copy
+import os
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+import yaml
+
+from components.config import PROJECT
+
+REPO = Path(__file__).resolve().parent.parent
+STACKS_DIR = REPO / "stacks"
+REFERENCE_STACK = "onprem-h100"
+# Upstream CRD schemas; CI lays them beside the checkout. Override with LLMD_CRD_DIR.
+CRD_DIR = Path(os.environ.get("LLMD_CRD_DIR", REPO.parent / "shared" / "schemas" / "crds"))
+
+
+def all_stacks() -> list[str]:
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in STACKS_DIR.glob("Pulumi.*.yaml"))
+
+
+def stack_raw_config(stack: str = REFERENCE_STACK) -> dict[str, Any]:
+    """The stack file's config as parse_config takes it (keys without the namespace)."""
+    document = yaml.safe_load((STACKS_DIR / f"Pulumi.{stack}.yaml").read_text())
+    return {key.split(":", 1)[1]: value for key, value in document["config"].items()}
+
+
+@pytest.fixture
+def raw_config() -> dict[str, Any]:
+    return copy.deepcopy(stack_raw_config())
+
+
+@pytest.fixture
+def crd_dir() -> Path:
+    assert CRD_DIR.is_dir(), f"CRD schemas not found at {CRD_DIR}; set LLMD_CRD_DIR"
+    return CRD_DIR
+
+
+@pytest.fixture(autouse=True)
+def reset_pulumi_config():
+    """Config set by one test must never leak into the next."""
+    pulumi.runtime.set_all_config({}, [])
+    yield
+    pulumi.runtime.set_all_config({}, [])
+
+
+def set_stack_config(raw: dict[str, Any], secrets: dict[str, str] | None = None) -> None:
+    """Put raw config (and secret values) into the Pulumi runtime as the CLI would."""
+    import json
+
+    values = {
+        f"{PROJECT}:{k}": json.dumps(v) if isinstance(v, dict | list) else str(v) for k, v in raw.items()
+    }
+    secret_keys = []
+    for key, value in (secrets or {}).items():
+        values[f"{PROJECT}:{key}"] = value
+        secret_keys.append(f"{PROJECT}:{key}")
+    pulumi.runtime.set_all_config(values, secret_keys)
