@@ -69,7 +69,7 @@ def _engine_container(
         limits[group.rdma_resource] = str(group.rdma_resource_per_pod)
     return {
         "name": ENGINE_NAME,
-        "image": versions().images.vllm.ref,
+        "image": versions().image("vllm").ref,
         "imagePullPolicy": "IfNotPresent",
         "command": ["/bin/bash", "-c", launch.script],
         "env": engine_env(role, plan, serving.model_load_minutes, inputs.hf_token_secret),
@@ -113,7 +113,7 @@ def _sidecar_container(plan: RolePlan) -> dict[str, Any]:
     resources = {"cpu": "1", "memory": "1Gi"}
     return {
         "name": SIDECAR_NAME,
-        "image": versions().images.routing_sidecar.ref,
+        "image": versions().image("routing-sidecar").ref,
         "imagePullPolicy": "IfNotPresent",
         "restartPolicy": "Always",
         "args": [

@@ -47,20 +47,28 @@ class VllmVersions(_Frozen):
     version: str
 
 
-class Images(_Frozen):
-    vllm: Image
-    routing_sidecar: Image
-
-
-class Charts(_Frozen):
-    lws: Chart
-
-
 class VersionMatrix(_Frozen):
+    """images/versions.toml. Images and charts are keyed by a stable name; `image(name)` and
+    `chart(name)` fail loudly when a name is missing, and a test checks that every name the code
+    asks for exists."""
+
     kubernetes: KubernetesVersions
     vllm: VllmVersions
-    images: Images
-    charts: Charts
+    images: dict[str, Image]
+    charts: dict[str, Chart]
+    software: dict[str, str] = {}
+
+    def image(self, name: str) -> Image:
+        try:
+            return self.images[name]
+        except KeyError:
+            raise KeyError(f"{matrix_path()}: no [images.{name}]") from None
+
+    def chart(self, name: str) -> Chart:
+        try:
+            return self.charts[name]
+        except KeyError:
+            raise KeyError(f"{matrix_path()}: no [charts.{name}]") from None
 
 
 def matrix_path() -> Path:

@@ -35,7 +35,7 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
         },
     )
     on_cluster = pulumi.ResourceOptions(providers={"kubernetes": cluster.provider})
-    lws = LeaderWorkerSetController("lws", {"chart": versions().charts.lws}, opts=on_cluster)
+    lws = LeaderWorkerSetController("lws", {"chart": versions().chart("lws")}, opts=on_cluster)
     serving = ModelServing(
         config.serving.name,
         {

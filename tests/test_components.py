@@ -49,7 +49,8 @@ def test_serving_registers_a_disaggregated_set_under_the_component(engine, raw_c
         assert decode_pod["metadata"]["labels"]["llm-d.ai/role"] == "decode"
         (sidecar,) = decode_pod["spec"]["initContainers"]
         assert (
-            sidecar["restartPolicy"] == "Always" and sidecar["image"] == versions().images.routing_sidecar.ref
+            sidecar["restartPolicy"] == "Always"
+            and sidecar["image"] == versions().image("routing-sidecar").ref
         )
         (engine_container,) = decode_pod["spec"]["containers"]
         assert engine_container["resources"]["limits"]["nvidia.com/gpu"] == "8"
@@ -95,14 +96,14 @@ def test_hf_token_is_a_secret_reference(engine, raw_config):
 
 @pulumi.runtime.test
 def test_lws_release_comes_from_the_version_matrix(engine):
-    lws = LeaderWorkerSetController("lws", {"chart": versions().charts.lws})
+    lws = LeaderWorkerSetController("lws", {"chart": versions().chart("lws")})
 
     def check(urn):
         assert "llmd-fleet:platform:LeaderWorkerSetController$kubernetes:helm.sh/v3:Release" in urn
         (release,) = _by_type(engine, "kubernetes:helm.sh/v3:Release")
         inputs = clean(release.inputs)
-        assert inputs["chart"] == versions().charts.lws.chart
-        assert inputs["version"] == versions().charts.lws.version
+        assert inputs["chart"] == versions().chart("lws").chart
+        assert inputs["version"] == versions().chart("lws").version
         assert inputs["values"]["enableDisaggregatedSet"] is True
         assert inputs["namespace"] == "lws-system"
 
