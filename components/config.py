@@ -352,11 +352,13 @@ def _semantic_problems(config: StackConfig) -> list[tuple[str, str]]:
                     f"got {role.tensor_parallel} x {role.data_parallel}",
                 )
             )
-        if group.gpus_per_node % role.tensor_parallel:
+        if group.gpus_per_node % role.tensor_parallel or group.gpus_per_node // role.tensor_parallel < 2:
             problems.append(
                 (
                     f"{path}.tensorParallel",
-                    f"must divide the GPUs per node ({group.gpus_per_node}); got {role.tensor_parallel}",
+                    f"must divide the GPUs per node ({group.gpus_per_node}) and leave at least two "
+                    "data-parallel ranks per node (vLLM's multi-port load balancing needs "
+                    f"--data-parallel-size-local >= 2); got {role.tensor_parallel}",
                 )
             )
         if role.expert_parallel != role.tensor_parallel * role.data_parallel:

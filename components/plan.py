@@ -32,7 +32,8 @@ DP_RPC_PORT = 5555
 # KV-event publishers: vLLM adds the global DP rank to the endpoint port, so each pod sets its
 # base to KV_EVENTS_PORT - start rank and its ranks publish on KV_EVENTS_PORT + local rank.
 KV_EVENTS_PORT = 5557
-# NIXL side channel (VLLM_NIXL_SIDE_CHANNEL_PORT).
+# NIXL side channel: vLLM also adds the global DP rank to VLLM_NIXL_SIDE_CHANNEL_PORT, so each
+# pod exports NIXL_SIDE_CHANNEL_PORT - start rank and its ranks listen on NIXL_SIDE_CHANNEL_PORT + i.
 NIXL_SIDE_CHANNEL_PORT = 5600
 
 
@@ -76,7 +77,7 @@ class RolePlan:
     supervisor_port: int
     sidecar_ports: tuple[int, ...]
     kv_events_ports: tuple[int, ...]
-    nixl_side_channel_port: int
+    nixl_side_channel_ports: tuple[int, ...]
     dp_rpc_port: int
     start_ranks: tuple[int, ...]
     memory: MemoryPlan
@@ -112,7 +113,7 @@ class RolePlan:
             "engine": self.engine_ports,
             "supervisor": (self.supervisor_port,),
             "kv-events": self.kv_events_ports,
-            "nixl": (self.nixl_side_channel_port,),
+            "nixl": self.nixl_side_channel_ports,
             "dp-rpc": (self.dp_rpc_port,),
         }
         if self.sidecar_ports:
@@ -239,7 +240,7 @@ def _role_plan(config: StackConfig, name: RoleName) -> tuple[RolePlan, list[tupl
         supervisor_port=engine_base + dp_local,
         sidecar_ports=sidecar_ports,
         kv_events_ports=tuple(KV_EVENTS_PORT + i for i in range(dp_local)),
-        nixl_side_channel_port=NIXL_SIDE_CHANNEL_PORT,
+        nixl_side_channel_ports=tuple(NIXL_SIDE_CHANNEL_PORT + i for i in range(dp_local)),
         dp_rpc_port=DP_RPC_PORT,
         start_ranks=tuple(w * dp_local for w in range(role.nodes_per_instance)),
         memory=memory,

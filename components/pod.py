@@ -52,8 +52,11 @@ def _engine_container(
     ]
     ports += [
         {"name": "supervisor", "containerPort": plan.supervisor_port, "protocol": "TCP"},
-        {"name": "nixl", "containerPort": plan.nixl_side_channel_port, "protocol": "TCP"},
         {"name": "dp-rpc", "containerPort": plan.dp_rpc_port, "protocol": "TCP"},
+    ]
+    ports += [
+        {"name": f"nixl-{i}", "containerPort": port, "protocol": "TCP"}
+        for i, port in enumerate(plan.nixl_side_channel_ports)
     ]
     ports += [
         {"name": f"kv-events-{i}", "containerPort": port, "protocol": "TCP"}
@@ -84,7 +87,8 @@ def _engine_container(
             {"name": "dshm", "mountPath": SHM_PATH},
             {"name": "cache", "mountPath": CACHE_PATH},
         ],
-        # The supervisor answers for all local ranks; it is up as soon as the process starts.
+        # The DP supervisor answers /health with 200 only when every local rank's API server does
+        # (vllm entrypoints/launchers/dp_supervisor.py), so all probes go to it.
         "startupProbe": {
             "httpGet": {"path": "/health", "port": "supervisor"},
             "periodSeconds": PROBE_PERIOD_SECONDS,
@@ -97,7 +101,6 @@ def _engine_container(
             "timeoutSeconds": 5,
             "failureThreshold": 3,
         },
-        # /readyz turns ready only when every local engine can take requests.
         "readinessProbe": {
             "httpGet": {"path": "/readyz", "port": "supervisor"},
             "periodSeconds": 10,

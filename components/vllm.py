@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.config import ModelConfig, RoleConfig
-from components.plan import KV_EVENTS_PORT, RolePlan
+from components.plan import KV_EVENTS_PORT, NIXL_SIDE_CHANNEL_PORT, RolePlan
 
 # Default MoE all-to-all kernels: prefill moves large batches (DeepEP high-throughput), decode
 # moves few tokens per step and is latency bound (DeepEP low-latency).
@@ -167,6 +167,8 @@ def launch_script(model: ModelConfig, role: RoleConfig, plan: RolePlan) -> Launc
         "# vLLM adds the global DP rank to the KV-events port; local rank i then publishes on "
         f"{KV_EVENTS_PORT} + i.",
         f"KV_EVENTS_BASE=$(( {KV_EVENTS_PORT} - START_RANK ))",
+        f"# Same for the NIXL side channel: local rank i listens on {NIXL_SIDE_CHANNEL_PORT} + i.",
+        f"export VLLM_NIXL_SIDE_CHANNEL_PORT=$(( {NIXL_SIDE_CHANNEL_PORT} - START_RANK ))",
         "exec " + " \\\n  ".join(_argv_lines(argv)),
     ]
     return Launch(argv=tuple(argv), script="\n".join(lines) + "\n")
@@ -180,7 +182,6 @@ def engine_env(
         {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         # NIXL's side channel must advertise the pod IP, not a loopback or host address.
         {"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "value": "$(POD_IP)"},
-        {"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": str(plan.nixl_side_channel_port)},
         {"name": "DP_SIZE_LOCAL", "value": str(plan.dp_size_local)},
         {"name": "TP_SIZE", "value": str(plan.tensor_parallel)},
         # Engines come up only after the weights load; give the DP coordinator as long.

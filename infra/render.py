@@ -148,6 +148,7 @@ def plan_table(plan: FleetPlan) -> str:
             *(f"{_port_range(r.engine_ports)} / {r.supervisor_port}" for r in plan.roles),
         ),
         ("KV-event ports", *(_port_range(r.kv_events_ports) for r in plan.roles)),
+        ("NIXL side-channel ports", *(_port_range(r.nixl_side_channel_ports) for r in plan.roles)),
         ("nodes / GPUs", *(f"{r.nodes} / {r.gpus}" for r in plan.roles)),
         (
             "HBM per GPU, usable (GiB)",

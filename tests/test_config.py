@@ -70,6 +70,12 @@ BAD_INPUTS = [
         "must equal",
     ),
     ("serving.roles.prefill.tensorParallel", 3, "llmd-fleet:serving.roles.prefill.tensorParallel", "divide"),
+    (
+        "serving.roles.prefill.tensorParallel",
+        8,
+        "llmd-fleet:serving.roles.prefill.tensorParallel",
+        "at least two",
+    ),
     ("serving.roles.decode.blockSize", 128, "llmd-fleet:serving.roles.decode.blockSize", "prefill's (64)"),
     ("serving.roles.decode.blockSize", 48, "llmd-fleet:serving.roles.decode.blockSize", "16, 32, 64"),
     ("serving.roles.decode.mtpTokens", 1, "llmd-fleet:serving.roles.decode.mtpTokens", "prefill's (3)"),

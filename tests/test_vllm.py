@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from components.config import parse_config
-from components.plan import KV_EVENTS_PORT, plan_fleet
+from components.plan import KV_EVENTS_PORT, NIXL_SIDE_CHANNEL_PORT, plan_fleet
 from components.vllm import launch_script, shell_word, vllm_serve_argv
 
 
@@ -24,10 +24,14 @@ def _flag(argv, name):
 
 
 def _run_script(script: str, tmp_path: Path, env: dict[str, str]) -> list[str]:
-    """Run the launch script with `vllm` and `find` stubbed; return the argv vLLM would get."""
+    """Run the launch script with `vllm` and `find` stubbed; return the argv vLLM would get,
+    followed by the NIXL side-channel port it would see in its environment."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
-    for name, body in (("vllm", 'printf "%s\\0" vllm "$@"\n'), ("find", "exit 0\n")):
+    for name, body in (
+        ("vllm", 'printf "%s\\0" vllm "$@" "${VLLM_NIXL_SIDE_CHANNEL_PORT:-unset}"\n'),
+        ("find", "exit 0\n"),
+    ):
         stub = bin_dir / name
         stub.write_text("#!/bin/bash\n" + body)
         stub.chmod(stub.stat().st_mode | stat.S_IEXEC)
@@ -77,8 +81,10 @@ def test_script_expands_to_the_argv_for_every_worker(reference, role, tmp_path):
     launch = launch_script(config.model, getattr(config.serving.roles, role), role_plan)
     for worker in range(role_plan.lws_size):
         env = {"LWS_WORKER_INDEX": str(worker), "LWS_LEADER_ADDRESS": "glm52-0.glm52", "POD_IP": "10.0.0.7"}
-        argv = _run_script(launch.script, tmp_path, env)
+        *argv, nixl_port = _run_script(launch.script, tmp_path, env)
         start = worker * role_plan.dp_size_local
+        # vLLM adds the global rank to the side-channel port too: local rank 0 lands on 5600.
+        assert int(nixl_port) + start == NIXL_SIDE_CHANNEL_PORT
         assert _flag(argv, "--data-parallel-start-rank") == str(start)
         assert _flag(argv, "--data-parallel-address") == "glm52-0.glm52"
         events = json.loads(_flag(argv, "--kv-events-config"))
@@ -97,4 +103,4 @@ def test_script_expands_to_the_argv_for_every_worker(reference, role, tmp_path):
 def test_shell_word_round_trips(word, tmp_path):
     argv = _run_script(f"vllm {shell_word(word)}", tmp_path, {"X": "x", "V": "v", "HOME": "/h"})
     expected = word.replace("${X}", "x").replace("${V}", "v")
-    assert argv == ["vllm", expected]
+    assert argv == ["vllm", expected, "unset"]
