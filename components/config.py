@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from components.dra import DRANET_RDMA_CLASS
 from components.versions import version_tuple, versions
 
 PROJECT = "llmd-fleet"
@@ -71,6 +72,9 @@ class TargetConfig(_Model):
     """Kubernetes version of the cluster (e.g. "1.34.2"); manifests are validated against it."""
     kubeconfig_context: str | None = None
     """kubeconfig context to use; the kubeconfig's current context when unset."""
+    gpu_driver: Literal["host", "gpu-operator"] = "host"
+    """Where the NVIDIA driver comes from: preinstalled on the hosts (DGX OS, driver root /) or
+    the GPU Operator's driver container (/run/nvidia/driver)."""
 
 
 class NodeGroupConfig(_Model):
@@ -94,11 +98,21 @@ class NodeGroupConfig(_Model):
     """Logical CPUs kept for the OS, kubelet and node daemons."""
     node_labels: dict[str, str] = Field(default_factory=lambda: {"nvidia.com/gpu.present": "true"})
     """Labels every node of the group carries; serving pods select nodes by them."""
+    accelerator_allocation: Literal["dra", "device-plugin"] = "dra"
+    """How pods get GPUs and NICs, exactly one mechanism per group: `dra` (ResourceClaims,
+    resource.k8s.io/v1) or `device-plugin` (`nvidia.com/gpu` and `rdmaResource` limits)."""
+    nic_device_class: str | None = DRANET_RDMA_CLASS
+    """DRA: DeviceClass of the fabric NICs claimed next to the GPUs. The default is the class this
+    package creates over DRANET's RDMA NICs; null claims GPUs only (NICs reach pods another way)."""
+    nic_topology: Literal["pcie-root-per-gpu", "whole-node"] = "pcie-root-per-gpu"
+    """DRA: `pcie-root-per-gpu` pairs each GPU with nicsPerNode/gpusPerNode NICs on the same PCIe
+    root (resource.kubernetes.io/pcieRoot); `whole-node` claims all GPUs and all NICs with no
+    pairing, for fabrics whose topology is unknown."""
     rdma_resource: str | None = None
-    """Device-plugin resource that exposes the RDMA NICs to pods (e.g. `rdma/ib` from the
-    RDMA shared device plugin); unset when the NICs need no device-plugin resource."""
+    """device-plugin: resource that exposes the RDMA NICs to pods (e.g. `rdma/ib` from the RDMA
+    shared device plugin); unset when the NICs need no device-plugin resource."""
     rdma_resource_per_pod: Annotated[int, Field(ge=1)] = 1
-    """How many units of `rdmaResource` a serving pod requests."""
+    """device-plugin: how many units of `rdmaResource` a serving pod requests."""
 
 
 class FleetConfig(_Model):
@@ -325,9 +339,31 @@ def _semantic_problems(config: StackConfig) -> list[tuple[str, str]]:
                 f"(got {config.target.kubernetes_version!r})",
             )
         )
-    for name in config.fleet.node_groups:
+    for name, group in config.fleet.node_groups.items():
+        group_path = f"{PROJECT}:fleet.nodeGroups.{name}"
         if not re.match(_DNS_LABEL, name):
-            problems.append((f"{PROJECT}:fleet.nodeGroups.{name}", "name must be a DNS label ([a-z0-9-])"))
+            problems.append((group_path, "name must be a DNS label ([a-z0-9-])"))
+        if group.accelerator_allocation == "dra" and group.rdma_resource:
+            problems.append(
+                (
+                    f"{group_path}.rdmaResource",
+                    "is a device-plugin resource: with acceleratorAllocation dra the NICs come from "
+                    "nicDeviceClass claims (one allocation mechanism per node group)",
+                )
+            )
+        if (
+            group.accelerator_allocation == "dra"
+            and group.nic_device_class
+            and group.nic_topology == "pcie-root-per-gpu"
+            and group.nics_per_node % group.gpus_per_node
+        ):
+            problems.append(
+                (
+                    f"{group_path}.nicsPerNode",
+                    f"{group.nics_per_node} NICs cannot be paired evenly with {group.gpus_per_node} "
+                    "GPUs by PCIe root; use nicTopology whole-node for this fabric",
+                )
+            )
     model = config.model
     if model.routed_expert_params_b >= model.total_params_b:
         problems.append((f"{PROJECT}:model.routedExpertParamsB", "must be smaller than totalParamsB"))

@@ -5,6 +5,7 @@ from typing import TypedDict
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.helm import pinned_release
 from components.labels import common_labels
 from components.versions import Chart
 
@@ -45,17 +46,12 @@ class LeaderWorkerSetController(pulumi.ComponentResource):
             ),
             opts=child,
         )
-        chart = args["chart"]
-        self.release = k8s.helm.v3.Release(
+        self.release = pinned_release(
             f"{name}-release",
-            name="lws",
-            chart=chart.chart,
-            version=chart.version,
-            repository_opts=(
-                k8s.helm.v3.RepositoryOptsArgs(repo=chart.repository) if chart.repository else None
-            ),
-            namespace=LWS_NAMESPACE,
-            values=lws_values(),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]),
+            "lws",
+            args["chart"],
+            LWS_NAMESPACE,
+            lws_values(),
+            pulumi.ResourceOptions(parent=self, depends_on=[namespace]),
         )
         self.register_outputs({"release": self.release.name})

@@ -9,7 +9,8 @@ for KV cache. A role that cannot hold the model fails the plan with a message th
 from dataclasses import dataclass
 from typing import Literal
 
-from components.config import HBM_MIB, PROJECT, RoleConfig, StackConfig
+from components.config import HBM_MIB, PROJECT, NodeGroupConfig, RoleConfig, StackConfig
+from components.dra import ClaimShape
 
 GIB = 1024**3
 GB = 10**9
@@ -84,6 +85,8 @@ class RolePlan:
     shm_gib: int
     pod_memory_gib: int
     pod_cpus: int
+    claim: ClaimShape | None
+    """DRA claim of each pod; None when the node group uses device plugins."""
 
     @property
     def lws_size(self) -> int:
@@ -143,6 +146,18 @@ class FleetPlan:
     @property
     def nodes(self) -> int:
         return sum(r.nodes for r in self.roles)
+
+
+def claim_shape(group: NodeGroupConfig) -> ClaimShape | None:
+    """The DRA claim a pod on this node group makes (all of the node's GPUs and fabric NICs)."""
+    if group.accelerator_allocation != "dra":
+        return None
+    return ClaimShape(
+        gpus=group.gpus_per_node,
+        nics=group.nics_per_node,
+        nic_device_class=group.nic_device_class,
+        topology=group.nic_topology,
+    )
 
 
 def _memory(config: StackConfig, role: RoleConfig) -> MemoryPlan:
@@ -247,6 +262,7 @@ def _role_plan(config: StackConfig, name: RoleName) -> tuple[RolePlan, list[tupl
         shm_gib=shm_gib,
         pod_memory_gib=pod_memory_gib,
         pod_cpus=pod_cpus,
+        claim=claim_shape(group),
     )
     return plan, problems
 

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.config import NodeGroupConfig, RoleConfig, StackConfig
+from components.dra import claim_template_name, container_claims, pod_claims
 from components.plan import FleetPlan, RolePlan
 from components.versions import versions
 from components.vllm import CACHE_PATH, SHM_PATH, engine_env, launch_script
@@ -66,10 +67,17 @@ def _engine_container(
         "cpu": str(plan.pod_cpus),
         "memory": _quantity_gi(plan.pod_memory_gib),
         "ephemeral-storage": _quantity_gi(serving.model_cache_gib),
-        GPU_RESOURCE: str(plan.gpus_per_node),
     }
-    if group.rdma_resource:
-        limits[group.rdma_resource] = str(group.rdma_resource_per_pod)
+    resources: dict[str, Any] = {}
+    if plan.claim is not None:
+        # DRA: GPUs and NICs come from the pod's ResourceClaim, never from device plugins too.
+        resources["claims"] = container_claims()
+    else:
+        limits[GPU_RESOURCE] = str(plan.gpus_per_node)
+        if group.rdma_resource:
+            limits[group.rdma_resource] = str(group.rdma_resource_per_pod)
+    # Requests equal limits: Guaranteed QoS, so the kubelet evicts these pods last.
+    resources.update({"requests": dict(limits), "limits": limits})
     return {
         "name": ENGINE_NAME,
         "image": versions().image("vllm").ref,
@@ -77,8 +85,7 @@ def _engine_container(
         "command": ["/bin/bash", "-c", launch.script],
         "env": engine_env(role, plan, serving.model_load_minutes, inputs.hf_token_secret),
         "ports": ports,
-        # Requests equal limits: Guaranteed QoS, so the kubelet evicts these pods last.
-        "resources": {"requests": dict(limits), "limits": limits},
+        "resources": resources,
         "securityContext": {
             # IPC_LOCK pins RDMA/NIXL buffers; SYS_RAWIO lets NVSHMEM/GDRCopy map the NIC BARs.
             "capabilities": {"add": ["IPC_LOCK", "SYS_RAWIO"]},
@@ -163,6 +170,8 @@ def serving_pod_template(config: StackConfig, plan: RolePlan, inputs: PodInputs)
     }
     if plan.sidecar_ports:
         spec["initContainers"] = [_sidecar_container(plan)]
+    if plan.claim is not None:
+        spec["resourceClaims"] = pod_claims(claim_template_name(plan.node_group, plan.claim))
     return {"metadata": {"labels": dict(inputs.labels)}, "spec": spec}
 
 

@@ -6,6 +6,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config import StackConfig
+from components.dra import claim_template_name, claim_template_spec
 from components.labels import common_labels, serving_labels
 from components.plan import FleetPlan
 from components.pod import PodInputs, disaggregated_set_spec
@@ -55,6 +56,25 @@ class ModelServing(pulumi.ComponentResource):
                 string_data={"HF_TOKEN": pulumi.Output.secret(hf_token)},
                 opts=after_namespace,
             )
+        # One ResourceClaimTemplate per node group and claim shape: each pod gets its own claim
+        # on the devices of the node it lands on.
+        claim_templates = []
+        shapes = {
+            claim_template_name(r.node_group, r.claim): r.claim for r in plan.roles if r.claim is not None
+        }
+        for template_name, shape in sorted(shapes.items()):
+            claim_templates.append(
+                k8s.resource.v1.ResourceClaimTemplate(
+                    f"{name}-{template_name}",
+                    metadata=k8s.meta.v1.ObjectMetaArgs(
+                        name=template_name,
+                        namespace=serving.namespace,
+                        labels=common_labels("model-server", serving.name),
+                    ),
+                    spec={"spec": claim_template_spec(shape)},
+                    opts=after_namespace,
+                )
+            )
         engine_version = versions().vllm.version
         inputs: dict[str, PodInputs] = {
             role.name: PodInputs(
@@ -76,7 +96,8 @@ class ModelServing(pulumi.ComponentResource):
             spec=disaggregated_set_spec(config, plan, inputs),
             opts=pulumi.ResourceOptions(
                 parent=self,
-                depends_on=[namespace] + ([token_secret] if token_secret is not None else []),
+                depends_on=[namespace, *claim_templates]
+                + ([token_secret] if token_secret is not None else []),
             ),
         )
         self.register_outputs({"disaggregatedSet": serving.name})

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 import pulumi
 
+from components.accelerators import AcceleratorPlatform
 from components.config import ConfigError, StackConfig, load_from_pulumi
+from components.dra import DRANET_RDMA_CLASS
 from components.lws import LeaderWorkerSetController
 from components.onprem import OnPremCluster
 from components.plan import FleetPlan, PlanError, plan_fleet
@@ -36,6 +38,24 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
     )
     on_cluster = pulumi.ResourceOptions(providers={"kubernetes": cluster.provider})
     lws = LeaderWorkerSetController("lws", {"chart": versions().chart("lws")}, opts=on_cluster)
+    platform: list[pulumi.Resource] = [lws]
+    groups = config.fleet.node_groups.values()
+    if any(g.accelerator_allocation == "dra" for g in groups):
+        accelerators = AcceleratorPlatform(
+            "accelerators",
+            {
+                "gpu_driver": config.target.gpu_driver,
+                "gpu_operator_chart": versions().chart("gpu-operator"),
+                "dra_driver_chart": versions().chart("dra-driver-nvidia-gpu"),
+                "dranet_chart": (
+                    versions().chart("dranet")
+                    if any(g.nic_device_class == DRANET_RDMA_CLASS for g in groups)
+                    else None
+                ),
+            },
+            opts=on_cluster,
+        )
+        platform.append(accelerators)
     serving = ModelServing(
         config.serving.name,
         {

@@ -53,7 +53,8 @@ def test_serving_registers_a_disaggregated_set_under_the_component(engine, raw_c
             and sidecar["image"] == versions().image("routing-sidecar").ref
         )
         (engine_container,) = decode_pod["spec"]["containers"]
-        assert engine_container["resources"]["limits"]["nvidia.com/gpu"] == "8"
+        assert engine_container["resources"]["claims"] == [{"name": "accelerators"}]
+        assert "nvidia.com/gpu" not in engine_container["resources"]["limits"]
         assert (
             engine_container["startupProbe"]["failureThreshold"]
             * engine_container["startupProbe"]["periodSeconds"]
