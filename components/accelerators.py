@@ -1,6 +1,6 @@
 """Accelerator platform: the drivers that publish GPUs and NICs as DRA devices."""
 
-from typing import Literal, TypedDict
+from typing import Literal, TypedDict, cast
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -76,7 +76,7 @@ class AcceleratorPlatform(pulumi.ComponentResource):
             k8s.resource.v1.DeviceClass(
                 f"{name}-rdma-device-class",
                 metadata=k8s.meta.v1.ObjectMetaArgs(name=DRANET_RDMA_CLASS, labels=labels),
-                spec=dranet_device_class_spec(),
+                spec=cast(k8s.resource.v1.DeviceClassSpecArgsDict, dranet_device_class_spec()),
                 opts=child,
             )
         self.register_outputs({})

@@ -244,6 +244,79 @@ class ServingConfig(_Model):
     """Prefill and decode roles."""
 
 
+class PriorityClassConfig(_Model):
+    """A traffic class: an InferenceObjective clients select with `x-llm-d-inference-objective`."""
+
+    name: Annotated[str, Field(pattern=_DNS_LABEL, max_length=63)]
+    """InferenceObjective name (the header value clients send)."""
+    priority: Annotated[int, Field(ge=-1000, le=1000)]
+    """Flow-control priority band: higher is served first; negative is sheddable under saturation."""
+    max_requests: Annotated[int, Field(ge=1)]
+    """Most requests this band may queue in the router before new ones are rejected."""
+
+
+def _default_priority_classes() -> list["PriorityClassConfig"]:
+    # Interactive main-agent turns first, their sub-agent bursts next, batch last and sheddable.
+    return [
+        PriorityClassConfig(name="agent-interactive", priority=100, max_requests=4000),
+        PriorityClassConfig(name="agent-subagent", priority=50, max_requests=8000),
+        PriorityClassConfig(name="batch", priority=-10, max_requests=2000),
+    ]
+
+
+class SessionAffinityConfig(_Model):
+    """Keep a multi-turn agent on the decode endpoint that holds its KV."""
+
+    enabled: bool = True
+    """Score endpoints by the session id header (session-affinity-scorer, `session_id` strategy)."""
+    header: str = "x-session-id"
+    """Request header carrying the agent's session id."""
+    ttl_seconds: Annotated[int, Field(ge=10, le=86400)] = 1800
+    """How long a session is remembered after its last request (agents pause in tool calls)."""
+
+
+class RouterConfig(_Model):
+    """The llm-d endpoint picker (EPP) in front of the serving pods."""
+
+    replicas: Annotated[int, Field(ge=1, le=10)] = 2
+    """EPP replicas; 2 or more for high availability."""
+    mode: Literal["active-passive", "active-active"] = "active-passive"
+    """`active-passive`: leader election, one replica routes and the other is a hot standby.
+    `active-active`: every replica routes; only valid with precise prefix routing, where each
+    replica builds the same index from the engines' KV events."""
+    prefix_routing: Literal["precise", "approximate"] = "precise"
+    """`precise`: route by the KV blocks engines report over ZMQ; `approximate`: by the router's
+    own guess of what each engine cached."""
+    non_cached_tokens_for_remote_prefill: Annotated[int, Field(ge=0)] = 2048
+    """Run prefill on a prefill instance only when at least this many prompt tokens are not
+    already cached on the chosen decode endpoint; smaller remainders are prefilled locally."""
+    session_affinity: SessionAffinityConfig = Field(default_factory=SessionAffinityConfig)
+    """Session affinity for multi-turn agents."""
+    flow_control: bool = True
+    """Queue and prioritise requests in the router (the `flowControl` feature gate)."""
+    fairness: Literal["round-robin", "strict"] = "round-robin"
+    """Fairness between tenants (`x-llm-d-inference-fairness-id`) inside a priority band."""
+    priority_classes: Annotated[list[PriorityClassConfig], Field(min_length=1)] = Field(
+        default_factory=_default_priority_classes
+    )
+    """Priority bands and the InferenceObjectives that select them."""
+    expected_requests_per_second: Annotated[float, Field(gt=0)] = 50
+    """Peak request rate the router must sustain; sizes its CPU (about 0.5 core per req/s)."""
+    memory_gib: Annotated[int, Field(ge=2)] = 16
+    """Memory per EPP replica (the prefix index lives in memory)."""
+
+
+class GatewayConfig(_Model):
+    """The Gateway API layer in front of the router."""
+
+    implementation: Literal["agentgateway", "istio"] = "agentgateway"
+    """Gateway implementation, installed by the stack."""
+    listener_port: Annotated[int, Field(ge=1, le=65535)] = 80
+    """HTTP listener port of the Gateway."""
+    request_timeout_seconds: Annotated[int, Field(ge=30, le=7200)] = 1800
+    """Request timeout of the route: long enough for a 200k-token prefill plus a long stream."""
+
+
 class StackConfig(_Model):
     """The whole stack configuration."""
 
@@ -255,6 +328,10 @@ class StackConfig(_Model):
     """`llmd-fleet:model`."""
     serving: ServingConfig
     """`llmd-fleet:serving`."""
+    router: RouterConfig = Field(default_factory=RouterConfig)
+    """`llmd-fleet:router` (optional)."""
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    """`llmd-fleet:gateway` (optional)."""
     has_hf_token: bool = False
     """Whether `llmd-fleet:hfToken` is set (as a secret); the value itself is never held here."""
 
@@ -266,8 +343,13 @@ _OBJECT_KEYS: dict[str, type[_Model]] = {
     "model": ModelConfig,
     "serving": ServingConfig,
 }
+# Optional keys: their models default every field.
+_OPTIONAL_OBJECT_KEYS: dict[str, type[_Model]] = {
+    "router": RouterConfig,
+    "gateway": GatewayConfig,
+}
 SECRET_KEYS = ("hfToken", "kubeconfig")
-KNOWN_KEYS = frozenset(_OBJECT_KEYS) | frozenset(SECRET_KEYS)
+KNOWN_KEYS = frozenset(_OBJECT_KEYS) | frozenset(_OPTIONAL_OBJECT_KEYS) | frozenset(SECRET_KEYS)
 
 
 def _describe(error: Mapping[str, Any]) -> str:
@@ -312,6 +394,14 @@ def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset
     for key, model in _OBJECT_KEYS.items():
         if key not in raw:
             problems.append((f"{PROJECT}:{key}", "required"))
+            continue
+        try:
+            parts[key] = model.model_validate(raw[key])
+        except ValidationError as exc:
+            for err in exc.errors():
+                problems.append((_path(key, tuple(err["loc"])), _describe(err)))
+    for key, model in _OPTIONAL_OBJECT_KEYS.items():
+        if key not in raw:
             continue
         try:
             parts[key] = model.model_validate(raw[key])
@@ -373,11 +463,12 @@ def _semantic_problems(config: StackConfig) -> list[tuple[str, str]]:
     for role_name in ("prefill", "decode"):
         role: RoleConfig = getattr(roles, role_name)
         path = f"{PROJECT}:serving.roles.{role_name}"
-        group = config.fleet.node_groups.get(role.node_group)
-        if group is None:
+        role_group = config.fleet.node_groups.get(role.node_group)
+        if role_group is None:
             allowed = ", ".join(sorted(config.fleet.node_groups))
             problems.append((f"{path}.nodeGroup", f"no node group {role.node_group!r} (allowed: {allowed})"))
             continue
+        group = role_group
         gpus = role.nodes_per_instance * group.gpus_per_node
         if role.tensor_parallel * role.data_parallel != gpus:
             problems.append(
@@ -444,6 +535,32 @@ def _semantic_problems(config: StackConfig) -> list[tuple[str, str]]:
                 "one role must fit the other",
             )
         )
+    router = config.router
+    if router.mode == "active-active" and router.prefix_routing != "precise":
+        problems.append(
+            (
+                f"{PROJECT}:router.mode",
+                "active-active needs prefixRouting precise: with approximate prefix routing each "
+                "replica guesses cache contents from the traffic it saw, so replicas disagree "
+                "(llm-d-router #1290); use active-passive",
+            )
+        )
+    if router.mode == "active-active" and router.flow_control:
+        problems.append(
+            (
+                f"{PROJECT}:router.mode",
+                "active-active keeps a flow-control queue per replica, so priorities and limits "
+                "no longer hold fleet-wide; use active-passive or set flowControl false",
+            )
+        )
+    names = [c.name for c in router.priority_classes]
+    if len(set(names)) != len(names):
+        problems.append((f"{PROJECT}:router.priorityClasses", f"names must be unique (got {names})"))
+    priorities = [c.priority for c in router.priority_classes]
+    if len(set(priorities)) != len(priorities):
+        problems.append(
+            (f"{PROJECT}:router.priorityClasses", f"each class needs its own priority (got {priorities})")
+        )
     return problems
 
 
@@ -464,7 +581,7 @@ def read_pulumi_config(
         if namespace != PROJECT:
             continue
         value = get(full_key)
-        if key in _OBJECT_KEYS and isinstance(value, str):
+        if (key in _OBJECT_KEYS or key in _OPTIONAL_OBJECT_KEYS) and isinstance(value, str):
             try:
                 value = json.loads(value)
             except json.JSONDecodeError:

@@ -1,6 +1,6 @@
 """Model serving: namespace, Hugging Face token Secret and the prefill/decode DisaggregatedSet."""
 
-from typing import TypedDict
+from typing import TypedDict, cast
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -71,7 +71,10 @@ class ModelServing(pulumi.ComponentResource):
                         namespace=serving.namespace,
                         labels=common_labels("model-server", serving.name),
                     ),
-                    spec={"spec": claim_template_spec(shape)},
+                    spec=cast(
+                        k8s.resource.v1.ResourceClaimTemplateSpecArgsDict,
+                        {"spec": claim_template_spec(shape)},
+                    ),
                     opts=after_namespace,
                 )
             )

@@ -39,12 +39,84 @@ class Chart(_Frozen):
     repository: str | None = None
 
 
+class Manifest(_Frozen):
+    """A release asset of plain YAML (CRD bundles): its pinned URL and the version it carries."""
+
+    url: str
+    version: str
+
+
 class KubernetesVersions(_Frozen):
     minimum: str
+    """Lowest Kubernetes minor the fleet supports (checked against target.kubernetesVersion)."""
+    gke: str
+    """Control-plane version the GKE target requests."""
+    eks: str
+    """Cluster version the EKS target requests."""
 
 
 class VllmVersions(_Frozen):
     version: str
+
+
+class BundledVersions(_Frozen):
+    """[build.bundled]: versions that come inside pinned wheels (recorded, not build arguments)."""
+
+    nccl: str
+    """NCCL of the torch wheel (nvidia-nccl-cu13); DeepEP v2 links and checks it at run time."""
+    ucx: str
+    """UCX inside the nixl-cu13 wheel."""
+    deepgemm: str
+    """DeepGEMM vendored in the vLLM wheel."""
+    flashinfer: str
+    """FlashInfer the vLLM wheel requires."""
+
+
+class BuildVersions(_Frozen):
+    """[build]: everything the wide-EP serving image (images/Dockerfile.wide-ep) pins. Each field
+    becomes a build argument (components/images.py `build_args`)."""
+
+    cuda: str
+    """CUDA toolkit of the base image (also picks the nixl-cu<major> wheel)."""
+    ubuntu: str
+    """Ubuntu release of the base image."""
+    python: str
+    """Python of the image's virtual environment (the Ubuntu release's own)."""
+    torch: str
+    """torch, exactly as the pinned vLLM requires it; DeepEP is compiled against it."""
+    nixl: str
+    """NIXL (nixl and nixl-cu<major> wheels)."""
+    nvshmem: str
+    """NVSHMEM source release tag without its leading v (<version>-<release>), built from source."""
+    deepep: str
+    """DeepEP git commit."""
+    gdrcopy: str
+    """gdrcopy release (user-space libgdrapi)."""
+    efa_installer: str
+    """AWS EFA installer release (EFA variant only)."""
+    cuda_arch: str
+    """TORCH_CUDA_ARCH_LIST / CUDA architectures to compile for."""
+    base_repository: str
+    """Repository of the CUDA base image."""
+    base_digest: str | None = None
+    """Digest of the base image, when known; pins it beyond the tag."""
+    bundled: BundledVersions
+
+    @property
+    def base_tag(self) -> str:
+        """The devel flavour: DeepGEMM, DeepEP and FlashInfer compile kernels at run time."""
+        return f"{self.cuda}-devel-ubuntu{self.ubuntu}"
+
+    @property
+    def base_image(self) -> str:
+        """repository:tag of the base image, plus @digest when pinned."""
+        digest = f"@{self.base_digest}" if self.base_digest else ""
+        return f"{self.base_repository}:{self.base_tag}{digest}"
+
+    @property
+    def cuda_major(self) -> str:
+        """CUDA major version (the first component of `cuda`)."""
+        return self.cuda.split(".")[0]
 
 
 class VersionMatrix(_Frozen):
@@ -56,6 +128,8 @@ class VersionMatrix(_Frozen):
     vllm: VllmVersions
     images: dict[str, Image]
     charts: dict[str, Chart]
+    build: BuildVersions
+    manifests: dict[str, Manifest] = {}
     software: dict[str, str] = {}
 
     def image(self, name: str) -> Image:
@@ -63,6 +137,12 @@ class VersionMatrix(_Frozen):
             return self.images[name]
         except KeyError:
             raise KeyError(f"{matrix_path()}: no [images.{name}]") from None
+
+    def manifest(self, name: str) -> Manifest:
+        try:
+            return self.manifests[name]
+        except KeyError:
+            raise KeyError(f"{matrix_path()}: no [manifests.{name}]") from None
 
     def chart(self, name: str) -> Chart:
         try:

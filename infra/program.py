@@ -10,10 +10,12 @@ import pulumi
 from components.accelerators import AcceleratorPlatform
 from components.config import ConfigError, StackConfig, load_from_pulumi
 from components.dra import DRANET_RDMA_CLASS
+from components.gateway import GatewayLayer
 from components.lws import LeaderWorkerSetController
 from components.onprem import OnPremCluster
 from components.plan import FleetPlan, PlanError, plan_fleet
-from components.serving import ModelServing
+from components.router import Router
+from components.serving import HF_TOKEN_SECRET, ModelServing
 from components.versions import versions
 
 
@@ -24,6 +26,8 @@ class Fleet:
     cluster: OnPremCluster
     lws: LeaderWorkerSetController
     serving: ModelServing
+    gateway: GatewayLayer
+    router: Router
 
 
 def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
@@ -65,6 +69,25 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
         },
         opts=pulumi.ResourceOptions(providers={"kubernetes": cluster.provider}, depends_on=[lws]),
     )
+    gateway = GatewayLayer(
+        "gateway",
+        {"config": config, "pool_name": config.serving.name, "install_crds": True},
+        opts=pulumi.ResourceOptions(providers={"kubernetes": cluster.provider}, depends_on=[serving]),
+    )
+    router = Router(
+        "router",
+        {
+            "config": config,
+            "plan": plan,
+            "hf_token_secret": HF_TOKEN_SECRET if config.has_hf_token else None,
+        },
+        # The InferencePool and objective CRDs come with the gateway layer.
+        opts=pulumi.ResourceOptions(
+            providers={"kubernetes": cluster.provider}, depends_on=[gateway, serving]
+        ),
+    )
+    pulumi.export("gatewayAddress", gateway.address)
+    pulumi.export("inferencePool", router.inference_pool.id.apply(lambda _: config.serving.name))
     pulumi.export("namespace", config.serving.namespace)
     pulumi.export("disaggregatedSet", serving.disaggregated_set.id.apply(lambda _: config.serving.name))
     pulumi.export("gpus", plan.gpus)
@@ -72,7 +95,7 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
         "roles",
         {r.name: {"instances": r.instances, "nodesPerInstance": r.nodes_per_instance} for r in plan.roles},
     )
-    return Fleet(cluster=cluster, lws=lws, serving=serving)
+    return Fleet(cluster=cluster, lws=lws, serving=serving, gateway=gateway, router=router)
 
 
 def load() -> tuple[StackConfig, FleetPlan]:

@@ -23,6 +23,8 @@ from infra.synth import REDACTED, SECRET_PLACEHOLDER, Recorded, Synthesis, clean
 
 _TOP_KEYS = ("apiVersion", "kind", "metadata")
 _HELM_TYPE = "kubernetes:helm.sh/v3:Release"
+# Upstream YAML applied by URL (CRD bundles): recorded, not expanded offline.
+_CONFIG_FILE_TYPE = "kubernetes:yaml/v2:ConfigFile"
 
 
 class _Dumper(yaml.SafeDumper):
@@ -58,7 +60,11 @@ def kubernetes_object(resource: Recorded) -> dict[str, Any]:
 
 
 def is_kubernetes_object(resource: Recorded) -> bool:
-    return resource.custom and resource.type.startswith("kubernetes:") and resource.type != _HELM_TYPE
+    return (
+        resource.custom
+        and resource.type.startswith("kubernetes:")
+        and resource.type not in {_HELM_TYPE, _CONFIG_FILE_TYPE}
+    )
 
 
 def helm_release(resource: Recorded) -> dict[str, Any]:
@@ -91,6 +97,11 @@ def render_files(synthesis: Synthesis) -> dict[str, str]:
             release = helm_release(resource)
             file_name = f"{_slug(release['namespace'] or 'default')}.{_slug(release['name'])}.yaml"
             files[f"helm/{file_name}"] = to_yaml(release)
+        elif resource.type == _CONFIG_FILE_TYPE:
+            inputs = clean(resource.inputs)
+            files[f"remote/{_slug(resource.name)}.yaml"] = to_yaml(
+                {"type": resource.type, "file": inputs.get("file")}
+            )
         elif resource.custom and resource.type.split(":")[0] in {"gcp", "aws"}:
             files[f"cloud/{_slug(resource.type)}.{_slug(resource.name)}.yaml"] = to_yaml(
                 {"type": resource.type, "name": resource.name, "inputs": _sorted(clean(resource.inputs))}
@@ -176,22 +187,31 @@ def _port_range(ports: tuple[int, ...]) -> str:
 
 
 def _diagram(synthesis: Synthesis) -> str:
+    """The request path: client -> Gateway -> EPP decision -> decode sidecar -> prefill/decode."""
     config, plan = synthesis.config, synthesis.plan
-    lines = ["```mermaid", "flowchart LR"]
-    lines.append('  clients(["clients / router"])')
-    for role in plan.roles:
-        lines.append(
-            f'  {role.name}["{role.name}: {role.instances} x DEP{role.data_parallel}'
-            f' ({role.nodes_per_instance} nodes, {role.gpus_per_instance} H100 each)"]'
-        )
-    decode = plan.role("decode")
-    lines.append(f"  clients -->|HTTP {_port_range(decode.client_ports)}| decode")
-    lines.append("  decode -->|routing sidecar: remote prefill| prefill")
-    lines.append("  prefill -.->|KV blocks over NIXL| decode")
-    lines.append(f'  lws[["LWS controller (DisaggregatedSet {config.serving.name})"]]')
-    lines.append("  lws --- prefill")
-    lines.append("  lws --- decode")
-    lines.append("```")
+    decode, prefill = plan.role("decode"), plan.role("prefill")
+    router = config.router
+    lines = [
+        "```mermaid",
+        "flowchart LR",
+        '  client(["agents"])',
+        f'  gw["Gateway ({config.gateway.implementation})"]',
+        f'  epp{{{{"EPP x{router.replicas} ({router.mode}, {router.prefix_routing} prefix)"}}}}',
+        f'  pool[("InferencePool {config.serving.name}: ports {_port_range(decode.client_ports)}")]',
+        f'  dec["decode: {decode.instances} x DEP{decode.data_parallel}<br/>'
+        f'sidecar {_port_range(decode.client_ports)} -> vLLM {_port_range(decode.engine_ports)}"]',
+        f'  pre["prefill: {prefill.instances} x DEP{prefill.data_parallel}<br/>'
+        f'vLLM {_port_range(prefill.engine_ports)}"]',
+        "  client -->|HTTP| gw",
+        "  gw -->|ext_proc: pick endpoints| epp",
+        "  gw --> pool",
+        "  pool -->|decode rank + prefill header| dec",
+        "  dec -->|remote prefill when uncached > threshold| pre",
+        "  pre -.->|KV blocks over NIXL| dec",
+        f"  dec -.->|KV events ZMQ :{_port_range(decode.kv_events_ports)}| epp",
+        f"  pre -.->|KV events ZMQ :{_port_range(prefill.kv_events_ports)}| epp",
+        "```",
+    ]
     return "\n".join(lines)
 
 

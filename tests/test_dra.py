@@ -201,4 +201,3 @@ def test_serving_shares_one_claim_template_per_node_group(raw_config):
         assert names == ["h100-8gpu-8nic-pcie"]
 
     return serving.disaggregated_set.urn.apply(check)
-

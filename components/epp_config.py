@@ -1,0 +1,290 @@
+"""The endpoint picker's config file (EndpointPickerConfig, llm-d.ai/v1alpha1), built from the plan.
+
+Field and plugin names are those of llm-d-router at the tag pinned in images/versions.toml
+(apix/config/v1alpha1/endpointpickerconfig_types.go and the plugin packages); the EPP decodes
+the file and every plugin's parameters strictly, so an unknown key stops it at start-up. The
+typed model below mirrors that top level, so a config we build always parses back into it.
+"""
+
+import math
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from components.config import RouterConfig, StackConfig
+from components.plan import KV_EVENTS_PORT, FleetPlan
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Plugin(_Strict):
+    name: str
+    type: str
+    parameters: dict[str, Any] | None = None
+
+
+class PluginRef(_Strict):
+    plugin_ref: str = Field(alias="pluginRef")
+    weight: float | None = None
+
+
+class SchedulingProfile(_Strict):
+    name: str
+    plugins: list[PluginRef]
+
+
+class Extractor(_Strict):
+    plugin_ref: str = Field(alias="pluginRef")
+
+
+class DataSource(_Strict):
+    plugin_ref: str = Field(alias="pluginRef")
+    extractors: list[Extractor] = []
+
+
+class DataLayer(_Strict):
+    sources: list[DataSource]
+
+
+class PriorityBand(_Strict):
+    priority: int
+    max_requests: int | None = Field(default=None, alias="maxRequests")
+    fairness_policy_ref: str | None = Field(default=None, alias="fairnessPolicyRef")
+    ordering_policy_ref: str | None = Field(default=None, alias="orderingPolicyRef")
+
+
+class SaturationDetectorRef(_Strict):
+    plugin_ref: str = Field(alias="pluginRef")
+
+
+class FlowControl(_Strict):
+    max_requests: int | None = Field(default=None, alias="maxRequests")
+    default_request_ttl: str | None = Field(default=None, alias="defaultRequestTTL")
+    priority_bands: list[PriorityBand] = Field(alias="priorityBands")
+    saturation_detector: SaturationDetectorRef = Field(alias="saturationDetector")
+
+
+class EndpointPickerConfig(_Strict):
+    api_version: str = Field(default="llm-d.ai/v1alpha1", alias="apiVersion")
+    kind: str = "EndpointPickerConfig"
+    feature_gates: list[str] = Field(default_factory=list, alias="featureGates")
+    plugins: list[Plugin]
+    scheduling_profiles: list[SchedulingProfile] = Field(alias="schedulingProfiles")
+    data_layer: DataLayer | None = Field(default=None, alias="dataLayer")
+    flow_control: FlowControl | None = Field(default=None, alias="flowControl")
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(by_alias=True, exclude_none=True), sort_keys=False)
+
+    @classmethod
+    def from_yaml(cls, text: str) -> "EndpointPickerConfig":
+        return cls.model_validate(yaml.safe_load(text))
+
+    def plugin(self, name: str) -> Plugin:
+        return next(p for p in self.plugins if p.name == name)
+
+
+# Plugin instance names used across the config.
+PRECISE_PRODUCER = "precise-prefix-cache-producer"
+APPROX_PRODUCER = "approx-prefix-cache-producer"
+TOKEN_PRODUCER = "token-producer"
+NOTIFICATION_SOURCE = "endpoint-notification-source"
+PREFIX_SCORER = "prefix-cache-scorer"
+SESSION_SCORER = "session-affinity-scorer"
+DECIDER = "prefix-based-pd-decider"
+SATURATION = "utilization-detector"
+# Plugins llm-d-router marks Alpha; the EPP loads them only with --allow-experimental-plugins.
+EXPERIMENTAL_TYPES = frozenset({"session-affinity-scorer", "session-affinity-filter", "p2p-source-producer"})
+
+# Scorer weights. Prefix reuse dominates agent traffic (>=90% of each turn repeats the last), so
+# the prefix scorer carries the most weight; load scorers keep one hot prefix from piling every
+# agent onto one rank. Same proportions as llm-d's precise-prefix and P/D guides (3 : 2 : 2).
+PREFIX_WEIGHT = 3.0
+LOAD_WEIGHT = 2.0
+SESSION_WEIGHT = 2.0
+NO_HIT_WEIGHT = 1.0
+
+
+def _fairness_plugin(router: RouterConfig) -> str:
+    return (
+        "round-robin-fairness-policy" if router.fairness == "round-robin" else "global-strict-fairness-policy"
+    )
+
+
+def build_epp_config(config: StackConfig, plan: FleetPlan, tokenizer_url: str) -> EndpointPickerConfig:
+    """The EPP config for a P/D wide-EP pool.
+
+    `tokenizer_url` is the vLLM API the token producer tokenizes prompts with, so the router's
+    block keys are computed from the same tokens the engines hash.
+    """
+    router = config.router
+    decode = plan.role("decode")
+    block_size = config.serving.roles.decode.block_size
+    producer = PRECISE_PRODUCER if router.prefix_routing == "precise" else APPROX_PRODUCER
+    plugins: list[Plugin] = [
+        Plugin(
+            name=TOKEN_PRODUCER,
+            type="token-producer",
+            parameters={
+                "modelName": config.model.served_name or config.model.id,
+                "vllm": {"url": tokenizer_url},
+            },
+        ),
+        # The P/D decider reads the approximate producer's match info, so it is always present;
+        # its per-server capacity is what a decode rank's HBM really holds.
+        Plugin(
+            name=APPROX_PRODUCER,
+            type="approx-prefix-cache-producer",
+            parameters={
+                "autoTune": False,
+                "blockSizeTokens": block_size,
+                "lruCapacityPerServer": max(1, decode.memory.kv_tokens // block_size),
+                "maxPrefixTokensToMatch": config.serving.roles.decode.max_model_len,
+            },
+        ),
+    ]
+    data_layer = None
+    if router.prefix_routing == "precise":
+        plugins += [
+            Plugin(name=NOTIFICATION_SOURCE, type="endpoint-notification-source"),
+            Plugin(
+                name=PRECISE_PRODUCER,
+                type="precise-prefix-cache-producer",
+                parameters={
+                    # Must equal vLLM's --block-size, or no event block matches a request block.
+                    "tokenProcessorConfig": {"blockSizeTokens": block_size},
+                    "speculativeIndexing": True,
+                    "kvEventsConfig": {
+                        "topicFilter": "kv@",
+                        "engineType": "vllm",
+                        "concurrency": 8,
+                        "discoverPods": True,
+                        # The producer dials socketPort + i for the i-th pool target port (rank),
+                        # which is where each pod's local rank i publishes.
+                        "podDiscoveryConfig": {"socketPort": KV_EVENTS_PORT},
+                    },
+                },
+            ),
+        ]
+        data_layer = DataLayer(
+            sources=[
+                DataSource(
+                    plugin_ref=NOTIFICATION_SOURCE, extractors=[Extractor(plugin_ref=PRECISE_PRODUCER)]
+                )
+            ]
+        )
+    plugins += [
+        Plugin(
+            name=PREFIX_SCORER,
+            type="prefix-cache-scorer",
+            parameters={"prefixMatchInfoProducerName": producer},
+        ),
+        Plugin(name="kv-cache-utilization-scorer", type="kv-cache-utilization-scorer"),
+        Plugin(name="queue-scorer", type="queue-scorer"),
+        Plugin(name="active-request-scorer", type="active-request-scorer"),
+        Plugin(
+            name="no-hit-lru-scorer",
+            type="no-hit-lru-scorer",
+            parameters={"prefixMatchInfoProducerName": producer},
+        ),
+        Plugin(name="prefill-filter", type="prefill-filter"),
+        Plugin(name="decode-filter", type="decode-filter"),
+        Plugin(name="max-score-picker", type="max-score-picker"),
+        Plugin(
+            name=DECIDER,
+            type="prefix-based-pd-decider",
+            parameters={"nonCachedTokens": router.non_cached_tokens_for_remote_prefill},
+        ),
+        Plugin(
+            name="disagg-profile-handler",
+            type="disagg-profile-handler",
+            parameters={
+                "profiles": {"decode": "decode", "prefill": "prefill"},
+                "deciders": {"prefill": DECIDER},
+            },
+        ),
+    ]
+    decode_profile = [
+        PluginRef(plugin_ref="decode-filter"),
+        PluginRef(plugin_ref=PREFIX_SCORER, weight=PREFIX_WEIGHT),
+        PluginRef(plugin_ref="active-request-scorer", weight=LOAD_WEIGHT),
+        PluginRef(plugin_ref="kv-cache-utilization-scorer", weight=LOAD_WEIGHT),
+        PluginRef(plugin_ref="no-hit-lru-scorer", weight=NO_HIT_WEIGHT),
+    ]
+    if router.session_affinity.enabled:
+        plugins.append(
+            Plugin(
+                name=SESSION_SCORER,
+                type="session-affinity-scorer",
+                parameters={
+                    "strategy": "session_id",
+                    "sessionIdConfig": {
+                        "sources": [{"header": router.session_affinity.header}],
+                        "evictionTtlSeconds": router.session_affinity.ttl_seconds,
+                    },
+                },
+            )
+        )
+        decode_profile.append(PluginRef(plugin_ref=SESSION_SCORER, weight=SESSION_WEIGHT))
+    decode_profile.append(PluginRef(plugin_ref="max-score-picker"))
+    prefill_profile = [
+        PluginRef(plugin_ref="prefill-filter"),
+        PluginRef(plugin_ref=PREFIX_SCORER, weight=PREFIX_WEIGHT),
+        PluginRef(plugin_ref="queue-scorer", weight=LOAD_WEIGHT),
+        PluginRef(plugin_ref="kv-cache-utilization-scorer", weight=LOAD_WEIGHT),
+        PluginRef(plugin_ref="max-score-picker"),
+    ]
+    feature_gates: list[str] = []
+    flow_control = None
+    if router.flow_control:
+        feature_gates.append("flowControl")
+        fairness = _fairness_plugin(router)
+        plugins += [
+            Plugin(name=fairness, type=fairness),
+            Plugin(name="fcfs-ordering-policy", type="fcfs-ordering-policy"),
+            # Saturated = queues building or KV caches nearly full; then bands start queueing.
+            Plugin(
+                name=SATURATION,
+                type="utilization-detector",
+                parameters={"queueDepthThreshold": 5, "kvCacheUtilThreshold": 0.85},
+            ),
+        ]
+        flow_control = FlowControl(
+            max_requests=sum(c.max_requests for c in router.priority_classes),
+            # A queued agent turn that waited this long is better failed than served.
+            default_request_ttl="300s",
+            priority_bands=[
+                PriorityBand(
+                    priority=c.priority,
+                    max_requests=c.max_requests,
+                    fairness_policy_ref=fairness,
+                    ordering_policy_ref="fcfs-ordering-policy",
+                )
+                for c in sorted(router.priority_classes, key=lambda c: -c.priority)
+            ],
+            saturation_detector=SaturationDetectorRef(plugin_ref=SATURATION),
+        )
+    return EndpointPickerConfig(
+        feature_gates=feature_gates,
+        plugins=plugins,
+        scheduling_profiles=[
+            SchedulingProfile(name="prefill", plugins=prefill_profile),
+            SchedulingProfile(name="decode", plugins=decode_profile),
+        ],
+        data_layer=data_layer,
+        flow_control=flow_control,
+    )
+
+
+def needs_experimental_plugins(config: EndpointPickerConfig) -> bool:
+    return any(p.type in EXPERIMENTAL_TYPES for p in config.plugins)
+
+
+def epp_cpus(plan: FleetPlan, requests_per_second: float) -> int:
+    """CPU per EPP replica from llm-d's operations guidance: ~7.5 idle cores per 100 model-server
+    pods plus 0.5-1 core per request/s (the low end: agent turns are few and long)."""
+    pods = sum(r.instances * r.lws_size for r in plan.roles)
+    return max(2, math.ceil(7.5 * pods / 100 + 0.5 * requests_per_second))

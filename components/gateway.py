@@ -1,0 +1,165 @@
+"""Gateway layer: Gateway API + inference-extension CRDs, one gateway implementation, and the
+Gateway + HTTPRoute that send every request through the endpoint picker to the InferencePool."""
+
+from typing import Any, TypedDict
+
+import pulumi
+import pulumi_kubernetes as k8s
+from pulumi_kubernetes import _utilities as k8s_utilities
+
+from components.config import GatewayConfig, StackConfig
+from components.helm import pinned_release
+from components.labels import common_labels
+from components.versions import versions
+
+GATEWAY_NAME = "llm-d-inference-gateway"
+GATEWAY_CLASS = {"agentgateway": "agentgateway", "istio": "istio"}
+IMPLEMENTATION_NAMESPACE = {"agentgateway": "agentgateway-system", "istio": "istio-system"}
+CRD_MANIFESTS = ("gateway-api", "inference-extension", "llm-d-router-crds")
+
+
+def implementation_values(implementation: str) -> dict[str, dict[str, Any]]:
+    """Helm values per release of the chosen implementation, keyed by matrix chart name."""
+    if implementation == "agentgateway":
+        # Turns on InferencePool support (and its RBAC) in the agentgateway controller.
+        return {"agentgateway-crds": {}, "agentgateway": {"inferenceExtension": {"enabled": True}}}
+    return {
+        "istio-base": {},
+        "istiod": {"pilot": {"env": {"ENABLE_GATEWAY_API_INFERENCE_EXTENSION": "true"}}},
+    }
+
+
+def gateway_spec(gateway: GatewayConfig) -> dict[str, Any]:
+    return {
+        "gatewayClassName": GATEWAY_CLASS[gateway.implementation],
+        "listeners": [
+            {
+                "name": "http",
+                "protocol": "HTTP",
+                "port": gateway.listener_port,
+                "allowedRoutes": {"namespaces": {"from": "Same"}},
+            }
+        ],
+    }
+
+
+def gateway_labels(config: StackConfig) -> dict[str, str]:
+    labels = common_labels("gateway", config.serving.name)
+    if config.gateway.implementation == "istio":
+        # Istio wires the ext_proc call to the EPP only for gateways that opt in.
+        labels["istio.io/enable-inference-extproc"] = "true"
+    return labels
+
+
+def http_route_spec(config: StackConfig, pool_name: str) -> dict[str, Any]:
+    return {
+        "parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": GATEWAY_NAME}],
+        "rules": [
+            {
+                "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
+                "backendRefs": [
+                    {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": pool_name}
+                ],
+                # Agent turns prefill ~200k tokens and stream for minutes; the default would cut them.
+                "timeouts": {"request": f"{config.gateway.request_timeout_seconds}s"},
+            }
+        ],
+    }
+
+
+class _GatewayObject(pulumi.CustomResource):
+    """A Gateway whose `status` is read back, so its address can be a stack output."""
+
+    status: pulumi.Output[Any]
+
+    def __init__(
+        self,
+        name: str,
+        metadata: k8s.meta.v1.ObjectMetaArgs,
+        spec: dict[str, Any],
+        opts: pulumi.ResourceOptions,
+    ):
+        props = {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "Gateway",
+            "metadata": metadata,
+            "spec": spec,
+            "status": None,
+        }
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=k8s_utilities.get_version()))
+        super().__init__("kubernetes:gateway.networking.k8s.io/v1:Gateway", name, props, opts)
+
+
+def _first_address(status: Any) -> str | None:
+    addresses = (status or {}).get("addresses") or []
+    return addresses[0].get("value") if addresses else None
+
+
+class GatewayLayerArgs(TypedDict):
+    config: StackConfig
+    pool_name: str
+    """InferencePool the route sends traffic to."""
+    install_crds: bool
+    """Install the Gateway API / inference-extension CRDs (False where the platform ships them)."""
+
+
+class GatewayLayer(pulumi.ComponentResource):
+    address: pulumi.Output[str | None]
+
+    def __init__(self, name: str, args: GatewayLayerArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("llmd-fleet:gateway:GatewayLayer", name, {}, opts)
+        config = args["config"]
+        implementation = config.gateway.implementation
+        child = pulumi.ResourceOptions(parent=self)
+        crds: list[pulumi.Resource] = []
+        if args["install_crds"]:
+            for manifest in CRD_MANIFESTS:
+                crds.append(
+                    k8s.yaml.v2.ConfigFile(
+                        f"{name}-{manifest}", file=versions().manifest(manifest).url, opts=child
+                    )
+                )
+        namespace = IMPLEMENTATION_NAMESPACE[implementation]
+        ns = k8s.core.v1.Namespace(
+            f"{name}-{implementation}-namespace",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=namespace, labels=common_labels("gateway", implementation)
+            ),
+            opts=child,
+        )
+        releases: list[pulumi.Resource] = []
+        for chart_name, values in implementation_values(implementation).items():
+            releases.append(
+                pinned_release(
+                    f"{name}-{chart_name}",
+                    chart_name,
+                    versions().chart(chart_name),
+                    namespace,
+                    values,
+                    # Charts install in order: CRDs first, then the controller.
+                    pulumi.ResourceOptions(parent=self, depends_on=[ns, *crds, *releases]),
+                )
+            )
+        serving_ns = config.serving.namespace
+        gateway = _GatewayObject(
+            f"{name}-gateway",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=GATEWAY_NAME, namespace=serving_ns, labels=gateway_labels(config)
+            ),
+            spec=gateway_spec(config.gateway),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=releases),
+        )
+        k8s.apiextensions.CustomResource(
+            f"{name}-route",
+            api_version="gateway.networking.k8s.io/v1",
+            kind="HTTPRoute",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=args["pool_name"],
+                namespace=serving_ns,
+                labels=common_labels("gateway", config.serving.name),
+            ),
+            spec=http_route_spec(config, args["pool_name"]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[gateway]),
+        )
+        self.address = gateway.status.apply(_first_address)
+        self.register_outputs({"address": self.address})
