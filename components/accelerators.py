@@ -1,16 +1,15 @@
 """Accelerator platform: the drivers that publish GPUs and NICs as DRA devices."""
 
-from typing import Literal, TypedDict, cast
+from typing import NotRequired, TypedDict, cast
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components.dra import (
     DRA_DRIVER_NAMESPACE,
-    DRANET_RDMA_CLASS,
     GPU_OPERATOR_NAMESPACE,
+    device_class_spec,
     dra_driver_values,
-    dranet_device_class_spec,
     gpu_operator_values,
 )
 from components.helm import pinned_release
@@ -19,18 +18,24 @@ from components.versions import Chart
 
 
 class AcceleratorPlatformArgs(TypedDict):
-    gpu_driver: Literal["host", "gpu-operator"]
-    """Where the NVIDIA driver comes from: preinstalled on the hosts (DGX OS) or the GPU Operator's
-    driver container (its root is /run/nvidia/driver)."""
-    gpu_operator_chart: Chart
+    driver_root: str
+    """Where the NVIDIA driver lives on the node: `/` for a host driver (DGX OS, EKS AL2023),
+    `/run/nvidia/driver` for the GPU Operator's driver container, `/home/kubernetes/bin/nvidia`
+    on GKE COS."""
     dra_driver_chart: Chart
-    dranet_chart: Chart | None
-    """DRANET chart for RDMA NICs; None when the fabric NICs are not handed out through DRA."""
+    gpu_operator: NotRequired[tuple[Chart, bool] | None]
+    """GPU Operator chart and whether it installs the driver (on-prem); None where the platform
+    supplies driver and toolkit (GKE, EKS)."""
+    nic_driver: NotRequired[tuple[str, Chart, str] | None]
+    """(release name, chart, namespace) of the DRA driver that publishes the fabric NICs, or None."""
+    nic_device_class: NotRequired[tuple[str, str] | None]
+    """(name, CEL selector) of a NIC DeviceClass to create where the NIC driver ships none."""
 
 
 class AcceleratorPlatform(pulumi.ComponentResource):
-    """On-prem accelerator stack: GPU Operator (device plugin off), NVIDIA DRA driver, DRANET and a
-    DeviceClass for its RDMA NICs."""
+    """The drivers that turn GPUs and NICs into DRA devices: NVIDIA DRA driver (whole GPUs, no
+    ComputeDomains), optionally the GPU Operator with its device plugin off, a NIC DRA driver and
+    a DeviceClass for its NICs."""
 
     releases: list[k8s.helm.v3.Release]
 
@@ -39,44 +44,54 @@ class AcceleratorPlatform(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         labels = common_labels("accelerators", name)
         self.releases = []
-        operator_ns = k8s.core.v1.Namespace(
-            f"{name}-gpu-operator-namespace",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=GPU_OPERATOR_NAMESPACE, labels=labels),
-            opts=child,
-        )
-        operator = pinned_release(
-            f"{name}-gpu-operator",
-            "gpu-operator",
-            args["gpu_operator_chart"],
-            GPU_OPERATOR_NAMESPACE,
-            gpu_operator_values(install_driver=args["gpu_driver"] == "gpu-operator"),
-            pulumi.ResourceOptions(parent=self, depends_on=[operator_ns]),
-        )
+        dra_depends: list[pulumi.Resource] = []
+        operator = args.get("gpu_operator")
+        if operator is not None:
+            operator_chart, install_driver = operator
+            operator_ns = k8s.core.v1.Namespace(
+                f"{name}-gpu-operator-namespace",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=GPU_OPERATOR_NAMESPACE, labels=labels),
+                opts=child,
+            )
+            release = pinned_release(
+                f"{name}-gpu-operator",
+                "gpu-operator",
+                operator_chart,
+                GPU_OPERATOR_NAMESPACE,
+                gpu_operator_values(install_driver=install_driver),
+                pulumi.ResourceOptions(parent=self, depends_on=[operator_ns]),
+            )
+            self.releases.append(release)
+            # The driver root exists only once the operator's driver container has run.
+            dra_depends.append(release)
         dra_ns = k8s.core.v1.Namespace(
             f"{name}-dra-driver-namespace",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=DRA_DRIVER_NAMESPACE, labels=labels),
             opts=child,
         )
-        driver_root = "/" if args["gpu_driver"] == "host" else "/run/nvidia/driver"
-        dra = pinned_release(
-            f"{name}-dra-driver",
-            "dra-driver-nvidia-gpu",
-            args["dra_driver_chart"],
-            DRA_DRIVER_NAMESPACE,
-            dra_driver_values(driver_root),
-            # The driver root exists only once the operator's driver container has run.
-            pulumi.ResourceOptions(parent=self, depends_on=[dra_ns, operator]),
-        )
-        self.releases += [operator, dra]
-        dranet_chart = args.get("dranet_chart")
-        if dranet_chart is not None:
-            self.releases.append(
-                pinned_release(f"{name}-dranet", "dranet", dranet_chart, "kube-system", {}, child)
+        self.releases.append(
+            pinned_release(
+                f"{name}-dra-driver",
+                "dra-driver-nvidia-gpu",
+                args["dra_driver_chart"],
+                DRA_DRIVER_NAMESPACE,
+                dra_driver_values(args["driver_root"]),
+                pulumi.ResourceOptions(parent=self, depends_on=[dra_ns, *dra_depends]),
             )
+        )
+        nic_driver = args.get("nic_driver")
+        if nic_driver is not None:
+            release_name, chart, namespace = nic_driver
+            self.releases.append(
+                pinned_release(f"{name}-{release_name}", release_name, chart, namespace, {}, child)
+            )
+        device_class = args.get("nic_device_class")
+        if device_class is not None:
+            class_name, selector = device_class
             k8s.resource.v1.DeviceClass(
-                f"{name}-rdma-device-class",
-                metadata=k8s.meta.v1.ObjectMetaArgs(name=DRANET_RDMA_CLASS, labels=labels),
-                spec=cast(k8s.resource.v1.DeviceClassSpecArgsDict, dranet_device_class_spec()),
+                f"{name}-nic-device-class",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=class_name, labels=labels),
+                spec=cast(k8s.resource.v1.DeviceClassSpecArgsDict, device_class_spec(selector)),
                 opts=child,
             )
         self.register_outputs({})

@@ -89,8 +89,9 @@ def container_claims() -> list[dict[str, Any]]:
     return [{"name": CLAIM_NAME}]
 
 
-def dranet_device_class_spec() -> dict[str, Any]:
-    return {"selectors": [{"cel": {"expression": DRANET_RDMA_SELECTOR}}]}
+def device_class_spec(cel_selector: str) -> dict[str, Any]:
+    """spec of a DeviceClass selecting devices by one CEL expression."""
+    return {"selectors": [{"cel": {"expression": cel_selector}}]}
 
 
 def dra_driver_values(driver_root: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from typing import Literal
 
 from components.config import HBM_MIB, PROJECT, NodeGroupConfig, RoleConfig, StackConfig
 from components.dra import ClaimShape
+from components.fabric import Fabric, fabric_for
 
 GIB = 1024**3
 GB = 10**9
@@ -87,6 +88,8 @@ class RolePlan:
     pod_cpus: int
     claim: ClaimShape | None
     """DRA claim of each pod; None when the node group uses device plugins."""
+    fabric: Fabric
+    """The target's GPU fabric (KV transfer backends, NCCL/NVSHMEM settings, pod annotations)."""
 
     @property
     def lws_size(self) -> int:
@@ -263,6 +266,7 @@ def _role_plan(config: StackConfig, name: RoleName) -> tuple[RolePlan, list[tupl
         pod_memory_gib=pod_memory_gib,
         pod_cpus=pod_cpus,
         claim=claim_shape(group),
+        fabric=fabric_for(config.target.kind),
     )
     return plan, problems
 

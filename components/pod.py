@@ -80,7 +80,7 @@ def _engine_container(
     resources.update({"requests": dict(limits), "limits": limits})
     return {
         "name": ENGINE_NAME,
-        "image": versions().image("vllm").ref,
+        "image": versions().image(plan.fabric.image).ref,
         "imagePullPolicy": "IfNotPresent",
         "command": ["/bin/bash", "-c", launch.script],
         "env": engine_env(role, plan, serving.model_load_minutes, inputs.hf_token_secret),
@@ -172,7 +172,10 @@ def serving_pod_template(config: StackConfig, plan: RolePlan, inputs: PodInputs)
         spec["initContainers"] = [_sidecar_container(plan)]
     if plan.claim is not None:
         spec["resourceClaims"] = pod_claims(claim_template_name(plan.node_group, plan.claim))
-    return {"metadata": {"labels": dict(inputs.labels)}, "spec": spec}
+    metadata: dict[str, Any] = {"labels": dict(inputs.labels)}
+    if plan.fabric.pod_annotations:
+        metadata["annotations"] = dict(plan.fabric.pod_annotations)
+    return {"metadata": metadata, "spec": spec}
 
 
 def disaggregated_set_spec(

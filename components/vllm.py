@@ -29,7 +29,7 @@ def _json(value: dict[str, Any]) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-def kv_transfer_config(role: str) -> dict[str, Any]:
+def kv_transfer_config(role: str, nixl_backends: tuple[str, ...] = ("UCX",)) -> dict[str, Any]:
     """NIXL P/D transfer: prefill produces KV, decode consumes it and fails fast on a bad load.
 
     A decode rank that cannot load its KV must fail the request, not silently recompute a
@@ -40,7 +40,7 @@ def kv_transfer_config(role: str) -> dict[str, Any]:
         "kv_role": "kv_producer" if role == "prefill" else "kv_consumer",
         "kv_buffer_device": "cuda",
         "kv_load_failure_policy": "fail",
-        "kv_connector_extra_config": {"backends": ["UCX"]},
+        "kv_connector_extra_config": {"backends": list(nixl_backends)},
     }
 
 
@@ -93,7 +93,7 @@ def vllm_serve_argv(model: ModelConfig, role: RoleConfig, plan: RolePlan) -> lis
         "--all2all-backend",
         role.all2all_backend or DEFAULT_ALL2ALL[plan.name],
         "--kv-transfer-config",
-        _json(kv_transfer_config(plan.name)),
+        _json(kv_transfer_config(plan.name, plan.fabric.nixl_backends)),
         "--kv-events-config",
         _json(kv_events_config(model, plan)),
         "--kv-cache-dtype",
@@ -190,10 +190,6 @@ def engine_env(
         {"name": "VLLM_RANDOMIZE_DP_DUMMY_INPUTS", "value": "1"},
         {"name": "VLLM_SKIP_P2P_CHECK", "value": "1"},
         {"name": "NVIDIA_GDRCOPY", "value": "enabled"},
-        # DeepEP inter-node all-to-all over InfiniBand GPUDirect Async.
-        {"name": "NVSHMEM_REMOTE_TRANSPORT", "value": "ibgda"},
-        {"name": "NVSHMEM_IB_ENABLE_IBGDA", "value": "true"},
-        {"name": "NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME", "value": "eth0"},
         {"name": "NVSHMEM_SYMMETRIC_SIZE", "value": f"{role.nvshmem_heap_gib}G"},
         {"name": "PYTORCH_ALLOC_CONF", "value": "expandable_segments:True"},
         {"name": "HF_HUB_CACHE", "value": HF_CACHE},
@@ -204,6 +200,8 @@ def engine_env(
         # getpass() in the engine fails for UIDs without a passwd entry (vllm-project/vllm#44548).
         {"name": "USER", "value": "llm-d"},
     ]
+    # Fabric settings (NVSHMEM/NCCL/UCX/libfabric) come from the target, never per pod.
+    env += [{"name": name, "value": value} for name, value in plan.fabric.engine_env]
     if plan.name == "prefill":
         # Keep idle connections open longer than the routing sidecar's 90 s idle timeout.
         env.append({"name": "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "value": "120"})

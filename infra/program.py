@@ -9,7 +9,7 @@ import pulumi
 
 from components.accelerators import AcceleratorPlatform
 from components.config import ConfigError, StackConfig, load_from_pulumi
-from components.dra import DRANET_RDMA_CLASS
+from components.dra import DRANET_RDMA_CLASS, DRANET_RDMA_SELECTOR
 from components.gateway import GatewayLayer
 from components.lws import LeaderWorkerSetController
 from components.onprem import OnPremCluster
@@ -45,17 +45,18 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
     platform: list[pulumi.Resource] = [lws]
     groups = config.fleet.node_groups.values()
     if any(g.accelerator_allocation == "dra" for g in groups):
+        uses_dranet = any(g.nic_device_class == DRANET_RDMA_CLASS for g in groups)
         accelerators = AcceleratorPlatform(
             "accelerators",
             {
-                "gpu_driver": config.target.gpu_driver,
-                "gpu_operator_chart": versions().chart("gpu-operator"),
+                "driver_root": "/" if config.target.gpu_driver == "host" else "/run/nvidia/driver",
                 "dra_driver_chart": versions().chart("dra-driver-nvidia-gpu"),
-                "dranet_chart": (
-                    versions().chart("dranet")
-                    if any(g.nic_device_class == DRANET_RDMA_CLASS for g in groups)
-                    else None
+                "gpu_operator": (
+                    versions().chart("gpu-operator"),
+                    config.target.gpu_driver == "gpu-operator",
                 ),
+                "nic_driver": ("dranet", versions().chart("dranet"), "kube-system") if uses_dranet else None,
+                "nic_device_class": (DRANET_RDMA_CLASS, DRANET_RDMA_SELECTOR) if uses_dranet else None,
             },
             opts=on_cluster,
         )

@@ -10,6 +10,7 @@ from components.accelerators import AcceleratorPlatform
 from components.config import ConfigError, parse_config
 from components.dra import (
     DRANET_RDMA_CLASS,
+    DRANET_RDMA_SELECTOR,
     GPU_DEVICE_CLASS,
     PCIE_ROOT,
     ClaimShape,
@@ -156,10 +157,11 @@ def test_platform_installs_drivers_with_device_plugin_off():
     platform = AcceleratorPlatform(
         "accelerators",
         {
-            "gpu_driver": "gpu-operator",
-            "gpu_operator_chart": versions().chart("gpu-operator"),
+            "driver_root": "/run/nvidia/driver",
             "dra_driver_chart": versions().chart("dra-driver-nvidia-gpu"),
-            "dranet_chart": versions().chart("dranet"),
+            "gpu_operator": (versions().chart("gpu-operator"), True),
+            "nic_driver": ("dranet", versions().chart("dranet"), "kube-system"),
+            "nic_device_class": (DRANET_RDMA_CLASS, DRANET_RDMA_SELECTOR),
         },
     )
 
