@@ -21,6 +21,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from components.config_eks import EksTargetConfig, eks_problems
+from components.config_gke import GkeTargetConfig, gke_problems
 from components.dra import DRANET_RDMA_CLASS
 from components.versions import version_tuple, versions
 
@@ -66,8 +68,11 @@ HBM_MIB: dict[Accelerator, int] = {Accelerator.H100_80GB: 81559}
 class TargetConfig(_Model):
     """Where the fleet runs."""
 
-    kind: Literal["onprem"]
-    """Target platform. `onprem`: an existing Kubernetes cluster reached through a kubeconfig."""
+    kind: Literal["onprem", "gke", "eks"]
+    """Target platform. `onprem`: an existing Kubernetes cluster reached through a kubeconfig.
+    `gke`: a GKE Standard cluster with A3 Mega GPU pools, created by the stack (`gke` section).
+    `eks`: an EKS cluster with p5.48xlarge GPU node groups on EFA, created by the stack (`eks`
+    section)."""
     kubernetes_version: Annotated[str, Field(pattern=r"^1\.\d+(\.\d+)?$")]
     """Kubernetes version of the cluster (e.g. "1.34.2"); manifests are validated against it."""
     kubeconfig_context: str | None = None
@@ -75,6 +80,11 @@ class TargetConfig(_Model):
     gpu_driver: Literal["host", "gpu-operator"] = "host"
     """Where the NVIDIA driver comes from: preinstalled on the hosts (DGX OS, driver root /) or
     the GPU Operator's driver container (/run/nvidia/driver)."""
+    gke: GkeTargetConfig | None = None
+    """kind gke: project, location, networks and node-pool capacity (components/config_gke.py)."""
+    eks: EksTargetConfig | None = None
+    """kind eks: region and zones, VPC, API access, system nodes and GPU capacity (Capacity
+    Blocks or an ODCR) per fleet node group (components/config_eks.py)."""
 
 
 class NodeGroupConfig(_Model):
@@ -227,6 +237,43 @@ class RolesConfig(_Model):
     """Decode role: generates tokens behind the P/D routing sidecar."""
 
 
+class SecondaryKvTierConfig(_Model):
+    """A file-system KV tier below the CPU tier (vLLM's tiering `fs` tier)."""
+
+    type: Literal["local-nvme", "pvc"]
+    """`local-nvme`: a hostPath directory on the node's NVMe; `pvc`: a PersistentVolumeClaim per pod
+    from `storageClass`."""
+    path: str = "/mnt/local/kv-cache"
+    """local-nvme: host directory (created if missing); pvc: unused."""
+    size_gib: Annotated[int, Field(ge=16)] = 4096
+    """Capacity per pod (PVC request, or the planning size of the NVMe directory)."""
+    storage_class: str | None = None
+    """pvc: StorageClass of the claim."""
+    read_threads: Annotated[int, Field(ge=1, le=128)] = 16
+    """I/O threads reading blocks back (n_read_threads)."""
+    write_threads: Annotated[int, Field(ge=1, le=128)] = 16
+    """I/O threads writing blocks out (n_write_threads)."""
+
+
+class KvTierConfig(_Model):
+    """KV cache below HBM: a CPU DRAM tier per DP rank, an optional file-system tier, and
+    peer-to-peer reuse of blocks that live on another worker."""
+
+    cpu_offload: bool = True
+    """Offload evicted KV blocks to host DRAM (vLLM OffloadingConnector) and reuse them."""
+    host_memory_fraction: Annotated[float, Field(gt=0, le=0.95)] = 0.9
+    """Share of the host memory left after every explicit reserve that becomes the CPU tier."""
+    pinned_buffers_per_rank_gib: Annotated[int, Field(ge=0)] = 4
+    """Host memory per DP rank for registered NIXL/UCX transfer buffers and staging."""
+    eviction_policy: Literal["lru", "arc"] = "lru"
+    """Eviction policy of the CPU tier."""
+    secondary: SecondaryKvTierConfig | None = None
+    """Optional file-system tier (local NVMe or a PVC)."""
+    peer_to_peer: bool = True
+    """Pull prefix blocks from the worker that holds them instead of recomputing (vLLM's p2p
+    tier, the sidecar's P2P pull and the router's P2P source producer)."""
+
+
 class ServingConfig(_Model):
     """How the model is served."""
 
@@ -242,6 +289,8 @@ class ServingConfig(_Model):
     with this size limit and the matching ephemeral-storage request)."""
     roles: RolesConfig
     """Prefill and decode roles."""
+    kv_tier: KvTierConfig = Field(default_factory=KvTierConfig)
+    """KV cache tiers below HBM."""
 
 
 class PriorityClassConfig(_Model):
@@ -309,8 +358,9 @@ class RouterConfig(_Model):
 class GatewayConfig(_Model):
     """The Gateway API layer in front of the router."""
 
-    implementation: Literal["agentgateway", "istio"] = "agentgateway"
-    """Gateway implementation, installed by the stack."""
+    implementation: Literal["agentgateway", "istio", "gke-l7-rilb"] = "agentgateway"
+    """Gateway implementation: agentgateway or istio, installed by the stack, or `gke-l7-rilb`,
+    GKE's managed regional internal Application Load Balancer (gke only; its default there)."""
     listener_port: Annotated[int, Field(ge=1, le=65535)] = 80
     """HTTP listener port of the Gateway."""
     request_timeout_seconds: Annotated[int, Field(ge=30, le=7200)] = 1800
@@ -411,15 +461,84 @@ def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset
     if problems:
         raise ConfigError(problems)
     config = StackConfig(**parts, has_hf_token="hfToken" in raw)
+    if config.target.kind == "gke" and "implementation" not in config.gateway.model_fields_set:
+        # GKE's managed gateway is the default there; an explicit choice is kept.
+        gateway = config.gateway.model_copy(update={"implementation": "gke-l7-rilb"})
+        config = config.model_copy(update={"gateway": gateway})
     problems = _semantic_problems(config)
     if problems:
         raise ConfigError(problems)
     return config
 
 
+def _gke_target_problems(config: StackConfig) -> list[tuple[str, str]]:
+    """The gke section is there exactly when kind is gke, and fits the fleet it carries."""
+    target, path = config.target, f"{PROJECT}:target"
+    if target.kind != "gke":
+        problems = [(f"{path}.gke", "only for kind gke")] if target.gke is not None else []
+        if config.gateway.implementation == "gke-l7-rilb":
+            problems.append((f"{PROJECT}:gateway.implementation", "gke-l7-rilb exists only on kind gke"))
+        return problems
+    if target.gke is None:
+        return [(f"{path}.gke", "required for kind gke")]
+    problems = []
+    gke_minor = version_tuple(versions().kubernetes.gke)[:2]
+    if version_tuple(target.kubernetes_version)[:2] != gke_minor:
+        problems.append(
+            (
+                f"{path}.kubernetesVersion",
+                f"must be the minor the GKE cluster is created at ({versions().kubernetes.gke}) "
+                f"(got {target.kubernetes_version!r})",
+            )
+        )
+    if target.gpu_driver != "host":
+        problems.append(
+            (f"{path}.gpuDriver", "must be host on gke: the stack installs the COS driver DaemonSet")
+        )
+    if target.kubeconfig_context is not None:
+        problems.append((f"{path}.kubeconfigContext", "not used on gke: the stack builds the kubeconfig"))
+    for name, group in config.fleet.node_groups.items():
+        if group.accelerator_allocation == "dra" and group.nic_device_class is not None:
+            problems.append(
+                (
+                    f"{PROJECT}:fleet.nodeGroups.{name}.nicDeviceClass",
+                    "must be null on gke: A3 Mega TCPXO NICs reach pods through GKE multi-networking, "
+                    "not DRA (the claim holds GPUs only)",
+                )
+            )
+    groups = {name: (g.gpus_per_node, g.nics_per_node) for name, g in config.fleet.node_groups.items()}
+    problems += gke_problems(target.gke, groups, f"{path}.gke")
+    return problems
+
+
+def _eks_target_problems(config: StackConfig) -> list[tuple[str, str]]:
+    """The eks section is there exactly when kind is eks, and fits the fleet it carries."""
+    target, path = config.target, f"{PROJECT}:target"
+    if target.kind != "eks":
+        return [(f"{path}.eks", "only for kind eks")] if target.eks is not None else []
+    if target.eks is None:
+        return [(f"{path}.eks", "required for kind eks")]
+    problems: list[tuple[str, str]] = []
+    eks_version = versions().kubernetes.eks
+    if version_tuple(target.kubernetes_version)[:2] != version_tuple(eks_version)[:2]:
+        problems.append(
+            (
+                f"{path}.kubernetesVersion",
+                f"must be the minor the EKS cluster is created at ({eks_version}) "
+                f"(got {target.kubernetes_version!r})",
+            )
+        )
+    if target.gpu_driver != "host":
+        problems.append((f"{path}.gpuDriver", "must be host on eks: the AL2023 NVIDIA AMI carries the driver"))
+    if target.kubeconfig_context is not None:
+        problems.append((f"{path}.kubeconfigContext", "not used on eks: the stack builds the kubeconfig"))
+    problems += eks_problems(target.eks, config.fleet.node_groups, f"{path}.eks", f"{PROJECT}:fleet.nodeGroups")
+    return problems
+
+
 def _semantic_problems(config: StackConfig) -> list[tuple[str, str]]:
     """Cross-field rules that single-field validation cannot express."""
-    problems: list[tuple[str, str]] = []
+    problems: list[tuple[str, str]] = _gke_target_problems(config) + _eks_target_problems(config)
     minimum = versions().kubernetes.minimum
     if version_tuple(config.target.kubernetes_version)[:2] < version_tuple(minimum)[:2]:
         problems.append(
@@ -535,6 +654,20 @@ def _semantic_problems(config: StackConfig) -> list[tuple[str, str]]:
                 "one role must fit the other",
             )
         )
+    tier = config.serving.kv_tier
+    if tier.peer_to_peer and not tier.cpu_offload:
+        problems.append(
+            (
+                f"{PROJECT}:serving.kvTier.peerToPeer",
+                "needs cpuOffload: peers pull blocks from the CPU tier of the worker that holds them",
+            )
+        )
+    if tier.secondary is not None and not tier.cpu_offload:
+        problems.append(
+            (f"{PROJECT}:serving.kvTier.secondary", "needs cpuOffload: blocks reach it through the CPU tier")
+        )
+    if tier.secondary is not None and tier.secondary.type == "pvc" and not tier.secondary.storage_class:
+        problems.append((f"{PROJECT}:serving.kvTier.secondary.storageClass", "required when type is pvc"))
     router = config.router
     if router.mode == "active-active" and router.prefix_routing != "precise":
         problems.append(

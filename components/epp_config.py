@@ -106,6 +106,14 @@ PREFIX_WEIGHT = 3.0
 LOAD_WEIGHT = 2.0
 SESSION_WEIGHT = 2.0
 NO_HIT_WEIGHT = 1.0
+# Tier weights: an HBM hit is free, a CPU-tier hit costs a host-to-device copy (tens of ms for a
+# long prefix) but still beats recomputing it; llm-d-router's defaults are 1.0 and 0.8.
+GPU_TIER_WEIGHT = 1.0
+CPU_TIER_WEIGHT = 0.8
+CPU_PREFIX_WEIGHT = 2.0
+CPU_APPROX_PRODUCER = "cpu-approx-prefix-cache-producer"
+CPU_PREFIX_SCORER = "cpu-prefix-cache-scorer"
+P2P_PRODUCER = "p2p-source-producer"
 
 
 def _fairness_plugin(router: RouterConfig) -> str:
@@ -124,6 +132,8 @@ def build_epp_config(config: StackConfig, plan: FleetPlan, tokenizer_url: str) -
     decode = plan.role("decode")
     block_size = config.serving.roles.decode.block_size
     producer = PRECISE_PRODUCER if router.prefix_routing == "precise" else APPROX_PRODUCER
+    tier = config.serving.kv_tier
+    cpu_tier = tier.cpu_offload and decode.memory.cpu_tier_tokens > 0
     plugins: list[Plugin] = [
         Plugin(
             name=TOKEN_PRODUCER,
@@ -133,19 +143,15 @@ def build_epp_config(config: StackConfig, plan: FleetPlan, tokenizer_url: str) -
                 "vllm": {"url": tokenizer_url},
             },
         ),
-        # The P/D decider reads the approximate producer's match info, so it is always present;
-        # its per-server capacity is what a decode rank's HBM really holds.
-        Plugin(
-            name=APPROX_PRODUCER,
-            type="approx-prefix-cache-producer",
-            parameters={
-                "autoTune": False,
-                "blockSizeTokens": block_size,
-                "lruCapacityPerServer": max(1, decode.memory.kv_tokens // block_size),
-                "maxPrefixTokensToMatch": config.serving.roles.decode.max_model_len,
-            },
-        ),
+        # The P/D decider reads the (default) approximate producer's match info, so it is always
+        # present; its per-server capacity is the blocks a decode rank's HBM really holds.
+        _approx_producer(APPROX_PRODUCER, block_size, decode.memory.kv_tokens, config),
     ]
+    if cpu_tier and router.prefix_routing == "approximate":
+        # Tier-aware approximate routing: a second producer sized to the CPU tier, scored apart.
+        plugins.append(
+            _approx_producer(CPU_APPROX_PRODUCER, block_size, decode.memory.cpu_tier_tokens, config)
+        )
     data_layer = None
     if router.prefix_routing == "precise":
         plugins += [
@@ -156,6 +162,15 @@ def build_epp_config(config: StackConfig, plan: FleetPlan, tokenizer_url: str) -
                 parameters={
                     # Must equal vLLM's --block-size, or no event block matches a request block.
                     "tokenProcessorConfig": {"blockSizeTokens": block_size},
+                    # Engines report where each block lives (event medium gpu / cpu); a CPU hit
+                    # costs a host-to-device restore, so it scores below an HBM hit.
+                    "indexerConfig": {
+                        "kvBlockIndexConfig": {"inMemoryConfig": {"size": _index_size(plan)}},
+                        "kvCacheBackendConfigs": [
+                            {"name": "gpu", "weight": GPU_TIER_WEIGHT},
+                            {"name": "cpu", "weight": CPU_TIER_WEIGHT},
+                        ],
+                    },
                     "speculativeIndexing": True,
                     "kvEventsConfig": {
                         "topicFilter": "kv@",
@@ -181,6 +196,17 @@ def build_epp_config(config: StackConfig, plan: FleetPlan, tokenizer_url: str) -
             name=PREFIX_SCORER,
             type="prefix-cache-scorer",
             parameters={"prefixMatchInfoProducerName": producer},
+        ),
+        *(
+            [
+                Plugin(
+                    name=CPU_PREFIX_SCORER,
+                    type="prefix-cache-scorer",
+                    parameters={"prefixMatchInfoProducerName": CPU_APPROX_PRODUCER},
+                )
+            ]
+            if cpu_tier and router.prefix_routing == "approximate"
+            else []
         ),
         Plugin(name="kv-cache-utilization-scorer", type="kv-cache-utilization-scorer"),
         Plugin(name="queue-scorer", type="queue-scorer"),
@@ -214,6 +240,18 @@ def build_epp_config(config: StackConfig, plan: FleetPlan, tokenizer_url: str) -
         PluginRef(plugin_ref="kv-cache-utilization-scorer", weight=LOAD_WEIGHT),
         PluginRef(plugin_ref="no-hit-lru-scorer", weight=NO_HIT_WEIGHT),
     ]
+    if cpu_tier and router.prefix_routing == "approximate":
+        decode_profile.append(PluginRef(plugin_ref=CPU_PREFIX_SCORER, weight=CPU_PREFIX_WEIGHT))
+    if tier.cpu_offload and tier.peer_to_peer:
+        # Names the worker that holds a request's prefix, so the decode sidecar pulls it from
+        # that peer's CPU tier instead of recomputing it.
+        plugins.append(
+            Plugin(
+                name=P2P_PRODUCER,
+                type="p2p-source-producer",
+                parameters={"prefixMatchInfoProducerName": producer, "prefillProfileName": "prefill"},
+            )
+        )
     if router.session_affinity.enabled:
         plugins.append(
             Plugin(
@@ -277,6 +315,29 @@ def build_epp_config(config: StackConfig, plan: FleetPlan, tokenizer_url: str) -
         data_layer=data_layer,
         flow_control=flow_control,
     )
+
+
+def _approx_producer(name: str, block_size: int, tokens_per_rank: int, config: StackConfig) -> Plugin:
+    return Plugin(
+        name=name,
+        type="approx-prefix-cache-producer",
+        parameters={
+            "autoTune": False,
+            "blockSizeTokens": block_size,
+            "lruCapacityPerServer": max(1, tokens_per_rank // block_size),
+            "maxPrefixTokensToMatch": config.serving.roles.decode.max_model_len,
+        },
+    )
+
+
+def _index_size(plan: FleetPlan) -> int:
+    """Block keys the precise index must hold: every rank's HBM and CPU-tier blocks."""
+    block = 64
+    total = 0
+    for role in plan.roles:
+        ranks = role.instances * role.data_parallel
+        total += ranks * (role.memory.kv_tokens + role.memory.cpu_tier_tokens) // block
+    return max(1, total)
 
 
 def needs_experimental_plugins(config: EndpointPickerConfig) -> bool:

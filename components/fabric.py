@@ -8,6 +8,8 @@ the Fabric the plan carries.
 from dataclasses import dataclass, field
 from typing import Any
 
+from components import tcpxo
+
 
 @dataclass(frozen=True)
 class Fabric:
@@ -41,7 +43,50 @@ INFINIBAND = Fabric(
     ),
 )
 
-FABRICS: dict[str, Fabric] = {"onprem": INFINIBAND}
+# AWS p5.48xlarge: 32 EFA interfaces (4 per GPU, on the GPU's PCIe root), reached through
+# libfabric's `efa` provider, never verbs/UCX. NIXL's `LIBFABRIC` backend moves the KV blocks;
+# NVSHMEM (DeepEP) uses its libfabric transport. The engine image is the `efa` build of the wide-EP
+# image (components/images.py, variant_for): the upstream vLLM image has no EFA user space, so
+# `image` is only the matrix fallback that serving_image() refuses for this fabric.
+EFA = Fabric(
+    name="efa",
+    nixl_backends=("LIBFABRIC",),
+    engine_env=(
+        ("FI_PROVIDER", "efa"),
+        # GPUDirect RDMA reads/writes over EFA (p4d and newer).
+        ("FI_EFA_USE_DEVICE_RDMA", "1"),
+        # vLLM and torch fork worker processes after libfabric has registered memory.
+        ("FI_EFA_FORK_SAFE", "1"),
+        ("NVSHMEM_REMOTE_TRANSPORT", "libfabric"),
+        ("NVSHMEM_LIBFABRIC_PROVIDER", "efa"),
+        # IBGDA needs mlx5 verbs; EFA has none.
+        ("NVSHMEM_IB_ENABLE_IBGDA", "false"),
+        ("NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME", "eth0"),
+        # NCCL reaches EFA through the aws-ofi-nccl plugin the EFA installer puts in the image;
+        # bootstrap and Gloo stay on the pod's VPC interface.
+        ("NCCL_SOCKET_IFNAME", "eth0"),
+        ("GLOO_SOCKET_IFNAME", "eth0"),
+    ),
+    extra={"efa_per_gpu": 4},
+)
+
+# GKE A3 Mega (a3-megagpu-8g): 8 GPU NICs without RDMA, GPUDirect-TCPXO. NCCL runs over the TCPXO
+# (FasTrak) plugin with the RxDM sidecar; NIXL moves KV over UCX's TCP transport. What env and
+# annotations cannot express is in `extra`, read by pod.py: `sidecars` (native sidecars placed
+# before the role's own), `volumes` (pod volumes) and `engine_volume_mounts`.
+TCPXO = Fabric(
+    name="tcpxo",
+    nixl_backends=("UCX",),
+    engine_env=tcpxo.engine_env(nics=8),
+    pod_annotations=tcpxo.pod_annotations(gpus=8, nics=8),
+    extra={
+        "sidecars": (tcpxo.rxdm_sidecar(),),
+        "volumes": tuple(tcpxo.pod_volumes()),
+        "engine_volume_mounts": tuple(tcpxo.engine_volume_mounts()),
+    },
+)
+
+FABRICS: dict[str, Fabric] = {"onprem": INFINIBAND, "eks": EFA, "gke": TCPXO}
 
 
 def fabric_for(target_kind: str) -> Fabric:

@@ -1,7 +1,7 @@
 """Gateway layer: Gateway API + inference-extension CRDs, one gateway implementation, and the
 Gateway + HTTPRoute that send every request through the endpoint picker to the InferencePool."""
 
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -13,13 +13,20 @@ from components.labels import common_labels
 from components.versions import versions
 
 GATEWAY_NAME = "llm-d-inference-gateway"
-GATEWAY_CLASS = {"agentgateway": "agentgateway", "istio": "istio"}
+GATEWAY_CLASS = {"agentgateway": "agentgateway", "istio": "istio", "gke-l7-rilb": "gke-l7-rilb"}
 IMPLEMENTATION_NAMESPACE = {"agentgateway": "agentgateway-system", "istio": "istio-system"}
 CRD_MANIFESTS = ("gateway-api", "inference-extension", "llm-d-router-crds")
+# CRDs no platform ships: the InferenceObjective CRD of llm-d-router (GKE 1.34+ pre-installs the
+# Gateway API and InferencePool CRDs, not this one).
+ALWAYS_INSTALLED_CRDS = ("llm-d-router-crds",)
+# Managed implementations: the platform runs the controller, the stack installs nothing for it.
+MANAGED_IMPLEMENTATIONS = frozenset({"gke-l7-rilb"})
 
 
 def implementation_values(implementation: str) -> dict[str, dict[str, Any]]:
     """Helm values per release of the chosen implementation, keyed by matrix chart name."""
+    if implementation in MANAGED_IMPLEMENTATIONS:
+        return {}
     if implementation == "agentgateway":
         # Turns on InferencePool support (and its RBAC) in the agentgateway controller.
         return {"agentgateway-crds": {}, "agentgateway": {"inferenceExtension": {"enabled": True}}}
@@ -29,8 +36,17 @@ def implementation_values(implementation: str) -> dict[str, dict[str, Any]]:
     }
 
 
-def gateway_spec(gateway: GatewayConfig) -> dict[str, Any]:
-    return {
+def aws_nlb_annotations(scheme: str) -> dict[str, str]:
+    """Service annotations that put a Gateway's LoadBalancer Service behind an AWS Network Load
+    Balancer (EKS's built-in service controller); `scheme` is `internal` or `internet-facing`."""
+    annotations = {"service.beta.kubernetes.io/aws-load-balancer-type": "nlb"}
+    if scheme == "internal":
+        annotations["service.beta.kubernetes.io/aws-load-balancer-internal"] = "true"
+    return annotations
+
+
+def gateway_spec(gateway: GatewayConfig, infrastructure_annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
         "gatewayClassName": GATEWAY_CLASS[gateway.implementation],
         "listeners": [
             {
@@ -41,6 +57,11 @@ def gateway_spec(gateway: GatewayConfig) -> dict[str, Any]:
             }
         ],
     }
+    if infrastructure_annotations:
+        # Gateway API `infrastructure`: the implementation copies these onto what it generates
+        # for the Gateway (its Service among them).
+        spec["infrastructure"] = {"annotations": dict(infrastructure_annotations)}
+    return spec
 
 
 def gateway_labels(config: StackConfig) -> dict[str, str]:
@@ -100,7 +121,10 @@ class GatewayLayerArgs(TypedDict):
     pool_name: str
     """InferencePool the route sends traffic to."""
     install_crds: bool
-    """Install the Gateway API / inference-extension CRDs (False where the platform ships them)."""
+    """Install the Gateway API / inference-extension CRDs (False where the platform ships them);
+    the llm-d-router CRDs are installed either way."""
+    infrastructure_annotations: NotRequired[dict[str, str]]
+    """Annotations for the Gateway's generated resources (e.g. the AWS NLB annotations on EKS)."""
 
 
 class GatewayLayer(pulumi.ComponentResource):
@@ -112,22 +136,24 @@ class GatewayLayer(pulumi.ComponentResource):
         implementation = config.gateway.implementation
         child = pulumi.ResourceOptions(parent=self)
         crds: list[pulumi.Resource] = []
-        if args["install_crds"]:
-            for manifest in CRD_MANIFESTS:
-                crds.append(
-                    k8s.yaml.v2.ConfigFile(
-                        f"{name}-{manifest}", file=versions().manifest(manifest).url, opts=child
-                    )
-                )
-        namespace = IMPLEMENTATION_NAMESPACE[implementation]
-        ns = k8s.core.v1.Namespace(
-            f"{name}-{implementation}-namespace",
-            metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=namespace, labels=common_labels("gateway", implementation)
-            ),
-            opts=child,
-        )
+        manifests = CRD_MANIFESTS if args["install_crds"] else ALWAYS_INSTALLED_CRDS
+        for manifest in manifests:
+            crds.append(
+                k8s.yaml.v2.ConfigFile(f"{name}-{manifest}", file=versions().manifest(manifest).url, opts=child)
+            )
         releases: list[pulumi.Resource] = []
+        namespace = IMPLEMENTATION_NAMESPACE.get(implementation, "")
+        ns: list[pulumi.Resource] = []
+        if implementation not in MANAGED_IMPLEMENTATIONS:
+            ns.append(
+                k8s.core.v1.Namespace(
+                    f"{name}-{implementation}-namespace",
+                    metadata=k8s.meta.v1.ObjectMetaArgs(
+                        name=namespace, labels=common_labels("gateway", implementation)
+                    ),
+                    opts=child,
+                )
+            )
         for chart_name, values in implementation_values(implementation).items():
             releases.append(
                 pinned_release(
@@ -137,7 +163,7 @@ class GatewayLayer(pulumi.ComponentResource):
                     namespace,
                     values,
                     # Charts install in order: CRDs first, then the controller.
-                    pulumi.ResourceOptions(parent=self, depends_on=[ns, *crds, *releases]),
+                    pulumi.ResourceOptions(parent=self, depends_on=[*ns, *crds, *releases]),
                 )
             )
         serving_ns = config.serving.namespace
@@ -146,8 +172,8 @@ class GatewayLayer(pulumi.ComponentResource):
             metadata=k8s.meta.v1.ObjectMetaArgs(
                 name=GATEWAY_NAME, namespace=serving_ns, labels=gateway_labels(config)
             ),
-            spec=gateway_spec(config.gateway),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=releases),
+            spec=gateway_spec(config.gateway, args.get("infrastructure_annotations")),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*crds, *releases]),
         )
         k8s.apiextensions.CustomResource(
             f"{name}-route",

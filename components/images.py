@@ -8,9 +8,10 @@ reference comes from one place, `serving_image()`:
   (pulumi-docker-build), pushed to the target's registry (Artifact Registry on GKE, ECR on EKS,
   a configured registry on-prem), and referenced by digest.
 
-The image has a variant per fabric (`Fabric`): `ib` for InfiniBand or RoCE (NVSHMEM over IBGDA,
-NIXL over UCX) and `efa` for AWS EFA (libfabric). The upstream image has no EFA user space, so EFA
-always needs the build. All versions come from the [build] table of images/versions.toml, passed
+The built image has a variant per kind of fabric (`Variant`): `ib` for InfiniBand or RoCE
+(NVSHMEM over IBGDA, NIXL over UCX) and `efa` for AWS EFA (libfabric). The variant follows from the
+target's fabric (components/fabric.py). The upstream image has no EFA user space, so EFA always
+needs the build. All versions come from the [build] table of images/versions.toml, passed
 as build arguments; the image tag hashes the Dockerfile and those arguments, so a version bump
 is a new tag.
 
@@ -33,10 +34,13 @@ import pulumi_gcp as gcp
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from components.fabric import Fabric
 from components.versions import VersionMatrix, versions
 
-Fabric = Literal["ib", "efa"]
-"""`ib`: InfiniBand or RoCE NICs (ConnectX/mlx5). `efa`: AWS Elastic Fabric Adapter."""
+Variant = Literal["ib", "efa"]
+"""Variant of the built image. `ib`: verbs/mlx5 NICs (InfiniBand, RoCE), and fabrics whose RDMA
+does not go through the pod's verbs (GKE TCPXO: NCCL's plugin comes from the node). `efa`: AWS
+Elastic Fabric Adapter (libfabric)."""
 TargetKind = Literal["onprem", "gke", "eks", "kind"]
 """Where the fleet runs (the stack's target.kind)."""
 
@@ -53,11 +57,6 @@ PLATFORM = docker_build.Platform.LINUX_AMD64
 GCP_REGISTRY_USER = "oauth2accesstoken"
 """Artifact Registry accepts an OAuth access token as the password of this user."""
 
-# Fabric-dependent transport settings the engine environment has to match (components/vllm.py):
-# the NIXL backend of the KV connector and NVSHMEM's remote transport for DeepEP.
-NIXL_BACKEND: dict[Fabric, str] = {"ib": "UCX", "efa": "LIBFABRIC"}
-NVSHMEM_REMOTE_TRANSPORT: dict[Fabric, str] = {"ib": "ibgda", "efa": "libfabric"}
-
 _CHECKOUT_IMAGES = Path(__file__).resolve().parent.parent / "images"
 
 
@@ -71,21 +70,27 @@ def images_dir() -> Path:
 
 
 # ----------------------------------------------------------------------------------------------
-# Which fabric each target has, and the stack config that asks for a build.
+# Which variant each target needs, and the stack config that asks for a build.
 # ----------------------------------------------------------------------------------------------
 
 
-def default_fabric(target_kind: TargetKind) -> Fabric:
-    """EKS nodes talk over EFA; every other target over InfiniBand or RoCE (or not at all: kind)."""
+def variant_for(fabric: Fabric | str) -> Variant:
+    """The image variant a fabric (components/fabric.py, or its name) needs."""
+    name = fabric if isinstance(fabric, str) else fabric.name
+    return "efa" if name == "efa" else "ib"
+
+
+def default_variant(target_kind: TargetKind) -> Variant:
+    """EKS GPU nodes talk over EFA; every other target over InfiniBand/RoCE/TCPXO (kind: none)."""
     return "efa" if target_kind == "eks" else "ib"
 
 
-def fabric_problem(target_kind: TargetKind, fabric: Fabric) -> str | None:
-    """Why `fabric` cannot serve on `target_kind`, or None when it can."""
-    if fabric == "efa" and target_kind != "eks":
-        return f"efa exists only on the eks target (target is {target_kind})"
-    if target_kind == "eks" and fabric != "efa":
-        return "eks GPU nodes talk over EFA: fabric must be efa"
+def variant_problem(target_kind: TargetKind, variant: Variant) -> str | None:
+    """Why image variant `variant` cannot serve on `target_kind`, or None when it can."""
+    if variant == "efa" and target_kind != "eks":
+        return f"the efa image serves only on the eks target (target is {target_kind})"
+    if target_kind == "eks" and variant != "efa":
+        return "eks GPU nodes talk over EFA: the image variant must be efa"
     return None
 
 
@@ -108,10 +113,9 @@ class ImagesConfig(BaseModel):
     )
 
     build: bool = False
-    """Build the wide-EP image (images/Dockerfile.wide-ep) and push it to the target's registry;
-    false runs the pinned upstream vLLM image. The eks target needs true (EFA)."""
-    fabric: Fabric | None = None
-    """Image variant: `ib` (InfiniBand/RoCE) or `efa`; default efa on eks, ib elsewhere."""
+    """Build the wide-EP image (images/Dockerfile.wide-ep) for the target's fabric and push it to
+    the target's registry; false runs the pinned upstream vLLM image. The eks target needs true
+    (EFA)."""
     registry: Annotated[str, Field(pattern=r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._/-]+)?$")] | None = None
     """onprem/kind: registry host[:port][/path] to push to; required there when build is true.
     gke pushes to Artifact Registry and eks to ECR, created by the build."""
@@ -121,24 +125,18 @@ class ImagesConfig(BaseModel):
     """Artifact Registry repository id (gke), ECR repository prefix (eks), or path segment under
     `registry` (onprem, kind)."""
 
-    def resolved_fabric(self, target_kind: TargetKind) -> Fabric:
-        return self.fabric or default_fabric(target_kind)
-
 
 def images_config_problems(
     target_kind: TargetKind, config: ImagesConfig, prefix: str = "llmd-fleet:images"
 ) -> list[tuple[str, str]]:
     """Key paths and messages for an `images` config that cannot work on `target_kind`."""
     problems: list[tuple[str, str]] = []
-    fabric = config.resolved_fabric(target_kind)
-    problem = fabric_problem(target_kind, fabric)
-    if problem:
-        problems.append((f"{prefix}.fabric", problem))
-    elif fabric == "efa" and not config.build:
+    if default_variant(target_kind) == "efa" and not config.build:
         problems.append(
             (
                 f"{prefix}.build",
-                "must be true for fabric efa: the upstream vLLM image has no EFA user space (libfabric)",
+                f"must be true on {target_kind}: EFA needs the built image, the upstream vLLM image "
+                "has no EFA user space (libfabric)",
             )
         )
     own_registry = target_kind in ("onprem", "kind")
@@ -160,13 +158,13 @@ def images_config_problems(
 # ----------------------------------------------------------------------------------------------
 
 
-def build_args(fabric: Fabric, matrix: VersionMatrix | None = None) -> dict[str, str]:
-    """Every ARG of images/Dockerfile.wide-ep for `fabric`, from the version matrix."""
+def build_args(variant: Variant, matrix: VersionMatrix | None = None) -> dict[str, str]:
+    """Every ARG of images/Dockerfile.wide-ep for `variant`, from the version matrix."""
     m = matrix or versions()
     b = m.build
     args = {
         "BASE_IMAGE": b.base_image,
-        "FABRIC": fabric,
+        "FABRIC": variant,
         "CUDA_VERSION": b.cuda,
         "PYTHON_VERSION": b.python,
         "TORCH_VERSION": b.torch,
@@ -179,25 +177,25 @@ def build_args(fabric: Fabric, matrix: VersionMatrix | None = None) -> dict[str,
         # CMake spells the same architectures without the dot (9.0 -> 90).
         "CUDA_ARCHITECTURES": ";".join(a.replace(".", "") for a in b.cuda_arch.replace(";", " ").split()),
     }
-    if fabric == "efa":
+    if variant == "efa":
         # Only the EFA stages read it; keeping it out of ib keeps ib's tag stable across EFA bumps.
         args["EFA_INSTALLER_VERSION"] = b.efa_installer
     return args
 
 
-def image_tag(fabric: Fabric, matrix: VersionMatrix | None = None, dockerfile: bytes | None = None) -> str:
-    """v<vllm>-<fabric>-<12 hex of sha256(Dockerfile, build args)>: a new tag for every change."""
+def image_tag(variant: Variant, matrix: VersionMatrix | None = None, dockerfile: bytes | None = None) -> str:
+    """v<vllm>-<variant>-<12 hex of sha256(Dockerfile, build args)>: a new tag for every change."""
     m = matrix or versions()
     content = dockerfile if dockerfile is not None else (images_dir() / DOCKERFILE).read_bytes()
-    digest = hashlib.sha256(content + json.dumps(build_args(fabric, m), sort_keys=True).encode()).hexdigest()
-    return f"v{m.vllm.version}-{fabric}-{digest[:12]}"
+    digest = hashlib.sha256(content + json.dumps(build_args(variant, m), sort_keys=True).encode()).hexdigest()
+    return f"v{m.vllm.version}-{variant}-{digest[:12]}"
 
 
-def image_labels(fabric: Fabric, matrix: VersionMatrix | None = None) -> dict[str, str]:
+def image_labels(variant: Variant, matrix: VersionMatrix | None = None) -> dict[str, str]:
     m = matrix or versions()
     return {
         "org.opencontainers.image.title": IMAGE_NAME,
-        "org.opencontainers.image.description": f"llmd-fleet wide-EP vLLM serving image ({fabric})",
+        "org.opencontainers.image.description": f"llmd-fleet wide-EP vLLM serving image ({variant})",
         "org.opencontainers.image.version": m.vllm.version,
     }
 
@@ -211,8 +209,8 @@ class ImageBuildArgs(TypedDict):
     target_kind: TargetKind
     """Target the image is for; picks the registry (gke: Artifact Registry, eks: ECR, onprem and
     kind: `registry`)."""
-    fabric: Fabric
-    """Image variant; must suit the target (`fabric_problem`)."""
+    variant: Variant
+    """Image variant; must suit the target (`variant_problem`, `variant_for(fabric)`)."""
     repository: NotRequired[str]
     """Artifact Registry repository id / ECR repository prefix / path under `registry`;
     default `llmd-fleet`."""
@@ -240,7 +238,7 @@ def _registry_host(address: str) -> str:
 def _build_args_problem(args: ImageBuildArgs) -> str | None:
     """What makes these ImageBuild args unusable, checked before anything is registered."""
     kind = args["target_kind"]
-    problem = fabric_problem(kind, args["fabric"])
+    problem = variant_problem(kind, args["variant"])
     if problem:
         return problem
     if kind == "gke" and (args.get("gcp_project") is None or not args.get("gcp_location")):
@@ -251,7 +249,7 @@ def _build_args_problem(args: ImageBuildArgs) -> str | None:
 
 
 class ImageBuild(pulumi.ComponentResource):
-    """Builds images/Dockerfile.wide-ep for one fabric and pushes it to the target's registry.
+    """Builds images/Dockerfile.wide-ep in one variant and pushes it to the target's registry.
 
     Children: the registry repository (Artifact Registry on gke, ECR on eks; on-prem registries
     exist already) and the `docker-build:index:Image`. `ref` is what pods use: the pushed tag with
@@ -265,15 +263,15 @@ class ImageBuild(pulumi.ComponentResource):
     repository_url: pulumi.Output[str]
     """Registry path of the image, without tag."""
     tag: str
-    fabric: Fabric
+    variant: Variant
 
     def __init__(self, name: str, args: ImageBuildArgs, opts: pulumi.ResourceOptions | None = None):
-        kind, fabric = args["target_kind"], args["fabric"]
+        kind, variant = args["target_kind"], args["variant"]
         problem = _build_args_problem(args)
         if problem:
             raise ValueError(f"ImageBuild {name}: {problem}")
         super().__init__("llmd-fleet:images:ImageBuild", name, {}, opts)
-        self.fabric = fabric
+        self.variant = variant
         repository = args.get("repository", DEFAULT_REPOSITORY)
         child = pulumi.ResourceOptions(parent=self)
         registry: docker_build.RegistryArgs | None = None
@@ -328,18 +326,18 @@ class ImageBuild(pulumi.ComponentResource):
                 )
 
         context = images_dir()
-        self.tag = image_tag(fabric)
+        self.tag = image_tag(variant)
         tagged = self.repository_url.apply(lambda url: f"{url}:{self.tag}")
-        cache_ref = self.repository_url.apply(lambda url: f"{url}:buildcache-{fabric}")
+        cache_ref = self.repository_url.apply(lambda url: f"{url}:buildcache-{variant}")
         use_cache = args.get("cache", True)
         self.image = docker_build.Image(
-            f"{name}-{fabric}",
+            f"{name}-{variant}",
             context=docker_build.BuildContextArgs(location=str(context)),
             dockerfile=docker_build.DockerfileArgs(location=str(context / DOCKERFILE)),
             target=SERVING_TARGET,
             platforms=[PLATFORM],
-            build_args=build_args(fabric),
-            labels=image_labels(fabric),
+            build_args=build_args(variant),
+            labels=image_labels(variant),
             tags=[tagged],
             push=args.get("push", True),
             registries=[registry] if registry is not None else None,
@@ -378,18 +376,22 @@ class ImageBuild(pulumi.ComponentResource):
 
 def serving_image(target_kind: TargetKind, fabric: Fabric, build: ImageBuild | None) -> pulumi.Input[str]:
     """The image every engine container runs: the build's pushed ref when the stack builds, else
-    the pinned upstream vLLM image. Raises ValueError for a combination that cannot serve (EFA
-    without a build, a fabric the target does not have, a build of another fabric)."""
-    problem = fabric_problem(target_kind, fabric)
+    the pinned matrix image the fabric names (`fabric.image`, the upstream vLLM image). Raises
+    ValueError for a combination that cannot serve (EFA without a build, a build of the other
+    variant, a fabric the target does not have)."""
+    variant = variant_for(fabric)
+    problem = variant_problem(target_kind, variant)
     if problem:
         raise ValueError(problem)
     if build is not None:
-        if build.fabric != fabric:
-            raise ValueError(f"the image build is for fabric {build.fabric}, the target runs {fabric}")
+        if build.variant != variant:
+            raise ValueError(
+                f"the image build is the {build.variant} variant, fabric {fabric.name} needs {variant}"
+            )
         return build.ref
-    if fabric == "efa":
+    if variant == "efa":
         raise ValueError("fabric efa needs the built image: the upstream vLLM image has no EFA user space")
-    return versions().image("vllm").ref
+    return versions().image(fabric.image).ref
 
 
 # ----------------------------------------------------------------------------------------------
@@ -407,10 +409,10 @@ def main(argv: list[str] | None = None) -> int:
         description="Print the build arguments or the tag of the wide-EP serving image.",
     )
     parser.add_argument("what", choices=["build-args", "tag"])
-    parser.add_argument("fabric", choices=get_args(Fabric))
+    parser.add_argument("variant", choices=get_args(Variant))
     ns = parser.parse_args(argv)
-    fabric: Fabric = ns.fabric
-    print(_format_build_args(build_args(fabric)) if ns.what == "build-args" else image_tag(fabric))
+    variant: Variant = ns.variant
+    print(_format_build_args(build_args(variant)) if ns.what == "build-args" else image_tag(variant))
     return 0
 
 

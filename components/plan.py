@@ -6,7 +6,7 @@ local rank, the start rank of every worker, and whether the model fits each GPU 
 for KV cache. A role that cannot hold the model fails the plan with a message that says why.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from components.config import HBM_MIB, PROJECT, NodeGroupConfig, RoleConfig, StackConfig
@@ -37,6 +37,9 @@ KV_EVENTS_PORT = 5557
 # NIXL side channel: vLLM also adds the global DP rank to VLLM_NIXL_SIDE_CHANNEL_PORT, so each
 # pod exports NIXL_SIDE_CHANNEL_PORT - start rank and its ranks listen on NIXL_SIDE_CHANNEL_PORT + i.
 NIXL_SIDE_CHANNEL_PORT = 5600
+# p2p KV tier (vLLM VLLM_P2P_SIDE_CHANNEL_PORT, also + global DP rank); 7777 is the routing
+# sidecar's default --p2p-connector-port, which must name the same base.
+P2P_PORT = 7777
 
 
 class PlanError(Exception):
@@ -60,6 +63,10 @@ class MemoryPlan:
     kv_cache_gib: float
     kv_tokens: int
     agent_contexts: float
+    cpu_tier_gib: int = 0
+    """CPU DRAM KV tier per DP rank (0 without offload)."""
+    cpu_tier_tokens: int = 0
+    cpu_tier_contexts: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -80,11 +87,15 @@ class RolePlan:
     sidecar_ports: tuple[int, ...]
     kv_events_ports: tuple[int, ...]
     nixl_side_channel_ports: tuple[int, ...]
+    p2p_ports: tuple[int, ...]
     dp_rpc_port: int
     start_ranks: tuple[int, ...]
     memory: MemoryPlan
     shm_gib: int
+    """Memory-backed /dev/shm: NCCL/DeepEP staging plus the CPU KV tier, which vLLM keeps in a
+    shared region under /dev/shm (vllm_offload_<engine>.mmap)."""
     pod_memory_gib: int
+    """Memory request = limit of the engine container: ranks x (process + pinned buffers) + shm."""
     pod_cpus: int
     claim: ClaimShape | None
     """DRA claim of each pod; None when the node group uses device plugins."""
@@ -120,6 +131,7 @@ class RolePlan:
             "supervisor": (self.supervisor_port,),
             "kv-events": self.kv_events_ports,
             "nixl": self.nixl_side_channel_ports,
+            "p2p": self.p2p_ports,
             "dp-rpc": (self.dp_rpc_port,),
         }
         if self.sidecar_ports:
@@ -188,6 +200,54 @@ def _memory(config: StackConfig, role: RoleConfig) -> MemoryPlan:
     )
 
 
+# Host memory of the routing sidecar (decode pods).
+SIDECAR_MEMORY_GIB = 1
+
+
+def _host_memory(
+    config: StackConfig, role: RoleConfig, dp_local: int, memory: MemoryPlan, name: RoleName
+) -> tuple[MemoryPlan, int, int, tuple[str, str] | None]:
+    """Split a node's host memory: explicit reserves first (system, per-rank process and pinned
+    buffers, /dev/shm staging, sidecar), then `hostMemoryFraction` of the rest as the CPU KV
+    tier, in whole GiB per rank. The tier lives in /dev/shm, which counts against the pod's
+    memory limit, so limit = ranks x (process + pinned) + shm can never be exceeded by the cache."""
+    group = config.fleet.node_groups[role.node_group]
+    tier = config.serving.kv_tier
+    # NCCL, torch IPC and DeepEP staging: llm-d's wide-EP guides use ~32 MiB per rank and 2 GiB
+    # in all; 1 GiB per rank leaves headroom.
+    staging_shm = max(2, dp_local)
+    per_rank = role.host_memory_per_rank_gib + tier.pinned_buffers_per_rank_gib
+    sidecar = SIDECAR_MEMORY_GIB if name == "decode" else 0
+    available = group.host_memory_gib - group.system_reserved_memory_gib
+    fixed = dp_local * per_rank + staging_shm + sidecar
+    problem = None
+    cpu_gib = 0
+    if fixed > available:
+        problem = (
+            "hostMemoryPerRankGiB",
+            f"a pod needs {fixed} GiB before any CPU KV tier ({dp_local} ranks x {per_rank} GiB + "
+            f"{staging_shm} GiB /dev/shm staging + {sidecar} GiB sidecar) but a node of "
+            f"{role.node_group!r} offers {available} GiB after system reservations",
+        )
+    elif tier.cpu_offload:
+        cpu_gib = int((available - fixed) * tier.host_memory_fraction // dp_local)
+        if cpu_gib < 1:
+            problem = (
+                "hostMemoryPerRankGiB",
+                f"no host memory is left for the CPU KV tier on {role.node_group!r} "
+                f"({available - fixed} GiB after reserves); lower the reserves or turn cpuOffload off",
+            )
+    shm_gib = staging_shm + dp_local * cpu_gib
+    cpu_tokens = cpu_gib * GIB // config.model.kv_bytes_per_token
+    memory = replace(
+        memory,
+        cpu_tier_gib=cpu_gib,
+        cpu_tier_tokens=cpu_tokens,
+        cpu_tier_contexts=cpu_tokens / AGENT_CONTEXT_TOKENS,
+    )
+    return memory, shm_gib, dp_local * per_rank + shm_gib, problem
+
+
 def _role_plan(config: StackConfig, name: RoleName) -> tuple[RolePlan, list[tuple[str, str]]]:
     role: RoleConfig = getattr(config.serving.roles, name)
     group = config.fleet.node_groups[role.node_group]
@@ -219,20 +279,9 @@ def _role_plan(config: StackConfig, name: RoleName) -> tuple[RolePlan, list[tupl
                 f"{role.max_model_len}; lower maxModelLen or span more nodes per instance",
             )
         )
-    # /dev/shm: NCCL, torch IPC and DeepEP staging per local rank (llm-d's wide-EP guides use
-    # ~32 MiB per rank and 2 GiB in all); 1 GiB per rank leaves ample headroom.
-    shm_gib = max(2, dp_local)
-    pod_memory_gib = dp_local * role.host_memory_per_rank_gib + shm_gib
-    node_memory = group.host_memory_gib - group.system_reserved_memory_gib
-    if pod_memory_gib > node_memory:
-        problems.append(
-            (
-                f"{path}.hostMemoryPerRankGiB",
-                f"a pod needs {pod_memory_gib} GiB ({dp_local} ranks x "
-                f"{role.host_memory_per_rank_gib} GiB + {shm_gib} GiB /dev/shm) but a node of "
-                f"{role.node_group!r} offers {node_memory} GiB after system reservations",
-            )
-        )
+    memory, shm_gib, pod_memory_gib, memory_problem = _host_memory(config, role, dp_local, memory, name)
+    if memory_problem:
+        problems.append((f"{path}.{memory_problem[0]}", memory_problem[1]))
     pod_cpus = dp_local * role.cpus_per_rank
     node_cpus = group.cpus_per_node - group.system_reserved_cpus
     # The routing sidecar (decode) takes one more CPU.
@@ -259,6 +308,11 @@ def _role_plan(config: StackConfig, name: RoleName) -> tuple[RolePlan, list[tupl
         sidecar_ports=sidecar_ports,
         kv_events_ports=tuple(KV_EVENTS_PORT + i for i in range(dp_local)),
         nixl_side_channel_ports=tuple(NIXL_SIDE_CHANNEL_PORT + i for i in range(dp_local)),
+        p2p_ports=(
+            tuple(P2P_PORT + i for i in range(dp_local))
+            if config.serving.kv_tier.cpu_offload and config.serving.kv_tier.peer_to_peer
+            else ()
+        ),
         dp_rpc_port=DP_RPC_PORT,
         start_ranks=tuple(w * dp_local for w in range(role.nodes_per_instance)),
         memory=memory,

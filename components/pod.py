@@ -8,7 +8,7 @@ from components.config import NodeGroupConfig, RoleConfig, StackConfig
 from components.dra import claim_template_name, container_claims, pod_claims
 from components.plan import FleetPlan, RolePlan
 from components.versions import versions
-from components.vllm import CACHE_PATH, SHM_PATH, engine_env, launch_script
+from components.vllm import CACHE_PATH, KV_TIER_PATH, SHM_PATH, engine_env, launch_script
 
 GPU_RESOURCE = "nvidia.com/gpu"
 # The LWS rollout settings llm-d uses: prefill replaces in place (a prefill instance spans nodes,
@@ -45,7 +45,8 @@ def _engine_container(
     config: StackConfig, role: RoleConfig, plan: RolePlan, group: NodeGroupConfig, inputs: PodInputs
 ) -> dict[str, Any]:
     serving = config.serving
-    launch = launch_script(config.model, role, plan)
+    tier = serving.kv_tier
+    launch = launch_script(config.model, role, plan, tier)
     prefix = "rank" if plan.name == "prefill" else "vllm-rank"
     ports = [
         {"name": f"{prefix}{i}", "containerPort": port, "protocol": "TCP"}
@@ -62,6 +63,10 @@ def _engine_container(
     ports += [
         {"name": f"kv-events-{i}", "containerPort": port, "protocol": "TCP"}
         for i, port in enumerate(plan.kv_events_ports)
+    ]
+    ports += [
+        {"name": f"p2p-{i}", "containerPort": port, "protocol": "TCP"}
+        for i, port in enumerate(plan.p2p_ports)
     ]
     limits: dict[str, str] = {
         "cpu": str(plan.pod_cpus),
@@ -83,7 +88,7 @@ def _engine_container(
         "image": versions().image(plan.fabric.image).ref,
         "imagePullPolicy": "IfNotPresent",
         "command": ["/bin/bash", "-c", launch.script],
-        "env": engine_env(role, plan, serving.model_load_minutes, inputs.hf_token_secret),
+        "env": engine_env(role, plan, serving.model_load_minutes, inputs.hf_token_secret, tier),
         "ports": ports,
         "resources": resources,
         "securityContext": {
@@ -93,6 +98,7 @@ def _engine_container(
         "volumeMounts": [
             {"name": "dshm", "mountPath": SHM_PATH},
             {"name": "cache", "mountPath": CACHE_PATH},
+            *([{"name": "kv-tier", "mountPath": KV_TIER_PATH}] if tier.secondary is not None else []),
         ],
         # The DP supervisor answers /health with 200 only when every local rank's API server does
         # (vllm entrypoints/launchers/dp_supervisor.py), so all probes go to it.
@@ -135,6 +141,8 @@ def _sidecar_container(plan: RolePlan) -> dict[str, Any]:
             "--secure-proxy=false",
             "--enable-prefiller-sampling",
             "--zap-log-level=1",
+            # Pull a prefix from the peer that holds it (the EPP names it) instead of recomputing.
+            *(["--enable-p2p-pull", f"--p2p-connector-port={plan.p2p_ports[0]}"] if plan.p2p_ports else []),
         ],
         "ports": [
             {"name": f"rank{i}", "containerPort": port, "protocol": "TCP"}
@@ -168,14 +176,45 @@ def serving_pod_template(config: StackConfig, plan: RolePlan, inputs: PodInputs)
             {"name": "cache", "emptyDir": {"sizeLimit": f"{config.serving.model_cache_gib}Gi"}},
         ],
     }
+    secondary = config.serving.kv_tier.secondary
+    if secondary is not None and secondary.type == "local-nvme":
+        spec["volumes"].append(
+            {"name": "kv-tier", "hostPath": {"path": secondary.path, "type": "DirectoryOrCreate"}}
+        )
+    # The fabric's own pod additions (e.g. GKE TCPXO: the RxDM sidecar, host libraries, devices).
+    fabric_extra = plan.fabric.extra
+    spec["volumes"] += [dict(v) for v in fabric_extra.get("volumes", ())]
+    spec["containers"][0]["volumeMounts"] += [dict(m) for m in fabric_extra.get("engine_volume_mounts", ())]
+    sidecars = [dict(c) for c in fabric_extra.get("sidecars", ())]
     if plan.sidecar_ports:
-        spec["initContainers"] = [_sidecar_container(plan)]
+        sidecars.append(_sidecar_container(plan))
+    if sidecars:
+        spec["initContainers"] = sidecars
     if plan.claim is not None:
         spec["resourceClaims"] = pod_claims(claim_template_name(plan.node_group, plan.claim))
     metadata: dict[str, Any] = {"labels": dict(inputs.labels)}
     if plan.fabric.pod_annotations:
         metadata["annotations"] = dict(plan.fabric.pod_annotations)
     return {"metadata": metadata, "spec": spec}
+
+
+def _kv_tier_claims(config: StackConfig) -> dict[str, Any]:
+    """A PVC per pod for a `pvc` secondary KV tier (LWS volumeClaimTemplates)."""
+    secondary = config.serving.kv_tier.secondary
+    if secondary is None or secondary.type != "pvc":
+        return {}
+    return {
+        "volumeClaimTemplates": [
+            {
+                "metadata": {"name": "kv-tier"},
+                "spec": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": secondary.storage_class,
+                    "resources": {"requests": {"storage": f"{secondary.size_gib}Gi"}},
+                },
+            }
+        ]
+    }
 
 
 def disaggregated_set_spec(
@@ -192,6 +231,7 @@ def disaggregated_set_spec(
                     # Workers start only once the leader exists: they need LWS_LEADER_ADDRESS.
                     "startupPolicy": "LeaderCreated",
                     "leaderWorkerTemplate": {
+                        **_kv_tier_claims(config),
                         "size": plan.lws_size,
                         # One crashed rank breaks the DP/EP world of the whole group.
                         "restartPolicy": "RecreateGroupOnPodRestart",

@@ -10,8 +10,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from components.config import ModelConfig, RoleConfig
-from components.plan import KV_EVENTS_PORT, NIXL_SIDE_CHANNEL_PORT, RolePlan
+from components.config import KvTierConfig, ModelConfig, RoleConfig
+from components.plan import GIB, KV_EVENTS_PORT, NIXL_SIDE_CHANNEL_PORT, P2P_PORT, RolePlan
 
 # Default MoE all-to-all kernels: prefill moves large batches (DeepEP high-throughput), decode
 # moves few tokens per step and is latency bound (DeepEP low-latency).
@@ -22,6 +22,7 @@ SHM_PATH = "/dev/shm"
 CACHE_PATH = "/var/cache"
 HF_CACHE = f"{CACHE_PATH}/huggingface"
 VLLM_CACHE = f"{CACHE_PATH}/vllm"
+KV_TIER_PATH = "/var/lib/kv-tier"
 
 
 def _json(value: dict[str, Any]) -> str:
@@ -29,7 +30,7 @@ def _json(value: dict[str, Any]) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-def kv_transfer_config(role: str, nixl_backends: tuple[str, ...] = ("UCX",)) -> dict[str, Any]:
+def nixl_transfer_config(role: str, nixl_backends: tuple[str, ...] = ("UCX",)) -> dict[str, Any]:
     """NIXL P/D transfer: prefill produces KV, decode consumes it and fails fast on a bad load.
 
     A decode rank that cannot load its KV must fail the request, not silently recompute a
@@ -41,6 +42,49 @@ def kv_transfer_config(role: str, nixl_backends: tuple[str, ...] = ("UCX",)) -> 
         "kv_buffer_device": "cuda",
         "kv_load_failure_policy": "fail",
         "kv_connector_extra_config": {"backends": list(nixl_backends)},
+    }
+
+
+def offloading_transfer_config(
+    tier: KvTierConfig, cpu_tier_gib: int, nixl_backends: tuple[str, ...]
+) -> dict[str, Any]:
+    """vLLM's OffloadingConnector: the CPU DRAM tier (cpu_bytes_to_use is per DP rank), plus
+    secondary tiers through TieringOffloadingSpec: a file-system tier and the p2p tier that lets
+    a peer pull blocks over NIXL (vllm/v1/kv_offload/tiering). The p2p tier's host and port come
+    from VLLM_P2P_SIDE_CHANNEL_HOST/PORT, set per pod by the launch script."""
+    extra: dict[str, Any] = {
+        "cpu_bytes_to_use": cpu_tier_gib * GIB,
+        "eviction_policy": tier.eviction_policy,
+    }
+    secondary: list[dict[str, Any]] = []
+    if tier.secondary is not None:
+        secondary.append(
+            {
+                "type": "fs",
+                "root_dir": KV_TIER_PATH,
+                "n_read_threads": tier.secondary.read_threads,
+                "n_write_threads": tier.secondary.write_threads,
+            }
+        )
+    if tier.peer_to_peer:
+        secondary.append({"type": "p2p", "backends": list(nixl_backends)})
+    if secondary:
+        extra = {"spec_name": "TieringOffloadingSpec", **extra, "secondary_tiers": secondary}
+    return {"kv_connector": "OffloadingConnector", "kv_role": "kv_both", "kv_connector_extra_config": extra}
+
+
+def kv_transfer_config(role: str, plan: RolePlan, tier: KvTierConfig) -> dict[str, Any]:
+    """The role's --kv-transfer-config: NIXL for P/D, combined with the offloading connector
+    through MultiConnector when the CPU tier is on (each child carries its own kv_role)."""
+    nixl = nixl_transfer_config(role, plan.fabric.nixl_backends)
+    if not tier.cpu_offload or plan.memory.cpu_tier_gib <= 0:
+        return nixl
+    offload = offloading_transfer_config(tier, plan.memory.cpu_tier_gib, plan.fabric.nixl_backends)
+    return {
+        "kv_connector": "MultiConnector",
+        "kv_role": "kv_both",
+        "kv_load_failure_policy": "fail",
+        "kv_connector_extra_config": {"connectors": [nixl, offload]},
     }
 
 
@@ -61,9 +105,12 @@ def kv_events_config(model: ModelConfig, plan: RolePlan) -> dict[str, Any]:
     }
 
 
-def vllm_serve_argv(model: ModelConfig, role: RoleConfig, plan: RolePlan) -> list[str]:
+def vllm_serve_argv(
+    model: ModelConfig, role: RoleConfig, plan: RolePlan, tier: KvTierConfig | None = None
+) -> list[str]:
     """`vllm serve` argv. Words may reference the shell variables set by `launch_script`
     (${START_RANK}, ${KV_EVENTS_BASE}) and the pod's env (${LWS_LEADER_ADDRESS}, ${POD_IP})."""
+    tier = tier or KvTierConfig()
     argv = [
         "vllm",
         "serve",
@@ -93,7 +140,7 @@ def vllm_serve_argv(model: ModelConfig, role: RoleConfig, plan: RolePlan) -> lis
         "--all2all-backend",
         role.all2all_backend or DEFAULT_ALL2ALL[plan.name],
         "--kv-transfer-config",
-        _json(kv_transfer_config(plan.name, plan.fabric.nixl_backends)),
+        _json(kv_transfer_config(plan.name, plan, tier)),
         "--kv-events-config",
         _json(kv_events_config(model, plan)),
         "--kv-cache-dtype",
@@ -154,9 +201,12 @@ class Launch:
     script: str
 
 
-def launch_script(model: ModelConfig, role: RoleConfig, plan: RolePlan) -> Launch:
+def launch_script(
+    model: ModelConfig, role: RoleConfig, plan: RolePlan, tier: KvTierConfig | None = None
+) -> Launch:
     """The container's `bash -c` script: clean /dev/shm, derive this worker's ranks, exec vLLM."""
-    argv = vllm_serve_argv(model, role, plan)
+    tier = tier or KvTierConfig()
+    argv = vllm_serve_argv(model, role, plan, tier)
     lines = [
         "set -euo pipefail",
         "# DeepEP/NVSHMEM segments left by a crashed engine fill /dev/shm (llm-d/llm-d#352).",
@@ -169,13 +219,26 @@ def launch_script(model: ModelConfig, role: RoleConfig, plan: RolePlan) -> Launc
         f"KV_EVENTS_BASE=$(( {KV_EVENTS_PORT} - START_RANK ))",
         f"# Same for the NIXL side channel: local rank i listens on {NIXL_SIDE_CHANNEL_PORT} + i.",
         f"export VLLM_NIXL_SIDE_CHANNEL_PORT=$(( {NIXL_SIDE_CHANNEL_PORT} - START_RANK ))",
+        *(
+            [
+                "# And for the p2p KV tier: local rank i listens on "
+                f"{P2P_PORT} + i (the sidecar's --p2p-connector-port).",
+                f"export VLLM_P2P_SIDE_CHANNEL_PORT=$(( {P2P_PORT} - START_RANK ))",
+            ]
+            if tier.cpu_offload and tier.peer_to_peer
+            else []
+        ),
         "exec " + " \\\n  ".join(_argv_lines(argv)),
     ]
     return Launch(argv=tuple(argv), script="\n".join(lines) + "\n")
 
 
 def engine_env(
-    role: RoleConfig, plan: RolePlan, model_load_minutes: int, hf_token_secret: str | None
+    role: RoleConfig,
+    plan: RolePlan,
+    model_load_minutes: int,
+    hf_token_secret: str | None,
+    tier: KvTierConfig | None = None,
 ) -> list[dict[str, Any]]:
     """Environment of the vLLM container (Kubernetes EnvVar objects, camelCase)."""
     env: list[dict[str, Any]] = [
@@ -200,6 +263,13 @@ def engine_env(
         # getpass() in the engine fails for UIDs without a passwd entry (vllm-project/vllm#44548).
         {"name": "USER", "value": "llm-d"},
     ]
+    tier = tier or KvTierConfig()
+    if tier.cpu_offload and tier.peer_to_peer:
+        # The p2p tier's control socket must advertise the pod IP to peers on other nodes.
+        env.append({"name": "VLLM_P2P_SIDE_CHANNEL_HOST", "value": "$(POD_IP)"})
+    if tier.cpu_offload:
+        # Same hash seed everywhere, so offloaded and peer blocks keep the same identity.
+        env.append({"name": "PYTHONHASHSEED", "value": "0"})
     # Fabric settings (NVSHMEM/NCCL/UCX/libfabric) come from the target, never per pod.
     env += [{"name": name, "value": value} for name, value in plan.fabric.engine_env]
     if plan.name == "prefill":

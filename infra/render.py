@@ -171,6 +171,9 @@ def plan_table(plan: FleetPlan) -> str:
         ("KV cache per rank (GiB)", *(_gib(r.memory.kv_cache_gib) for r in plan.roles)),
         ("KV tokens per rank", *(f"{r.memory.kv_tokens:,}" for r in plan.roles)),
         ("195k-token contexts per rank", *(f"{r.memory.agent_contexts:.2f}" for r in plan.roles)),
+        ("CPU KV tier per rank (GiB)", *(str(r.memory.cpu_tier_gib) for r in plan.roles)),
+        ("CPU-tier tokens per rank", *(f"{r.memory.cpu_tier_tokens:,}" for r in plan.roles)),
+        ("195k contexts per rank, CPU tier", *(f"{r.memory.cpu_tier_contexts:.1f}" for r in plan.roles)),
         (
             "pod memory / CPUs / shm",
             *(f"{r.pod_memory_gib}Gi / {r.pod_cpus} / {r.shm_gib}Gi" for r in plan.roles),

@@ -60,7 +60,8 @@ def test_serving_registers_a_disaggregated_set_under_the_component(engine, raw_c
             * engine_container["startupProbe"]["periodSeconds"]
             == 45 * 60
         )
-        assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}} in decode_pod["spec"][
+        shm = f"{plan_fleet(config).role('decode').shm_gib}Gi"
+        assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm}} in decode_pod["spec"][
             "volumes"
         ]
         assert "initContainers" not in roles["prefill"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]

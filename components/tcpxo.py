@@ -1,0 +1,388 @@
+"""GPUDirect-TCPXO on GKE A3 Mega: what the cluster and every serving pod need.
+
+In the cluster (`TcpxoNodeSetup`, on the stack's GKE provider):
+
+- one `GKENetworkParamSet` + `Network` pair (networking.gke.io/v1) per GPU VPC, named vpc1..vpcN,
+  so pods can attach eth1..ethN to them;
+- the NCCL TCPXO installer DaemonSet (plugin libraries under /var/lib/tcpxo/lib64 on the node,
+  the import-helper module and the aperture devices the plugin's LLCM path uses);
+- the NRI device injector DaemonSet (adds host devices named in `devices.gke.io/container.<c>`
+  pod annotations to that container);
+- the COS NVIDIA driver installer DaemonSet: GPU DRA needs GKE's own driver installation off
+  (`INSTALLATION_DISABLED`), so the stack installs the driver into /home/kubernetes/bin/nvidia.
+
+In each serving pod (the `tcpxo` Fabric, components/fabric.py): the multi-network annotations,
+the TCPXO receive-datapath manager (RxDM) as a native sidecar, the plugin libraries and aperture
+devices mounted into the engine, and the NCCL environment.
+
+Pure builders first, the component last. Every image comes from images/versions.toml.
+"""
+
+import json
+from typing import Any, TypedDict, cast
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.labels import common_labels
+from components.versions import versions
+
+NAMESPACE = "kube-system"
+NETWORK_API = "networking.gke.io/v1"
+# Where the installer leaves the plugin libraries on the node, and where pods see them.
+HOST_TCPXO_LIB = "/var/lib/tcpxo/lib64"
+TCPXO_LIB = "/usr/local/tcpxo/lib64"
+APERTURE_DEVICES = "/dev/aperture_devices"
+GKE_DRIVER_ROOT = "/home/kubernetes/bin/nvidia"
+RXDM_NAME = "tcpxo-daemon"
+# PCI vendor:device of the A3 Mega aperture (LLCM) devices.
+_APERTURE_PCI_ID = "1ae0:0084"
+_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+# Present when GKE itself installed the driver; the stack's installer stays off those nodes.
+_GKE_DRIVER_LABEL = "cloud.google.com/gke-gpu-driver-version"
+
+
+def network_names(count: int) -> list[str]:
+    """Pod-facing names of the GPU networks: vpc1..vpcN (eth1..ethN)."""
+    return [f"vpc{i}" for i in range(1, count + 1)]
+
+
+def interfaces_annotation(count: int) -> str:
+    """`networking.gke.io/interfaces`: eth0 on the default network, ethI on vpcI."""
+    interfaces = [{"interfaceName": "eth0", "network": "default"}]
+    interfaces += [{"interfaceName": f"eth{i}", "network": name} for i, name in enumerate(network_names(count), 1)]
+    return json.dumps(interfaces, separators=(",", ":"))
+
+
+def rxdm_devices_annotation(gpus: int) -> str:
+    """Host devices the NRI injector adds to the RxDM sidecar: every GPU, the control devices and
+    the dma-buf import helper (the sidecar claims no GPUs itself)."""
+    paths = [f"/dev/nvidia{i}" for i in range(gpus)]
+    paths += ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/dmabuf_import_helper"]
+    return "".join(f"- path: {p}\n" for p in paths)
+
+
+def pod_annotations(gpus: int, nics: int) -> tuple[tuple[str, str], ...]:
+    return (
+        ("networking.gke.io/default-interface", "eth0"),
+        ("networking.gke.io/interfaces", interfaces_annotation(nics)),
+        (f"devices.gke.io/container.{RXDM_NAME}", rxdm_devices_annotation(gpus)),
+    )
+
+
+def engine_env(nics: int) -> tuple[tuple[str, str], ...]:
+    """NCCL settings for the TCPXO (FasTrak) plugin: data over eth1..ethN, control over eth0."""
+    data_nics = ",".join(f"eth{i}" for i in range(1, nics + 1))
+    return (
+        # The plugin (libnccl-net.so) and its tuner are found on the library path.
+        ("LD_LIBRARY_PATH", f"{TCPXO_LIB}:/usr/local/nvidia/lib64:/usr/local/nvidia/lib"),
+        ("NCCL_FASTRAK_CTRL_DEV", "eth0"),
+        ("NCCL_FASTRAK_IFNAME", data_nics),
+        ("NCCL_SOCKET_IFNAME", "eth0"),
+        ("GLOO_SOCKET_IFNAME", "eth0"),
+        ("NCCL_CROSS_NIC", "0"),
+        ("NCCL_NET_GDR_LEVEL", "PIX"),
+        ("NCCL_FASTRAK_NUM_FLOWS", "2"),
+        ("NCCL_FASTRAK_USE_SNAP", "1"),
+        ("NCCL_FASTRAK_ENABLE_CONTROL_CHANNEL", "0"),
+        ("NCCL_FASTRAK_PLUGIN_ACCEPT_TIMEOUT_MS", "600000"),
+        ("NCCL_FASTRAK_USE_LLCM", "1"),
+        ("NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY", APERTURE_DEVICES),
+        ("NCCL_TUNER_PLUGIN", "libnccl-tuner.so"),
+        ("NCCL_TUNER_CONFIG_PATH", f"{TCPXO_LIB}/a3plus_tuner_config.textproto"),
+        ("NCCL_SHIMNET_GUEST_CONFIG_CHECKER_CONFIG_FILE", f"{TCPXO_LIB}/a3plus_guest_config.textproto"),
+        # NIXL moves KV over UCX's TCP transport: there is no RDMA on A3 Mega.
+        ("UCX_TLS", "tcp,cuda_copy,cuda_ipc,sm,self"),
+    )
+
+
+def pod_volumes() -> list[dict[str, Any]]:
+    return [
+        {"name": "tcpxo-libs", "hostPath": {"path": HOST_TCPXO_LIB, "type": "Directory"}},
+        {"name": "aperture-devices", "hostPath": {"path": APERTURE_DEVICES, "type": "Directory"}},
+        {"name": "nvidia-libs", "hostPath": {"path": f"{GKE_DRIVER_ROOT}/lib64", "type": "Directory"}},
+        {"name": "host-sys", "hostPath": {"path": "/sys", "type": "Directory"}},
+        {"name": "host-proc-sys", "hostPath": {"path": "/proc/sys", "type": "Directory"}},
+    ]
+
+
+def engine_volume_mounts() -> list[dict[str, Any]]:
+    return [
+        {"name": "tcpxo-libs", "mountPath": TCPXO_LIB, "readOnly": True},
+        {"name": "aperture-devices", "mountPath": APERTURE_DEVICES},
+    ]
+
+
+def rxdm_sidecar() -> dict[str, Any]:
+    """The receive-datapath manager as a native sidecar: it runs before and beside the engine and
+    owns the TCPXO receive queues of the GPU NICs."""
+    resources = {"cpu": "4", "memory": "8Gi"}
+    return {
+        "name": RXDM_NAME,
+        "image": versions().image("tcpxo-rxdm").ref,
+        "imagePullPolicy": "IfNotPresent",
+        "restartPolicy": "Always",
+        "command": ["/bin/sh", "-c"],
+        "args": ["chmod 755 /fts/entrypoint_rxdm_container.sh && exec /fts/entrypoint_rxdm_container.sh --num_hops=2"],
+        "env": [{"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"}],
+        # Requests equal limits so the serving pod keeps Guaranteed QoS.
+        "resources": {"requests": dict(resources), "limits": resources},
+        "securityContext": {"capabilities": {"add": ["NET_ADMIN", "NET_BIND_SERVICE"]}},
+        "volumeMounts": [
+            {"name": "nvidia-libs", "mountPath": "/usr/local/nvidia/lib64", "readOnly": True},
+            {"name": "host-sys", "mountPath": "/hostsysfs"},
+            {"name": "host-proc-sys", "mountPath": "/hostprocsysfs"},
+        ],
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# In-cluster objects.
+# ----------------------------------------------------------------------------------------------
+
+
+def network_param_set_spec(vpc: str, subnet: str) -> dict[str, Any]:
+    return {"vpc": vpc, "vpcSubnet": subnet, "deviceMode": "NetDevice"}
+
+
+def network_spec(param_set: str) -> dict[str, Any]:
+    return {
+        "type": "Device",
+        "parametersRef": {"group": "networking.gke.io", "kind": "GKENetworkParamSet", "name": param_set},
+    }
+
+
+def _node_daemonset(
+    name: str,
+    node_terms: list[dict[str, Any]],
+    init_containers: list[dict[str, Any]],
+    volumes: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """A privileged node-setup DaemonSet: init containers do the work, a pause container keeps
+    the pod (and so the completed setup) visible per node."""
+    selector = {"k8s-app": name}
+    pause = versions().image("gke-pause").ref
+    return {
+        "selector": {"matchLabels": selector},
+        "updateStrategy": {"type": "RollingUpdate"},
+        "template": {
+            "metadata": {"labels": {**selector, "app.kubernetes.io/part-of": "llmd-fleet"}},
+            "spec": {
+                "priorityClassName": "system-node-critical",
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": node_terms}
+                    }
+                },
+                "tolerations": [{"operator": "Exists"}],
+                "hostNetwork": True,
+                "hostPID": True,
+                "initContainers": init_containers,
+                "containers": [
+                    {
+                        "name": "pause",
+                        "image": pause,
+                        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "16Mi"}},
+                    }
+                ],
+                "volumes": volumes,
+            },
+        },
+    }
+
+
+def _accelerator_terms(accelerators: list[str]) -> list[dict[str, Any]]:
+    return [{"matchExpressions": [{"key": _ACCELERATOR_LABEL, "operator": "In", "values": sorted(accelerators)}]}]
+
+
+# Runs in the host's namespaces: accept the plugin's TCP flows, load the dma-buf import helper,
+# and bind-mount each aperture PCI device under /dev/aperture_devices/<BDF> for unprivileged pods.
+_PREPARE_NODE = f"""set -eu
+/sbin/iptables -C INPUT -p tcp -m tcp -j ACCEPT 2>/dev/null || /sbin/iptables -I INPUT -p tcp -m tcp -j ACCEPT
+modprobe import-helper
+mkdir -p {APERTURE_DEVICES}
+for bdf in $(lspci -D -n -d {_APERTURE_PCI_ID} | cut -d' ' -f1); do
+  mkdir -p "{APERTURE_DEVICES}/$bdf"
+  umount -R "{APERTURE_DEVICES}/$bdf" 2>/dev/null || true
+  mount --bind "$(readlink -f "/sys/bus/pci/devices/$bdf")" "{APERTURE_DEVICES}/$bdf"
+done
+chmod -R a+r {APERTURE_DEVICES}
+chmod a+rw {APERTURE_DEVICES}/*/resource* 2>/dev/null || true
+"""
+
+
+def tcpxo_installer_spec(accelerators: list[str]) -> dict[str, Any]:
+    """DaemonSet spec: prepare the node, then install the TCPXO NCCL plugin to /var/lib/tcpxo."""
+    init = [
+        {
+            "name": "prepare-node",
+            "image": versions().image("node-setup").ref,
+            "command": ["nsenter", "--all", "--target", "1", "--", "bash", "-c", _PREPARE_NODE],
+            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+            "securityContext": {"privileged": True},
+        },
+        {
+            "name": "nccl-tcpxo-installer",
+            "image": versions().image("nccl-tcpxo-installer").ref,
+            "command": ["/bin/sh", "-c"],
+            "args": ["chmod 755 /scripts/container_entry.sh && /scripts/container_entry.sh install --install-nccl"],
+            "resources": {"requests": {"cpu": "150m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
+            "securityContext": {"privileged": True},
+            "volumeMounts": [{"name": "var-lib", "mountPath": "/var/lib"}],
+        },
+    ]
+    volumes = [{"name": "var-lib", "hostPath": {"path": "/var/lib", "type": "Directory"}}]
+    return _node_daemonset("nccl-tcpxo-installer", _accelerator_terms(accelerators), init, volumes)
+
+
+def nri_device_injector_spec() -> dict[str, Any]:
+    """DaemonSet spec of the NRI device injector on every GPU node (a long-running plugin)."""
+    name = "nri-device-injector"
+    selector = {"k8s-app": name}
+    return {
+        "selector": {"matchLabels": selector},
+        "updateStrategy": {"type": "RollingUpdate"},
+        "template": {
+            "metadata": {"labels": {**selector, "app.kubernetes.io/part-of": "llmd-fleet"}},
+            "spec": {
+                "priorityClassName": "system-node-critical",
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {"matchExpressions": [{"key": _ACCELERATOR_LABEL, "operator": "Exists"}]}
+                            ]
+                        }
+                    }
+                },
+                "tolerations": [{"operator": "Exists"}],
+                "hostNetwork": True,
+                "hostPID": True,
+                "containers": [
+                    {
+                        "name": "device-injector",
+                        "image": versions().image("nri-device-injector").ref,
+                        "resources": {"requests": {"cpu": "150m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+                        "securityContext": {"privileged": True},
+                        "volumeMounts": [
+                            {"name": "dev", "mountPath": "/dev"},
+                            {"name": "nri", "mountPath": "/var/run/nri"},
+                        ],
+                    }
+                ],
+                "volumes": [
+                    {"name": "dev", "hostPath": {"path": "/dev", "type": "Directory"}},
+                    {"name": "nri", "hostPath": {"path": "/var/run/nri", "type": "Directory"}},
+                ],
+            },
+        },
+    }
+
+
+def cos_driver_installer_spec(accelerators: list[str]) -> dict[str, Any]:
+    """DaemonSet spec of the COS NVIDIA driver installer (preloaded image), only on GPU nodes
+    where GKE did not install a driver itself."""
+    terms = [
+        {
+            "matchExpressions": [
+                {"key": _ACCELERATOR_LABEL, "operator": "In", "values": sorted(accelerators)},
+                {"key": _GKE_DRIVER_LABEL, "operator": "DoesNotExist"},
+            ]
+        }
+    ]
+    env = {
+        "NVIDIA_INSTALL_DIR_HOST": GKE_DRIVER_ROOT,
+        "NVIDIA_INSTALL_DIR_CONTAINER": "/usr/local/nvidia",
+        "VULKAN_ICD_DIR_HOST": f"{GKE_DRIVER_ROOT}/vulkan/icd.d",
+        "VULKAN_ICD_DIR_CONTAINER": "/etc/vulkan/icd.d",
+        "ROOT_MOUNT_DIR": "/root",
+        "COS_TOOLS_DIR_HOST": "/var/lib/cos-tools",
+        "COS_TOOLS_DIR_CONTAINER": "/build/cos-tools",
+    }
+    init = [
+        {
+            "name": "nvidia-driver-installer",
+            "image": versions().image("cos-nvidia-installer").ref,
+            # GKE preloads the installer on COS GPU nodes; it is never pulled.
+            "imagePullPolicy": "Never",
+            "env": [{"name": k, "value": v} for k, v in env.items()],
+            "resources": {"requests": {"cpu": "150m", "memory": "256Mi"}, "limits": {"memory": "4Gi"}},
+            "securityContext": {"privileged": True},
+            "volumeMounts": [
+                {"name": "nvidia-install-dir-host", "mountPath": "/usr/local/nvidia"},
+                {"name": "vulkan-icd-mount", "mountPath": "/etc/vulkan/icd.d"},
+                {"name": "dev", "mountPath": "/dev"},
+                {"name": "root-mount", "mountPath": "/root"},
+                {"name": "cos-tools", "mountPath": "/build/cos-tools"},
+            ],
+        }
+    ]
+    volumes = [
+        {"name": "nvidia-install-dir-host", "hostPath": {"path": GKE_DRIVER_ROOT, "type": "DirectoryOrCreate"}},
+        {
+            "name": "vulkan-icd-mount",
+            "hostPath": {"path": f"{GKE_DRIVER_ROOT}/vulkan/icd.d", "type": "DirectoryOrCreate"},
+        },
+        {"name": "dev", "hostPath": {"path": "/dev", "type": "Directory"}},
+        {"name": "root-mount", "hostPath": {"path": "/", "type": "Directory"}},
+        {"name": "cos-tools", "hostPath": {"path": "/var/lib/cos-tools", "type": "DirectoryOrCreate"}},
+    ]
+    return _node_daemonset("nvidia-driver-installer", terms, init, volumes)
+
+
+class TcpxoNodeSetupArgs(TypedDict):
+    gpu_networks: list[tuple[str, str]]
+    """(VPC name, subnet name) per GPU NIC, in NIC order (eth1 first)."""
+    accelerators: list[str]
+    """GKE accelerator types of the GPU pools (node label cloud.google.com/gke-accelerator)."""
+
+
+class TcpxoNodeSetup(pulumi.ComponentResource):
+    """Multi-network objects and node DaemonSets for GPUDirect-TCPXO and the COS GPU driver."""
+
+    daemonsets: dict[str, k8s.apps.v1.DaemonSet]
+    networks: list[k8s.apiextensions.CustomResource]
+
+    def __init__(self, name: str, args: TcpxoNodeSetupArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("llmd-fleet:platform:TcpxoNodeSetup", name, {}, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        labels = common_labels("tcpxo", name)
+        self.networks = []
+        for pod_network, (vpc, subnet) in zip(
+            network_names(len(args["gpu_networks"])), args["gpu_networks"], strict=True
+        ):
+            params = k8s.apiextensions.CustomResource(
+                f"{name}-{pod_network}-params",
+                api_version=NETWORK_API,
+                kind="GKENetworkParamSet",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=pod_network, labels=labels),
+                spec=network_param_set_spec(vpc, subnet),
+                opts=child,
+            )
+            self.networks.append(
+                k8s.apiextensions.CustomResource(
+                    f"{name}-{pod_network}",
+                    api_version=NETWORK_API,
+                    kind="Network",
+                    metadata=k8s.meta.v1.ObjectMetaArgs(name=pod_network, labels=labels),
+                    spec=network_spec(pod_network),
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[params]),
+                )
+            )
+        specs = {
+            "nvidia-driver-installer": cos_driver_installer_spec(args["accelerators"]),
+            "nccl-tcpxo-installer": tcpxo_installer_spec(args["accelerators"]),
+            "nri-device-injector": nri_device_injector_spec(),
+        }
+        self.daemonsets = {
+            ds_name: k8s.apps.v1.DaemonSet(
+                f"{name}-{ds_name}",
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name=ds_name, namespace=NAMESPACE, labels={**labels, "k8s-app": ds_name}
+                ),
+                spec=cast(k8s.apps.v1.DaemonSetSpecArgsDict, spec),
+                opts=child,
+            )
+            for ds_name, spec in specs.items()
+        }
+        self.register_outputs({})
