@@ -3,7 +3,7 @@ UV ?= uv
 CRD_DIR ?= ../shared/schemas/crds
 STACKS := $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))
 
-.PHONY: setup check render plan test lint typecheck unit
+.PHONY: setup check render plan test lint hadolint typecheck unit
 
 setup: ## Install uv if missing, then the locked environment (.venv)
 	@command -v $(UV) >/dev/null 2>&1 || python3 -m pip install --quiet uv
@@ -18,14 +18,23 @@ render: ## Render every stack into build/<stack>/
 plan: ## Print the plan of every stack
 	@set -e; for s in $(STACKS); do $(UV) run --frozen llmd-fleet plan $$s; done
 
-test: lint typecheck unit ## Lint, type-check and run the test suite
+test: lint hadolint typecheck unit ## Lint (code and Dockerfiles), type-check and run the test suite
 
 lint:
 	$(UV) run --frozen ruff check .
 	$(UV) run --frozen ruff format --check .
+
+hadolint: ## Lint every Dockerfile under images/ (hadolint from the locked environment)
+	$(UV) run --frozen hadolint images/*Dockerfile*
 
 typecheck:
 	$(UV) run --frozen mypy
 
 unit:
 	$(UV) run --frozen pytest
+
+.PHONY: check-vllm
+check-vllm: ## Check every rendered vLLM command line with the pinned vLLM's own parser (cached env)
+	$(UV) run --frozen python -m infra.vllm_check.env
+	@set -e; for s in $(STACKS); do $(UV) run --frozen llmd-fleet render $$s; done
+	$(UV) run --frozen python -m infra.vllm_check $(STACKS)

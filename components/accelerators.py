@@ -17,6 +17,15 @@ from components.labels import common_labels
 from components.versions import Chart
 
 
+def nic_driver_values(release_name: str) -> dict[str, object]:
+    """The NIC DRA driver must run on the GPU nodes, which carry the nvidia.com/gpu taint. The
+    aws-dranet chart tolerates only CriticalAddonsOnly unless given `tolerations`; upstream
+    DRANET's DaemonSet already tolerates every NoSchedule taint."""
+    if release_name == "aws-dranet":
+        return {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
+    return {}
+
+
 class AcceleratorPlatformArgs(TypedDict):
     driver_root: str
     """Where the NVIDIA driver lives on the node: `/` for a host driver (DGX OS, EKS AL2023),
@@ -83,7 +92,14 @@ class AcceleratorPlatform(pulumi.ComponentResource):
         if nic_driver is not None:
             release_name, chart, namespace = nic_driver
             self.releases.append(
-                pinned_release(f"{name}-{release_name}", release_name, chart, namespace, {}, child)
+                pinned_release(
+                    f"{name}-{release_name}",
+                    release_name,
+                    chart,
+                    namespace,
+                    nic_driver_values(release_name),
+                    child,
+                )
             )
         device_class = args.get("nic_device_class")
         if device_class is not None:

@@ -41,7 +41,7 @@ class ConfigError(Exception):
 
 def _alias(field_name: str) -> str:
     """snake_case -> camelCase, keeping the unit GiB readable (host_memory_gib -> hostMemoryGiB)."""
-    return to_camel(field_name).replace("Gib", "GiB")
+    return to_camel(field_name).replace("Gib", "GiB").replace("all2All", "all2all")
 
 
 class _Model(BaseModel):
@@ -506,7 +506,9 @@ def _gke_target_problems(config: StackConfig) -> list[tuple[str, str]]:
                     "not DRA (the claim holds GPUs only)",
                 )
             )
-    groups = {name: (g.gpus_per_node, g.nics_per_node) for name, g in config.fleet.node_groups.items()}
+    groups: dict[str, tuple[int, int]] = {
+        name: (g.gpus_per_node, g.nics_per_node) for name, g in config.fleet.node_groups.items()
+    }
     problems += gke_problems(target.gke, groups, f"{path}.gke")
     return problems
 
@@ -529,10 +531,14 @@ def _eks_target_problems(config: StackConfig) -> list[tuple[str, str]]:
             )
         )
     if target.gpu_driver != "host":
-        problems.append((f"{path}.gpuDriver", "must be host on eks: the AL2023 NVIDIA AMI carries the driver"))
+        problems.append(
+            (f"{path}.gpuDriver", "must be host on eks: the AL2023 NVIDIA AMI carries the driver")
+        )
     if target.kubeconfig_context is not None:
         problems.append((f"{path}.kubeconfigContext", "not used on eks: the stack builds the kubeconfig"))
-    problems += eks_problems(target.eks, config.fleet.node_groups, f"{path}.eks", f"{PROJECT}:fleet.nodeGroups")
+    problems += eks_problems(
+        target.eks, config.fleet.node_groups, f"{path}.eks", f"{PROJECT}:fleet.nodeGroups"
+    )
     return problems
 
 

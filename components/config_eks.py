@@ -39,6 +39,7 @@ class _Shape:
 INSTANCE_SHAPES: dict[str, InstanceShape] = {"p5.48xlarge": _Shape(8, 32, 192, 2048)}
 
 LogType = Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]
+ALL_LOG_TYPES: tuple[LogType, ...] = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 
 
 def _alias(field_name: str) -> str:
@@ -118,14 +119,12 @@ class EksTargetConfig(_Model):
     public_access_cidrs: list[str] = Field(default_factory=list)
     """CIDRs allowed to reach the public API endpoint; empty keeps the endpoint private only.
     0.0.0.0/0 is refused."""
-    admin_principal_arns: list[Annotated[str, Field(pattern=r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:")]] = (
-        Field(default_factory=list)
+    admin_principal_arns: list[Annotated[str, Field(pattern=r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:")]] = Field(
+        default_factory=list
     )
     """IAM roles/users given cluster-admin through access entries (API authentication mode). The
     identity running `pulumi up` is an admin too."""
-    cluster_log_types: list[LogType] = Field(
-        default_factory=lambda: ["api", "audit", "authenticator", "controllerManager", "scheduler"]
-    )
+    cluster_log_types: list[LogType] = Field(default_factory=lambda: list(ALL_LOG_TYPES))
     """Control-plane log types sent to CloudWatch Logs."""
     load_balancer_scheme: Literal["internal", "internet-facing"] = "internal"
     """Scheme of the NLB in front of the Gateway's Service."""
@@ -159,7 +158,7 @@ class _NodeGroup(Protocol):
 def subnet_cidrs(vpc_cidr: str) -> dict[str, str]:
     """The VPC's four subnets: private /18s in the capacity and the secondary zone, public /24s
     (NAT gateway, internet-facing load balancers) behind them."""
-    vpc = ipaddress.ip_network(vpc_cidr)
+    vpc = ipaddress.IPv4Network(vpc_cidr)
     quarters = list(vpc.subnets(new_prefix=vpc.prefixlen + 2))
     public = list(quarters[2].subnets(new_prefix=24))
     return {
@@ -236,13 +235,21 @@ def _group_problems(
         problems.append((f"{group_path}.gpusPerNode", f"{itype} has {shape.gpus} GPUs"))
     if group.nics_per_node != shape.efa_cards:
         problems.append(
-            (f"{group_path}.nicsPerNode", f"{itype} has {shape.efa_cards} EFA interfaces (got {group.nics_per_node})")
+            (
+                f"{group_path}.nicsPerNode",
+                f"{itype} has {shape.efa_cards} EFA interfaces (got {group.nics_per_node})",
+            )
         )
     if group.cpus_per_node > shape.vcpus:
-        problems.append((f"{group_path}.cpusPerNode", f"{itype} has {shape.vcpus} vCPUs (got {group.cpus_per_node})"))
+        problems.append(
+            (f"{group_path}.cpusPerNode", f"{itype} has {shape.vcpus} vCPUs (got {group.cpus_per_node})")
+        )
     if group.host_memory_gib > shape.memory_gib:
         problems.append(
-            (f"{group_path}.hostMemoryGiB", f"{itype} has {shape.memory_gib} GiB (got {group.host_memory_gib})")
+            (
+                f"{group_path}.hostMemoryGiB",
+                f"{itype} has {shape.memory_gib} GiB (got {group.host_memory_gib})",
+            )
         )
     if group.accelerator_allocation == "dra":
         if group.nic_device_class != EFA_DEVICE_CLASS:
@@ -264,7 +271,10 @@ def _group_problems(
     if capacity.capacity == "capacity-block":
         if not capacity.capacity_blocks:
             problems.append((f"{path}.capacityBlocks", "required when capacity is capacity-block"))
-        for key, value in (("reservationId", capacity.reservation_id), ("placementGroup", capacity.placement_group)):
+        for key, value in (
+            ("reservationId", capacity.reservation_id),
+            ("placementGroup", capacity.placement_group),
+        ):
             if value is not None:
                 problems.append(
                     (

@@ -13,7 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 _GCP_NAME = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
-_RESERVATION = r"^([a-z]([-a-z0-9]*[a-z0-9])?|projects/[a-z][-a-z0-9]*/reservations/[a-z][-a-z0-9]*(/reservationBlocks/[a-z0-9][-a-z0-9]*)?)$"
+_RESERVATION = (
+    r"^([a-z]([-a-z0-9]*[a-z0-9])?"
+    r"|projects/[a-z][-a-z0-9]*/reservations/[a-z][-a-z0-9]*(/reservationBlocks/[a-z0-9][-a-z0-9]*)?)$"
+)
 
 
 class _GkeModel(BaseModel):

@@ -50,9 +50,7 @@ def _trust_policy(service: str, actions: tuple[str, ...]) -> str:
     return json.dumps(
         {
             "Version": "2012-10-17",
-            "Statement": [
-                {"Effect": "Allow", "Principal": {"Service": service}, "Action": list(actions)}
-            ],
+            "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": list(actions)}],
         },
         sort_keys=True,
     )
@@ -62,7 +60,9 @@ CLUSTER_TRUST_POLICY = _trust_policy("eks.amazonaws.com", ("sts:AssumeRole", "st
 NODE_TRUST_POLICY = _trust_policy("ec2.amazonaws.com", ("sts:AssumeRole",))
 
 
-def p5_network_interfaces(security_groups: pulumi.Input[list[str]]) -> list[aws.ec2.LaunchTemplateNetworkInterfaceArgs]:
+def p5_network_interfaces(
+    security_groups: pulumi.Input[list[str]],
+) -> list[aws.ec2.LaunchTemplateNetworkInterfaceArgs]:
     """The p5.48xlarge network-card layout: card 0 device 0 is the primary ENA interface (an
     efa-only interface cannot be primary), card 0 device 1 and device 0 of cards 1..31 are
     efa-only (no IP addresses, so the subnet only pays for the primary interface) = 32 EFA."""
@@ -118,14 +118,25 @@ def kubeconfig_text(cluster_name: str, endpoint: str, ca_data: str, region: str)
         "exec": {
             "apiVersion": "client.authentication.k8s.io/v1beta1",
             "command": "aws",
-            "args": ["eks", "get-token", "--cluster-name", cluster_name, "--region", region, "--output", "json"],
+            "args": [
+                "eks",
+                "get-token",
+                "--cluster-name",
+                cluster_name,
+                "--region",
+                region,
+                "--output",
+                "json",
+            ],
         }
     }
     return json.dumps(
         {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": cluster_name, "cluster": {"server": endpoint, "certificate-authority-data": ca_data}}],
+            "clusters": [
+                {"name": cluster_name, "cluster": {"server": endpoint, "certificate-authority-data": ca_data}}
+            ],
             "users": [{"name": cluster_name, "user": user}],
             "contexts": [{"name": cluster_name, "context": {"cluster": cluster_name, "user": cluster_name}}],
             "current-context": cluster_name,
@@ -201,7 +212,9 @@ class EksCluster(pulumi.ComponentResource):
             raise ValueError(f"EksCluster {name}: gpu_nodes name unknown node groups {unknown}")
         cluster_name = args["cluster_name"]
         tags = {"llmd-fleet.io/cluster": cluster_name, **args.get("tags", {})}
-        aws_provider = aws.Provider(f"{name}-aws", region=eks.region, opts=pulumi.ResourceOptions(parent=self))
+        aws_provider = aws.Provider(
+            f"{name}-aws", region=eks.region, opts=pulumi.ResourceOptions(parent=self)
+        )
         child = pulumi.ResourceOptions(parent=self, provider=aws_provider)
 
         def opts_with(**kwargs: Any) -> pulumi.ResourceOptions:
@@ -230,7 +243,12 @@ class EksCluster(pulumi.ComponentResource):
                 cidr_block=cidrs[f"public-{role}"],
                 availability_zone=zone,
                 map_public_ip_on_launch=False,
-                tags={**tags, **cluster_tag, "Name": f"{cluster_name}-public-{zone}", "kubernetes.io/role/elb": "1"},
+                tags={
+                    **tags,
+                    **cluster_tag,
+                    "Name": f"{cluster_name}-public-{zone}",
+                    "kubernetes.io/role/elb": "1",
+                },
                 opts=child,
             )
             private[role] = aws.ec2.Subnet(
@@ -322,11 +340,16 @@ class EksCluster(pulumi.ComponentResource):
         )
         cluster_attachments = [
             aws.iam.RolePolicyAttachment(
-                f"{name}-cluster-role-{arn.rsplit('/', 1)[1]}", role=cluster_role.name, policy_arn=arn, opts=child
+                f"{name}-cluster-role-{arn.rsplit('/', 1)[1]}",
+                role=cluster_role.name,
+                policy_arn=arn,
+                opts=child,
             )
             for arn in CLUSTER_POLICIES
         ]
-        node_role = aws.iam.Role(f"{name}-node-role", assume_role_policy=NODE_TRUST_POLICY, tags=tags, opts=child)
+        node_role = aws.iam.Role(
+            f"{name}-node-role", assume_role_policy=NODE_TRUST_POLICY, tags=tags, opts=child
+        )
         node_attachments = [
             aws.iam.RolePolicyAttachment(
                 f"{name}-node-role-{arn.rsplit('/', 1)[1]}", role=node_role.name, policy_arn=arn, opts=child
@@ -363,7 +386,11 @@ class EksCluster(pulumi.ComponentResource):
         )
         for i, principal in enumerate(eks.admin_principal_arns):
             entry = aws.eks.AccessEntry(
-                f"{name}-admin-{i}", cluster_name=self.cluster.name, principal_arn=principal, type="STANDARD", opts=child
+                f"{name}-admin-{i}",
+                cluster_name=self.cluster.name,
+                principal_arn=principal,
+                type="STANDARD",
+                opts=child,
             )
             aws.eks.AccessPolicyAssociation(
                 f"{name}-admin-{i}-policy",
@@ -413,9 +440,13 @@ class EksCluster(pulumi.ComponentResource):
             ami_type=SYSTEM_AMI_TYPE,
             capacity_type="ON_DEMAND",
             instance_types=[eks.system_nodes.instance_type],
-            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=system_lt.id, version=system_lt.latest_version.apply(_template_version)),
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
+                id=system_lt.id, version=system_lt.latest_version.apply(_template_version)
+            ),
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                desired_size=eks.system_nodes.count, min_size=eks.system_nodes.count, max_size=eks.system_nodes.count
+                desired_size=eks.system_nodes.count,
+                min_size=eks.system_nodes.count,
+                max_size=eks.system_nodes.count,
             ),
             labels={"llmd-fleet.io/role": "system"},
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
@@ -430,7 +461,7 @@ class EksCluster(pulumi.ComponentResource):
         for group_name, capacity in sorted(eks.gpu_nodes.items()):
             group = args["node_groups"][group_name]
             for unit, size, reservation, placement in self._capacity_units(
-                name, group_name, group, capacity, eks, tags, child
+                name, f"{cluster_name}-{group_name}", group_name, group, capacity, eks, tags, child
             ):
                 lt = aws.ec2.LaunchTemplate(
                     unit,
@@ -466,8 +497,12 @@ class EksCluster(pulumi.ComponentResource):
                     subnet_ids=[private["capacity"].id],
                     ami_type=GPU_AMI_TYPE,
                     capacity_type="CAPACITY_BLOCK" if capacity.capacity == "capacity-block" else "ON_DEMAND",
-                    launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=lt.id, version=lt.latest_version.apply(_template_version)),
-                    scaling_config=aws.eks.NodeGroupScalingConfigArgs(desired_size=size, min_size=size, max_size=size),
+                    launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
+                        id=lt.id, version=lt.latest_version.apply(_template_version)
+                    ),
+                    scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                        desired_size=size, min_size=size, max_size=size
+                    ),
                     labels={
                         **group.node_labels,
                         NODE_GROUP_LABEL: group_name,
@@ -481,8 +516,12 @@ class EksCluster(pulumi.ComponentResource):
                 )
 
         self.kubeconfig = pulumi.Output.secret(
-            pulumi.Output.all(self.cluster.name, self.cluster.endpoint, self.cluster.certificate_authority).apply(
-                lambda a: kubeconfig_text(a[0] or cluster_name, a[1] or "", (a[2] or {}).get("data") or "", eks.region)
+            pulumi.Output.all(
+                self.cluster.name, self.cluster.endpoint, self.cluster.certificate_authority
+            ).apply(
+                lambda a: kubeconfig_text(
+                    a[0] or cluster_name, a[1] or "", (a[2] or {}).get("data") or "", eks.region
+                )
             )
         )
         self.provider = k8s.Provider(
@@ -497,6 +536,7 @@ class EksCluster(pulumi.ComponentResource):
     def _capacity_units(
         self,
         name: str,
+        physical_name: str,
         group_name: str,
         group: NodeGroupConfig,
         capacity: EksGpuCapacityConfig,
@@ -521,7 +561,9 @@ class EksCluster(pulumi.ComponentResource):
                     aws.ec2.LaunchTemplatePlacementArgs(group_name=capacity.placement_group),
                 )
             ]
-        placement_group = aws.ec2.PlacementGroup(f"{name}-{group_name}-placement", strategy="cluster", tags=tags, opts=child)
+        placement_group = aws.ec2.PlacementGroup(
+            f"{name}-{group_name}-placement", name=physical_name, strategy="cluster", tags=tags, opts=child
+        )
         reservation = aws.ec2.CapacityReservation(
             f"{name}-{group_name}-odcr",
             instance_type=capacity.instance_type,

@@ -16,8 +16,8 @@ GATEWAY_NAME = "llm-d-inference-gateway"
 GATEWAY_CLASS = {"agentgateway": "agentgateway", "istio": "istio", "gke-l7-rilb": "gke-l7-rilb"}
 IMPLEMENTATION_NAMESPACE = {"agentgateway": "agentgateway-system", "istio": "istio-system"}
 CRD_MANIFESTS = ("gateway-api", "inference-extension", "llm-d-router-crds")
-# CRDs no platform ships: the InferenceObjective CRD of llm-d-router (GKE 1.34+ pre-installs the
-# Gateway API and InferencePool CRDs, not this one).
+# CRDs no platform ships: the InferenceObjective CRD of llm-d-router (GKE, from the fleet's minimum
+# Kubernetes version on, pre-installs the Gateway API and InferencePool CRDs, not this one).
 ALWAYS_INSTALLED_CRDS = ("llm-d-router-crds",)
 # Managed implementations: the platform runs the controller, the stack installs nothing for it.
 MANAGED_IMPLEMENTATIONS = frozenset({"gke-l7-rilb"})
@@ -45,7 +45,9 @@ def aws_nlb_annotations(scheme: str) -> dict[str, str]:
     return annotations
 
 
-def gateway_spec(gateway: GatewayConfig, infrastructure_annotations: dict[str, str] | None = None) -> dict[str, Any]:
+def gateway_spec(
+    gateway: GatewayConfig, infrastructure_annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "gatewayClassName": GATEWAY_CLASS[gateway.implementation],
         "listeners": [
@@ -139,7 +141,9 @@ class GatewayLayer(pulumi.ComponentResource):
         manifests = CRD_MANIFESTS if args["install_crds"] else ALWAYS_INSTALLED_CRDS
         for manifest in manifests:
             crds.append(
-                k8s.yaml.v2.ConfigFile(f"{name}-{manifest}", file=versions().manifest(manifest).url, opts=child)
+                k8s.yaml.v2.ConfigFile(
+                    f"{name}-{manifest}", file=versions().manifest(manifest).url, opts=child
+                )
             )
         releases: list[pulumi.Resource] = []
         namespace = IMPLEMENTATION_NAMESPACE.get(implementation, "")

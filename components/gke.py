@@ -55,7 +55,9 @@ class GpuNetworkNames:
 
 def gpu_network_names(cluster_name: str, count: int) -> list[GpuNetworkNames]:
     """GCP names of the GPU VPCs and subnets, in NIC order (eth1 first)."""
-    return [GpuNetworkNames(f"{cluster_name}-gpu-{i}", f"{cluster_name}-gpu-{i}-subnet") for i in range(count)]
+    return [
+        GpuNetworkNames(f"{cluster_name}-gpu-{i}", f"{cluster_name}-gpu-{i}-subnet") for i in range(count)
+    ]
 
 
 class GkeNetworkArgs(TypedDict):
@@ -234,12 +236,16 @@ class GkeNodePool(pulumi.ComponentResource):
                 strategy="SURGE", max_surge=0, max_unavailable=1
             ),
             placement_policy=(
-                gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT", policy_name=pool.placement_policy_name)
+                gcp.container.NodePoolPlacementPolicyArgs(
+                    type="COMPACT", policy_name=pool.placement_policy_name
+                )
                 if compact_placement(pool)
                 else None
             ),
             queued_provisioning=(
-                gcp.container.NodePoolQueuedProvisioningArgs(enabled=True) if pool.queued_provisioning else None
+                gcp.container.NodePoolQueuedProvisioningArgs(enabled=True)
+                if pool.queued_provisioning
+                else None
             ),
             network_config=gcp.container.NodePoolNetworkConfigArgs(
                 additional_node_network_configs=[
@@ -272,7 +278,9 @@ class GkeNodePool(pulumi.ComponentResource):
                     f"{pool.max_run_duration_seconds}s" if pool.max_run_duration_seconds is not None else None
                 ),
                 local_nvme_ssd_block_config=(
-                    gcp.container.NodePoolNodeConfigLocalNvmeSsdBlockConfigArgs(local_ssd_count=pool.local_ssd_count)
+                    gcp.container.NodePoolNodeConfigLocalNvmeSsdBlockConfigArgs(
+                        local_ssd_count=pool.local_ssd_count
+                    )
                     if pool.local_ssd_count
                     else None
                 ),
@@ -302,7 +310,7 @@ def kubeconfig(name: str, endpoint: str | None, ca_certificate: str | None) -> s
         "exec": {
             "apiVersion": "client.authentication.k8s.io/v1beta1",
             "command": "gke-gcloud-auth-plugin",
-            "installHint": "Install gke-gcloud-auth-plugin (gcloud components install gke-gcloud-auth-plugin)",
+            "installHint": "gcloud components install gke-gcloud-auth-plugin",
             "provideClusterInfo": True,
         }
     }
@@ -310,7 +318,10 @@ def kubeconfig(name: str, endpoint: str | None, ca_certificate: str | None) -> s
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [
-            {"name": name, "cluster": {"server": f"https://{endpoint}", "certificate-authority-data": ca_certificate}}
+            {
+                "name": name,
+                "cluster": {"server": f"https://{endpoint}", "certificate-authority-data": ca_certificate},
+            }
         ],
         "users": [{"name": name, "user": user}],
         "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
@@ -450,7 +461,9 @@ class GkeCluster(pulumi.ComponentResource):
                 },
                 opts=child,
             )
-        self.accelerators = sorted({MACHINE_SHAPES[p.machine_type].accelerator_type for p in gke.node_pools.values()})
+        self.accelerators = sorted(
+            {MACHINE_SHAPES[p.machine_type].accelerator_type for p in gke.node_pools.values()}
+        )
         ca = self.cluster.master_auth.apply(lambda auth: auth.cluster_ca_certificate if auth else None)
         self.kubeconfig = pulumi.Output.secret(
             pulumi.Output.all(self.cluster.endpoint, ca).apply(lambda a: kubeconfig(gke.name, a[0], a[1]))

@@ -35,6 +35,7 @@ TCPXO_LIB = "/usr/local/tcpxo/lib64"
 APERTURE_DEVICES = "/dev/aperture_devices"
 GKE_DRIVER_ROOT = "/home/kubernetes/bin/nvidia"
 RXDM_NAME = "tcpxo-daemon"
+_RXDM_ENTRY = "/fts/entrypoint_rxdm_container.sh"
 # PCI vendor:device of the A3 Mega aperture (LLCM) devices.
 _APERTURE_PCI_ID = "1ae0:0084"
 _ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
@@ -50,7 +51,9 @@ def network_names(count: int) -> list[str]:
 def interfaces_annotation(count: int) -> str:
     """`networking.gke.io/interfaces`: eth0 on the default network, ethI on vpcI."""
     interfaces = [{"interfaceName": "eth0", "network": "default"}]
-    interfaces += [{"interfaceName": f"eth{i}", "network": name} for i, name in enumerate(network_names(count), 1)]
+    interfaces += [
+        {"interfaceName": f"eth{i}", "network": name} for i, name in enumerate(network_names(count), 1)
+    ]
     return json.dumps(interfaces, separators=(",", ":"))
 
 
@@ -123,7 +126,7 @@ def rxdm_sidecar() -> dict[str, Any]:
         "imagePullPolicy": "IfNotPresent",
         "restartPolicy": "Always",
         "command": ["/bin/sh", "-c"],
-        "args": ["chmod 755 /fts/entrypoint_rxdm_container.sh && exec /fts/entrypoint_rxdm_container.sh --num_hops=2"],
+        "args": [f"chmod 755 {_RXDM_ENTRY} && exec {_RXDM_ENTRY} --num_hops=2"],
         "env": [{"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"}],
         # Requests equal limits so the serving pod keeps Guaranteed QoS.
         "resources": {"requests": dict(resources), "limits": resources},
@@ -182,7 +185,10 @@ def _node_daemonset(
                     {
                         "name": "pause",
                         "image": pause,
-                        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "16Mi"}},
+                        "resources": {
+                            "requests": {"cpu": "10m", "memory": "16Mi"},
+                            "limits": {"memory": "16Mi"},
+                        },
                     }
                 ],
                 "volumes": volumes,
@@ -192,7 +198,9 @@ def _node_daemonset(
 
 
 def _accelerator_terms(accelerators: list[str]) -> list[dict[str, Any]]:
-    return [{"matchExpressions": [{"key": _ACCELERATOR_LABEL, "operator": "In", "values": sorted(accelerators)}]}]
+    return [
+        {"matchExpressions": [{"key": _ACCELERATOR_LABEL, "operator": "In", "values": sorted(accelerators)}]}
+    ]
 
 
 # Runs in the host's namespaces: accept the plugin's TCP flows, load the dma-buf import helper,
@@ -213,7 +221,7 @@ chmod a+rw {APERTURE_DEVICES}/*/resource* 2>/dev/null || true
 
 def tcpxo_installer_spec(accelerators: list[str]) -> dict[str, Any]:
     """DaemonSet spec: prepare the node, then install the TCPXO NCCL plugin to /var/lib/tcpxo."""
-    init = [
+    init: list[dict[str, Any]] = [
         {
             "name": "prepare-node",
             "image": versions().image("node-setup").ref,
@@ -225,7 +233,9 @@ def tcpxo_installer_spec(accelerators: list[str]) -> dict[str, Any]:
             "name": "nccl-tcpxo-installer",
             "image": versions().image("nccl-tcpxo-installer").ref,
             "command": ["/bin/sh", "-c"],
-            "args": ["chmod 755 /scripts/container_entry.sh && /scripts/container_entry.sh install --install-nccl"],
+            "args": [
+                "chmod 755 /scripts/container_entry.sh && /scripts/container_entry.sh install --install-nccl"
+            ],
             "resources": {"requests": {"cpu": "150m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
             "securityContext": {"privileged": True},
             "volumeMounts": [{"name": "var-lib", "mountPath": "/var/lib"}],
@@ -262,7 +272,10 @@ def nri_device_injector_spec() -> dict[str, Any]:
                     {
                         "name": "device-injector",
                         "image": versions().image("nri-device-injector").ref,
-                        "resources": {"requests": {"cpu": "150m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+                        "resources": {
+                            "requests": {"cpu": "150m", "memory": "64Mi"},
+                            "limits": {"memory": "256Mi"},
+                        },
                         "securityContext": {"privileged": True},
                         "volumeMounts": [
                             {"name": "dev", "mountPath": "/dev"},
@@ -299,7 +312,7 @@ def cos_driver_installer_spec(accelerators: list[str]) -> dict[str, Any]:
         "COS_TOOLS_DIR_HOST": "/var/lib/cos-tools",
         "COS_TOOLS_DIR_CONTAINER": "/build/cos-tools",
     }
-    init = [
+    init: list[dict[str, Any]] = [
         {
             "name": "nvidia-driver-installer",
             "image": versions().image("cos-nvidia-installer").ref,
@@ -318,7 +331,10 @@ def cos_driver_installer_spec(accelerators: list[str]) -> dict[str, Any]:
         }
     ]
     volumes = [
-        {"name": "nvidia-install-dir-host", "hostPath": {"path": GKE_DRIVER_ROOT, "type": "DirectoryOrCreate"}},
+        {
+            "name": "nvidia-install-dir-host",
+            "hostPath": {"path": GKE_DRIVER_ROOT, "type": "DirectoryOrCreate"},
+        },
         {
             "name": "vulkan-icd-mount",
             "hostPath": {"path": f"{GKE_DRIVER_ROOT}/vulkan/icd.d", "type": "DirectoryOrCreate"},

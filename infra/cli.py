@@ -2,7 +2,8 @@
 
     llmd-fleet plan STACK                           print the fleet plan
     llmd-fleet render STACK [--out DIR]             synthesize under mocks into build/STACK/
-    llmd-fleet check STACK [--crd-dir DIR]...       render, then validate every manifest
+    llmd-fleet check STACK [--crd-dir DIR]... [--policy-config FILE]
+                                                    render, validate every manifest, run the policy pack
 
 Exit codes: 0 fine, 1 the rendered output failed a check, 2 bad input (config, plan or usage).
 """
@@ -10,9 +11,10 @@ Exit codes: 0 fine, 1 the rendered output failed a check, 2 bad input (config, p
 import argparse
 import asyncio
 import contextlib
+import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from components.config import ConfigError
 from components.plan import PlanError
@@ -52,6 +54,13 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--crd-dir", type=Path, action="append", default=[], help="directory of CRD YAML files (repeatable)"
     )
+    check.add_argument(
+        "--policy-config",
+        type=Path,
+        default=None,
+        help="policy pack config, as `pulumi preview --policy-pack-config` takes it "
+        "(default: policies/config/STACK.json when it exists)",
+    )
     return parser
 
 
@@ -85,6 +94,17 @@ def run(argv: list[str]) -> int:
             print(f"# plan of {args.stack}: {plan.gpus} GPUs on {plan.nodes} nodes\n")
             print(plan_table(plan))
             return EXIT_OK
+        policy_config_path, policy_config = None, None
+        if args.command == "check":
+            # A bad policy config is bad input too: refuse it before rendering anything.
+            from infra.policy_check import PolicyConfigError, load_policy_config
+
+            policy_config_path = args.policy_config or _default_policy_config(root, args.stack)
+            try:
+                policy_config = load_policy_config(policy_config_path) if policy_config_path else None
+            except PolicyConfigError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return EXIT_BAD_INPUT
         out = args.out or root / "build" / args.stack
         synthesis = _render(stacks_dir, args.stack, out)
     except (ConfigError, PlanError) as exc:
@@ -107,15 +127,52 @@ def run(argv: list[str]) -> int:
         print(f"INVALID {finding}")
     bad = len({(f.file, f.object) for f in findings})
     print(f"checked {count} objects in {out / 'manifests'}: {count - bad} valid, {bad} invalid")
-    return EXIT_INVALID_OUTPUT if findings else EXIT_OK
+    policy_result = _check_policies(synthesis, policy_config_path, policy_config)
+    if policy_result is None:
+        return EXIT_BAD_INPUT
+    return EXIT_INVALID_OUTPUT if findings or policy_result else EXIT_OK
+
+
+def _default_policy_config(root: Path, stack: str) -> Path | None:
+    path = root / "policies" / "config" / f"{stack}.json"
+    return path if path.is_file() else None
+
+
+def _check_policies(
+    synthesis: "Synthesis", config_path: Path | None, config: dict[str, Any] | None
+) -> bool | None:
+    """Run the policy pack over the synthesized resources and print its violations the way a
+    preview lists them; True when a mandatory policy failed, None when the policy config does
+    not fit the pack's schemas."""
+    from infra.policy_check import PolicyConfigError, PolicyPackError, run_policy_pack
+
+    try:
+        report = run_policy_pack(synthesis.resources, synthesis.stack, policy_config=config)
+    except PolicyConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+    except PolicyPackError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return True
+    for violation in report.violations:
+        print(violation.line())
+    shown = config_path
+    if config_path is not None and config_path.is_absolute() and config_path.is_relative_to(Path.cwd()):
+        shown = config_path.relative_to(Path.cwd())
+    source = f" (config {shown})" if shown is not None else ""
+    print(report.summary() + source)
+    return bool(report.mandatory)
 
 
 def main() -> None:
     code = run(sys.argv[1:])
-    # The mock engine leaves its event loop open; close it so interpreter exit stays quiet.
+    # The mock engine leaves its event loop and some finished RPC tasks behind; their finalizers
+    # only print noise at interpreter exit. Everything is written and flushed: leave directly.
     with contextlib.suppress(RuntimeError):
         asyncio.get_event_loop_policy().get_event_loop().close()
-    sys.exit(code)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -3,36 +3,99 @@
 The same function runs under `pulumi up` and under the mock engine of `llmd-fleet render`.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 
 from components.accelerators import AcceleratorPlatform
 from components.config import ConfigError, StackConfig, load_from_pulumi
 from components.dra import DRANET_RDMA_CLASS, DRANET_RDMA_SELECTOR
-from components.gateway import GatewayLayer
+from components.eks import ADDONS, EksCluster
+from components.gateway import GatewayLayer, aws_nlb_annotations
+from components.gke import GkeCluster
 from components.lws import LeaderWorkerSetController
 from components.onprem import OnPremCluster
 from components.plan import FleetPlan, PlanError, plan_fleet
 from components.router import Router
 from components.serving import HF_TOKEN_SECRET, ModelServing
-from components.versions import versions
+from components.tcpxo import GKE_DRIVER_ROOT, TcpxoNodeSetup
+from components.versions import Chart, versions
 
 
 @dataclass(frozen=True)
 class Fleet:
     """The top-level components of a stack."""
 
-    cluster: OnPremCluster
+    cluster: OnPremCluster | GkeCluster | EksCluster
     lws: LeaderWorkerSetController
     serving: ModelServing
     gateway: GatewayLayer
     router: Router
 
 
-def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
-    """Declare every resource of the stack and its outputs."""
-    pulumi_config = pulumi.Config()
+@dataclass(frozen=True)
+class _Target:
+    """The cluster of a target kind and what the platform layer needs to know about it."""
+
+    cluster: OnPremCluster | GkeCluster | EksCluster
+    node_setup: list[pulumi.Resource]
+    """Per-target node setup (drivers, fabric) that serving pods need first."""
+    driver_root: str
+    gpu_operator: bool
+    install_gateway_crds: bool
+    nic_driver: tuple[str, Chart, str] | None = None
+    """(release, chart, namespace) of the target's NIC DRA driver when it ships its own DeviceClass
+    (EKS: aws-dranet); None installs upstream DRANET where a node group uses its class."""
+    gateway_annotations: dict[str, str] = field(default_factory=dict)
+    """Annotations for the Gateway's generated Service (EKS: the NLB)."""
+
+
+def _gke_target(config: StackConfig) -> _Target:
+    cluster = GkeCluster("cluster", {"config": config})
+    setup = TcpxoNodeSetup(
+        "tcpxo",
+        {
+            "gpu_networks": [(n.vpc, n.subnet) for n in cluster.gpu_network_names],
+            "accelerators": cluster.accelerators,
+        },
+        opts=pulumi.ResourceOptions(providers={"kubernetes": cluster.provider}),
+    )
+    # GKE ships the Gateway API and InferencePool CRDs (from the fleet's minimum Kubernetes
+    # version on); no GPU Operator on COS.
+    return _Target(cluster, [setup], GKE_DRIVER_ROOT, gpu_operator=False, install_gateway_crds=False)
+
+
+def _eks_target(config: StackConfig) -> _Target:
+    eks = config.target.eks
+    assert eks is not None  # parse_config requires the section for kind eks
+    cluster = EksCluster(
+        "cluster",
+        {
+            "eks": eks,
+            "node_groups": config.fleet.node_groups,
+            "cluster_name": f"llmd-{pulumi.get_stack()}",
+            "kubernetes_version": versions().kubernetes.eks,
+            "addon_versions": {name: versions().software[f"eks-addon-{name}"] for name in ADDONS},
+        },
+    )
+    # AL2023 NVIDIA AMI: host driver at /, no GPU Operator. aws-dranet publishes the EFAs and
+    # ships the efa.networking.k8s.aws DeviceClass itself.
+    return _Target(
+        cluster,
+        [],
+        "/",
+        gpu_operator=False,
+        install_gateway_crds=True,
+        nic_driver=("aws-dranet", versions().chart("aws-dranet"), "kube-system"),
+        gateway_annotations=aws_nlb_annotations(eks.load_balancer_scheme),
+    )
+
+
+def _target(config: StackConfig, pulumi_config: pulumi.Config) -> _Target:
+    if config.target.kind == "gke":
+        return _gke_target(config)
+    if config.target.kind == "eks":
+        return _eks_target(config)
     cluster = OnPremCluster(
         "cluster",
         {
@@ -40,6 +103,15 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
             "context": config.target.kubeconfig_context,
         },
     )
+    driver_root = "/" if config.target.gpu_driver == "host" else "/run/nvidia/driver"
+    return _Target(cluster, [], driver_root, gpu_operator=True, install_gateway_crds=True)
+
+
+def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
+    """Declare every resource of the stack and its outputs."""
+    pulumi_config = pulumi.Config()
+    target = _target(config, pulumi_config)
+    cluster = target.cluster
     on_cluster = pulumi.ResourceOptions(providers={"kubernetes": cluster.provider})
     lws = LeaderWorkerSetController("lws", {"chart": versions().chart("lws")}, opts=on_cluster)
     platform: list[pulumi.Resource] = [lws]
@@ -49,16 +121,20 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
         accelerators = AcceleratorPlatform(
             "accelerators",
             {
-                "driver_root": "/" if config.target.gpu_driver == "host" else "/run/nvidia/driver",
+                "driver_root": target.driver_root,
                 "dra_driver_chart": versions().chart("dra-driver-nvidia-gpu"),
                 "gpu_operator": (
-                    versions().chart("gpu-operator"),
-                    config.target.gpu_driver == "gpu-operator",
+                    (versions().chart("gpu-operator"), config.target.gpu_driver == "gpu-operator")
+                    if target.gpu_operator
+                    else None
                 ),
-                "nic_driver": ("dranet", versions().chart("dranet"), "kube-system") if uses_dranet else None,
+                "nic_driver": target.nic_driver
+                or (("dranet", versions().chart("dranet"), "kube-system") if uses_dranet else None),
                 "nic_device_class": (DRANET_RDMA_CLASS, DRANET_RDMA_SELECTOR) if uses_dranet else None,
             },
-            opts=on_cluster,
+            opts=pulumi.ResourceOptions(
+                providers={"kubernetes": cluster.provider}, depends_on=target.node_setup
+            ),
         )
         platform.append(accelerators)
     serving = ModelServing(
@@ -68,11 +144,18 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
             "plan": plan,
             "hf_token": pulumi_config.get_secret("hfToken") if config.has_hf_token else None,
         },
-        opts=pulumi.ResourceOptions(providers={"kubernetes": cluster.provider}, depends_on=[lws]),
+        opts=pulumi.ResourceOptions(
+            providers={"kubernetes": cluster.provider}, depends_on=[lws, *target.node_setup]
+        ),
     )
     gateway = GatewayLayer(
         "gateway",
-        {"config": config, "pool_name": config.serving.name, "install_crds": True},
+        {
+            "config": config,
+            "pool_name": config.serving.name,
+            "install_crds": target.install_gateway_crds,
+            "infrastructure_annotations": target.gateway_annotations,
+        },
         opts=pulumi.ResourceOptions(providers={"kubernetes": cluster.provider}, depends_on=[serving]),
     )
     router = Router(
@@ -92,6 +175,8 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
     pulumi.export("namespace", config.serving.namespace)
     pulumi.export("disaggregatedSet", serving.disaggregated_set.id.apply(lambda _: config.serving.name))
     pulumi.export("gpus", plan.gpus)
+    if isinstance(cluster, GkeCluster | EksCluster):
+        pulumi.export("kubeconfig", cluster.kubeconfig)
     pulumi.export(
         "roles",
         {r.name: {"instances": r.instances, "nodesPerInstance": r.nodes_per_instance} for r in plan.roles},

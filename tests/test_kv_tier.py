@@ -190,8 +190,8 @@ def test_memory_is_consistent_for_any_valid_config(host_memory, per_rank, pinned
     group["hostMemoryGiB"] = host_memory
     group["systemReservedMemoryGiB"] = system
     raw["serving"]["kvTier"] = {"hostMemoryFraction": fraction, "pinnedBuffersPerRankGiB": pinned}
-    for role in ("prefill", "decode"):
-        raw["serving"]["roles"][role]["hostMemoryPerRankGiB"] = per_rank
+    for role_name in ("prefill", "decode"):
+        raw["serving"]["roles"][role_name]["hostMemoryPerRankGiB"] = per_rank
     config = parse_config(raw)
     try:
         plan = plan_fleet(config)

@@ -191,6 +191,8 @@ def test_istio_gateway_opts_in_to_ext_proc(raw_config):
         assert (
             releases["istiod"]["values"]["pilot"]["env"]["ENABLE_GATEWAY_API_INFERENCE_EXTENSION"] == "true"
         )
-        assert not [r for r in mocks.created if r.type == "kubernetes:yaml/v2:ConfigFile"]
+        # With install_crds False only the InferenceObjective CRD (no platform ships it) is applied.
+        files = [r.name for r in mocks.created if r.type == "kubernetes:yaml/v2:ConfigFile"]
+        assert files == ["gateway-llm-d-router-crds"]
 
     return layer.address.apply(check)

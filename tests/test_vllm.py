@@ -49,7 +49,11 @@ def test_role_flags(reference, role):
     config, plan = reference
     argv = vllm_serve_argv(config.model, getattr(config.serving.roles, role), plan.role(role))
     assert argv[:3] == ["vllm", "serve", "zai-org/GLM-5.2-FP8"]
+    # Without a CPU tier (the builder's default when no tier is given) the transfer is NIXL
+    # only; the tiered combination is tested in test_kv_tier.py.
     transfer = json.loads(_flag(argv, "--kv-transfer-config"))
+    if transfer["kv_connector"] == "MultiConnector":
+        transfer = transfer["kv_connector_extra_config"]["connectors"][0]
     assert transfer["kv_connector"] == "NixlConnector"
     assert transfer["kv_role"] == {"prefill": "kv_producer", "decode": "kv_consumer"}[role]
     assert transfer["kv_load_failure_policy"] == "fail"

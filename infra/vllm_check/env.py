@@ -1,0 +1,217 @@
+"""The isolated environment that runs the pinned vLLM's parser: built once, then reused.
+
+    python -m infra.vllm_check.env      build it if missing, print its interpreter
+
+It lives outside the repository, in `$LLMD_FLEET_CACHE_DIR` (default `$XDG_CACHE_HOME/llmd-fleet`,
+else `~/.cache/llmd-fleet`), under `vllm-parser-<key>`, where the key hashes everything that
+decides its contents: the vLLM version of images/versions.toml, both requirements files, the
+build steps and the Python version. Changing any of them builds a new environment beside the old
+one; a machine that keeps its cache (CI does) reuses it. It is never mixed into the project's
+`.venv`: vLLM pins a CUDA torch and ~200 packages the project must not depend on.
+
+Build (about three minutes from scratch on a 2-core machine, ~2.2 GB):
+
+1. a venv from this Python (3.11: the CPU torch wheel is cp311);
+2. `pip install -r requirements.txt` (CPU torch from the local wheel directory, the parser's small
+   dependencies within vLLM's declared ranges);
+3. `pip install --no-deps vllm==<matrix version> -r requirements-nodeps.txt`;
+4. `infra.vllm_check.deps`: installed versions satisfy vLLM's declared ranges;
+5. a smoke run that imports vLLM and builds the serve parser.
+
+Only then is the environment marked complete; an interrupted build is removed and redone. A file
+lock serialises concurrent builds of the same key. pip's output goes to `vllm-parser-<key>.log`
+beside the environment; after step 3 pip lists vLLM's requirements that are not installed (CUDA
+torch, flashinfer, ...): expected, and the reason step 4 checks the ranges instead of `pip check`.
+Parsing needs no network and no model download.
+"""
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PROJECT_ROOT = HERE.parent.parent
+REQUIREMENTS = HERE / "requirements.txt"
+NO_DEPS_REQUIREMENTS = HERE / "requirements-nodeps.txt"
+PYTHON_VERSION = (3, 11)
+# The build steps, as hashed into the key: change this text when the steps change.
+RECIPE = "venv; pip install -r requirements.txt; pip install --no-deps vllm==V -r requirements-nodeps.txt"
+COMPLETE = ".complete"
+# Variables of the calling environment that must not leak into the parser environment's tools.
+# With HF_HUB_OFFLINE set, EngineArgs looks for a cached model snapshot and fails.
+_DROPPED_VARS = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "HF_HUB_OFFLINE")
+
+
+class EnvError(Exception):
+    """The parser environment could not be built."""
+
+
+def vllm_version() -> str:
+    """The vLLM version of the version matrix: the only place it is pinned."""
+    from components.versions import versions
+
+    return versions().vllm.version
+
+
+def cache_root() -> Path:
+    if explicit := os.environ.get("LLMD_FLEET_CACHE_DIR"):
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "llmd-fleet"
+
+
+def env_key(version: str, requirements: bytes, no_deps: bytes, python: Sequence[int] = PYTHON_VERSION) -> str:
+    """16 hex digits over everything that decides the environment's contents."""
+    digest = hashlib.sha256()
+    for part in (
+        RECIPE.encode(),
+        f"vllm=={version}".encode(),
+        ".".join(str(p) for p in python[:2]).encode(),
+        requirements,
+        no_deps,
+    ):
+        digest.update(len(part).to_bytes(8, "big") + part)
+    return digest.hexdigest()[:16]
+
+
+def env_dir(version: str | None = None) -> Path:
+    key = env_key(version or vllm_version(), REQUIREMENTS.read_bytes(), NO_DEPS_REQUIREMENTS.read_bytes())
+    return cache_root() / f"vllm-parser-{key}"
+
+
+def interpreter(env: Path) -> Path:
+    return env / "bin" / "python"
+
+
+def child_environ(**extra: str) -> dict[str, str]:
+    """This process's environment without what belongs to the project's own environment."""
+    environ = {k: v for k, v in os.environ.items() if k not in _DROPPED_VARS}
+    environ.update(extra)
+    return environ
+
+
+def module_command(python: Path, module: str, *args: str) -> list[str]:
+    """Run a module of this package with the parser environment's interpreter, isolated (-I: no
+    user site, no PYTHON* variables, no current directory on sys.path), with only the project
+    root added so that `infra.vllm_check` imports. (Never run it from inside vLLM's package
+    directory: its `tokenizers/` subpackage would shadow the `tokenizers` distribution.)"""
+    bootstrap = (
+        "import runpy, sys; "
+        f"sys.path.insert(0, {str(PROJECT_ROOT)!r}); "
+        f"sys.argv[0] = {module!r}; "
+        f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
+    )
+    return [str(python), "-I", "-c", bootstrap, *args]
+
+
+def base_python() -> str:
+    """A Python 3.11 to create the venv from: this one, or python3.11 on PATH."""
+    if sys.version_info[:2] == PYTHON_VERSION:
+        return sys.executable
+    found = shutil.which("python{}.{}".format(*PYTHON_VERSION))
+    if not found:
+        raise EnvError("the parser environment needs Python 3.11 (the CPU torch wheel is cp311)")
+    return found
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _step(title: str, command: list[str], log: Path, **extra: str) -> None:
+    started = time.monotonic()
+    print(f"  {title} ...", end="", file=sys.stderr, flush=True)
+    with log.open("a") as out:
+        out.write(f"\n$ {' '.join(command)}\n")
+        out.flush()
+        result = subprocess.run(
+            command,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=child_environ(**extra),
+            cwd=PROJECT_ROOT,
+            check=False,
+        )
+    print(f" {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+    if result.returncode != 0:
+        tail = "\n".join(log.read_text().splitlines()[-40:])
+        raise EnvError(f"{title} failed (exit {result.returncode}); last lines of {log}:\n{tail}")
+
+
+def build(target: Path, version: str) -> None:
+    """Build the environment into `target` (which must not exist)."""
+    log = target.with_name(target.name + ".log")
+    log.write_text(f"building {target}\n")
+    python = interpreter(target)
+    # --no-compile: the smoke run below compiles what the check imports, a fraction of the files.
+    pip = [str(python), "-m", "pip", "install", "--no-input", "--disable-pip-version-check", "--no-compile"]
+    _step("create the venv", [base_python(), "-m", "venv", str(target)], log)
+    _step("install CPU torch and the parser's dependencies", [*pip, "-r", str(REQUIREMENTS)], log)
+    _step(
+        f"install vllm=={version} without its dependencies",
+        [*pip, "--no-deps", f"vllm=={version}", "-r", str(NO_DEPS_REQUIREMENTS)],
+        log,
+    )
+    _step(
+        "check the versions against vLLM's declared ranges",
+        module_command(python, "infra.vllm_check.deps"),
+        log,
+    )
+    _step(
+        "import vLLM and build the serve parser",
+        module_command(python, "infra.vllm_check.checker", "--smoke"),
+        log,
+        VLLM_TARGET_DEVICE="cpu",
+    )
+
+
+def ensure(version: str | None = None) -> Path:
+    """The parser environment's interpreter, building the environment first if needed."""
+    version = version or vllm_version()
+    target = env_dir(version)
+    if (target / COMPLETE).is_file():
+        return interpreter(target)
+    with _locked(target.with_name(target.name + ".lock")):
+        if (target / COMPLETE).is_file():  # built by a concurrent run meanwhile
+            return interpreter(target)
+        if target.exists():
+            shutil.rmtree(target)  # an interrupted build
+        started = time.monotonic()
+        print(f"building the vLLM {version} parser environment in {target}", file=sys.stderr, flush=True)
+        try:
+            build(target, version)
+        except BaseException:
+            shutil.rmtree(target, ignore_errors=True)
+            raise
+        (target / COMPLETE).write_text(f"vllm=={version}\n")
+        print(f"parser environment ready in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    return interpreter(target)
+
+
+def main() -> int:
+    try:
+        python = ensure()
+    except EnvError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(python)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
