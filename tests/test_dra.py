@@ -203,3 +203,14 @@ def test_serving_shares_one_claim_template_per_node_group(raw_config):
         assert names == ["h100-8gpu-8nic-pcie"]
 
     return serving.disaggregated_set.urn.apply(check)
+
+
+def test_nic_driver_tolerates_the_gpu_taint_where_its_chart_does_not():
+    from components.accelerators import nic_driver_values
+
+    # The aws-dranet chart tolerates only CriticalAddonsOnly by default; GPU nodes are tainted.
+    assert nic_driver_values("aws-dranet")["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    # Upstream DRANET's DaemonSet already tolerates every NoSchedule taint: no values needed.
+    assert nic_driver_values("dranet") == {}

@@ -7,7 +7,7 @@ from pulumi_policy import EnforcementLevel, Severity
 from policies.rules._base import Report, Resource, schema, stack_rule
 from policies.rules._config import GPU_DEVICE_CLASSES, GPU_RESOURCES
 from policies.rules._dra import with_stack_classes
-from policies.rules._k8s import SIDECAR_CONTAINER, container, env_literal
+from policies.rules._k8s import MODEL_LABEL, SIDECAR_CONTAINER, container, env_literal
 from policies.rules._serve import ServeArgs, container_flags, data_parallel_local, pd_connectors
 from policies.rules._serving import ServingRole, group_gpus, pod_gpus, serving_roles, stack_claims
 
@@ -112,7 +112,7 @@ def _group_key(role: ServingRole) -> tuple[str, ...]:
     workloads of one namespace serving the same model."""
     if role.workload.kind == "DisaggregatedSet":
         return ("set", role.workload.urn)
-    model = role.worker.labels.get("llm-d.ai/model") or role.args.model or ""
+    model = role.worker.labels.get(MODEL_LABEL) or role.args.model or ""
     return ("model", role.workload.namespace, model)
 
 
