@@ -18,9 +18,9 @@ from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from pydantic.alias_generators import to_camel
+from pydantic import Field, ValidationError
 
+from components.config_base import ConfigModel
 from components.config_eks import EksTargetConfig, eks_problems
 from components.config_gke import GkeTargetConfig, gke_problems
 from components.dra import DRANET_RDMA_CLASS
@@ -39,20 +39,8 @@ class ConfigError(Exception):
         super().__init__("invalid stack configuration:\n  " + "\n  ".join(lines))
 
 
-def _alias(field_name: str) -> str:
-    """snake_case -> camelCase, keeping the unit GiB readable (host_memory_gib -> hostMemoryGiB)."""
-    return to_camel(field_name).replace("Gib", "GiB").replace("all2All", "all2all")
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid",
-        frozen=True,
-        strict=True,
-        alias_generator=_alias,
-        populate_by_name=True,
-        use_attribute_docstrings=True,
-    )
+class _Model(ConfigModel):
+    """Strict, frozen, unknown keys refused, camelCase in YAML (components/config_base.py)."""
 
 
 class Accelerator(StrEnum):

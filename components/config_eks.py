@@ -10,8 +10,9 @@ import ipaddress
 from collections.abc import Mapping
 from typing import Annotated, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
+
+from components.config_base import ConfigModel
 
 EFA_DEVICE_CLASS = "efa.networking.k8s.aws"
 """DeviceClass the AWS DRANET chart (aws-dranet) creates over the EFA devices it publishes."""
@@ -42,19 +43,8 @@ LogType = Literal["api", "audit", "authenticator", "controllerManager", "schedul
 ALL_LOG_TYPES: tuple[LogType, ...] = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 
 
-def _alias(field_name: str) -> str:
-    return to_camel(field_name).replace("Gib", "GiB")
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid",
-        frozen=True,
-        strict=True,
-        alias_generator=_alias,
-        populate_by_name=True,
-        use_attribute_docstrings=True,
-    )
+class _Model(ConfigModel):
+    """Strict, frozen, unknown keys refused, camelCase in YAML (components/config_base.py)."""
 
 
 class CapacityBlockConfig(_Model):

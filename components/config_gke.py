@@ -9,8 +9,9 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
+
+from components.config_base import ConfigModel
 
 _GCP_NAME = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 _RESERVATION = (
@@ -19,15 +20,8 @@ _RESERVATION = (
 )
 
 
-class _GkeModel(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid",
-        frozen=True,
-        strict=True,
-        alias_generator=to_camel,
-        populate_by_name=True,
-        use_attribute_docstrings=True,
-    )
+class _GkeModel(ConfigModel):
+    """Strict, frozen, unknown keys refused, camelCase in YAML (components/config_base.py)."""
 
 
 @dataclass(frozen=True)

@@ -31,9 +31,9 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_docker_build as docker_build
 import pulumi_gcp as gcp
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
 
+from components.config_base import ConfigModel
 from components.fabric import Fabric
 from components.versions import VersionMatrix, versions
 
@@ -94,23 +94,10 @@ def variant_problem(target_kind: TargetKind, variant: Variant) -> str | None:
     return None
 
 
-def _alias(field_name: str) -> str:
-    return to_camel(field_name)
-
-
-class ImagesConfig(BaseModel):
+class ImagesConfig(ConfigModel):
     """Stack config `llmd-fleet:images`: which serving image the engine runs.
 
     The registry password (on-prem/kind) is the secret config key `registryPassword`."""
-
-    model_config = ConfigDict(
-        extra="forbid",
-        frozen=True,
-        strict=True,
-        alias_generator=_alias,
-        populate_by_name=True,
-        use_attribute_docstrings=True,
-    )
 
     build: bool = False
     """Build the wide-EP image (images/Dockerfile.wide-ep) for the target's fabric and push it to

@@ -1,0 +1,21 @@
+"""The base of every stack-config model: strict, frozen, unknown keys refused, camelCase in YAML."""
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+
+def camel_alias(field_name: str) -> str:
+    """snake_case -> camelCase, keeping units and names readable (host_memory_gib ->
+    hostMemoryGiB, all2all_backend -> all2allBackend)."""
+    return to_camel(field_name).replace("Gib", "GiB").replace("all2All", "all2all")
+
+
+class ConfigModel(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        strict=True,
+        alias_generator=camel_alias,
+        populate_by_name=True,
+        use_attribute_docstrings=True,
+    )
