@@ -155,16 +155,10 @@ def network_spec(param_set: str) -> dict[str, Any]:
     }
 
 
-def _node_daemonset(
-    name: str,
-    node_terms: list[dict[str, Any]],
-    init_containers: list[dict[str, Any]],
-    volumes: list[dict[str, Any]],
-) -> dict[str, Any]:
-    """A privileged node-setup DaemonSet: init containers do the work, a pause container keeps
-    the pod (and so the completed setup) visible per node."""
+def _host_daemonset(name: str, node_terms: list[dict[str, Any]], pod_spec: dict[str, Any]) -> dict[str, Any]:
+    """DaemonSet spec of a node-critical agent in the host's network and PID namespaces, on the
+    nodes `node_terms` select, tolerating every taint; `pod_spec` adds its containers and volumes."""
     selector = {"k8s-app": name}
-    pause = versions().image("gke-pause").ref
     return {
         "selector": {"matchLabels": selector},
         "updateStrategy": {"type": "RollingUpdate"},
@@ -180,21 +174,28 @@ def _node_daemonset(
                 "tolerations": [{"operator": "Exists"}],
                 "hostNetwork": True,
                 "hostPID": True,
-                "initContainers": init_containers,
-                "containers": [
-                    {
-                        "name": "pause",
-                        "image": pause,
-                        "resources": {
-                            "requests": {"cpu": "10m", "memory": "16Mi"},
-                            "limits": {"memory": "16Mi"},
-                        },
-                    }
-                ],
-                "volumes": volumes,
+                **pod_spec,
             },
         },
     }
+
+
+def _node_daemonset(
+    name: str,
+    node_terms: list[dict[str, Any]],
+    init_containers: list[dict[str, Any]],
+    volumes: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """A privileged node-setup DaemonSet: init containers do the work, a pause container keeps
+    the pod (and so the completed setup) visible per node."""
+    pause = {
+        "name": "pause",
+        "image": versions().image("gke-pause").ref,
+        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "16Mi"}},
+    }
+    return _host_daemonset(
+        name, node_terms, {"initContainers": init_containers, "containers": [pause], "volumes": volumes}
+    )
 
 
 def _accelerator_terms(accelerators: list[str]) -> list[dict[str, Any]]:
@@ -247,49 +248,21 @@ def tcpxo_installer_spec(accelerators: list[str]) -> dict[str, Any]:
 
 def nri_device_injector_spec() -> dict[str, Any]:
     """DaemonSet spec of the NRI device injector on every GPU node (a long-running plugin)."""
-    name = "nri-device-injector"
-    selector = {"k8s-app": name}
-    return {
-        "selector": {"matchLabels": selector},
-        "updateStrategy": {"type": "RollingUpdate"},
-        "template": {
-            "metadata": {"labels": {**selector, "app.kubernetes.io/part-of": "llmd-fleet"}},
-            "spec": {
-                "priorityClassName": "system-node-critical",
-                "affinity": {
-                    "nodeAffinity": {
-                        "requiredDuringSchedulingIgnoredDuringExecution": {
-                            "nodeSelectorTerms": [
-                                {"matchExpressions": [{"key": _ACCELERATOR_LABEL, "operator": "Exists"}]}
-                            ]
-                        }
-                    }
-                },
-                "tolerations": [{"operator": "Exists"}],
-                "hostNetwork": True,
-                "hostPID": True,
-                "containers": [
-                    {
-                        "name": "device-injector",
-                        "image": versions().image("nri-device-injector").ref,
-                        "resources": {
-                            "requests": {"cpu": "150m", "memory": "64Mi"},
-                            "limits": {"memory": "256Mi"},
-                        },
-                        "securityContext": {"privileged": True},
-                        "volumeMounts": [
-                            {"name": "dev", "mountPath": "/dev"},
-                            {"name": "nri", "mountPath": "/var/run/nri"},
-                        ],
-                    }
-                ],
-                "volumes": [
-                    {"name": "dev", "hostPath": {"path": "/dev", "type": "Directory"}},
-                    {"name": "nri", "hostPath": {"path": "/var/run/nri", "type": "Directory"}},
-                ],
-            },
-        },
+    on_gpu_nodes = [{"matchExpressions": [{"key": _ACCELERATOR_LABEL, "operator": "Exists"}]}]
+    injector = {
+        "name": "device-injector",
+        "image": versions().image("nri-device-injector").ref,
+        "resources": {"requests": {"cpu": "150m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+        "securityContext": {"privileged": True},
+        "volumeMounts": [{"name": "dev", "mountPath": "/dev"}, {"name": "nri", "mountPath": "/var/run/nri"}],
     }
+    volumes = [
+        {"name": "dev", "hostPath": {"path": "/dev", "type": "Directory"}},
+        {"name": "nri", "hostPath": {"path": "/var/run/nri", "type": "Directory"}},
+    ]
+    return _host_daemonset(
+        "nri-device-injector", on_gpu_nodes, {"containers": [injector], "volumes": volumes}
+    )
 
 
 def cos_driver_installer_spec(accelerators: list[str]) -> dict[str, Any]:
