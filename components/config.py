@@ -6,7 +6,12 @@ A stack file (stacks/Pulumi.<stack>.yaml) sets these keys under the `llmd-fleet:
     llmd-fleet:fleet     the GPU node groups (FleetConfig)
     llmd-fleet:model     the served model and the architecture facts sizing needs (ModelConfig)
     llmd-fleet:serving   namespace, load budget and the prefill/decode roles (ServingConfig)
+    llmd-fleet:router    endpoint picker mode, prefix routing, flow control (RouterConfig, optional)
+    llmd-fleet:gateway   gateway implementation and listener (GatewayConfig, optional)
+    llmd-fleet:images    build the wide-EP serving image or run the upstream one (ImagesConfig,
+                         optional; components/image_spec.py)
     llmd-fleet:hfToken   Hugging Face token, only as a Pulumi secret
+    llmd-fleet:registryPassword  on-prem image registry password, only as a Pulumi secret
     llmd-fleet:kubeconfig  optional kubeconfig for the on-prem target, only as a Pulumi secret
 
 Every field is documented where it is declared; defaults live here and nowhere else. Field
@@ -24,6 +29,7 @@ from components.config_base import ConfigModel
 from components.config_eks import EksTargetConfig, eks_problems
 from components.config_gke import GkeTargetConfig, gke_problems
 from components.dra import DRANET_RDMA_CLASS
+from components.image_spec import ImagesConfig, images_config_problems
 from components.versions import version_tuple, versions
 
 PROJECT = "llmd-fleet"
@@ -352,7 +358,9 @@ class GatewayConfig(_Model):
     listener_port: Annotated[int, Field(ge=1, le=65535)] = 80
     """HTTP listener port of the Gateway."""
     request_timeout_seconds: Annotated[int, Field(ge=30, le=7200)] = 1800
-    """Request timeout of the route: long enough for a 200k-token prefill plus a long stream."""
+    """Request timeout, long enough for a 200k-token prefill plus a long stream: the HTTPRoute's
+    `timeouts.request`, or on GKE's managed gateway (which does not implement route timeouts) the
+    GCPBackendPolicy `timeoutSec` of the InferencePool's backend service."""
 
 
 class StackConfig(_Model):
@@ -370,8 +378,12 @@ class StackConfig(_Model):
     """`llmd-fleet:router` (optional)."""
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     """`llmd-fleet:gateway` (optional)."""
+    images: ImagesConfig = Field(default_factory=ImagesConfig)
+    """`llmd-fleet:images` (optional): the serving image (components/image_spec.py)."""
     has_hf_token: bool = False
     """Whether `llmd-fleet:hfToken` is set (as a secret); the value itself is never held here."""
+    has_registry_password: bool = False
+    """Whether `llmd-fleet:registryPassword` is set (as a secret)."""
 
 
 # The config keys, in the order errors are reported.
@@ -382,11 +394,12 @@ _OBJECT_KEYS: dict[str, type[_Model]] = {
     "serving": ServingConfig,
 }
 # Optional keys: their models default every field.
-_OPTIONAL_OBJECT_KEYS: dict[str, type[_Model]] = {
+_OPTIONAL_OBJECT_KEYS: dict[str, type[ConfigModel]] = {
     "router": RouterConfig,
     "gateway": GatewayConfig,
+    "images": ImagesConfig,
 }
-SECRET_KEYS = ("hfToken", "kubeconfig")
+SECRET_KEYS = ("hfToken", "kubeconfig", "registryPassword")
 KNOWN_KEYS = frozenset(_OBJECT_KEYS) | frozenset(_OPTIONAL_OBJECT_KEYS) | frozenset(SECRET_KEYS)
 
 
@@ -438,17 +451,19 @@ def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset
         except ValidationError as exc:
             for err in exc.errors():
                 problems.append((_path(key, tuple(err["loc"])), _describe(err)))
-    for key, model in _OPTIONAL_OBJECT_KEYS.items():
+    for key, optional_model in _OPTIONAL_OBJECT_KEYS.items():
         if key not in raw:
             continue
         try:
-            parts[key] = model.model_validate(raw[key])
+            parts[key] = optional_model.model_validate(raw[key])
         except ValidationError as exc:
             for err in exc.errors():
                 problems.append((_path(key, tuple(err["loc"])), _describe(err)))
     if problems:
         raise ConfigError(problems)
-    config = StackConfig(**parts, has_hf_token="hfToken" in raw)
+    config = StackConfig(
+        **parts, has_hf_token="hfToken" in raw, has_registry_password="registryPassword" in raw
+    )
     if config.target.kind == "gke" and "implementation" not in config.gateway.model_fields_set:
         # GKE's managed gateway is the default there; an explicit choice is kept.
         gateway = config.gateway.model_copy(update={"implementation": "gke-l7-rilb"})
@@ -533,6 +548,9 @@ def _eks_target_problems(config: StackConfig) -> list[tuple[str, str]]:
 def _semantic_problems(config: StackConfig) -> list[tuple[str, str]]:
     """Cross-field rules that single-field validation cannot express."""
     problems: list[tuple[str, str]] = _gke_target_problems(config) + _eks_target_problems(config)
+    problems += images_config_problems(
+        config.target.kind, config.images, config.has_registry_password, f"{PROJECT}:images"
+    )
     minimum = versions().kubernetes.minimum
     if version_tuple(config.target.kubernetes_version)[:2] < version_tuple(minimum)[:2]:
         problems.append(

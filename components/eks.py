@@ -191,6 +191,9 @@ class EksCluster(pulumi.ComponentResource):
     """An EKS cluster with EFA GPU node groups, and the Kubernetes provider for it."""
 
     provider: k8s.Provider
+    aws_provider: aws.Provider
+    """AWS provider of the stack's region; other AWS resources of the stack (the ECR repository of
+    the serving image) use it too."""
     kubeconfig: pulumi.Output[str]
     """kubeconfig of the cluster (a secret)."""
     cluster: aws.eks.Cluster
@@ -215,6 +218,7 @@ class EksCluster(pulumi.ComponentResource):
         aws_provider = aws.Provider(
             f"{name}-aws", region=eks.region, opts=pulumi.ResourceOptions(parent=self)
         )
+        self.aws_provider = aws_provider
         child = pulumi.ResourceOptions(parent=self, provider=aws_provider)
 
         def opts_with(**kwargs: Any) -> pulumi.ResourceOptions:

@@ -51,13 +51,17 @@ INFINIBAND = Fabric(
 EFA = Fabric(
     name="efa",
     nixl_backends=("LIBFABRIC",),
+    # Deliberately absent: FI_EFA_USE_DEVICE_RDMA (libfabric >= 1.18 uses device RDMA whenever
+    # the NIC has it) and FI_EFA_FORK_SAFE (no effect on kernels that copy registered pages on
+    # fork, 5.13+; aws-ofi-nccl sets it itself), per aws-ofi-nccl doc/efa-env-var.md and
+    # libfabric prov/efa/src/efa_env.c. NCCL needs no env on p5: aws-ofi-nccl configures its
+    # tuner and protocol.
     engine_env=(
+        # Keeps libfabric (NIXL's LIBFABRIC backend) from falling back to a TCP or shm provider.
         ("FI_PROVIDER", "efa"),
-        # GPUDirect RDMA reads/writes over EFA (p4d and newer).
-        ("FI_EFA_USE_DEVICE_RDMA", "1"),
-        # vLLM and torch fork worker processes after libfabric has registered memory.
-        ("FI_EFA_FORK_SAFE", "1"),
         ("NVSHMEM_REMOTE_TRANSPORT", "libfabric"),
+        # NVSHMEM's libfabric transport defaults to the `cxi` provider (Slingshot), so EFA must
+        # be named (nvshmem src/modules/transport/common/env_defs.h, LIBFABRIC_PROVIDER).
         ("NVSHMEM_LIBFABRIC_PROVIDER", "efa"),
         # IBGDA needs mlx5 verbs; EFA has none.
         ("NVSHMEM_IB_ENABLE_IBGDA", "false"),

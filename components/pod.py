@@ -4,6 +4,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import pulumi
+
 from components.config import NodeGroupConfig, RoleConfig, StackConfig
 from components.dra import claim_template_name, container_claims, pod_claims
 from components.plan import FleetPlan, RolePlan
@@ -30,6 +32,8 @@ class PodInputs:
     instance: str
     labels: dict[str, str]
     hf_token_secret: str | None
+    engine_image: pulumi.Input[str]
+    """The one image every engine container runs (components/images.py serving_image)."""
 
 
 def _quantity_gi(gib: int) -> str:
@@ -85,7 +89,7 @@ def _engine_container(
     resources.update({"requests": dict(limits), "limits": limits})
     return {
         "name": ENGINE_NAME,
-        "image": versions().image(plan.fabric.image).ref,
+        "image": inputs.engine_image,
         "imagePullPolicy": "IfNotPresent",
         "command": ["/bin/bash", "-c", launch.script],
         "env": engine_env(role, plan, serving.model_load_minutes, inputs.hf_token_secret, tier),
@@ -93,6 +97,11 @@ def _engine_container(
         "resources": resources,
         "securityContext": {
             # IPC_LOCK pins RDMA/NIXL buffers; SYS_RAWIO lets NVSHMEM/GDRCopy map the NIC BARs.
+            # Added capabilities take effect only for UID 0 (Kubernetes sets no ambient
+            # capabilities), and the built wide-EP image defaults to a non-root user, so the
+            # engine runs as root explicitly, whichever image it is.
+            "runAsUser": 0,
+            "runAsGroup": 0,
             "capabilities": {"add": ["IPC_LOCK", "SYS_RAWIO"]},
         },
         "volumeMounts": [

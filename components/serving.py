@@ -22,6 +22,8 @@ class ModelServingArgs(TypedDict):
     """The fleet plan derived from it."""
     hf_token: pulumi.Input[str] | None
     """Hugging Face token (a secret); no Secret is created and pods get no HF_TOKEN when None."""
+    engine_image: pulumi.Input[str]
+    """The image every engine container runs, from components/images.py serving_image()."""
 
 
 class ModelServing(pulumi.ComponentResource):
@@ -84,6 +86,7 @@ class ModelServing(pulumi.ComponentResource):
                 instance=serving.name,
                 labels=serving_labels(serving.name, role.name, config.model.id, engine_version),
                 hf_token_secret=HF_TOKEN_SECRET if token_secret is not None else None,
+                engine_image=args["engine_image"],
             )
             for role in plan.roles
         }

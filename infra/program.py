@@ -11,8 +11,11 @@ from components.accelerators import AcceleratorPlatform
 from components.config import ConfigError, StackConfig, load_from_pulumi
 from components.dra import DRANET_RDMA_CLASS, DRANET_RDMA_SELECTOR
 from components.eks import ADDONS, EksCluster
+from components.fabric import fabric_for
 from components.gateway import GatewayLayer, aws_nlb_annotations
 from components.gke import GkeCluster
+from components.image_spec import variant_for
+from components.images import ImageBuild, ImageBuildArgs, serving_image
 from components.lws import LeaderWorkerSetController
 from components.onprem import OnPremCluster
 from components.plan import FleetPlan, PlanError, plan_fleet
@@ -31,6 +34,8 @@ class Fleet:
     serving: ModelServing
     gateway: GatewayLayer
     router: Router
+    image_build: ImageBuild | None
+    """The serving image build, when the stack asks for one (`llmd-fleet:images.build`)."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,8 @@ class _Target:
     (EKS: aws-dranet); None installs upstream DRANET where a node group uses its class."""
     gateway_annotations: dict[str, str] = field(default_factory=dict)
     """Annotations for the Gateway's generated Service (EKS: the NLB)."""
+    cloud_opts: pulumi.ResourceOptions | None = None
+    """Options for the stack's other cloud resources (EKS: the region's AWS provider)."""
 
 
 def _gke_target(config: StackConfig) -> _Target:
@@ -88,6 +95,7 @@ def _eks_target(config: StackConfig) -> _Target:
         install_gateway_crds=True,
         nic_driver=("aws-dranet", versions().chart("aws-dranet"), "kube-system"),
         gateway_annotations=aws_nlb_annotations(eks.load_balancer_scheme),
+        cloud_opts=pulumi.ResourceOptions(providers={"aws": cluster.aws_provider}),
     )
 
 
@@ -105,6 +113,32 @@ def _target(config: StackConfig, pulumi_config: pulumi.Config) -> _Target:
     )
     driver_root = "/" if config.target.gpu_driver == "host" else "/run/nvidia/driver"
     return _Target(cluster, [], driver_root, gpu_operator=True, install_gateway_crds=True)
+
+
+def _image_build(config: StackConfig, target: _Target, pulumi_config: pulumi.Config) -> ImageBuild | None:
+    """The wide-EP image build for the target's fabric, when the stack asks for one."""
+    images = config.images
+    if not images.build:
+        return None
+    kind = config.target.kind
+    args: ImageBuildArgs = {
+        "target_kind": kind,
+        "variant": variant_for(fabric_for(kind).name),
+        "repository": images.repository,
+    }
+    if kind == "gke":
+        gke = config.target.gke
+        assert gke is not None  # parse_config requires the section for kind gke
+        args.update({"gcp_project": gke.project, "gcp_location": gke.region})
+    elif kind == "onprem":
+        args.update(
+            {
+                "registry": images.registry,
+                "username": images.registry_username,
+                "password": pulumi_config.get_secret("registryPassword"),
+            }
+        )
+    return ImageBuild("serving-image", args, opts=target.cloud_opts)
 
 
 def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
@@ -137,12 +171,15 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
             ),
         )
         platform.append(accelerators)
+    image_build = _image_build(config, target, pulumi_config)
     serving = ModelServing(
         config.serving.name,
         {
             "config": config,
             "plan": plan,
             "hf_token": pulumi_config.get_secret("hfToken") if config.has_hf_token else None,
+            # The one place the engine image comes from; a build makes serving wait for the push.
+            "engine_image": serving_image(config.target.kind, fabric_for(config.target.kind), image_build),
         },
         opts=pulumi.ResourceOptions(
             providers={"kubernetes": cluster.provider}, depends_on=[lws, *target.node_setup]
@@ -175,13 +212,17 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
     pulumi.export("namespace", config.serving.namespace)
     pulumi.export("disaggregatedSet", serving.disaggregated_set.id.apply(lambda _: config.serving.name))
     pulumi.export("gpus", plan.gpus)
+    if image_build is not None:
+        pulumi.export("servingImage", image_build.ref)
     if isinstance(cluster, GkeCluster | EksCluster):
         pulumi.export("kubeconfig", cluster.kubeconfig)
     pulumi.export(
         "roles",
         {r.name: {"instances": r.instances, "nodesPerInstance": r.nodes_per_instance} for r in plan.roles},
     )
-    return Fleet(cluster=cluster, lws=lws, serving=serving, gateway=gateway, router=router)
+    return Fleet(
+        cluster=cluster, lws=lws, serving=serving, gateway=gateway, router=router, image_build=image_build
+    )
 
 
 def load() -> tuple[StackConfig, FleetPlan]:

@@ -25,6 +25,9 @@ _TOP_KEYS = ("apiVersion", "kind", "metadata")
 _HELM_TYPE = "kubernetes:helm.sh/v3:Release"
 # Upstream YAML applied by URL (CRD bundles): recorded, not expanded offline.
 _CONFIG_FILE_TYPE = "kubernetes:yaml/v2:ConfigFile"
+# Providers whose resources are written under cloud/ (docker-build: the serving image build).
+_CLOUD_PACKAGES = frozenset({"gcp", "aws", "docker-build"})
+_CHECKOUT = Path(__file__).resolve().parent.parent
 
 
 class _Dumper(yaml.SafeDumper):
@@ -79,6 +82,18 @@ def helm_release(resource: Recorded) -> dict[str, Any]:
     }
 
 
+def _portable(value: Any) -> Any:
+    """Paths inside the checkout (the image build context) relative to it, so that every clone
+    renders the same bytes."""
+    if isinstance(value, dict):
+        return {k: _portable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_portable(v) for v in value]
+    if isinstance(value, str) and value.startswith(f"{_CHECKOUT}/"):
+        return value[len(f"{_CHECKOUT}/") :]
+    return value
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")
 
@@ -102,9 +117,10 @@ def render_files(synthesis: Synthesis) -> dict[str, str]:
             files[f"remote/{_slug(resource.name)}.yaml"] = to_yaml(
                 {"type": resource.type, "file": inputs.get("file")}
             )
-        elif resource.custom and resource.type.split(":")[0] in {"gcp", "aws"}:
+        elif resource.custom and resource.type.split(":")[0] in _CLOUD_PACKAGES:
+            inputs = _portable(_sorted(clean(resource.inputs)))
             files[f"cloud/{_slug(resource.type)}.{_slug(resource.name)}.yaml"] = to_yaml(
-                {"type": resource.type, "name": resource.name, "inputs": _sorted(clean(resource.inputs))}
+                {"type": resource.type, "name": resource.name, "inputs": inputs}
             )
     files["summary.md"] = summary(synthesis)
     for path, text in files.items():

@@ -23,6 +23,9 @@ _SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
 REDACTED = "[secret]"
 # Stand-in for each `secure:` value of a stack file: its ciphertext is never decrypted offline.
 SECRET_PLACEHOLDER = "offline-render-placeholder"
+# Stand-in AWS account id for outputs that only AWS knows (the ECR repository URL). It is the
+# documentation-reserved shape, never a real account; README "What is verified offline" says so.
+OFFLINE_AWS_ACCOUNT = "000000000000"
 
 
 @dataclass(frozen=True)
@@ -37,16 +40,35 @@ class Recorded:
 
 @dataclass
 class RecordingMocks(Mocks):
-    """Mocks that record every resource and echo its inputs back as its state."""
+    """Mocks that record every resource and echo its inputs back as its state.
+
+    The few outputs the program reads that a cloud computes (and that do not merely repeat an
+    input) get a placeholder of the right shape, so that what depends on them renders."""
 
     created: list[Recorded] = field(default_factory=list)
+    _provider_inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def new_resource(self, args: MockResourceArgs) -> tuple[str, dict[str, Any]]:
         self.created.append(Recorded(args.typ, args.name, bool(args.custom), dict(args.inputs)))
-        return f"{args.name}-id", dict(args.inputs)
+        resource_id, state = f"{args.name}-id", dict(args.inputs)
+        if args.typ.startswith("pulumi:providers:"):
+            self._provider_inputs[resource_id] = dict(args.inputs)
+        elif args.typ == "aws:ecr/repository:Repository":
+            region = self._provider_region(args.provider)
+            host = f"{OFFLINE_AWS_ACCOUNT}.dkr.ecr.{region}.amazonaws.com"
+            url = f"{host}/{args.inputs['name']}"
+            state.update({"repositoryUrl": url, "registryId": OFFLINE_AWS_ACCOUNT})
+        return resource_id, state
+
+    def _provider_region(self, reference: str | None) -> str:
+        # A provider reference is "<urn>::<id>"; the id is what new_resource returned for it.
+        inputs = self._provider_inputs.get((reference or "").rpartition("::")[2], {})
+        return str(inputs.get("region") or "offline-region")
 
     def call(self, args: MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
-        return {}, None
+        # Invokes (registry tokens) answer nothing offline; the mock engine iterates the
+        # failures, so they are an empty list.
+        return {}, []
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from components.plan import plan_fleet
 from components.serving import HF_TOKEN_SECRET, ModelServing
 from components.versions import versions
 from infra.synth import REDACTED, RecordingMocks, clean
-from tests.conftest import set_stack_config
+from tests.conftest import ENGINE_IMAGE, set_stack_config
 
 
 @pytest.fixture
@@ -26,7 +26,10 @@ def _by_type(engine, type_token):
 @pulumi.runtime.test
 def test_serving_registers_a_disaggregated_set_under_the_component(engine, raw_config):
     config = parse_config(raw_config)
-    serving = ModelServing("glm52", {"config": config, "plan": plan_fleet(config), "hf_token": None})
+    serving = ModelServing(
+        "glm52",
+        {"config": config, "plan": plan_fleet(config), "hf_token": None, "engine_image": ENGINE_IMAGE},
+    )
 
     def check(urn):
         assert (
@@ -77,7 +80,10 @@ def test_serving_registers_a_disaggregated_set_under_the_component(engine, raw_c
 def test_hf_token_is_a_secret_reference(engine, raw_config):
     config = parse_config(raw_config, frozenset({"hfToken"}))
     token = pulumi.Output.secret("hf_do_not_print_me")
-    serving = ModelServing("glm52", {"config": config, "plan": plan_fleet(config), "hf_token": token})
+    serving = ModelServing(
+        "glm52",
+        {"config": config, "plan": plan_fleet(config), "hf_token": token, "engine_image": ENGINE_IMAGE},
+    )
 
     def check(_):
         (secret,) = _by_type(engine, "kubernetes:core/v1:Secret")

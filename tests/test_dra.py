@@ -22,7 +22,7 @@ from components.serving import ModelServing
 from components.versions import versions
 from infra.cli import run
 from infra.synth import RecordingMocks, clean
-from tests.conftest import REFERENCE_STACK, all_stacks
+from tests.conftest import ENGINE_IMAGE, REFERENCE_STACK, all_stacks
 
 
 def _pairs(spec):
@@ -103,7 +103,7 @@ def test_exactly_one_gpu_mechanism_per_pod(raw_config, allocation):
         group["rdmaResource"] = "rdma/ib"
     config = parse_config(raw_config)
     for role in plan_fleet(config).roles:
-        template = serving_pod_template(config, role, PodInputs("glm52", {}, None))
+        template = serving_pod_template(config, role, PodInputs("glm52", {}, None, ENGINE_IMAGE))
         resources = _engine(template)["resources"]
         has_claims = bool(template["spec"].get("resourceClaims")) and bool(resources.get("claims"))
         has_plugin = "nvidia.com/gpu" in resources["limits"] or "rdma/ib" in resources["limits"]
@@ -192,7 +192,10 @@ def test_serving_shares_one_claim_template_per_node_group(raw_config):
     mocks = RecordingMocks()
     pulumi.runtime.set_mocks(mocks, project="llmd-fleet", stack="test", preview=False)
     config = parse_config(raw_config)
-    serving = ModelServing("glm52", {"config": config, "plan": plan_fleet(config), "hf_token": None})
+    serving = ModelServing(
+        "glm52",
+        {"config": config, "plan": plan_fleet(config), "hf_token": None, "engine_image": ENGINE_IMAGE},
+    )
 
     def check(_):
         names = [

@@ -29,8 +29,9 @@ from components.eks import (
     p5_network_interfaces,
 )
 from components.fabric import fabric_for
+from components.image_spec import image_tag
 from components.versions import versions
-from infra.synth import Recorded, RecordingMocks, Synthesis, clean, synthesize
+from infra.synth import OFFLINE_AWS_ACCOUNT, Recorded, RecordingMocks, Synthesis, clean, synthesize
 from tests.conftest import STACKS_DIR, stack_raw_config
 
 STACK = "eks-h100"
@@ -269,6 +270,48 @@ def test_the_kv_transfer_uses_nixl_libfabric_and_the_pods_efa_settings(synthesis
     for name, value in fabric_for("eks").engine_env:
         assert (name, value) in env, name
     assert synthesis.plan.role("prefill").fabric.name == "efa"
+
+
+def test_the_engines_run_the_efa_build_pushed_to_the_stacks_ecr_repository(synthesis):
+    (repo,) = _of_type(synthesis.resources, "aws:ecr/repository:Repository")
+    (image,) = _of_type(synthesis.resources, "docker-build:index:Image")
+    build = _inputs(image)
+    assert build["buildArgs"]["FABRIC"] == "efa" and build["target"] == "serving"
+    (tag,) = build["tags"]
+    assert (
+        tag
+        == f"{OFFLINE_AWS_ACCOUNT}.dkr.ecr.us-east-2.amazonaws.com/{_inputs(repo)['name']}:{image_tag('efa')}"
+    )
+    # Content-hashed tags never move; only the build cache tags are rewritten.
+    assert _inputs(repo)["imageTagMutability"] == "IMMUTABLE_WITH_EXCLUSION"
+    assert _inputs(repo)["imageTagMutabilityExclusionFilters"] == [
+        {"filter": "buildcache-*", "filterType": "WILDCARD"}
+    ]
+    (dset,) = [r for r in synthesis.resources if r.type.endswith("DisaggregatedSet")]
+    engines = [
+        c
+        for role in _inputs(dset)["spec"]["roles"]
+        for c in role["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"]
+        if c["name"] == "vllm"
+    ]
+    assert len(engines) == 2 and {c["image"] for c in engines} == {tag}
+    assert versions().image("vllm").ref not in json.dumps(_inputs(dset))
+    # The built image's default user is not root; added capabilities need UID 0 to take effect.
+    assert all(c["securityContext"]["runAsUser"] == 0 for c in engines)
+
+
+def test_eks_without_the_image_build_is_a_config_error():
+    raw = _raw()
+    del raw["images"]
+    with pytest.raises(ConfigError) as err:
+        parse_config(raw)
+    assert err.value.problems == [
+        (
+            "llmd-fleet:images.build",
+            "must be true on eks: EFA needs the built image, the upstream vLLM image has no EFA "
+            "user space (libfabric)",
+        )
+    ]
 
 
 # ----------------------------------------------------------------------------------------------

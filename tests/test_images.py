@@ -11,16 +11,15 @@ from typing import Any, get_args
 
 import pulumi
 import pytest
+import yaml
 from pulumi.runtime import MockCallArgs, MockResourceArgs
 
 from components.fabric import INFINIBAND, Fabric
-from components.images import (
+from components.image_spec import (
     DEFAULT_REPOSITORY,
     DOCKERFILE,
-    GCP_REGISTRY_USER,
     IMAGE_NAME,
     SERVING_TARGET,
-    ImageBuild,
     ImagesConfig,
     Variant,
     build_args,
@@ -28,11 +27,13 @@ from components.images import (
     image_tag,
     images_config_problems,
     images_dir,
-    main,
-    serving_image,
+    is_built_image,
     variant_for,
 )
+from components.images import GCP_REGISTRY_USER, ImageBuild, main, serving_image
 from components.versions import versions
+from infra.cli import run
+from infra.render import render_files
 from infra.synth import _SECRET_SIG, _SECRET_SIG_KEY, REDACTED, RecordingMocks, clean, synthesize
 from tests.conftest import REPO, STACKS_DIR, all_stacks
 from tests.test_versions import _pattern, _raw, matrix_versions
@@ -151,13 +152,14 @@ def test_the_build_context_is_kept_empty():
 # ----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("target", ["onprem", "gke", "kind"])
+@pytest.mark.parametrize("target", ["onprem", "gke"])
 def test_without_a_build_every_non_efa_target_runs_the_pinned_image_its_fabric_names(target):
-    assert default_variant(target) == "ib" and variant_for(INFINIBAND) == "ib"
+    assert default_variant(target) == "ib" and variant_for(INFINIBAND.name) == "ib"
     assert serving_image(target, INFINIBAND, None) == versions().image(INFINIBAND.image).ref
     assert INFINIBAND.image == "vllm"
     tcpxo = Fabric(name="tcpxo", nixl_backends=("UCX",))
-    assert variant_for(tcpxo) == "ib" and serving_image(target, tcpxo, None) == versions().image("vllm").ref
+    assert variant_for(tcpxo.name) == "ib"
+    assert serving_image(target, tcpxo, None) == versions().image("vllm").ref
 
 
 @pytest.mark.parametrize(
@@ -170,7 +172,7 @@ def test_without_a_build_every_non_efa_target_runs_the_pinned_image_its_fabric_n
     ],
 )
 def test_impossible_image_choices_are_refused(target, fabric, words):
-    assert default_variant("eks") == variant_for(EFA) == "efa"
+    assert default_variant("eks") == variant_for(EFA.name) == "efa"
     with pytest.raises(ValueError, match=words):
         serving_image(target, fabric, None)
 
@@ -181,7 +183,6 @@ def test_impossible_image_choices_are_refused(target, fabric, words):
         ("onprem", {}, []),
         ("onprem", {"build": True, "registry": "registry.lab:5000/ml"}, []),
         ("onprem", {"build": True}, [("llmd-fleet:images.registry", "required when build is true")]),
-        ("kind", {"build": True}, [("llmd-fleet:images.registry", "required when build is true")]),
         ("eks", {}, [("llmd-fleet:images.build", "EFA needs the built image")]),
         ("eks", {"build": True}, []),
         ("eks", {"build": True, "registry": "r.lab/ml"}, [("llmd-fleet:images.registry", "ECR")]),
@@ -378,9 +379,113 @@ def _images_in(value: Any) -> set[str]:
 def test_every_rendered_image_comes_from_the_matrix(stack):
     synthesis = synthesize(STACKS_DIR, stack)
     pulled = set().union(*(_images_in(clean(r.inputs)) for r in synthesis.resources))
-    assert versions().image("vllm").ref in pulled or any(
-        ref.endswith(f"/{IMAGE_NAME}:{image_tag(f)}") for ref in pulled for f in VARIANTS
-    ), "no engine image rendered"
+    engines = _engine_images(synthesis)
+    assert len(engines) == 1, "one engine image for every role"
+    assert engines <= pulled
     pinned = {image.ref for image in versions().images.values()}
-    built = {ref for ref in pulled for f in VARIANTS if ref.endswith(f"/{IMAGE_NAME}:{image_tag(f)}")}
+    built = {ref for ref in pulled if is_built_image(ref)}
     assert pulled - pinned - built == set()
+    # The EFA target cannot run the upstream image; the others run it unless they build.
+    assert bool(built) == synthesis.config.images.build
+    assert (stack == "eks-h100") == (engines == built != set())
+
+
+# ----------------------------------------------------------------------------------------------
+# The stack program: `llmd-fleet:images` decides what every engine container runs.
+# ----------------------------------------------------------------------------------------------
+
+
+def _stack_with(tmp_path: Path, stack: str, images: dict[str, Any] | None, **extra: Any) -> Path:
+    document = yaml.safe_load((STACKS_DIR / f"Pulumi.{stack}.yaml").read_text())
+    document["config"].pop("llmd-fleet:images", None)
+    if images is not None:
+        document["config"]["llmd-fleet:images"] = images
+    document["config"].update({f"llmd-fleet:{k}": v for k, v in extra.items()})
+    (tmp_path / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(document))
+    return tmp_path
+
+
+def _engine_images(synthesis: Any) -> set[str]:
+    (dset,) = [r for r in synthesis.resources if r.type.endswith("DisaggregatedSet")]
+    roles = clean(dset.inputs)["spec"]["roles"]
+    return {
+        c["image"]
+        for role in roles
+        for c in role["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"]
+        if c["name"] == "vllm"
+    }
+
+
+def test_gke_with_a_build_pushes_to_artifact_registry_and_every_engine_runs_it(tmp_path):
+    synthesis = synthesize(_stack_with(tmp_path, "gke-h100", {"build": True}), "gke-h100")
+    gke = synthesis.config.target.gke
+    assert gke is not None
+    (repo,) = [r for r in synthesis.resources if r.type == "gcp:artifactregistry/repository:Repository"]
+    assert clean(repo.inputs)["project"] == gke.project and clean(repo.inputs)["location"] == gke.region
+    registry_path = f"{gke.region}-docker.pkg.dev/{gke.project}/{DEFAULT_REPOSITORY}"
+    expected = f"{registry_path}/{IMAGE_NAME}:{image_tag('ib')}"
+    assert _engine_images(synthesis) == {expected}
+    (image,) = [r for r in synthesis.resources if r.type == IMAGE_TYPE]
+    assert clean(image.inputs)["tags"] == [expected] and clean(image.inputs)["buildArgs"]["FABRIC"] == "ib"
+
+
+def test_without_a_build_the_engines_run_the_pinned_upstream_image_and_nothing_is_built():
+    synthesis = synthesize(STACKS_DIR, "gke-h100")
+    assert _engine_images(synthesis) == {versions().image("vllm").ref}
+    assert not [r for r in synthesis.resources if r.type == IMAGE_TYPE or "artifactregistry" in r.type]
+
+
+def test_onprem_build_logs_in_with_the_secret_password_and_renders_it_redacted(tmp_path):
+    stacks = _stack_with(
+        tmp_path,
+        "onprem-h100",
+        {"build": True, "registry": "registry.lab:5000/ml", "registryUsername": "robot"},
+        registryPassword={"secure": "AAABAJ0cipher"},
+    )
+    synthesis = synthesize(stacks, "onprem-h100")
+    assert _engine_images(synthesis) == {
+        f"registry.lab:5000/ml/{DEFAULT_REPOSITORY}/{IMAGE_NAME}:{image_tag('ib')}"
+    }
+    files = render_files(synthesis)
+    (build_file,) = [text for path, text in files.items() if path.startswith("cloud/docker-build")]
+    build = yaml.safe_load(build_file)["inputs"]
+    assert build["registries"] == REDACTED
+    # The build context is written relative to the checkout: every clone renders the same bytes.
+    assert build["context"] == {"location": "images"}
+    assert build["dockerfile"] == {"location": f"images/{DOCKERFILE}"}
+    assert all(str(REPO) not in text for text in files.values())
+
+
+@pytest.mark.parametrize(
+    ("stack", "images", "extra", "problem"),
+    [
+        ("onprem-h100", {"build": True}, {}, "llmd-fleet:images.registry: required when build is true"),
+        (
+            "onprem-h100",
+            {"build": True, "registry": "r.lab/ml", "registryUsername": "robot"},
+            {},
+            "llmd-fleet:registryPassword: required with images.registryUsername",
+        ),
+        (
+            "onprem-h100",
+            {"build": True, "registry": "r.lab/ml", "registryUsername": "robot"},
+            {"registryPassword": "plain"},
+            "llmd-fleet:registryPassword: must be a secret",
+        ),
+        (
+            "gke-h100",
+            {"build": True, "registry": "r.lab/ml"},
+            {},
+            "llmd-fleet:images.registry: not used on gke",
+        ),
+        ("eks-h100", {"build": False}, {}, "llmd-fleet:images.build: must be true on eks"),
+        ("onprem-h100", {"biuld": True}, {}, "llmd-fleet:images.biuld: unknown key"),
+    ],
+)
+def test_bad_image_config_exits_2_naming_the_key(tmp_path, capsys, stack, images, extra, problem):
+    stacks = _stack_with(tmp_path, stack, images, **extra)
+    out = tmp_path / "out"
+    assert run(["--stacks-dir", str(stacks), "render", stack, "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert problem in captured.err and "Traceback" not in captured.err
+    assert not out.exists()

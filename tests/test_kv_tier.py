@@ -13,7 +13,7 @@ from components.epp_config import CPU_APPROX_PRODUCER, build_epp_config
 from components.plan import GIB, P2P_PORT, PlanError, plan_fleet
 from components.pod import PodInputs, disaggregated_set_spec, serving_pod_template
 from components.vllm import vllm_serve_argv
-from tests.conftest import stack_raw_config
+from tests.conftest import ENGINE_IMAGE, stack_raw_config
 
 
 def _flag(argv, name):
@@ -28,7 +28,7 @@ def _transfer(config, plan, role):
 
 
 def _engine_and_volumes(config, plan, role):
-    template = serving_pod_template(config, plan.role(role), PodInputs("glm52", {}, None))
+    template = serving_pod_template(config, plan.role(role), PodInputs("glm52", {}, None, ENGINE_IMAGE))
     return template["spec"]["containers"][0], {v["name"]: v for v in template["spec"]["volumes"]}, template
 
 
@@ -99,7 +99,9 @@ def test_fs_tier_on_a_pvc(raw_config):
     }
     config = parse_config(raw_config)
     spec = disaggregated_set_spec(
-        config, plan_fleet(config), {r: PodInputs("glm52", {}, None) for r in ("prefill", "decode")}
+        config,
+        plan_fleet(config),
+        {r: PodInputs("glm52", {}, None, ENGINE_IMAGE) for r in ("prefill", "decode")},
     )
     (claim,) = spec["roles"][0]["spec"]["leaderWorkerTemplate"]["volumeClaimTemplates"]
     assert claim["metadata"]["name"] == "kv-tier"
@@ -137,7 +139,7 @@ def test_p2p_wiring(raw_config):
     plan = plan_fleet(config)
     decode = plan.role("decode")
     assert decode.p2p_ports == tuple(P2P_PORT + i for i in range(8))
-    template = serving_pod_template(config, decode, PodInputs("glm52", {}, None))
+    template = serving_pod_template(config, decode, PodInputs("glm52", {}, None, ENGINE_IMAGE))
     sidecar = template["spec"]["initContainers"][0]
     assert "--enable-p2p-pull" in sidecar["args"] and f"--p2p-connector-port={P2P_PORT}" in sidecar["args"]
     engine = template["spec"]["containers"][0]

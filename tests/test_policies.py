@@ -36,6 +36,7 @@ from pulumi_policy.policy import _PolicyAnalyzerServicer
 from pulumi_policy.proxy import unknown_checking_proxy
 
 from components.config import PROJECT
+from components.image_spec import image_tag
 from components.versions import Image, versions
 from infra.cli import run
 from infra.policy_check import (
@@ -265,8 +266,10 @@ def test_the_reference_stack_has_a_gpu_budget(reference_policy_config):
 # ---------------------------------------------------------------------------------------------
 
 
-def test_parallelism_catches_dp_that_does_not_match_the_gpus(monkeypatch):
-    """The real program with a plan whose decode DP (48) does not fill its 8 x 8 GPUs."""
+@pytest.fixture
+def decode_dp_48(monkeypatch) -> None:
+    """The real program, given a plan whose decode DP (48) does not fill its 8 x 8 GPUs (the
+    config layer would refuse such a role, so the plan is edited after it)."""
     import infra.program
 
     real_load = infra.program.load
@@ -279,6 +282,10 @@ def test_parallelism_catches_dp_that_does_not_match_the_gpus(monkeypatch):
         return config, dataclasses.replace(plan, roles=roles)
 
     monkeypatch.setattr(infra.program, "load", load)
+
+
+@pytest.mark.usefixtures("decode_dp_48")
+def test_parallelism_catches_dp_that_does_not_match_the_gpus():
     found = violations("parallelism-matches-gpus", list(synthesize(STACKS_DIR, REFERENCE_STACK).resources))
     assert any("role decode" in m and "DP 48" in m and "has 64 GPUs" in m for m in found), found
 
@@ -708,6 +715,22 @@ def test_images_come_from_the_version_matrix(reference, monkeypatch):
     ] or any("0.10.0 differs from the version matrix" in m for m in found), found
 
 
+def test_the_wide_ep_build_of_this_matrix_is_pinned_and_a_stale_one_is_not():
+    registry = "registry.lab:5000/ml/llmd-fleet/vllm-wide-ep"
+
+    def engine(image: str) -> list[Recorded]:
+        return record(deployment("engine", [{"name": "vllm", "image": image, "resources": SMALL}]))
+
+    current = f"{registry}:{image_tag('ib')}"
+    assert violations("image-pinned", engine(current)) == []
+    assert violations("image-pinned", engine(f"{current}@sha256:{'0' * 64}")) == []
+    stale = f"{registry}:v{versions().vllm.version}-ib-000000000000"
+    (message,) = violations("image-pinned", engine(stale))
+    assert f"image {stale} is not pinned in images/versions.toml" in message
+    other = f"registry.lab:5000/ml/llmd-fleet/not-wide-ep:{image_tag('ib')}"
+    assert len(violations("image-pinned", engine(other))) == 1
+
+
 def test_digests_are_advised(reference):
     assert any("pinned by tag only" in m for m in violations("image-digest", reference))
     digest = [{"name": "c", "image": f"{PINNED}@sha256:{'0' * 64}", "resources": SMALL}]
@@ -999,26 +1022,16 @@ def _stack_dir(tmp_path: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
     return stacks
 
 
+@pytest.mark.usefixtures("decode_dp_48")
 def test_check_fails_a_deliberately_broken_stack(tmp_path, crd_dir, capsys, monkeypatch):
     """A router with one replica, a fleet beyond its GPU budget, the engine image tagged latest
     and a decode DP that does not fill its GPUs: `check` names each rule and resource, exit 1."""
-    import infra.program
 
     def edit(config):
         config["llmd-fleet:router"] = {"replicas": 1}
         config["llmd-fleet:fleet"]["nodeGroups"]["h100"]["count"] = 76
         config["llmd-fleet:serving"]["roles"]["decode"]["instances"] = 6
 
-    real_load = infra.program.load
-
-    def load():
-        config, plan = real_load()
-        roles = tuple(
-            dataclasses.replace(r, data_parallel=48) if r.name == "decode" else r for r in plan.roles
-        )
-        return config, dataclasses.replace(plan, roles=roles)
-
-    monkeypatch.setattr(infra.program, "load", load)
     monkeypatch.setitem(
         versions().images, "vllm", Image(repository="docker.io/vllm/vllm-openai", tag="latest")
     )

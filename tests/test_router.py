@@ -22,6 +22,7 @@ from components.router import (
 )
 from components.vllm import vllm_serve_argv
 from infra.synth import RecordingMocks, clean
+from tests.conftest import ENGINE_IMAGE
 
 TOKENIZER = "http://glm52-tokenizer.llm-d.svc:8000"
 
@@ -72,7 +73,8 @@ def test_pool_selects_exactly_the_serving_pods(reference):
     selector = pool_selector(config)
     for role in plan.roles:
         labels = serving_labels(config.serving.name, role.name, config.model.id, "x")
-        template = serving_pod_template(config, role, PodInputs(config.serving.name, labels, None))
+        inputs = PodInputs(config.serving.name, labels, None, ENGINE_IMAGE)
+        template = serving_pod_template(config, role, inputs)
         assert selector.items() <= template["metadata"]["labels"].items()
     assert pool_selector(config)["app.kubernetes.io/instance"] == "glm52"
 

@@ -186,6 +186,27 @@ ResourceCheck = Callable[[Resource, dict[str, Any], Callable[[str], None]], None
 StackCheck = Callable[[list[Resource], dict[str, Any], Report], None]
 
 
+def _policy_fields(
+    name: str,
+    description: str,
+    remediation: str,
+    level: EnforcementLevel,
+    severity: Severity,
+    config: PolicyConfigSchema | None,
+    tags: Sequence[str],
+) -> dict[str, Any]:
+    """What every rule declares, as the pulumi_policy constructors name it."""
+    return {
+        "name": name,
+        "description": description,
+        "enforcement_level": level,
+        "config_schema": config,
+        "severity": severity,
+        "remediation_steps": remediation,
+        "tags": list(tags),
+    }
+
+
 def resource_rule(
     *,
     name: str,
@@ -207,14 +228,7 @@ def resource_rule(
         check(resource, settings(args.get_config(), config), lambda message: report_violation(message, None))
 
     return ResourceValidationPolicy(
-        name=name,
-        description=description,
-        validate=validate,
-        enforcement_level=level,
-        config_schema=config,
-        severity=severity,
-        remediation_steps=remediation,
-        tags=list(tags),
+        validate=validate, **_policy_fields(name, description, remediation, level, severity, config, tags)
     )
 
 
@@ -240,12 +254,5 @@ def stack_rule(
         check(resources, settings(args.get_config(), config), report)
 
     return StackValidationPolicy(
-        name=name,
-        description=description,
-        validate=validate,
-        enforcement_level=level,
-        config_schema=config,
-        severity=severity,
-        remediation_steps=remediation,
-        tags=list(tags),
+        validate=validate, **_policy_fields(name, description, remediation, level, severity, config, tags)
     )
