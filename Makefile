@@ -1,5 +1,6 @@
 # Entry points used by the README and CI. Every target runs inside the locked uv environment.
 UV ?= uv
+# Upstream CRD schemas; `llmd-fleet check` also always reads the project's own schemas/crds.
 CRD_DIR ?= ../shared/schemas/crds
 STACKS := $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))
 

@@ -1,5 +1,6 @@
 """Gateway layer: Gateway API + inference-extension CRDs, one gateway implementation, and the
-Gateway + HTTPRoute that send every request through the endpoint picker to the InferencePool."""
+Gateway + HTTPRoute that send every request through the endpoint picker to the InferencePool.
+On GKE's managed gateway also the two policies that configure the pool's backend service."""
 
 from typing import Any, NotRequired, TypedDict
 
@@ -10,6 +11,7 @@ from pulumi_kubernetes import _utilities as k8s_utilities
 from components.config import GatewayConfig, StackConfig
 from components.helm import pinned_release
 from components.labels import common_labels
+from components.router import POOL_GROUP
 from components.versions import versions
 
 GATEWAY_NAME = "llm-d-inference-gateway"
@@ -21,6 +23,22 @@ CRD_MANIFESTS = ("gateway-api", "inference-extension", "llm-d-router-crds")
 ALWAYS_INSTALLED_CRDS = ("llm-d-router-crds",)
 # Managed implementations: the platform runs the controller, the stack installs nothing for it.
 MANAGED_IMPLEMENTATIONS = frozenset({"gke-l7-rilb"})
+# GKE's gateway controller: the InferencePool's backend service is configured through its
+# networking.gke.io policies, not through the HTTPRoute.
+GKE_IMPLEMENTATIONS = frozenset({"gke-l7-rilb"})
+GKE_POLICY_API_VERSION = "networking.gke.io/v1"
+# Path of the pool's load-balancer health check. Prefill endpoints are vLLM's per-rank API servers,
+# whose /health answers 503 once that rank's engine is dead; decode endpoints are the routing
+# sidecar's per-rank servers, whose /health answers 200 on its own (llm-d-router
+# pkg/sidecar/proxy/proxy.go), so a dead decode engine is left to the pod's readiness probe on the
+# DP supervisor (the endpoint picker only picks ready pods).
+POOL_HEALTH_PATH = "/health"
+# llm-d-router's GKE provider checks every 2 s with a 2 s timeout instead of GCE's 5 s / 5 s, so a
+# dead endpoint leaves the load balancer after ~4 s (two failures); vLLM's /health only reads a flag.
+POOL_HEALTH_CHECK_SECONDS = 2
+# GCPBackendPolicy logging.sampleRate is in millionths: 1,000,000 logs every request (GKE's
+# default once logging is on, which llm-d-router's GKE provider turns on).
+LOG_EVERY_REQUEST = 1_000_000
 
 
 def implementation_values(implementation: str) -> dict[str, dict[str, Any]]:
@@ -74,19 +92,59 @@ def gateway_labels(config: StackConfig) -> dict[str, str]:
     return labels
 
 
+def pool_ref(pool_name: str) -> dict[str, str]:
+    """The InferencePool as a route backend or a policy target."""
+    return {"group": POOL_GROUP, "kind": "InferencePool", "name": pool_name}
+
+
 def http_route_spec(config: StackConfig, pool_name: str) -> dict[str, Any]:
+    rule: dict[str, Any] = {
+        "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
+        "backendRefs": [pool_ref(pool_name)],
+    }
+    # Agent turns prefill ~200k tokens and stream for minutes; the default would cut them. GKE does
+    # not implement HTTPRoute timeouts (HTTPRouteRequestTimeout is exempt in the conformance run of
+    # GoogleCloudPlatform/gke-gateway-api, and llm-d-router's chart leaves the field out on GKE):
+    # there the same timeout goes into the GCPBackendPolicy.
+    if config.gateway.implementation not in GKE_IMPLEMENTATIONS:
+        rule["timeouts"] = {"request": f"{config.gateway.request_timeout_seconds}s"}
     return {
         "parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": GATEWAY_NAME}],
-        "rules": [
-            {
-                "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
-                "backendRefs": [
-                    {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": pool_name}
-                ],
-                # Agent turns prefill ~200k tokens and stream for minutes; the default would cut them.
-                "timeouts": {"request": f"{config.gateway.request_timeout_seconds}s"},
-            }
-        ],
+        "rules": [rule],
+    }
+
+
+def gke_health_check_policy_spec(pool_name: str) -> dict[str, Any]:
+    """HealthCheckPolicy of the InferencePool's backend service. Without it GKE checks `/` on each
+    endpoint, which vLLM answers 404, and marks every endpoint unhealthy.
+
+    Each endpoint is checked on its own port (`USE_SERVING_PORT`, GCE's rule for NEG endpoints),
+    so every data-parallel rank is judged by its own API server. A fixed port cannot serve a pool
+    that holds both roles: the DP supervisor listens on engine base + 8, 8008 on prefill and 8208
+    on decode, and is no pool target on either."""
+    return {
+        "targetRef": pool_ref(pool_name),
+        "default": {
+            "checkIntervalSec": POOL_HEALTH_CHECK_SECONDS,
+            "timeoutSec": POOL_HEALTH_CHECK_SECONDS,
+            "config": {
+                "type": "HTTP",
+                "httpHealthCheck": {"portSpecification": "USE_SERVING_PORT", "requestPath": POOL_HEALTH_PATH},
+            },
+        },
+    }
+
+
+def gke_backend_policy_spec(config: StackConfig, pool_name: str) -> dict[str, Any]:
+    """GCPBackendPolicy of the InferencePool's backend service: the route's request timeout as the
+    backend service timeout (30 s when unset, which would cut long agent turns), and request
+    logging."""
+    return {
+        "targetRef": pool_ref(pool_name),
+        "default": {
+            "timeoutSec": config.gateway.request_timeout_seconds,
+            "logging": {"enabled": True, "sampleRate": LOG_EVERY_REQUEST},
+        },
     }
 
 
@@ -131,6 +189,9 @@ class GatewayLayerArgs(TypedDict):
 
 class GatewayLayer(pulumi.ComponentResource):
     address: pulumi.Output[str | None]
+    route: k8s.apiextensions.CustomResource
+    backend_policies: list[k8s.apiextensions.CustomResource]
+    """GKE's HealthCheckPolicy and GCPBackendPolicy on the InferencePool (empty elsewhere)."""
 
     def __init__(self, name: str, args: GatewayLayerArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llmd-fleet:gateway:GatewayLayer", name, {}, opts)
@@ -179,7 +240,7 @@ class GatewayLayer(pulumi.ComponentResource):
             spec=gateway_spec(config.gateway, args.get("infrastructure_annotations")),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*crds, *releases]),
         )
-        k8s.apiextensions.CustomResource(
+        self.route = k8s.apiextensions.CustomResource(
             f"{name}-route",
             api_version="gateway.networking.k8s.io/v1",
             kind="HTTPRoute",
@@ -191,5 +252,34 @@ class GatewayLayer(pulumi.ComponentResource):
             spec=http_route_spec(config, args["pool_name"]),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[gateway]),
         )
+        self.backend_policies = (
+            self._gke_backend_policies(name, config, args["pool_name"])
+            if implementation in GKE_IMPLEMENTATIONS
+            else []
+        )
         self.address = gateway.status.apply(_first_address)
         self.register_outputs({"address": self.address})
+
+    def _gke_backend_policies(
+        self, name: str, config: StackConfig, pool_name: str
+    ) -> list[k8s.apiextensions.CustomResource]:
+        """Both policies live beside the InferencePool they target (GKE requires the same
+        namespace) and carry its name."""
+        return [
+            k8s.apiextensions.CustomResource(
+                f"{name}-{suffix}",
+                api_version=GKE_POLICY_API_VERSION,
+                kind=kind,
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name=pool_name,
+                    namespace=config.serving.namespace,
+                    labels=common_labels("gateway", config.serving.name),
+                ),
+                spec=spec,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for suffix, kind, spec in (
+                ("health-check-policy", "HealthCheckPolicy", gke_health_check_policy_spec(pool_name)),
+                ("backend-policy", "GCPBackendPolicy", gke_backend_policy_spec(config, pool_name)),
+            )
+        ]

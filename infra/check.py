@@ -1,6 +1,9 @@
 """Validate rendered manifests: built-in kinds against the Kubernetes OpenAPI schemas of the
 stack's version (kubernetes-validate, strict: unknown fields are errors), custom resources
 against the openAPIV3Schema of their CRD (unknown fields rejected as the API server prunes them).
+
+CRDs come from the directories given (`--crd-dir`) and, always, from the project's own
+`schemas/crds/` (upstream CRDs vendored byte-identical, listed in its SOURCES.md).
 """
 
 from dataclasses import dataclass
@@ -22,6 +25,23 @@ BUILTIN_GROUPS = frozenset(
         "rbac.authorization.k8s.io", "resource.k8s.io", "scheduling.k8s.io", "storage.k8s.io",
     }
 )  # fmt: skip
+
+
+_PACKAGED_CRD_DIR = Path(__file__).resolve().parent / "schemas" / "crds"
+_CHECKOUT_CRD_DIR = Path(__file__).resolve().parent.parent / "schemas" / "crds"
+
+
+def project_crd_dir() -> Path:
+    """The project's vendored CRDs: the packaged copy if installed as a wheel, else the checkout."""
+    return _PACKAGED_CRD_DIR if _PACKAGED_CRD_DIR.is_dir() else _CHECKOUT_CRD_DIR
+
+
+def crd_directories(given: list[Path]) -> list[Path]:
+    """The directories given, then the project's own, each once."""
+    unique: dict[Path, Path] = {}
+    for directory in [*given, project_crd_dir()]:
+        unique.setdefault(directory.resolve(), directory)
+    return list(unique.values())
 
 
 @dataclass(frozen=True)
@@ -98,6 +118,7 @@ class CrdSchemas:
     def __init__(self, directories: list[Path]):
         self._schemas: dict[tuple[str, str], dict[str, tuple[bool, dict[str, Any]]]] = {}
         self._validators: dict[tuple[str, str, str], Any] = {}
+        sources: dict[tuple[str, str], Path] = {}
         for directory in directories:
             if not directory.is_dir():
                 raise ValueError(f"--crd-dir {directory}: not a directory")
@@ -107,13 +128,22 @@ class CrdSchemas:
                 ):
                     if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
                         spec = doc["spec"]
-                        versions = self._schemas.setdefault((spec["group"], spec["names"]["kind"]), {})
+                        key = (spec["group"], spec["names"]["kind"])
+                        versions: dict[str, tuple[bool, dict[str, Any]]] = {}
                         for version in spec.get("versions", []):
                             schema = (version.get("schema") or {}).get("openAPIV3Schema") or {
                                 "type": "object",
                                 "x-kubernetes-preserve-unknown-fields": True,
                             }
                             versions[version["name"]] = (bool(version.get("served")), schema)
+                        # The same CRD in two directories must not make the result depend on
+                        # their order.
+                        if key in self._schemas and self._schemas[key] != versions:
+                            raise ValueError(
+                                f"CRD {key[1]}.{key[0]} differs between {sources[key]} and {path}"
+                            )
+                        self._schemas[key] = versions
+                        sources.setdefault(key, path)
 
     def validator(self, group: str, version: str, kind: str) -> Any:
         key = (group, version, kind)
@@ -170,9 +200,10 @@ def check_object(obj: Any, version: str, crds: CrdSchemas) -> list[str]:
 def check_manifests(
     manifest_dir: Path, kubernetes_version: str, crd_dirs: list[Path]
 ) -> tuple[int, list[Finding]]:
-    """Validate every YAML document under manifest_dir; returns (objects checked, findings)."""
+    """Validate every YAML document under manifest_dir against the CRDs of crd_dirs and of the
+    project's own schemas directory; returns (objects checked, findings)."""
     version = schema_version(kubernetes_version)
-    crds = CrdSchemas(crd_dirs)
+    crds = CrdSchemas(crd_directories(crd_dirs))
     findings: list[Finding] = []
     count = 0
     for path in sorted(manifest_dir.rglob("*.yaml")):

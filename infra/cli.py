@@ -52,7 +52,11 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("stack")
     check.add_argument("--out", type=Path, default=None, help="output directory (default: build/STACK)")
     check.add_argument(
-        "--crd-dir", type=Path, action="append", default=[], help="directory of CRD YAML files (repeatable)"
+        "--crd-dir",
+        type=Path,
+        action="append",
+        default=[],
+        help="directory of CRD YAML files (repeatable); the project's schemas/crds is always read too",
     )
     check.add_argument(
         "--policy-config",

@@ -2,18 +2,22 @@
 TCPXO in-cluster objects and pod wiring, and that serving changes leave the fleet's cloud inputs alone."""
 
 import copy
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
+import pulumi
 import pytest
 import yaml
 
 from components.config import ConfigError, parse_config
 from components.config_gke import GkeNodePoolConfig, compact_placement
+from components.gateway import GatewayLayer
 from components.versions import versions
-from infra.render import render_files
-from infra.synth import Recorded, Synthesis, clean, synthesize
+from infra.check import CrdSchemas, check_object, crd_directories, project_crd_dir, schema_version
+from infra.render import kubernetes_object, render_files
+from infra.synth import Recorded, RecordingMocks, Synthesis, clean, synthesize
 from tests.conftest import STACKS_DIR, stack_raw_config
 
 STACK = "gke-h100"
@@ -319,3 +323,131 @@ def test_kubeconfig_is_a_secret(tmp_path):
     assert run(["render", STACK, "--out", str(out)]) == 0
     text = "\n".join(p.read_text() for p in Path(out).rglob("*.yaml"))
     assert "gke-gcloud-auth-plugin" not in text
+
+
+# -- GKE gateway policies on the InferencePool --------------------------------------------------
+
+HEALTH_CHECK_POLICY = "kubernetes:networking.gke.io/v1:HealthCheckPolicy"
+BACKEND_POLICY = "kubernetes:networking.gke.io/v1:GCPBackendPolicy"
+
+
+def _policies(synthesis: Synthesis) -> dict[str, dict[str, Any]]:
+    found = {
+        r.type: kubernetes_object(r)
+        for r in synthesis.resources
+        if r.type in {HEALTH_CHECK_POLICY, BACKEND_POLICY}
+    }
+    assert found.keys() == {HEALTH_CHECK_POLICY, BACKEND_POLICY}
+    return found
+
+
+def test_gke_gateway_health_checks_every_pool_endpoint_on_its_own_port(synthesis):
+    (pool,) = _k8s(synthesis, "InferencePool")
+    policy = _policies(synthesis)[HEALTH_CHECK_POLICY]
+    assert policy["metadata"]["namespace"] == pool["metadata"]["namespace"]
+    assert policy["metadata"]["name"] == pool["metadata"]["name"]
+    assert policy["spec"]["targetRef"] == {
+        "group": "inference.networking.k8s.io",
+        "kind": "InferencePool",
+        "name": pool["metadata"]["name"],
+    }
+    default = policy["spec"]["default"]
+    assert default["config"] == {
+        "type": "HTTP",
+        "httpHealthCheck": {"portSpecification": "USE_SERVING_PORT", "requestPath": "/health"},
+    }
+    # The CRD's CEL rule (not run offline): the timeout may not exceed the interval.
+    assert default["timeoutSec"] <= default["checkIntervalSec"]
+    # Why no fixed port: the pool's targets are every rank's client port on both roles, while the
+    # DP supervisor (whose /health covers all local ranks) sits on a different port per role and
+    # is no target at all.
+    targets = {p["number"] for p in pool["spec"]["targetPorts"]}
+    assert all(set(role.client_ports) == targets for role in synthesis.plan.roles)
+    supervisors = {role.supervisor_port for role in synthesis.plan.roles}
+    assert len(supervisors) == len(synthesis.plan.roles) and not supervisors & targets
+
+
+def test_gke_backend_timeout_is_the_route_timeout_and_requests_are_logged(synthesis):
+    (pool,) = _k8s(synthesis, "InferencePool")
+    (route,) = _k8s(synthesis, "HTTPRoute")
+    policy = _policies(synthesis)[BACKEND_POLICY]
+    assert policy["metadata"]["namespace"] == pool["metadata"]["namespace"]
+    assert policy["spec"]["targetRef"] == {
+        "group": "inference.networking.k8s.io",
+        "kind": "InferencePool",
+        "name": pool["metadata"]["name"],
+    }
+    assert policy["spec"]["default"]["timeoutSec"] == synthesis.config.gateway.request_timeout_seconds == 1800
+    assert policy["spec"]["default"]["logging"] == {"enabled": True, "sampleRate": 1_000_000}
+    # GKE does not implement HTTPRoute timeouts: the backend policy carries the timeout instead.
+    (rule,) = route["spec"]["rules"]
+    assert "timeouts" not in rule and rule["backendRefs"] == [policy["spec"]["targetRef"]]
+
+
+@pytest.mark.parametrize("implementation", ["agentgateway", "istio"])
+@pulumi.runtime.test
+def test_other_gateways_render_no_gke_policies(implementation):
+    mocks = RecordingMocks()
+    pulumi.runtime.set_mocks(mocks, project="llmd-fleet", stack="test", preview=False)
+    raw = _raw()
+    raw["gateway"] = {"implementation": implementation}
+    config = parse_config(raw)
+    layer = GatewayLayer("gateway", {"config": config, "pool_name": "glm52", "install_crds": True})
+
+    def check(_):
+        assert layer.backend_policies == []
+        assert not [r for r in mocks.created if r.type.startswith("kubernetes:networking.gke.io/")]
+        (route,) = [clean(r.inputs) for r in mocks.created if r.type.endswith(":HTTPRoute")]
+        assert route["spec"]["rules"][0]["timeouts"] == {"request": "1800s"}
+
+    # The route is the last child: once it is registered, every child is.
+    return pulumi.Output.all(layer.route.urn, layer.address).apply(check)
+
+
+def test_check_validates_the_policies_against_the_vendored_crds(synthesis):
+    crds = CrdSchemas(crd_directories([]))
+    version = schema_version(synthesis.config.target.kubernetes_version)
+    policies = _policies(synthesis)
+    for policy in policies.values():
+        assert check_object(policy, version, crds) == []
+    health = copy.deepcopy(policies[HEALTH_CHECK_POLICY])
+    health["spec"]["default"]["config"]["httpHealthCheck"]["path"] = "/health"
+    (problem,) = check_object(health, version, crds)
+    assert problem.startswith("spec.default.config.httpHealthCheck:") and "'path'" in problem
+    backend = copy.deepcopy(policies[BACKEND_POLICY])
+    backend["spec"]["default"]["requestTimeoutSec"] = 1800
+    (problem,) = check_object(backend, version, crds)
+    assert problem.startswith("spec.default:") and "'requestTimeoutSec'" in problem
+    backend = copy.deepcopy(policies[BACKEND_POLICY])
+    backend["spec"]["default"]["timeoutSec"] = 0
+    (problem,) = check_object(backend, version, crds)
+    assert problem.startswith("spec.default.timeoutSec:")
+
+
+def test_the_project_crds_are_always_read_once(tmp_path):
+    project = project_crd_dir()
+    assert crd_directories([]) == [project]
+    assert crd_directories([tmp_path, project, tmp_path]) == [tmp_path, project]
+    # A CRD that two directories define differently is an error, not a silent override.
+    crd = project / "networking.gke.io" / "networking.gke.io_gcpbackendpolicies.yaml"
+    changed = crd.read_text().replace("maximum: 2147483647", "maximum: 3600")
+    (tmp_path / crd.name).write_text(changed)
+    with pytest.raises(ValueError, match=r"GCPBackendPolicy\.networking\.gke\.io differs"):
+        CrdSchemas(crd_directories([tmp_path]))
+    (tmp_path / crd.name).write_text(crd.read_text())
+    assert CrdSchemas(crd_directories([tmp_path])).validator("networking.gke.io", "v1", "GCPBackendPolicy")
+
+
+def test_vendored_crds_are_the_upstream_blobs_listed_in_sources():
+    """Each vendored file's git blob hash appears in its SOURCES.md row (byte-identical copies)."""
+    sources = (project_crd_dir() / "SOURCES.md").read_text()
+    files = sorted(project_crd_dir().rglob("*.yaml"))
+    assert [f.name for f in files] == [
+        "networking.gke.io_gcpbackendpolicies.yaml",
+        "networking.gke.io_healthcheckpolicies.yaml",
+    ]
+    for path in files:
+        data = path.read_bytes()
+        blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+        (row,) = [line for line in sources.splitlines() if f"`networking.gke.io/{path.name}`" in line]
+        assert f"blob `{blob[:12]}`" in row, (path.name, blob)
