@@ -278,6 +278,12 @@ class ServingConfig(_Model):
     model_load_minutes: Annotated[int, Field(ge=5, le=240)] = 45
     """Longest time a pod may take from start to serving (image pull excluded); the startup
     probe allows exactly this long."""
+    drain_seconds: Annotated[int, Field(ge=0, le=7200)] = 600
+    """How long a pod being replaced or deleted keeps serving its in-flight requests after
+    SIGTERM (vLLM `--shutdown-timeout`; 0 aborts them at once). The pod's grace period adds a
+    margin for teardown. New requests stop at once: the endpoint picker drops terminating pods
+    (llm-d-router pkg/epp/controller/pod_reconciler.go). Agent turns outlive the default 30 s
+    grace, so a rollout without a drain aborts them mid-stream."""
     model_cache_gib: Annotated[int, Field(ge=16)] = 1024
     """Node-local scratch per pod for the weights download and compile caches (an emptyDir
     with this size limit and the matching ephemeral-storage request)."""

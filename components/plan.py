@@ -101,6 +101,13 @@ class RolePlan:
     """DRA claim of each pod; None when the node group uses device plugins."""
     fabric: Fabric
     """The target's GPU fabric (KV transfer backends, NCCL/NVSHMEM settings, pod annotations)."""
+    drain_seconds: int = 0
+    """vLLM `--shutdown-timeout`: in-flight requests finish within this after SIGTERM."""
+    max_surge: int = 0
+    """Rolling update: instances created above `instances` while replacing (1 only when the node
+    group has a whole spare instance's nodes, see `rollout_for`)."""
+    max_unavailable: int = 1
+    """Rolling update: instances taken down at once (0 when surging)."""
 
     @property
     def lws_size(self) -> int:
@@ -321,6 +328,7 @@ def _role_plan(config: StackConfig, name: RoleName) -> tuple[RolePlan, list[tupl
         pod_cpus=pod_cpus,
         claim=claim_shape(group),
         fabric=fabric_for(config.target.kind),
+        drain_seconds=config.serving.drain_seconds,
     )
     return plan, problems
 
@@ -352,4 +360,21 @@ def plan_fleet(config: StackConfig) -> FleetPlan:
             )
     if problems:
         raise PlanError(problems)
+    spare = {use.name: use.nodes - use.used for use in uses}
+    for i, r in enumerate(roles):
+        surge, unavailable = rollout_for(r, spare[r.node_group])
+        roles[i] = replace(r, max_surge=surge, max_unavailable=unavailable)
     return FleetPlan(roles=tuple(roles), node_groups=tuple(uses))
+
+
+def rollout_for(role: RolePlan, spare_nodes: int) -> tuple[int, int]:
+    """(maxSurge, maxUnavailable) of a role's rolling update.
+
+    Decode surges first (a new instance becomes ready before an old one goes, so decode capacity
+    never drops; llm-d's P/D rollout) when its node group has the nodes of one more instance to
+    spare. Otherwise a surge instance could never schedule and, with maxUnavailable 0, the rollout
+    would stall for good, so decode is replaced one instance at a time like prefill, whose
+    instances span nodes and always replace in place."""
+    if role.name == "decode" and spare_nodes >= role.nodes_per_instance:
+        return 1, 0
+    return 0, 1

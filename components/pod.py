@@ -13,14 +13,9 @@ from components.versions import versions
 from components.vllm import CACHE_PATH, KV_TIER_PATH, SHM_PATH, engine_env, launch_script
 
 GPU_RESOURCE = "nvidia.com/gpu"
-# The LWS rollout settings llm-d uses: prefill replaces in place (a prefill instance spans nodes,
-# a surge instance would need spare nodes); decode surges first so in-flight decodes never lose
-# capacity.
-ROLLOUT = {
-    "prefill": {"maxSurge": 0, "maxUnavailable": 1},
-    "decode": {"maxSurge": 1, "maxUnavailable": 0},
-}
 SIDECAR_NAME = "routing-proxy"
+TEARDOWN_SECONDS = 60
+"""Grace after the drain for process and device teardown."""
 ENGINE_NAME = "vllm"
 PROBE_PERIOD_SECONDS = 10
 
@@ -176,7 +171,9 @@ def serving_pod_template(config: StackConfig, plan: RolePlan, inputs: PodInputs)
     spec: dict[str, Any] = {
         # Hundreds of Services in the namespace would otherwise become env vars of vLLM.
         "enableServiceLinks": False,
-        "terminationGracePeriodSeconds": 60,
+        # The drain, then teardown: the DP supervisor waits for its ranks to exit, the engines
+        # free GPU memory and NIXL registrations (SIGKILL before that can leave a GPU busy).
+        "terminationGracePeriodSeconds": plan.drain_seconds + TEARDOWN_SECONDS,
         "nodeSelector": dict(sorted(group.node_labels.items())),
         "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
         "containers": [_engine_container(config, role, plan, group, inputs)],
@@ -248,7 +245,11 @@ def disaggregated_set_spec(
                     },
                     "rolloutStrategy": {
                         "type": "RollingUpdate",
-                        "rollingUpdateConfiguration": dict(ROLLOUT[plan.name]),
+                        # From the plan: decode surges only into spare nodes (plan.rollout_for).
+                        "rollingUpdateConfiguration": {
+                            "maxSurge": plan.max_surge,
+                            "maxUnavailable": plan.max_unavailable,
+                        },
                     },
                 },
             }

@@ -151,6 +151,9 @@ def vllm_serve_argv(
         str(role.max_model_len),
         "--gpu-memory-utilization",
         str(role.gpu_memory_utilization),
+        # SIGTERM drains: running requests finish (up to this long) instead of being aborted.
+        "--shutdown-timeout",
+        str(plan.drain_seconds),
     ]
     if role.mtp_tokens:
         argv += [

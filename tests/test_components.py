@@ -44,9 +44,10 @@ def test_serving_registers_a_disaggregated_set_under_the_component(engine, raw_c
             "maxSurge": 0,
             "maxUnavailable": 1,
         }
+        # All 68 nodes are in use: decode cannot surge (components/plan.py rollout_for).
         assert roles["decode"]["rolloutStrategy"]["rollingUpdateConfiguration"] == {
-            "maxSurge": 1,
-            "maxUnavailable": 0,
+            "maxSurge": 0,
+            "maxUnavailable": 1,
         }
         decode_pod = roles["decode"]["leaderWorkerTemplate"]["workerTemplate"]
         assert decode_pod["metadata"]["labels"]["llm-d.ai/role"] == "decode"

@@ -6,9 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from components.config import parse_config
+from components.config import ConfigError, parse_config
 from components.plan import PlanError, plan_fleet
-from tests.conftest import stack_raw_config
+from components.pod import TEARDOWN_SECONDS, PodInputs, disaggregated_set_spec
+from tests.conftest import ENGINE_IMAGE, stack_raw_config
 
 
 def _with_roles(raw, **changes):
@@ -128,3 +129,57 @@ def test_any_valid_shape_plans_consistently(prefill, decode):
         assert len(ports) == len(set(ports)), role.pod_ports()
         assert len(role.client_ports) == role.dp_size_local
         assert role.memory.kv_tokens >= 32768
+
+
+def test_a_full_node_group_replaces_decode_in_place_instead_of_stalling(raw_config):
+    """68 of 68 nodes used: a decode surge instance could never schedule, and with maxUnavailable
+    0 the rollout would wait forever."""
+    plan = plan_fleet(parse_config(raw_config))
+    assert plan.node_groups[0].nodes == plan.node_groups[0].used
+    for role in plan.roles:
+        assert (role.max_surge, role.max_unavailable) == (0, 1), role.name
+
+
+@pytest.mark.parametrize(("spare", "decode_rollout"), [(7, (0, 1)), (8, (1, 0)), (20, (1, 0))])
+def test_decode_surges_only_into_a_whole_spare_instance(raw_config, spare, decode_rollout):
+    raw_config["fleet"]["nodeGroups"]["h100"]["count"] = 68 + spare
+    plan = plan_fleet(parse_config(raw_config))
+    decode = plan.role("decode")
+    assert decode.nodes_per_instance == 8
+    assert (decode.max_surge, decode.max_unavailable) == decode_rollout
+    # Prefill instances span nodes and always replace in place.
+    assert (plan.role("prefill").max_surge, plan.role("prefill").max_unavailable) == (0, 1)
+
+
+def test_the_drain_reaches_every_role(raw_config):
+    raw_config["serving"]["drainSeconds"] = 900
+    plan = plan_fleet(parse_config(raw_config))
+    assert {r.drain_seconds for r in plan.roles} == {900}
+
+
+def test_pods_get_the_drain_plus_teardown_as_grace_and_the_planned_rollout(raw_config):
+    raw_config["fleet"]["nodeGroups"]["h100"]["count"] = 76
+    raw_config["serving"]["drainSeconds"] = 1200
+    config = parse_config(raw_config)
+    inputs = {r: PodInputs("glm52", {}, None, ENGINE_IMAGE) for r in ("prefill", "decode")}
+    spec = disaggregated_set_spec(config, plan_fleet(config), inputs)
+    by_role = {r["name"]: r["spec"] for r in spec["roles"]}
+    for role in by_role.values():
+        pod = role["leaderWorkerTemplate"]["workerTemplate"]["spec"]
+        assert pod["terminationGracePeriodSeconds"] == 1200 + TEARDOWN_SECONDS
+    assert by_role["decode"]["rolloutStrategy"]["rollingUpdateConfiguration"] == {
+        "maxSurge": 1,
+        "maxUnavailable": 0,
+    }
+    assert by_role["prefill"]["rolloutStrategy"]["rollingUpdateConfiguration"] == {
+        "maxSurge": 0,
+        "maxUnavailable": 1,
+    }
+
+
+@pytest.mark.parametrize("drain", [-1, 7201])
+def test_drain_out_of_range_names_the_key(raw_config, drain):
+    raw_config["serving"]["drainSeconds"] = drain
+    with pytest.raises(ConfigError) as caught:
+        parse_config(raw_config)
+    assert [path for path, _ in caught.value.problems] == ["llmd-fleet:serving.drainSeconds"]

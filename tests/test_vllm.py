@@ -68,6 +68,8 @@ def test_role_flags(reference, role):
     assert _flag(argv, "--tool-call-parser") == "glm47" and "--enable-auto-tool-choice" in argv
     assert _flag(argv, "--reasoning-parser") == "glm45"
     assert "--data-parallel-multi-port-external-lb" in argv and "--enable-expert-parallel" in argv
+    # SIGTERM drains in-flight requests for the configured time instead of aborting them.
+    assert _flag(argv, "--shutdown-timeout") == str(config.serving.drain_seconds) != "0"
 
 
 def test_mtp_off_drops_the_speculative_config(raw_config):
