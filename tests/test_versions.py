@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from components.images import build_args
+from components.image_spec import build_args
 from components.versions import VersionMatrix, matrix_path, version_tuple, versions
 from tests.conftest import REPO
 
 MATRIX = REPO / "images" / "versions.toml"
 # Where a version must never be written down: everything that is code or config, except the matrix.
-SCANNED_DIRS = ("components", "infra", "policies", "stacks", "tests")
+SCANNED_DIRS = ("components", "infra", "policies", "stacks", "tests", "examples")
 SCANNED_SUFFIXES = {".py", ".yaml", ".yml", ".json", ".toml", ".sh", ".cfg", ".ini"}
 THIS_FILE = Path(__file__).resolve()
 
