@@ -483,6 +483,38 @@ def test_gpu_budget_on_workloads(reference):
     assert "DisaggregatedSet llm-d/glm52: 544 (prefill 28 pods x 8, decode 40 pods x 8)" in message
 
 
+def _decode_rollout(max_surge: Any, max_unavailable: Any) -> Callable[[dict[str, Any]], None]:
+    def edit(inputs: dict[str, Any]) -> None:
+        for role in inputs["spec"]["roles"]:
+            if role["name"] == "decode":
+                role["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"] = {
+                    "maxSurge": max_surge,
+                    "maxUnavailable": max_unavailable,
+                }
+
+    return edit
+
+
+def test_gpu_budget_counts_the_surge_of_a_rolling_update(reference):
+    dset = one(reference, DSET)
+    # The plan replaces decode in place on a full fleet: no surge, within budget.
+    assert violations("gpu-budget", reference, {"maxGpus": 544}) == []
+    surging = edited(reference, dset, _decode_rollout(1, 0))
+    (message,) = violations("gpu-budget", surging, {"maxGpus": 544})
+    assert message == (
+        "DisaggregatedSet llm-d/glm52 role decode: a rolling update surges 8 pods x 8 GPUs on top of "
+        "the 544 GPUs in use, up to 608, over the stack's budget of 544; with maxUnavailable 0 the "
+        "rollout waits for pods that cannot be placed and stalls. Set maxSurge 0 and maxUnavailable "
+        "1, or budget (and provision) the spare capacity"
+    )
+    # With a whole spare decode instance in the budget the same surge passes.
+    assert violations("gpu-budget", surging, {"maxGpus": 608}) == []
+    # A percentage surges ceil(20% of 5) = 1 instance; with maxUnavailable 1 it no longer stalls.
+    percent = edited(reference, dset, _decode_rollout("20%", 1))
+    (message,) = violations("gpu-budget", percent, {"maxGpus": 544})
+    assert "surges 8 pods x 8 GPUs" in message and "stay pending until old ones are gone" in message
+
+
 def test_gpu_budget_on_cloud_node_pools():
     def pools(nodes: int) -> Callable[[], None]:
         def build() -> None:

@@ -46,6 +46,11 @@ class PodTemplate:
     """LeaderWorkerSet groups (replicas x slices); None outside LeaderWorkerSets."""
     leader: bool = False
     """True for an LWS leaderTemplate (one pod per group)."""
+    surge_pods: int = 0
+    """Pods created from this template beyond `pods` while a rolling update surges."""
+    surge_blocks_rollout: bool = False
+    """True when the rollout waits for surge pods before taking any old pod down
+    (maxUnavailable 0): a surge that cannot schedule stalls it."""
 
     def where(self) -> str:
         """Workload and role (or template path) for messages."""
@@ -65,6 +70,29 @@ def _labels(metadata: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
 
 
+def _rollout_amount(value: Any, replicas: int, default: int | str, round_up: bool) -> int:
+    """maxSurge/maxUnavailable as a count: an int, or a percentage of replicas (Kubernetes rounds
+    maxSurge up and maxUnavailable down)."""
+    if value is None:
+        value = default
+    if isinstance(value, str) and value.endswith("%") and value[:-1].strip().isdigit():
+        scaled = int(value[:-1]) * replicas
+        return -(-scaled // 100) if round_up else scaled // 100
+    return as_int(value) or 0
+
+
+def _surge(
+    rolling: Any, replicas: int, surge_default: int | str, unavailable_default: int | str
+) -> tuple[int, bool]:
+    """(replicas added while surging, whether the rollout waits for them)."""
+    rolling = rolling if isinstance(rolling, dict) else {}
+    surge = _rollout_amount(rolling.get("maxSurge"), replicas, surge_default, round_up=True)
+    unavailable = _rollout_amount(
+        rolling.get("maxUnavailable"), replicas, unavailable_default, round_up=False
+    )
+    return surge, surge > 0 and unavailable == 0
+
+
 def _lws_templates(
     workload: Resource, lws_spec: Any, path: str, role: str | None, multiplier: int
 ) -> list[PodTemplate]:
@@ -72,6 +100,11 @@ def _lws_templates(
     size = as_int(lwt.get("size")) or 1
     replicas = as_int(dig(lws_spec, "replicas"))
     groups = (1 if replicas is None else replicas) * multiplier
+    # LeaderWorkerSet defaults: maxUnavailable 1, maxSurge 0 (rollingUpdateConfiguration).
+    surge_groups, blocks = _surge(
+        dig(lws_spec, "rolloutStrategy", "rollingUpdateConfiguration"), groups // multiplier, 0, 1
+    )
+    surge_groups *= multiplier
     worker = lwt.get("workerTemplate") or {}
     leader = lwt.get("leaderTemplate")
     found = []
@@ -87,11 +120,13 @@ def _lws_templates(
                 size,
                 groups,
                 leader=True,
+                surge_pods=surge_groups,
+                surge_blocks_rollout=blocks,
             )
         )
-        worker_pods = groups * (size - 1)
+        worker_pods, workers_per_group = groups * (size - 1), size - 1
     else:
-        worker_pods = groups * size
+        worker_pods, workers_per_group = groups * size, size
     found.append(
         PodTemplate(
             workload,
@@ -102,6 +137,8 @@ def _lws_templates(
             worker_pods,
             size,
             groups,
+            surge_pods=surge_groups * workers_per_group,
+            surge_blocks_rollout=blocks,
         )
     )
     return found
@@ -131,9 +168,22 @@ def pod_templates(resource: Resource) -> list[PodTemplate]:
         else:
             pods = as_int(spec.get("replicas"))
             pods = 1 if pods is None else pods
+        surge, blocks = 0, False
+        if kind == "Deployment" and dig(spec, "strategy", "type") != "Recreate":
+            # Deployment defaults: maxSurge 25%, maxUnavailable 25%.
+            surge, blocks = _surge(dig(spec, "strategy", "rollingUpdate"), pods or 0, "25%", "25%")
         return [
             PodTemplate(
-                resource, path, labels.get(ROLE_LABEL), labels, template.get("spec") or {}, pods, 1, None
+                resource,
+                path,
+                labels.get(ROLE_LABEL),
+                labels,
+                template.get("spec") or {},
+                pods,
+                1,
+                None,
+                surge_pods=surge,
+                surge_blocks_rollout=blocks,
             )
         ]
     if kind == "LeaderWorkerSet":

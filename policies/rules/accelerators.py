@@ -18,7 +18,13 @@ from policies.rules._dra import (
     pod_claims,
     with_stack_classes,
 )
-from policies.rules._k8s import WORKLOAD_TYPES, all_pod_templates, device_plugin_gpus, pod_templates
+from policies.rules._k8s import (
+    WORKLOAD_TYPES,
+    PodTemplate,
+    all_pod_templates,
+    device_plugin_gpus,
+    pod_templates,
+)
 from policies.rules._serving import pod_gpus
 
 _DRA_DRIVER_CHARTS = ("dra-driver-nvidia-gpu", "nvidia-dra-driver-gpu")
@@ -280,6 +286,7 @@ def _check_budget(resources: list[Resource], cfg: dict[str, Any], report: Report
     cfg = with_stack_classes(resources, cfg)
     claims = claim_index(resources)
     usage: dict[str, tuple[Resource, int, list[str]]] = {}
+    surges: list[tuple[PodTemplate, int]] = []
     for template in all_pod_templates(resources):
         gpus = pod_gpus(template, claims, cfg)
         if not gpus or template.pods is None:
@@ -291,6 +298,8 @@ def _check_budget(resources: list[Resource], cfg: dict[str, Any], report: Report
             total + template.pods * gpus,
             [*parts, f"{label} {template.pods} pods x {gpus}"],
         )
+        if template.surge_pods:
+            surges.append((template, template.surge_pods * gpus))
     requested = sum(total for _, total, _ in usage.values())
     if requested > budget:
         ranked = sorted(usage.values(), key=lambda u: -u[1])
@@ -298,6 +307,8 @@ def _check_budget(resources: list[Resource], cfg: dict[str, Any], report: Report
         report(
             f"workloads request {requested} GPUs, over the stack's budget of {budget}: {detail}", ranked[0][0]
         )
+    else:
+        _check_surge(requested, budget, surges, report)
     if cfg["countNodePools"]:
         templates = _launch_template_types(resources)
         pools = [(r, g) for r in resources if (g := _node_pool_gpus(r, cfg, templates)) is not None]
@@ -312,10 +323,31 @@ def _check_budget(resources: list[Resource], cfg: dict[str, Any], report: Report
             )
 
 
+def _check_surge(requested: int, budget: int, surges: list[tuple[PodTemplate, int]], report: Report) -> None:
+    """A rolling update's surge pods need GPUs beyond the steady state; within the budget or the
+    rollout cannot start the new pods (and, with maxUnavailable 0, never proceeds)."""
+    peak = requested + sum(gpus for _, gpus in surges)
+    if peak <= budget:
+        return
+    for template, gpus in surges:
+        consequence = (
+            "with maxUnavailable 0 the rollout waits for pods that cannot be placed and stalls"
+            if template.surge_blocks_rollout
+            else "the surge pods stay pending until old ones are gone"
+        )
+        report(
+            f"{template.where()}: a rolling update surges {template.surge_pods} pods x "
+            f"{gpus // template.surge_pods} GPUs on top of the {requested} GPUs in use, up to {peak}, "
+            f"over the stack's budget of {budget}; {consequence}. Set maxSurge 0 and "
+            "maxUnavailable 1, or budget (and provision) the spare capacity",
+            template.workload,
+        )
+
+
 gpu_budget = stack_rule(
     name="gpu-budget",
-    description="The GPUs a stack requests, and the GPU node pools it provisions, stay within the "
-    "stack's GPU budget.",
+    description="The GPUs a stack requests, including the surge of a rolling update, and the GPU "
+    "node pools it provisions, stay within the stack's GPU budget.",
     remediation="Shrink the roles (instances, nodesPerInstance) or the node pools, or raise "
     "`gpu-budget.maxGpus` in policies/config/<stack>.json once the capacity is approved.",
     level=EnforcementLevel.MANDATORY,
