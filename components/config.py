@@ -480,6 +480,28 @@ def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset
     return config
 
 
+def _managed_cluster_problems(
+    target: TargetConfig, kind: str, pinned_version: str, driver_source: str
+) -> list[tuple[str, str]]:
+    """What a target whose cluster the stack creates (gke, eks) fixes itself: the control-plane
+    minor pinned in the version matrix, the host GPU driver and the kubeconfig."""
+    path = f"{PROJECT}:target"
+    problems = []
+    if version_tuple(target.kubernetes_version)[:2] != version_tuple(pinned_version)[:2]:
+        problems.append(
+            (
+                f"{path}.kubernetesVersion",
+                f"must be the minor the {kind.upper()} cluster is created at ({pinned_version}) "
+                f"(got {target.kubernetes_version!r})",
+            )
+        )
+    if target.gpu_driver != "host":
+        problems.append((f"{path}.gpuDriver", f"must be host on {kind}: {driver_source}"))
+    if target.kubeconfig_context is not None:
+        problems.append((f"{path}.kubeconfigContext", f"not used on {kind}: the stack builds the kubeconfig"))
+    return problems
+
+
 def _gke_target_problems(config: StackConfig) -> list[tuple[str, str]]:
     """The gke section is there exactly when kind is gke, and fits the fleet it carries."""
     target, path = config.target, f"{PROJECT}:target"
@@ -490,22 +512,9 @@ def _gke_target_problems(config: StackConfig) -> list[tuple[str, str]]:
         return problems
     if target.gke is None:
         return [(f"{path}.gke", "required for kind gke")]
-    problems = []
-    gke_minor = version_tuple(versions().kubernetes.gke)[:2]
-    if version_tuple(target.kubernetes_version)[:2] != gke_minor:
-        problems.append(
-            (
-                f"{path}.kubernetesVersion",
-                f"must be the minor the GKE cluster is created at ({versions().kubernetes.gke}) "
-                f"(got {target.kubernetes_version!r})",
-            )
-        )
-    if target.gpu_driver != "host":
-        problems.append(
-            (f"{path}.gpuDriver", "must be host on gke: the stack installs the COS driver DaemonSet")
-        )
-    if target.kubeconfig_context is not None:
-        problems.append((f"{path}.kubeconfigContext", "not used on gke: the stack builds the kubeconfig"))
+    problems = _managed_cluster_problems(
+        target, "gke", versions().kubernetes.gke, "the stack installs the COS driver DaemonSet"
+    )
     for name, group in config.fleet.node_groups.items():
         if group.accelerator_allocation == "dra" and group.nic_device_class is not None:
             problems.append(
@@ -529,22 +538,9 @@ def _eks_target_problems(config: StackConfig) -> list[tuple[str, str]]:
         return [(f"{path}.eks", "only for kind eks")] if target.eks is not None else []
     if target.eks is None:
         return [(f"{path}.eks", "required for kind eks")]
-    problems: list[tuple[str, str]] = []
-    eks_version = versions().kubernetes.eks
-    if version_tuple(target.kubernetes_version)[:2] != version_tuple(eks_version)[:2]:
-        problems.append(
-            (
-                f"{path}.kubernetesVersion",
-                f"must be the minor the EKS cluster is created at ({eks_version}) "
-                f"(got {target.kubernetes_version!r})",
-            )
-        )
-    if target.gpu_driver != "host":
-        problems.append(
-            (f"{path}.gpuDriver", "must be host on eks: the AL2023 NVIDIA AMI carries the driver")
-        )
-    if target.kubeconfig_context is not None:
-        problems.append((f"{path}.kubeconfigContext", "not used on eks: the stack builds the kubeconfig"))
+    problems = _managed_cluster_problems(
+        target, "eks", versions().kubernetes.eks, "the AL2023 NVIDIA AMI carries the driver"
+    )
     problems += eks_problems(
         target.eks, config.fleet.node_groups, f"{path}.eks", f"{PROJECT}:fleet.nodeGroups"
     )
