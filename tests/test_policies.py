@@ -515,6 +515,19 @@ def test_gpu_budget_counts_the_surge_of_a_rolling_update(reference):
     assert "surges 8 pods x 8 GPUs" in message and "stay pending until old ones are gone" in message
 
 
+def p5_node_group(nodes: int, **extra: Any) -> aws.eks.NodeGroup:
+    """A p5.48xlarge managed node group of `nodes` nodes (plus any NodeGroup arguments)."""
+    return aws.eks.NodeGroup(
+        "p5",
+        cluster_name="c",
+        node_role_arn="arn:aws:iam::0:role/n",
+        subnet_ids=["s"],
+        instance_types=["p5.48xlarge"],
+        scaling_config=aws.eks.NodeGroupScalingConfigArgs(desired_size=nodes, max_size=nodes, min_size=0),
+        **extra,
+    )
+
+
 def test_gpu_budget_on_cloud_node_pools():
     def pools(nodes: int) -> Callable[[], None]:
         def build() -> None:
@@ -524,14 +537,7 @@ def test_gpu_budget_on_cloud_node_pools():
                 node_count=nodes,
                 node_config=gcp.container.NodePoolNodeConfigArgs(machine_type="a3-megagpu-8g"),
             )
-            aws.eks.NodeGroup(
-                "p5",
-                cluster_name="c",
-                node_role_arn="arn:aws:iam::0:role/n",
-                subnet_ids=["s"],
-                instance_types=["p5.48xlarge"],
-                scaling_config=aws.eks.NodeGroupScalingConfigArgs(desired_size=4, max_size=4, min_size=0),
-            )
+            p5_node_group(nodes=4)
 
         return build
 
@@ -878,14 +884,9 @@ def test_gpu_pools_are_tainted():
                 cluster="c",
                 node_config=gcp.container.NodePoolNodeConfigArgs(machine_type="n2-standard-8"),
             )
-            aws.eks.NodeGroup(
-                "p5",
-                cluster_name="c",
-                node_role_arn="arn:aws:iam::0:role/n",
-                subnet_ids=["s"],
-                instance_types=["p5.48xlarge"],
+            p5_node_group(
+                nodes=1,
                 ami_type="AL2023_x86_64_NVIDIA",
-                scaling_config=aws.eks.NodeGroupScalingConfigArgs(desired_size=1, max_size=1, min_size=0),
                 taints=[aws.eks.NodeGroupTaintArgs(key="nvidia.com/gpu", value="true", effect="NO_SCHEDULE")]
                 if tainted
                 else None,
