@@ -39,6 +39,8 @@ POOL_HEALTH_CHECK_SECONDS = 2
 # GCPBackendPolicy logging.sampleRate is in millionths: 1,000,000 logs every request (GKE's
 # default once logging is on, which llm-d-router's GKE provider turns on).
 LOG_EVERY_REQUEST = 1_000_000
+# Longest connection draining a GCE backend service allows (GCPBackendPolicy CRD maximum).
+MAX_DRAINING_SECONDS = 3600
 
 
 def implementation_values(implementation: str) -> dict[str, dict[str, Any]]:
@@ -137,12 +139,16 @@ def gke_health_check_policy_spec(pool_name: str) -> dict[str, Any]:
 
 def gke_backend_policy_spec(config: StackConfig, pool_name: str) -> dict[str, Any]:
     """GCPBackendPolicy of the InferencePool's backend service: the route's request timeout as the
-    backend service timeout (30 s when unset, which would cut long agent turns), and request
-    logging."""
+    backend service timeout (30 s when unset, which would cut long agent turns), connection
+    draining as long as the pods drain (0 s when unset: the load balancer would cut the streams of
+    a terminating pod that vLLM is still finishing), and request logging."""
     return {
         "targetRef": pool_ref(pool_name),
         "default": {
             "timeoutSec": config.gateway.request_timeout_seconds,
+            "connectionDraining": {
+                "drainingTimeoutSec": min(config.serving.drain_seconds, MAX_DRAINING_SECONDS)
+            },
             "logging": {"enabled": True, "sampleRate": LOG_EVERY_REQUEST},
         },
     }

@@ -13,7 +13,7 @@ import yaml
 
 from components.config import ConfigError, parse_config
 from components.config_gke import GkeNodePoolConfig, compact_placement
-from components.gateway import GatewayLayer
+from components.gateway import GatewayLayer, gke_backend_policy_spec
 from components.versions import versions
 from infra.check import CrdSchemas, check_object, crd_directories, project_crd_dir, schema_version
 from infra.render import kubernetes_object, render_files
@@ -379,6 +379,9 @@ def test_gke_backend_timeout_is_the_route_timeout_and_requests_are_logged(synthe
     }
     assert policy["spec"]["default"]["timeoutSec"] == synthesis.config.gateway.request_timeout_seconds == 1800
     assert policy["spec"]["default"]["logging"] == {"enabled": True, "sampleRate": 1_000_000}
+    # The load balancer keeps a terminating pod's streams for as long as vLLM drains them.
+    drain = synthesis.config.serving.drain_seconds
+    assert policy["spec"]["default"]["connectionDraining"] == {"drainingTimeoutSec": drain} and drain > 0
     # GKE does not implement HTTPRoute timeouts: the backend policy carries the timeout instead.
     (rule,) = route["spec"]["rules"]
     assert "timeouts" not in rule and rule["backendRefs"] == [policy["spec"]["targetRef"]]
@@ -451,3 +454,11 @@ def test_vendored_crds_are_the_upstream_blobs_listed_in_sources():
         blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
         (row,) = [line for line in sources.splitlines() if f"`networking.gke.io/{path.name}`" in line]
         assert f"blob `{blob[:12]}`" in row, (path.name, blob)
+
+
+@pytest.mark.parametrize(("drain", "draining"), [(0, 0), (900, 900), (7200, 3600)])
+def test_connection_draining_follows_the_drain_up_to_the_backend_service_limit(drain, draining):
+    raw = _raw()
+    raw["serving"]["drainSeconds"] = drain
+    spec = gke_backend_policy_spec(parse_config(raw), "glm52")
+    assert spec["default"]["connectionDraining"] == {"drainingTimeoutSec": draining}
