@@ -700,6 +700,39 @@ def test_startup_probe_outlasts_the_model_load(reference):
     ]
 
 
+def test_the_grace_period_outlasts_the_drain(reference):
+    assert violations("drain-fits-grace-period", reference) == []
+    dset = one(reference, DSET)
+    script = pod_container(role_pod(dset.inputs, "decode"), "vllm")["command"][2]
+    found = re.search(r"--shutdown-timeout (\d+)", script)
+    assert found, "the engines drain on SIGTERM"
+    drain = int(found.group(1))
+    assert drain > 0
+
+    def short(inputs):
+        role_pod(inputs, "decode")["spec"]["terminationGracePeriodSeconds"] = drain
+
+    assert violations("drain-fits-grace-period", edited(reference, dset, short)) == [
+        f"DisaggregatedSet llm-d/glm52 role decode: terminationGracePeriodSeconds is {drain} but vLLM "
+        f"drains in-flight requests for up to {drain} s (--shutdown-timeout) and needs 30 s more to "
+        "free the GPUs; the kubelet kills the pod mid-drain and its requests fail"
+    ]
+
+    def unset(inputs):
+        del role_pod(inputs, "prefill")["spec"]["terminationGracePeriodSeconds"]
+
+    (message,) = violations("drain-fits-grace-period", edited(reference, dset, unset))
+    assert message.startswith(
+        "DisaggregatedSet llm-d/glm52 role prefill: terminationGracePeriodSeconds is 30 "
+    )
+    # Without a drain (vLLM aborts at once) the default grace is enough.
+    no_drain = edited(
+        reference, dset, edit_script("decode", f"--shutdown-timeout {drain}", "--shutdown-timeout 0")
+    )
+    no_drain = edited(no_drain, one(no_drain, DSET), short)
+    assert violations("drain-fits-grace-period", no_drain) == []
+
+
 def test_memory_limit_covers_the_cpu_kv_tier(reference):
     """The reference stack pins a CPU KV tier per engine (OffloadingConnector inside a
     MultiConnector); a tier the pod's memory limit cannot hold is caught."""

@@ -1,5 +1,5 @@
-"""Serving pods: memory-backed /dev/shm, a startup probe that outlasts the model load, and a
-memory limit that holds the CPU KV tier."""
+"""Serving pods: memory-backed /dev/shm, a startup probe that outlasts the model load, a memory
+limit that holds the CPU KV tier, and a grace period that outlasts the engine's drain."""
 
 from typing import Any
 
@@ -202,4 +202,49 @@ kv_tier_memory_limit = resource_rule(
     tags=["serving", "kv-cache"],
 )
 
-POLICIES = [serving_shm_memory_backed, startup_probe_budget, kv_tier_memory_limit]
+# Kubernetes' default terminationGracePeriodSeconds.
+DEFAULT_GRACE_SECONDS = 30
+
+
+def _check_drain(resource: Resource, cfg: dict[str, Any], report: Any) -> None:
+    for role in _roles(resource):
+        drain = role.args.int_value("--shutdown-timeout")
+        if not drain:
+            continue
+        needed = drain + cfg["teardownSeconds"]
+        for template in role.templates:
+            grace = as_int(template.spec.get("terminationGracePeriodSeconds"))
+            grace = DEFAULT_GRACE_SECONDS if grace is None else grace
+            if grace < needed:
+                report(
+                    f"{template.where()}: terminationGracePeriodSeconds is {grace} but vLLM drains "
+                    f"in-flight requests for up to {drain} s (--shutdown-timeout) and needs "
+                    f"{cfg['teardownSeconds']} s more to free the GPUs; the kubelet kills the pod "
+                    "mid-drain and its requests fail"
+                )
+
+
+drain_fits_grace_period = resource_rule(
+    name="drain-fits-grace-period",
+    description="Serving pods get enough termination grace for vLLM's drain plus GPU teardown.",
+    remediation="Set `terminationGracePeriodSeconds` to at least `--shutdown-timeout` + teardownSeconds "
+    "(components/pod.py derives it from `serving.drainSeconds`), or shorten the drain.",
+    level=EnforcementLevel.MANDATORY,
+    severity=Severity.HIGH,
+    types=WORKLOAD_TYPES,
+    check=_check_drain,
+    config=schema(
+        {
+            "teardownSeconds": {
+                "type": "integer",
+                "minimum": 0,
+                "default": 30,
+                "description": "Seconds a pod needs after the drain to stop its ranks and free GPU "
+                "memory and NIXL registrations.",
+            }
+        }
+    ),
+    tags=["serving", "availability"],
+)
+
+POLICIES = [serving_shm_memory_backed, startup_probe_budget, kv_tier_memory_limit, drain_fits_grace_period]
