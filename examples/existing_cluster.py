@@ -16,7 +16,6 @@ Run it with `pulumi up` from examples/ (Pulumi.yaml there); tests/test_examples.
 `add_llmd_serving` under the mock engine.
 """
 
-from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -24,53 +23,27 @@ import pulumi_kubernetes as k8s
 
 from components.config import parse_config
 from components.fabric import fabric_for
-from components.gateway import GatewayLayer
 from components.images import serving_image
-from components.lws import LeaderWorkerSetController
 from components.plan import plan_fleet
-from components.router import Router
-from components.serving import ModelServing
-from components.versions import versions
+from components.serving_layers import ServingLayers, add_serving_layers
 
 
-@dataclass(frozen=True)
-class LlmdServing:
-    serving: ModelServing
-    gateway: GatewayLayer
-    router: Router
-
-
-def add_llmd_serving(settings: dict[str, Any], provider: k8s.Provider) -> LlmdServing:
-    """Validate and plan `settings`, then declare serving, gateway and router on `provider`'s
-    cluster. Raises components.config.ConfigError or components.plan.PlanError, naming each bad
-    key, before anything is declared."""
+def add_llmd_serving(settings: dict[str, Any], provider: k8s.Provider) -> ServingLayers:
+    """Validate and plan `settings`, then declare the LWS controller, serving, gateway and router
+    on `provider`'s cluster. Raises components.config.ConfigError or components.plan.PlanError,
+    naming each bad key, before anything is declared."""
     config = parse_config(settings)
     plan = plan_fleet(config)
-    on_cluster = pulumi.ResourceOptions(providers={"kubernetes": provider})
-    lws = LeaderWorkerSetController("lws", {"chart": versions().chart("lws")}, opts=on_cluster)
     kind = config.target.kind
-    serving = ModelServing(
-        config.serving.name,
+    return add_serving_layers(
         {
             "config": config,
             "plan": plan,
-            "hf_token": None,
-            # The pinned upstream image for the cluster's fabric (an ImageBuild could be passed).
+            # The pinned upstream image for the cluster's fabric (an ImageBuild's ref could be passed).
             "engine_image": serving_image(kind, fabric_for(kind), None),
         },
-        opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[lws])),
+        provider,
     )
-    gateway = GatewayLayer(
-        "gateway",
-        {"config": config, "pool_name": config.serving.name, "install_crds": True},
-        opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[serving])),
-    )
-    router = Router(
-        "router",
-        {"config": config, "plan": plan, "hf_token_secret": None},
-        opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[gateway])),
-    )
-    return LlmdServing(serving=serving, gateway=gateway, router=router)
 
 
 def main() -> None:

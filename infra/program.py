@@ -20,7 +20,8 @@ from components.lws import LeaderWorkerSetController
 from components.onprem import OnPremCluster
 from components.plan import FleetPlan, PlanError, plan_fleet
 from components.router import Router
-from components.serving import HF_TOKEN_SECRET, ModelServing
+from components.serving import ModelServing
+from components.serving_layers import add_serving_layers
 from components.tcpxo import GKE_DRIVER_ROOT, TcpxoNodeSetup
 from components.versions import Chart, versions
 
@@ -146,13 +147,10 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
     pulumi_config = pulumi.Config()
     target = _target(config, pulumi_config)
     cluster = target.cluster
-    on_cluster = pulumi.ResourceOptions(providers={"kubernetes": cluster.provider})
-    lws = LeaderWorkerSetController("lws", {"chart": versions().chart("lws")}, opts=on_cluster)
-    platform: list[pulumi.Resource] = [lws]
     groups = config.fleet.node_groups.values()
     if any(g.accelerator_allocation == "dra" for g in groups):
         uses_dranet = any(g.nic_device_class == DRANET_RDMA_CLASS for g in groups)
-        accelerators = AcceleratorPlatform(
+        AcceleratorPlatform(
             "accelerators",
             {
                 "driver_root": target.driver_root,
@@ -170,43 +168,21 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
                 providers={"kubernetes": cluster.provider}, depends_on=target.node_setup
             ),
         )
-        platform.append(accelerators)
     image_build = _image_build(config, target, pulumi_config)
-    serving = ModelServing(
-        config.serving.name,
+    layers = add_serving_layers(
         {
             "config": config,
             "plan": plan,
             "hf_token": pulumi_config.get_secret("hfToken") if config.has_hf_token else None,
             # The one place the engine image comes from; a build makes serving wait for the push.
             "engine_image": serving_image(config.target.kind, fabric_for(config.target.kind), image_build),
+            "install_gateway_crds": target.install_gateway_crds,
+            "gateway_annotations": target.gateway_annotations,
+            "serving_after": target.node_setup,
         },
-        opts=pulumi.ResourceOptions(
-            providers={"kubernetes": cluster.provider}, depends_on=[lws, *target.node_setup]
-        ),
+        cluster.provider,
     )
-    gateway = GatewayLayer(
-        "gateway",
-        {
-            "config": config,
-            "pool_name": config.serving.name,
-            "install_crds": target.install_gateway_crds,
-            "infrastructure_annotations": target.gateway_annotations,
-        },
-        opts=pulumi.ResourceOptions(providers={"kubernetes": cluster.provider}, depends_on=[serving]),
-    )
-    router = Router(
-        "router",
-        {
-            "config": config,
-            "plan": plan,
-            "hf_token_secret": HF_TOKEN_SECRET if config.has_hf_token else None,
-        },
-        # The InferencePool and objective CRDs come with the gateway layer.
-        opts=pulumi.ResourceOptions(
-            providers={"kubernetes": cluster.provider}, depends_on=[gateway, serving]
-        ),
-    )
+    serving, gateway, router = layers.serving, layers.gateway, layers.router
     pulumi.export("gatewayAddress", gateway.address)
     pulumi.export("inferencePool", router.inference_pool.id.apply(lambda _: config.serving.name))
     pulumi.export("namespace", config.serving.namespace)
@@ -221,7 +197,12 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
         {r.name: {"instances": r.instances, "nodesPerInstance": r.nodes_per_instance} for r in plan.roles},
     )
     return Fleet(
-        cluster=cluster, lws=lws, serving=serving, gateway=gateway, router=router, image_build=image_build
+        cluster=cluster,
+        lws=layers.lws,
+        serving=serving,
+        gateway=gateway,
+        router=router,
+        image_build=image_build,
     )
 
 

@@ -26,6 +26,8 @@ SECRET_PLACEHOLDER = "offline-render-placeholder"
 # Stand-in AWS account id for outputs that only AWS knows (the ECR repository URL). It is the
 # documentation-reserved shape, never a real account; README "What is verified offline" says so.
 OFFLINE_AWS_ACCOUNT = "000000000000"
+# Region of an AWS resource registered without a regional provider (components tested alone).
+OFFLINE_AWS_REGION = "offline-region"
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ class RecordingMocks(Mocks):
     def _provider_region(self, reference: str | None) -> str:
         # A provider reference is "<urn>::<id>"; the id is what new_resource returned for it.
         inputs = self._provider_inputs.get((reference or "").rpartition("::")[2], {})
-        return str(inputs.get("region") or "offline-region")
+        return str(inputs.get("region") or OFFLINE_AWS_REGION)
 
     def call(self, args: MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
         # Invokes (registry tokens) answer nothing offline; the mock engine iterates the

@@ -12,7 +12,7 @@ from typing import Any, get_args
 import pulumi
 import pytest
 import yaml
-from pulumi.runtime import MockCallArgs, MockResourceArgs
+from pulumi.runtime import MockCallArgs
 
 from components.fabric import INFINIBAND, Fabric
 from components.image_spec import (
@@ -34,7 +34,16 @@ from components.images import GCP_REGISTRY_USER, ImageBuild, main, serving_image
 from components.versions import versions
 from infra.cli import run
 from infra.render import render_files
-from infra.synth import _SECRET_SIG, _SECRET_SIG_KEY, REDACTED, RecordingMocks, clean, synthesize
+from infra.synth import (
+    _SECRET_SIG,
+    _SECRET_SIG_KEY,
+    OFFLINE_AWS_ACCOUNT,
+    OFFLINE_AWS_REGION,
+    REDACTED,
+    RecordingMocks,
+    clean,
+    synthesize,
+)
 from tests.conftest import REPO, STACKS_DIR, all_stacks
 from tests.test_versions import _pattern, _raw, matrix_versions
 
@@ -210,21 +219,11 @@ def test_images_config_uses_camel_case_keys_and_rejects_unknown_ones():
 # The build component under mocks.
 # ----------------------------------------------------------------------------------------------
 
-ECR_HOST = "123456789012.dkr.ecr.us-east-2.amazonaws.com"
+ECR_HOST = f"{OFFLINE_AWS_ACCOUNT}.dkr.ecr.{OFFLINE_AWS_REGION}.amazonaws.com"
 
 
 class CloudMocks(RecordingMocks):
-    """RecordingMocks plus what the clouds compute: the ECR repository URL and registry tokens."""
-
-    def new_resource(self, args: MockResourceArgs) -> tuple[str, dict[str, Any]]:
-        resource_id, state = super().new_resource(args)
-        if args.typ == "aws:ecr/repository:Repository":
-            state = {
-                **state,
-                "repositoryUrl": f"{ECR_HOST}/{args.inputs['name']}",
-                "registryId": "123456789012",
-            }
-        return resource_id, state
+    """RecordingMocks (which already give an ECR repository its URL) plus registry tokens."""
 
     def call(self, args: MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
         # The mock engine iterates the failures, so they are an empty list rather than None.
@@ -232,7 +231,7 @@ class CloudMocks(RecordingMocks):
             return {"userName": "AWS", "password": "ecr-token", "proxyEndpoint": f"https://{ECR_HOST}"}, []
         if args.token == "gcp:organizations/getClientConfig:getClientConfig":
             return {"accessToken": "gcp-token", "project": "p", "region": "r", "zone": "z"}, []
-        return {}, []
+        return super().call(args)
 
 
 @pytest.fixture

@@ -1,0 +1,84 @@
+"""The in-cluster layers every fleet has, on any cluster: the LWS controller, the prefill/decode
+DisaggregatedSet, the gateway and the router, wired in the order they need each other.
+
+The stack program (infra/program.py) adds the cluster, the accelerator drivers and the image
+build around it; a program of one's own (examples/existing_cluster.py) can call it on a cluster
+it manages itself.
+"""
+
+from dataclasses import dataclass
+from typing import NotRequired, TypedDict
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.config import StackConfig
+from components.gateway import GatewayLayer
+from components.lws import LeaderWorkerSetController
+from components.plan import FleetPlan
+from components.router import Router
+from components.serving import HF_TOKEN_SECRET, ModelServing
+from components.versions import versions
+
+
+class ServingLayersArgs(TypedDict):
+    config: StackConfig
+    """The validated stack configuration."""
+    plan: FleetPlan
+    """The fleet plan derived from it."""
+    engine_image: pulumi.Input[str]
+    """The image every engine container runs (components/images.py serving_image)."""
+    hf_token: NotRequired[pulumi.Input[str] | None]
+    """Hugging Face token (a secret); none by default."""
+    install_gateway_crds: NotRequired[bool]
+    """Install the Gateway API / inference-extension CRDs (default true; false where the platform
+    ships them, as GKE does)."""
+    gateway_annotations: NotRequired[dict[str, str]]
+    """Annotations for the Gateway's generated Service (EKS: the NLB)."""
+    serving_after: NotRequired[list[pulumi.Resource]]
+    """Node setup the serving pods need first (e.g. GKE's TCPXO DaemonSets)."""
+
+
+@dataclass(frozen=True)
+class ServingLayers:
+    lws: LeaderWorkerSetController
+    serving: ModelServing
+    gateway: GatewayLayer
+    router: Router
+
+
+def add_serving_layers(args: ServingLayersArgs, provider: k8s.Provider) -> ServingLayers:
+    """Declare the LWS controller, serving, gateway and router on `provider`'s cluster."""
+    config, plan = args["config"], args["plan"]
+    hf_token = args.get("hf_token")
+
+    def on_cluster(*after: pulumi.Resource) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(providers={"kubernetes": provider}, depends_on=list(after))
+
+    lws = LeaderWorkerSetController("lws", {"chart": versions().chart("lws")}, opts=on_cluster())
+    serving = ModelServing(
+        config.serving.name,
+        {"config": config, "plan": plan, "hf_token": hf_token, "engine_image": args["engine_image"]},
+        opts=on_cluster(lws, *args.get("serving_after", [])),
+    )
+    gateway = GatewayLayer(
+        "gateway",
+        {
+            "config": config,
+            "pool_name": config.serving.name,
+            "install_crds": args.get("install_gateway_crds", True),
+            "infrastructure_annotations": args.get("gateway_annotations", {}),
+        },
+        opts=on_cluster(serving),
+    )
+    router = Router(
+        "router",
+        {
+            "config": config,
+            "plan": plan,
+            "hf_token_secret": HF_TOKEN_SECRET if hf_token is not None else None,
+        },
+        # The InferencePool and objective CRDs come with the gateway layer.
+        opts=on_cluster(gateway, serving),
+    )
+    return ServingLayers(lws=lws, serving=serving, gateway=gateway, router=router)
