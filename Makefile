@@ -1,7 +1,10 @@
 # Entry points used by the README and CI. Every target runs inside the locked uv environment.
 UV ?= uv
-# Upstream CRD schemas; `llmd-fleet check` also always reads the project's own schemas/crds.
-CRD_DIR ?= ../shared/schemas/crds
+# `llmd-fleet check` always reads the project's own schemas/crds, which vendors every CRD the stacks
+# need, so `make check` needs nothing outside the repository. Set CRD_DIR to cross-check against
+# another CRD directory as well (`make check CRD_DIR=dir` adds `--crd-dir dir`); a CRD it defines
+# differently from schemas/crds is an error.
+CRD_DIR ?=
 STACKS := $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))
 
 .PHONY: setup check render plan test lint hadolint typecheck unit
@@ -11,7 +14,7 @@ setup: ## Install uv if missing, then the locked environment (.venv)
 	$(UV) sync --frozen
 
 check: ## Render every stack offline and validate all manifests (built-in kinds and CRDs)
-	@set -e; for s in $(STACKS); do $(UV) run --frozen llmd-fleet check $$s --crd-dir $(CRD_DIR); done
+	@set -e; for s in $(STACKS); do $(UV) run --frozen llmd-fleet check $$s $(if $(CRD_DIR),--crd-dir $(CRD_DIR)); done
 
 render: ## Render every stack into build/<stack>/
 	@set -e; for s in $(STACKS); do $(UV) run --frozen llmd-fleet render $$s; done

@@ -15,8 +15,9 @@ from components.versions import versions
 REPO = Path(__file__).resolve().parent.parent
 STACKS_DIR = REPO / "stacks"
 REFERENCE_STACK = "onprem-h100"
-# Upstream CRD schemas; CI lays them beside the checkout. Override with LLMD_CRD_DIR.
-CRD_DIR = Path(os.environ.get("LLMD_CRD_DIR", REPO.parent / "shared" / "schemas" / "crds"))
+# Every CRD schema the check needs is vendored in the repository (schemas/crds/SOURCES.md);
+# LLMD_CRD_DIR points the tests at another copy to cross-check.
+CRD_DIR = Path(os.environ.get("LLMD_CRD_DIR", REPO / "schemas" / "crds"))
 # The engine image pure pod builders get in tests (the program passes serving_image()'s answer).
 ENGINE_IMAGE = versions().image("vllm").ref
 
