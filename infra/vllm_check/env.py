@@ -9,14 +9,20 @@ build steps and the Python version. Changing any of them builds a new environmen
 one; a machine that keeps its cache (CI does) reuses it. It is never mixed into the project's
 `.venv`: vLLM pins a CUDA torch and ~200 packages the project must not depend on.
 
-Build (about three minutes from scratch on a 2-core machine, ~2.2 GB):
+Build (a few minutes from scratch on a 2-core machine; ~2.2 GB with a CPU torch, 6.4 GB without):
 
-1. a venv from this Python (3.11: the CPU torch wheel is cp311);
-2. `pip install -r requirements.txt` (CPU torch from the local wheel directory, the parser's small
-   dependencies within vLLM's declared ranges);
-3. `pip install --no-deps vllm==<matrix version> -r requirements-nodeps.txt`;
-4. `infra.vllm_check.deps`: installed versions satisfy vLLM's declared ranges;
-5. a smoke run that imports vLLM and builds the serve parser.
+1. a venv from this Python (3.11);
+2. torch: a CPU wheel (`torch-*+cpu-cp311-*.whl`) from one of pip's local wheel directories
+   (`find-links` in pip's configuration or `PIP_FIND_LINKS`) when one is there, otherwise exactly
+   the torch vLLM requires (`[build].torch` of the matrix) from the package index, with its CUDA
+   wheels. Parsing loads no CUDA code, so either serves; the CPU wheel only saves gigabytes;
+3. `pip install -r requirements.txt` (the parser's small dependencies within vLLM's ranges);
+4. `pip install --no-deps vllm==<matrix version> -r requirements-nodeps.txt`;
+5. `infra.vllm_check.deps`: installed versions satisfy vLLM's declared ranges;
+6. a smoke run that imports vLLM and builds the serve parser.
+
+Which torch was taken is part of the key, so moving to a machine with (or without) the local
+wheel builds a fresh environment instead of reusing a mismatched one.
 
 Only then is the environment marked complete; an interrupted build is removed and redone. A file
 lock serialises concurrent builds of the same key. pip's output goes to `vllm-parser-<key>.log`
@@ -28,12 +34,14 @@ Parsing needs no network and no model download.
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -42,7 +50,10 @@ REQUIREMENTS = HERE / "requirements.txt"
 NO_DEPS_REQUIREMENTS = HERE / "requirements-nodeps.txt"
 PYTHON_VERSION = (3, 11)
 # The build steps, as hashed into the key: change this text when the steps change.
-RECIPE = "venv; pip install -r requirements.txt; pip install --no-deps vllm==V -r requirements-nodeps.txt"
+RECIPE = (
+    "venv; pip install TORCH; pip install -r requirements.txt; "
+    "pip install --no-deps vllm==V -r requirements-nodeps.txt"
+)
 COMPLETE = ".complete"
 # Variables of the calling environment that must not leak into the parser environment's tools.
 # With HF_HUB_OFFLINE set, EngineArgs looks for a cached model snapshot and fails.
@@ -60,6 +71,64 @@ def vllm_version() -> str:
     return versions().vllm.version
 
 
+@dataclass(frozen=True)
+class TorchSource:
+    """Where step 2 takes torch from."""
+
+    requirement: str
+    """What pip installs: a wheel's path, or `torch==<version>`."""
+    identity: str
+    """What goes into the key: the wheel's file name (not its directory), or the requirement."""
+
+
+def _pip_find_links() -> list[str]:
+    """pip's configured `find-links` values (environment first, then its configuration files)."""
+    values = os.environ.get("PIP_FIND_LINKS", "").split()
+    listed = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    ).stdout
+    for line in listed.splitlines():
+        key, _, value = line.partition("=")
+        if key.endswith("find-links"):
+            values.extend(value.strip().strip("'\"").split())
+    return values
+
+
+def local_cpu_torch(directories: Iterable[str], preferred: str) -> Path | None:
+    """A CPU torch wheel for this Python in a local wheel directory: the `preferred` version if
+    there, else the newest one present. URLs and missing directories are skipped."""
+    tag = "cp{}{}".format(*PYTHON_VERSION)
+    pattern = re.compile(rf"torch-(?P<version>[0-9.]+)\+cpu-{tag}-{tag}-[^/]*linux[^/]*_x86_64\.whl")
+    found: dict[tuple[int, ...], Path] = {}
+    for entry in directories:
+        is_url = "://" in entry and not entry.startswith("file://")
+        directory = Path(entry.removeprefix("file://"))
+        if is_url or not directory.is_dir():
+            continue
+        for wheel in directory.glob("torch-*+cpu-*.whl"):
+            if match := pattern.fullmatch(wheel.name):
+                found[tuple(int(part) for part in match["version"].split("."))] = wheel
+    if not found:
+        return None
+    wanted = tuple(int(part) for part in preferred.split("."))
+    return found.get(wanted) or found[max(found)]
+
+
+def torch_source(directories: Iterable[str] | None = None) -> TorchSource:
+    """The local CPU wheel when one exists, otherwise vLLM's own torch pin from the index."""
+    from components.versions import versions
+
+    pinned = versions().build.torch
+    wheel = local_cpu_torch(_pip_find_links() if directories is None else directories, pinned)
+    if wheel is not None:
+        return TorchSource(requirement=str(wheel), identity=wheel.name)
+    return TorchSource(requirement=f"torch=={pinned}", identity=f"torch=={pinned}")
+
+
 def cache_root() -> Path:
     if explicit := os.environ.get("LLMD_FLEET_CACHE_DIR"):
         return Path(explicit)
@@ -67,12 +136,19 @@ def cache_root() -> Path:
     return Path(base) / "llmd-fleet"
 
 
-def env_key(version: str, requirements: bytes, no_deps: bytes, python: Sequence[int] = PYTHON_VERSION) -> str:
+def env_key(
+    version: str,
+    requirements: bytes,
+    no_deps: bytes,
+    torch: str,
+    python: Sequence[int] = PYTHON_VERSION,
+) -> str:
     """16 hex digits over everything that decides the environment's contents."""
     digest = hashlib.sha256()
     for part in (
         RECIPE.encode(),
         f"vllm=={version}".encode(),
+        torch.encode(),
         ".".join(str(p) for p in python[:2]).encode(),
         requirements,
         no_deps,
@@ -81,8 +157,13 @@ def env_key(version: str, requirements: bytes, no_deps: bytes, python: Sequence[
     return digest.hexdigest()[:16]
 
 
-def env_dir(version: str | None = None) -> Path:
-    key = env_key(version or vllm_version(), REQUIREMENTS.read_bytes(), NO_DEPS_REQUIREMENTS.read_bytes())
+def env_dir(version: str | None = None, torch: TorchSource | None = None) -> Path:
+    key = env_key(
+        version or vllm_version(),
+        REQUIREMENTS.read_bytes(),
+        NO_DEPS_REQUIREMENTS.read_bytes(),
+        (torch or torch_source()).identity,
+    )
     return cache_root() / f"vllm-parser-{key}"
 
 
@@ -117,7 +198,7 @@ def base_python() -> str:
         return sys.executable
     found = shutil.which("python{}.{}".format(*PYTHON_VERSION))
     if not found:
-        raise EnvError("the parser environment needs Python 3.11 (the CPU torch wheel is cp311)")
+        raise EnvError("the parser environment needs Python 3.11 (the interpreter the checks were made with)")
     return found
 
 
@@ -153,7 +234,7 @@ def _step(title: str, command: list[str], log: Path, **extra: str) -> None:
         raise EnvError(f"{title} failed (exit {result.returncode}); last lines of {log}:\n{tail}")
 
 
-def build(target: Path, version: str) -> None:
+def build(target: Path, version: str, torch: TorchSource) -> None:
     """Build the environment into `target` (which must not exist)."""
     log = target.with_name(target.name + ".log")
     log.write_text(f"building {target}\n")
@@ -161,7 +242,8 @@ def build(target: Path, version: str) -> None:
     # --no-compile: the smoke run below compiles what the check imports, a fraction of the files.
     pip = [str(python), "-m", "pip", "install", "--no-input", "--disable-pip-version-check", "--no-compile"]
     _step("create the venv", [base_python(), "-m", "venv", str(target)], log)
-    _step("install CPU torch and the parser's dependencies", [*pip, "-r", str(REQUIREMENTS)], log)
+    _step(f"install torch ({torch.identity})", [*pip, torch.requirement], log)
+    _step("install the parser's dependencies", [*pip, "-r", str(REQUIREMENTS)], log)
     _step(
         f"install vllm=={version} without its dependencies",
         [*pip, "--no-deps", f"vllm=={version}", "-r", str(NO_DEPS_REQUIREMENTS)],
@@ -183,7 +265,8 @@ def build(target: Path, version: str) -> None:
 def ensure(version: str | None = None) -> Path:
     """The parser environment's interpreter, building the environment first if needed."""
     version = version or vllm_version()
-    target = env_dir(version)
+    torch = torch_source()
+    target = env_dir(version, torch)
     if (target / COMPLETE).is_file():
         return interpreter(target)
     with _locked(target.with_name(target.name + ".lock")):
@@ -194,12 +277,13 @@ def ensure(version: str | None = None) -> Path:
         started = time.monotonic()
         print(f"building the vLLM {version} parser environment in {target}", file=sys.stderr, flush=True)
         try:
-            build(target, version)
+            build(target, version, torch)
         except BaseException:
             shutil.rmtree(target, ignore_errors=True)
             raise
         (target / COMPLETE).write_text(f"vllm=={version}\n")
-        print(f"parser environment ready in {time.monotonic() - started:.0f} s", file=sys.stderr)
+        elapsed = time.monotonic() - started
+        print(f"parser environment ready in {elapsed:.0f} s (torch: {torch.identity})", file=sys.stderr)
     return interpreter(target)
 
 
