@@ -23,14 +23,26 @@ from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import AfterValidator, Field, ValidationError
 
 from components.config_base import ConfigModel
 from components.config_eks import EksTargetConfig, eks_problems
 from components.config_gke import GkeTargetConfig, gke_problems
 from components.dra import DRANET_RDMA_CLASS
+from components.grammar import (
+    DnsSubdomain,
+    GitRevision,
+    HfRepoId,
+    HostPath,
+    HttpHeaderName,
+    Labels,
+    ServedModelName,
+    label_key_problem,
+    one_of,
+)
 from components.image_spec import ImagesConfig, images_config_problems
 from components.versions import version_tuple, versions
+from components.vllm_registry import REASONING_PARSERS, TOOL_CALL_PARSERS
 
 PROJECT = "llmd-fleet"
 _DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -43,6 +55,13 @@ class ConfigError(Exception):
         self.problems = problems
         lines = [f"{path}: {message}" for path, message in problems]
         super().__init__("invalid stack configuration:\n  " + "\n  ".join(lines))
+
+
+def _resource_name(value: str) -> str:
+    """An extended resource name (`domain/name`) has the grammar of a label key."""
+    if problem := label_key_problem(value):
+        raise ValueError(problem.replace("label key", "resource name"))
+    return value
 
 
 class _Model(ConfigModel):
@@ -69,7 +88,7 @@ class TargetConfig(_Model):
     section)."""
     kubernetes_version: Annotated[str, Field(pattern=r"^1\.\d+(\.\d+)?$")]
     """Kubernetes version of the cluster (e.g. "1.34.2"); manifests are validated against it."""
-    kubeconfig_context: str | None = None
+    kubeconfig_context: Annotated[str, Field(pattern=r"^[^\x00-\x1f\x7f]{1,253}$")] | None = None
     """kubeconfig context to use; the kubeconfig's current context when unset."""
     gpu_driver: Literal["host", "gpu-operator"] = "host"
     """Where the NVIDIA driver comes from: preinstalled on the hosts (DGX OS, driver root /) or
@@ -90,32 +109,32 @@ class NodeGroupConfig(_Model):
     """GPU model of every node."""
     gpus_per_node: Literal[8] = 8
     """GPUs per node (HGX H100 boards carry 8)."""
-    host_memory_gib: Annotated[int, Field(ge=64)]
+    host_memory_gib: Annotated[int, Field(ge=64, le=32768)]
     """Host DRAM per node in GiB, as the kubelet reports it before reservations."""
-    cpus_per_node: Annotated[int, Field(ge=16)]
+    cpus_per_node: Annotated[int, Field(ge=16, le=4096)]
     """Logical CPUs per node."""
     nics_per_node: Annotated[int, Field(ge=1, le=64)] = 8
     """GPU-fabric NICs per node (RDMA/EFA/TCPXO), not counting the primary NIC."""
-    system_reserved_memory_gib: Annotated[int, Field(ge=0)] = 64
+    system_reserved_memory_gib: Annotated[int, Field(ge=0, le=32768)] = 64
     """Host memory kept for the OS, kubelet and node daemons; pods never plan on it."""
-    system_reserved_cpus: Annotated[int, Field(ge=0)] = 16
+    system_reserved_cpus: Annotated[int, Field(ge=0, le=4096)] = 16
     """Logical CPUs kept for the OS, kubelet and node daemons."""
-    node_labels: dict[str, str] = Field(default_factory=lambda: {"nvidia.com/gpu.present": "true"})
+    node_labels: Labels = Field(default_factory=lambda: {"nvidia.com/gpu.present": "true"})
     """Labels every node of the group carries; serving pods select nodes by them."""
     accelerator_allocation: Literal["dra", "device-plugin"] = "dra"
     """How pods get GPUs and NICs, exactly one mechanism per group: `dra` (ResourceClaims,
     resource.k8s.io/v1) or `device-plugin` (`nvidia.com/gpu` and `rdmaResource` limits)."""
-    nic_device_class: str | None = DRANET_RDMA_CLASS
+    nic_device_class: DnsSubdomain | None = DRANET_RDMA_CLASS
     """DRA: DeviceClass of the fabric NICs claimed next to the GPUs. The default is the class this
     package creates over DRANET's RDMA NICs; null claims GPUs only (NICs reach pods another way)."""
     nic_topology: Literal["pcie-root-per-gpu", "whole-node"] = "pcie-root-per-gpu"
     """DRA: `pcie-root-per-gpu` pairs each GPU with nicsPerNode/gpusPerNode NICs on the same PCIe
     root (resource.kubernetes.io/pcieRoot); `whole-node` claims all GPUs and all NICs with no
     pairing, for fabrics whose topology is unknown."""
-    rdma_resource: str | None = None
+    rdma_resource: Annotated[str, AfterValidator(_resource_name)] | None = None
     """device-plugin: resource that exposes the RDMA NICs to pods (e.g. `rdma/ib` from the RDMA
     shared device plugin); unset when the NICs need no device-plugin resource."""
-    rdma_resource_per_pod: Annotated[int, Field(ge=1)] = 1
+    rdma_resource_per_pod: Annotated[int, Field(ge=1, le=64)] = 1
     """device-plugin: how many units of `rdmaResource` a serving pod requests."""
 
 
@@ -140,37 +159,38 @@ class WeightDtype(StrEnum):
 class ModelConfig(_Model):
     """The served model: where to get it and the architecture facts that size the roles."""
 
-    id: Annotated[str, Field(pattern=r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")]
+    id: HfRepoId
     """Hugging Face repository id, e.g. `zai-org/GLM-5.2-FP8`."""
-    revision: Annotated[str, Field(min_length=1)]
-    """Branch, tag or commit to load; pin a commit for production."""
-    served_name: str | None = None
+    revision: GitRevision
+    """Branch, tag or 40-hex commit id to load; pin a commit for production."""
+    served_name: ServedModelName | None = None
     """Model name clients send; the repository id when unset."""
-    total_params_b: Annotated[float, Field(gt=0)]
+    total_params_b: Annotated[float, Field(gt=0, le=100000)]
     """Total parameters, in billions."""
-    active_params_b: Annotated[float, Field(gt=0)]
+    active_params_b: Annotated[float, Field(gt=0, le=100000)]
     """Parameters active per token, in billions (informational; shown in the plan)."""
-    routed_expert_params_b: Annotated[float, Field(ge=0)]
+    routed_expert_params_b: Annotated[float, Field(ge=0, le=100000)]
     """Parameters in routed experts, in billions: sharded across EP ranks. The rest (attention,
     shared experts, dense MLPs, embeddings) is replicated on every data-parallel rank."""
-    layers: Annotated[int, Field(ge=1)]
+    layers: Annotated[int, Field(ge=1, le=1024)]
     """Transformer layers."""
-    experts: Annotated[int, Field(ge=1)]
+    experts: Annotated[int, Field(ge=1, le=4096)]
     """Routed experts per MoE layer; the expert-parallel size must divide it."""
-    experts_per_token: Annotated[int, Field(ge=1)]
+    experts_per_token: Annotated[int, Field(ge=1, le=256)]
     """Routed experts each token activates."""
     weight_dtype: Annotated[WeightDtype, Field(strict=False)]
     """Weight format of the checkpoint."""
     kv_cache_dtype: Literal["fp8", "auto"] = "fp8"
     """vLLM --kv-cache-dtype; `kvBytesPerToken` must be given for this dtype."""
-    kv_bytes_per_token: Annotated[int, Field(ge=1)]
+    kv_bytes_per_token: Annotated[int, Field(ge=1, le=16 * 1024 * 1024)]
     """KV-cache bytes one token occupies on a rank, all layers included, in `kvCacheDtype`."""
-    max_context_tokens: Annotated[int, Field(ge=1)]
+    max_context_tokens: Annotated[int, Field(ge=1, le=16 * 1024 * 1024)]
     """Longest context the model supports (config.json max_position_embeddings)."""
-    tool_call_parser: str | None = None
-    """vLLM --tool-call-parser; enables auto tool choice when set."""
-    reasoning_parser: str | None = None
-    """vLLM --reasoning-parser."""
+    tool_call_parser: Annotated[str, one_of(TOOL_CALL_PARSERS, "tool-call parser")] | None = None
+    """vLLM --tool-call-parser (a name the pinned vLLM registers, components/vllm_registry.py);
+    enables auto tool choice when set."""
+    reasoning_parser: Annotated[str, one_of(REASONING_PARSERS, "reasoning parser")] | None = None
+    """vLLM --reasoning-parser (a name the pinned vLLM registers)."""
     trust_remote_code: bool = False
     """Pass --trust-remote-code to vLLM."""
 
@@ -185,38 +205,38 @@ class RoleConfig(_Model):
 
     node_group: str
     """Node group (a key of `fleet.nodeGroups`) the role runs on."""
-    nodes_per_instance: Annotated[int, Field(ge=1)]
+    nodes_per_instance: Annotated[int, Field(ge=1, le=256)]
     """Nodes one instance spans: the LeaderWorkerSet group size."""
-    instances: Annotated[int, Field(ge=1)]
+    instances: Annotated[int, Field(ge=1, le=4096)]
     """Number of instances (LeaderWorkerSet replicas)."""
-    tensor_parallel: Annotated[int, Field(ge=1)] = 1
+    tensor_parallel: Annotated[int, Field(ge=1, le=64)] = 1
     """Tensor-parallel size inside each data-parallel rank."""
-    data_parallel: Annotated[int, Field(ge=1)]
+    data_parallel: Annotated[int, Field(ge=1, le=16384)]
     """Data-parallel size of an instance (attention runs data-parallel)."""
-    expert_parallel: Annotated[int, Field(ge=1)]
+    expert_parallel: Annotated[int, Field(ge=1, le=16384)]
     """Expert-parallel size; vLLM uses TP x DP when expert parallelism is on, so it must equal that."""
     block_size: Literal[16, 32, 64, 128, 256] = 64
     """KV-cache block size in tokens (vLLM --block-size); prefill and decode must agree."""
-    max_model_len: Annotated[int, Field(ge=1)]
+    max_model_len: Annotated[int, Field(ge=1, le=16 * 1024 * 1024)]
     """Longest sequence (prompt + output) an instance accepts (vLLM --max-model-len)."""
     mtp_tokens: Annotated[int, Field(ge=0, le=8)] = 0
     """Multi-token-prediction speculative tokens; 0 turns speculative decoding off."""
     gpu_memory_utilization: Annotated[float, Field(gt=0.5, le=0.98)] = 0.90
     """Fraction of each GPU's HBM vLLM may use (vLLM --gpu-memory-utilization)."""
-    runtime_reserve_gib: Annotated[float, Field(ge=0)] = 8.0
+    runtime_reserve_gib: Annotated[float, Field(ge=0, le=80)] = 8.0
     """HBM per GPU kept for activations, CUDA graphs and communication buffers before KV."""
     nvshmem_heap_gib: Annotated[int, Field(ge=1, le=32)] = 4
     """NVSHMEM symmetric heap per GPU for DeepEP (NVSHMEM_SYMMETRIC_SIZE); counted in the budget."""
-    host_memory_per_rank_gib: Annotated[int, Field(ge=8)] = 48
+    host_memory_per_rank_gib: Annotated[int, Field(ge=8, le=4096)] = 48
     """Host memory one engine process (one DP rank) needs outside the KV tier."""
-    cpus_per_rank: Annotated[int, Field(ge=1)] = 8
+    cpus_per_rank: Annotated[int, Field(ge=1, le=512)] = 8
     """Logical CPUs requested per DP rank."""
     all2all_backend: All2AllBackend | None = None
     """MoE all-to-all backend; the role's default when unset (prefill: DeepEP high-throughput,
     decode: DeepEP low-latency)."""
-    max_num_batched_tokens: Annotated[int, Field(ge=1)] | None = None
+    max_num_batched_tokens: Annotated[int, Field(ge=1, le=16 * 1024 * 1024)] | None = None
     """vLLM --max-num-batched-tokens; vLLM's default when unset."""
-    max_num_seqs: Annotated[int, Field(ge=1)] | None = None
+    max_num_seqs: Annotated[int, Field(ge=1, le=65536)] | None = None
     """vLLM --max-num-seqs; vLLM's default when unset."""
     enforce_eager: bool = False
     """Disable CUDA graphs (vLLM --enforce-eager)."""
@@ -237,11 +257,12 @@ class SecondaryKvTierConfig(_Model):
     type: Literal["local-nvme", "pvc"]
     """`local-nvme`: a hostPath directory on the node's NVMe; `pvc`: a PersistentVolumeClaim per pod
     from `storageClass`."""
-    path: str = "/mnt/local/kv-cache"
-    """local-nvme: host directory (created if missing); pvc: unused."""
-    size_gib: Annotated[int, Field(ge=16)] = 4096
+    path: HostPath = "/mnt/local/kv-cache"
+    """local-nvme: host directory (created if missing); absolute, normalised, at least two levels
+    deep and outside system and kubelet paths (components/grammar.py); pvc: unused."""
+    size_gib: Annotated[int, Field(ge=16, le=1024 * 1024)] = 4096
     """Capacity per pod (PVC request, or the planning size of the NVMe directory)."""
-    storage_class: str | None = None
+    storage_class: DnsSubdomain | None = None
     """pvc: StorageClass of the claim."""
     read_threads: Annotated[int, Field(ge=1, le=128)] = 16
     """I/O threads reading blocks back (n_read_threads)."""
@@ -257,7 +278,7 @@ class KvTierConfig(_Model):
     """Offload evicted KV blocks to host DRAM (vLLM OffloadingConnector) and reuse them."""
     host_memory_fraction: Annotated[float, Field(gt=0, le=0.95)] = 0.9
     """Share of the host memory left after every explicit reserve that becomes the CPU tier."""
-    pinned_buffers_per_rank_gib: Annotated[int, Field(ge=0)] = 4
+    pinned_buffers_per_rank_gib: Annotated[int, Field(ge=0, le=1024)] = 4
     """Host memory per DP rank for registered NIXL/UCX transfer buffers and staging."""
     eviction_policy: Literal["lru", "arc"] = "lru"
     """Eviction policy of the CPU tier."""
@@ -284,7 +305,7 @@ class ServingConfig(_Model):
     margin for teardown. New requests stop at once: the endpoint picker drops terminating pods
     (llm-d-router pkg/epp/controller/pod_reconciler.go). Agent turns outlive the default 30 s
     grace, so a rollout without a drain aborts them mid-stream."""
-    model_cache_gib: Annotated[int, Field(ge=16)] = 1024
+    model_cache_gib: Annotated[int, Field(ge=16, le=65536)] = 1024
     """Node-local scratch per pod for the weights download and compile caches (an emptyDir
     with this size limit and the matching ephemeral-storage request)."""
     roles: RolesConfig
@@ -300,7 +321,7 @@ class PriorityClassConfig(_Model):
     """InferenceObjective name (the header value clients send)."""
     priority: Annotated[int, Field(ge=-1000, le=1000)]
     """Flow-control priority band: higher is served first; negative is sheddable under saturation."""
-    max_requests: Annotated[int, Field(ge=1)]
+    max_requests: Annotated[int, Field(ge=1, le=1_000_000)]
     """Most requests this band may queue in the router before new ones are rejected."""
 
 
@@ -318,7 +339,7 @@ class SessionAffinityConfig(_Model):
 
     enabled: bool = True
     """Score endpoints by the session id header (session-affinity-scorer, `session_id` strategy)."""
-    header: str = "x-session-id"
+    header: HttpHeaderName = "x-session-id"
     """Request header carrying the agent's session id."""
     ttl_seconds: Annotated[int, Field(ge=10, le=86400)] = 1800
     """How long a session is remembered after its last request (agents pause in tool calls)."""
@@ -336,7 +357,7 @@ class RouterConfig(_Model):
     prefix_routing: Literal["precise", "approximate"] = "precise"
     """`precise`: route by the KV blocks engines report over ZMQ; `approximate`: by the router's
     own guess of what each engine cached."""
-    non_cached_tokens_for_remote_prefill: Annotated[int, Field(ge=0)] = 2048
+    non_cached_tokens_for_remote_prefill: Annotated[int, Field(ge=0, le=16 * 1024 * 1024)] = 2048
     """Run prefill on a prefill instance only when at least this many prompt tokens are not
     already cached on the chosen decode endpoint; smaller remainders are prefilled locally."""
     session_affinity: SessionAffinityConfig = Field(default_factory=SessionAffinityConfig)
@@ -349,9 +370,10 @@ class RouterConfig(_Model):
         default_factory=_default_priority_classes
     )
     """Priority bands and the InferenceObjectives that select them."""
-    expected_requests_per_second: Annotated[float, Field(gt=0)] = 50
-    """Peak request rate the router must sustain; sizes its CPU (about 0.5 core per req/s)."""
-    memory_gib: Annotated[int, Field(ge=2)] = 16
+    expected_requests_per_second: Annotated[float, Field(gt=0, le=400)] = 50
+    """Peak request rate the router must sustain; sizes its CPU (about 0.5 core per req/s, so the
+    bound keeps one replica within the largest CPU nodes)."""
+    memory_gib: Annotated[int, Field(ge=2, le=1024)] = 16
     """Memory per EPP replica (the prefix index lives in memory)."""
 
 
@@ -409,17 +431,87 @@ SECRET_KEYS = ("hfToken", "kubeconfig", "registryPassword")
 KNOWN_KEYS = frozenset(_OBJECT_KEYS) | frozenset(_OPTIONAL_OBJECT_KEYS) | frozenset(SECRET_KEYS)
 
 
-def _describe(error: Mapping[str, Any]) -> str:
+# The unit of each number, by how its key ends (checked for every numeric field by a test).
+_UNIT_SUFFIXES = (
+    ("GiB", "GiB"),
+    ("Gb", "GB"),
+    ("Seconds", "seconds"),
+    ("Minutes", "minutes"),
+    ("ParamsB", "billion parameters"),
+    ("PerSecond", "requests per second"),
+    ("PerToken", "bytes per token"),
+    ("Tokens", "tokens"),
+    ("Len", "tokens"),
+    ("Cpus", "CPUs"),
+    ("Parallel", "ranks"),
+    ("Threads", "threads"),
+    ("Utilization", "fraction of HBM"),
+    ("Fraction", "fraction"),
+    ("Mtu", "bytes"),
+    ("Port", "port number"),
+)
+_UNIT_NAMES = {
+    "count": "nodes",
+    "instances": "instances",
+    "nodesPerInstance": "nodes",
+    "layers": "layers",
+    "experts": "experts",
+    "expertsPerToken": "experts",
+    "maxNumSeqs": "sequences",
+    "replicas": "replicas",
+    "maxRequests": "requests",
+    "priority": "(priority band)",
+    "cpusPerNode": "CPUs",
+    "nicsPerNode": "NICs",
+    "cpusPerRank": "CPUs per data-parallel rank",
+    "rdmaResourcePerPod": "resource units per pod",
+    "nonCachedTokensForRemotePrefill": "tokens",
+    "nodeCount": "nodes",
+    "maxPodsPerNode": "pods",
+    "localSsdCount": "disks",
+    "nvshmemHeapGiB": "GiB",
+}
+
+
+def unit_of(key: str) -> str:
+    """The unit a numeric config key is in, for error messages ('' when none is known)."""
+    if key in _UNIT_NAMES:
+        return _UNIT_NAMES[key]
+    for suffix, unit in _UNIT_SUFFIXES:
+        if key.endswith(suffix):
+            return unit
+    return ""
+
+
+_BOUNDS = {
+    "greater_than": ">",
+    "greater_than_equal": ">=",
+    "less_than": "<",
+    "less_than_equal": "<=",
+}
+
+
+def _describe(error: Mapping[str, Any], loc: tuple[Any, ...] = ()) -> str:
     kind, ctx = error["type"], error.get("ctx") or {}
+    got = error.get("input")
     if kind == "missing":
         return "required"
     if kind == "extra_forbidden":
         return "unknown key"
-    if kind == "literal_error":
-        return f"must be one of {ctx.get('expected')} (got {error.get('input')!r})"
-    if kind == "enum":
-        return f"must be one of {ctx.get('expected')} (got {error.get('input')!r})"
-    return f"{error['msg']} (got {error.get('input')!r})"
+    if kind in ("literal_error", "enum"):
+        return f"must be one of {ctx.get('expected')} (got {got!r})"
+    if kind == "value_error":
+        return f"{ctx.get('error')} (got {got!r})"
+    if kind == "finite_number":
+        return f"must be a finite number, not infinity or NaN (got {got!r})"
+    if kind in _BOUNDS:
+        (bound,) = (v for k, v in ctx.items() if k in ("gt", "ge", "lt", "le"))
+        if isinstance(bound, float) and bound.is_integer():
+            bound = int(bound)
+        names = [item for item in loc if isinstance(item, str)]
+        unit = unit_of(names[-1]) if names else ""
+        return f"must be {_BOUNDS[kind]} {bound}{f' {unit}' if unit else ''} (got {got!r})"
+    return f"{error['msg']} (got {got!r})"
 
 
 def _path(key: str, loc: tuple[Any, ...]) -> str:
@@ -456,7 +548,7 @@ def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset
             parts[key] = model.model_validate(raw[key])
         except ValidationError as exc:
             for err in exc.errors():
-                problems.append((_path(key, tuple(err["loc"])), _describe(err)))
+                problems.append((_path(key, tuple(err["loc"])), _describe(err, tuple(err["loc"]))))
     for key, optional_model in _OPTIONAL_OBJECT_KEYS.items():
         if key not in raw:
             continue
@@ -464,7 +556,7 @@ def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset
             parts[key] = optional_model.model_validate(raw[key])
         except ValidationError as exc:
             for err in exc.errors():
-                problems.append((_path(key, tuple(err["loc"])), _describe(err)))
+                problems.append((_path(key, tuple(err["loc"])), _describe(err, tuple(err["loc"]))))
     if problems:
         raise ConfigError(problems)
     config = StackConfig(

@@ -18,4 +18,6 @@ class ConfigModel(BaseModel):
         alias_generator=camel_alias,
         populate_by_name=True,
         use_attribute_docstrings=True,
+        # YAML's .inf and .nan are floats too; no size, rate or fraction here may be either.
+        allow_inf_nan=False,
     )

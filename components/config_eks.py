@@ -52,7 +52,7 @@ class CapacityBlockConfig(_Model):
 
     reservation_id: Annotated[str, Field(pattern=r"^cr-[0-9a-f]{8,17}$")]
     """Capacity reservation id of the block (`cr-...`), from the purchase."""
-    instances: Annotated[int, Field(ge=1)]
+    instances: Annotated[int, Field(ge=1, le=4096)]
     """Instances the block holds (at most 64); one managed node group of exactly this size."""
 
 
@@ -70,7 +70,7 @@ class EksGpuCapacityConfig(_Model):
     """capacity-block: the blocks; their instances must add up to the node group's count."""
     reservation_id: Annotated[str, Field(pattern=r"^cr-[0-9a-f]{8,17}$")] | None = None
     """odcr: an existing targeted ODCR (`cr-...`); the stack creates one when unset."""
-    placement_group: str | None = None
+    placement_group: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,255}$")] | None = None
     """odcr with `reservationId`: the existing cluster placement group the reservation was made
     in. Unset when the stack creates the reservation (it creates the group too)."""
     root_volume_gib: Annotated[int, Field(ge=100, le=16384)] = 512

@@ -6,6 +6,7 @@ from it. Field names are camelCase in YAML, snake_case in Python, as everywhere 
 """
 
 import ipaddress
+import re
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -36,6 +37,10 @@ class MachineShape:
     fabric: str
     """GPU-to-GPU transport over those NICs."""
 
+
+# GKE node pool names (container.v1 NodePool.name): a letter first, at most 40 characters.
+_GKE_NODE_POOL_NAME = r"[a-z]([-a-z0-9]*[a-z0-9])?"
+GKE_NODE_POOL_NAME_MAX = 40
 
 # a3-megagpu-8g: 8 x H100 80GB (Mega), 1 primary + 8 GPU NICs, GPUDirect-TCPXO.
 MACHINE_SHAPES: dict[str, MachineShape] = {
@@ -84,7 +89,7 @@ class SystemPoolConfig(_GkeModel):
     """Machine type; the router sizes ~31 cores per EPP replica at 50 req/s on 68 nodes."""
     node_count: Annotated[int, Field(ge=1, le=100)] = 3
     """Nodes (in the zone); EPP replicas need distinct nodes."""
-    disk_size_gb: Annotated[int, Field(ge=50)] = 200
+    disk_size_gb: Annotated[int, Field(ge=50, le=65536)] = 200
     """Boot disk per node."""
 
 
@@ -115,7 +120,7 @@ class GkeNodePoolConfig(_GkeModel):
     """Local NVMe SSDs per node as raw block devices (a3-megagpu-8g has 16 x 375 GB)."""
     max_pods_per_node: Annotated[int, Field(ge=8, le=256)] = 32
     """Pod address slots per node; GPU nodes run one serving pod plus node daemons."""
-    disk_size_gb: Annotated[int, Field(ge=100)] = 200
+    disk_size_gb: Annotated[int, Field(ge=100, le=65536)] = 200
     """Boot disk per node."""
 
 
@@ -165,6 +170,14 @@ def gke_problems(
     gpu_nics: set[int] = set()
     for name, pool in sorted(pools.items()):
         pool_path = f"{path}.nodePools.{name}"
+        if len(name) > GKE_NODE_POOL_NAME_MAX or not re.fullmatch(_GKE_NODE_POOL_NAME, name):
+            problems.append(
+                (
+                    pool_path,
+                    "the node pool is named after its fleet node group, and GKE node pool names are "
+                    f"[a-z0-9-], starting with a letter, at most {GKE_NODE_POOL_NAME_MAX} characters",
+                )
+            )
         chosen = [
             key
             for key, on in (

@@ -82,7 +82,7 @@ class ImagesConfig(ConfigModel):
     registry: Annotated[str, Field(pattern=r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._/-]+)?$")] | None = None
     """onprem: registry host[:port][/path] to push to; required there when build is true.
     gke pushes to Artifact Registry and eks to ECR, created by the build."""
-    registry_username: str | None = None
+    registry_username: Annotated[str, Field(pattern=r"^[A-Za-z0-9._@+-]{1,255}$")] | None = None
     """onprem: registry user, when the registry needs a login (its password: `registryPassword`)."""
     repository: Annotated[str, Field(pattern=r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$")] = DEFAULT_REPOSITORY
     """Artifact Registry repository id (gke), ECR repository prefix (eks), or path segment under

@@ -6,6 +6,7 @@ supervisor port, start rank from the LWS worker index) follows llm-d's wide-EP g
 """
 
 import json
+import re
 import shlex
 from dataclasses import dataclass
 from typing import Any
@@ -175,12 +176,26 @@ def vllm_serve_argv(
     return argv
 
 
+# The variables an argv word may reference: set by the launch script (START_RANK,
+# KV_EVENTS_BASE) or the pod's env (LWS_LEADER_ADDRESS, POD_IP). Only these expand.
+SCRIPT_VARIABLES = ("START_RANK", "KV_EVENTS_BASE", "LWS_LEADER_ADDRESS", "POD_IP")
+_REFERENCE = re.compile(r"\$\{(" + "|".join(SCRIPT_VARIABLES) + r")\}")
+
+
 def shell_word(word: str) -> str:
-    """Quote one argv word for bash: literal unless it references ${VAR}, which stays expandable."""
-    if "${" not in word:
-        return shlex.quote(word)
-    escaped = word.replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`")
-    return f'"{escaped}"'
+    """Quote one argv word for bash so that it stays one word and nothing in it expands except
+    references to SCRIPT_VARIABLES: the rest is single-quoted (no `$`, backquote or backslash
+    means anything there), each reference double-quoted, and the pieces concatenated."""
+    pieces: list[str] = []
+    position = 0
+    for reference in _REFERENCE.finditer(word):
+        if reference.start() > position:
+            pieces.append(shlex.quote(word[position : reference.start()]))
+        pieces.append(f'"${{{reference.group(1)}}}"')
+        position = reference.end()
+    if position < len(word) or not pieces:
+        pieces.append(shlex.quote(word[position:]))
+    return "".join(pieces)
 
 
 def _argv_lines(argv: list[str]) -> list[str]:

@@ -9,8 +9,6 @@ Exit codes: 0 fine, 1 the rendered output failed a check, 2 bad input (config, p
 """
 
 import argparse
-import asyncio
-import contextlib
 import os
 import sys
 from pathlib import Path
@@ -18,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from components.config import ConfigError
 from components.plan import PlanError
+from infra.outdir import OutputDirError, ensure_replaceable
 
 if TYPE_CHECKING:
     from infra.synth import Synthesis
@@ -69,7 +68,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _render(stacks_dir: Path, stack: str, out: Path) -> "Synthesis":
-    from infra.render import render_files, write_atomically
+    from infra.outdir import write_atomically
+    from infra.render import render_files
     from infra.synth import synthesize
 
     synthesis = synthesize(stacks_dir, stack)
@@ -85,16 +85,11 @@ def run(argv: list[str]) -> int:
     stacks_dir = args.stacks_dir or root / "stacks"
     try:
         if args.command == "plan":
-            import pulumi
-
-            from components.config import load_from_pulumi
             from components.plan import plan_fleet
             from infra.render import plan_table
-            from infra.synth import read_stack_file
+            from infra.synth import read_stack_file, stack_config
 
-            stack_file = read_stack_file(stacks_dir, args.stack)
-            pulumi.runtime.set_all_config(stack_file.values, sorted(stack_file.secret_keys))
-            plan = plan_fleet(load_from_pulumi())
+            plan = plan_fleet(stack_config(read_stack_file(stacks_dir, args.stack)))
             print(f"# plan of {args.stack}: {plan.gpus} GPUs on {plan.nodes} nodes\n")
             print(plan_table(plan))
             return EXIT_OK
@@ -110,8 +105,9 @@ def run(argv: list[str]) -> int:
                 print(f"error: {exc}", file=sys.stderr)
                 return EXIT_BAD_INPUT
         out = args.out or root / "build" / args.stack
+        ensure_replaceable(out)  # before the slow part: a refused directory is refused at once
         synthesis = _render(stacks_dir, args.stack, out)
-    except (ConfigError, PlanError) as exc:
+    except (ConfigError, PlanError, OutputDirError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.command == "render":
@@ -170,10 +166,9 @@ def _check_policies(
 
 def main() -> None:
     code = run(sys.argv[1:])
-    # The mock engine leaves its event loop and some finished RPC tasks behind; their finalizers
-    # only print noise at interpreter exit. Everything is written and flushed: leave directly.
-    with contextlib.suppress(RuntimeError):
-        asyncio.get_event_loop_policy().get_event_loop().close()
+    # The mock engine leaves its event loop and some RPC tasks behind; collecting them at
+    # interpreter exit prints asyncio's "Task was destroyed but it is pending!". Everything is
+    # written: flush and leave directly, running no finalizer.
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

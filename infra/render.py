@@ -5,13 +5,10 @@
     cloud/<type>.<name>.yaml                            cloud resources with their inputs
     summary.md                                          resources by type, the plan, a topology diagram
 
-The output directory is replaced only after everything rendered: a failure leaves the previous
-output as it was.
+Writing the directory (atomically, and only one this command owns) is infra/outdir.py's job.
 """
 
 import re
-import shutil
-import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -128,27 +125,6 @@ def render_files(synthesis: Synthesis) -> dict[str, str]:
         if SECRET_PLACEHOLDER in text:
             raise RuntimeError(f"{path}: a secret value reached the rendered output")
     return files
-
-
-def write_atomically(files: dict[str, str], out_dir: Path) -> None:
-    """Write all files to a sibling temp dir, then swap it in place of out_dir."""
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
-        for rel, text in sorted(files.items()):
-            target = staging / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text)
-        old = out_dir.with_name(f".{out_dir.name}.old")
-        if old.exists():
-            shutil.rmtree(old)
-        if out_dir.exists():
-            out_dir.rename(old)
-        staging.rename(out_dir)
-        shutil.rmtree(old, ignore_errors=True)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
 
 
 def _gib(value: float) -> str:

@@ -14,8 +14,8 @@ import pulumi
 import yaml
 from pulumi.runtime import MockCallArgs, MockResourceArgs, Mocks, mocks, set_mocks
 
-from components.config import PROJECT, ConfigError, StackConfig
-from components.plan import FleetPlan
+from components.config import PROJECT, ConfigError, StackConfig, parse_config, read_pulumi_config
+from components.plan import FleetPlan, plan_fleet
 
 # The marker the Pulumi wire format wraps secret values in (pulumi.runtime.rpc).
 _SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d"
@@ -73,6 +73,33 @@ class RecordingMocks(Mocks):
         return {}, []
 
 
+class _DuplicateKey(yaml.YAMLError):
+    """A mapping names the same key twice."""
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key that appears twice in one mapping. Plain YAML keeps the
+    last value silently (a second `llmd-fleet:model:` block would replace the first); the Pulumi
+    CLI refuses such a file, and so does this."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first_line: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                earlier = first_line.get(key)
+            except TypeError:  # an unhashable key; the caller refuses non-string keys
+                continue
+            if earlier is not None:
+                raise _DuplicateKey(
+                    f"duplicate key {key!r} at lines {earlier} and {line} (YAML would keep only the "
+                    "last; the Pulumi CLI refuses the file): keep one"
+                )
+            first_line[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
 @dataclass(frozen=True)
 class StackFile:
     """A stack's config as the Pulumi CLI would pass it to the program."""
@@ -94,15 +121,21 @@ def read_stack_file(stacks_dir: Path, stack: str) -> StackFile:
         known = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in stacks_dir.glob("Pulumi.*.yaml"))
         raise ConfigError([("stack", f"no stack file {path} (stacks: {', '.join(known) or 'none'})")])
     try:
-        document = yaml.safe_load(path.read_text()) or {}
+        document = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader) or {}
+    except _DuplicateKey as exc:
+        raise ConfigError([(str(path), str(exc))]) from None
     except yaml.YAMLError as exc:
         raise ConfigError([(str(path), f"not valid YAML: {exc}")]) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError([(str(path), f"not UTF-8 text: {exc.reason} at byte {exc.start}")]) from None
     config = document.get("config") if isinstance(document, dict) else None
     if not isinstance(config, dict):
         raise ConfigError([(str(path), "must contain a `config:` mapping")])
     values: dict[str, str] = {}
     secrets = set()
     for key, value in config.items():
+        if not isinstance(key, str):
+            raise ConfigError([(str(path), f"config keys must be strings (got {key!r})")])
         full_key = key if ":" in key else f"{PROJECT}:{key}"
         if isinstance(value, dict) and set(value) == {"secure"}:
             values[full_key] = SECRET_PLACEHOLDER
@@ -116,6 +149,15 @@ def read_stack_file(stacks_dir: Path, stack: str) -> StackFile:
     return StackFile(stack=stack, values=values, secret_keys=frozenset(secrets))
 
 
+def stack_config(stack_file: StackFile) -> StackConfig:
+    """The validated config of a stack file, read exactly as the program reads it from Pulumi
+    (raises ConfigError)."""
+    raw, secrets = read_pulumi_config(
+        stack_file.values.__getitem__, list(stack_file.values), stack_file.secret_keys.__contains__
+    )
+    return parse_config(raw, secrets)
+
+
 @dataclass(frozen=True)
 class Synthesis:
     stack: str
@@ -127,13 +169,15 @@ class Synthesis:
 def synthesize(stacks_dir: Path, stack: str) -> Synthesis:
     """Validate, plan and run the stack program under mocks. Raises ConfigError or PlanError
     before any resource is declared when the input is bad."""
-    from infra.program import build_fleet, load
-
     stack_file = read_stack_file(stacks_dir, stack)
+    # Bad input is refused here, before the mock engine starts (nothing of it to clean up).
+    config = stack_config(stack_file)
+    plan = plan_fleet(config)
+    from infra.program import build_fleet
+
     pulumi.runtime.set_all_config(stack_file.values, sorted(stack_file.secret_keys))
     recorder = RecordingMocks()
     set_mocks(recorder, project=PROJECT, stack=stack, preview=False)
-    config, plan = load()
 
     def program() -> None:
         build_fleet(config, plan)
@@ -143,12 +187,25 @@ def synthesize(stacks_dir: Path, stack: str) -> Synthesis:
     return Synthesis(stack, config, plan, tuple(recorder.created))
 
 
+def _redacted(secret: Any) -> Any:
+    """A secret value with every leaf replaced by REDACTED and its shape kept, so the object
+    around it stays valid (a Secret's `stringData`, which the Kubernetes SDK marks secret as a
+    whole, is still a map of strings; its keys are names, not secrets)."""
+    if isinstance(secret, dict):
+        if secret.get(_SECRET_SIG_KEY) == _SECRET_SIG:
+            return _redacted(secret.get("value"))
+        return {k: _redacted(v) for k, v in secret.items() if v is not None}
+    if isinstance(secret, list):
+        return [_redacted(v) for v in secret]
+    return REDACTED
+
+
 def clean(value: Any) -> Any:
-    """Engine values -> plain data: secrets redacted, integral floats back to ints (the wire
-    format carries every number as a double), nulls dropped."""
+    """Engine values -> plain data: secrets redacted (shape kept), integral floats back to ints
+    (the wire format carries every number as a double), nulls dropped."""
     if isinstance(value, dict):
         if value.get(_SECRET_SIG_KEY) == _SECRET_SIG:
-            return REDACTED
+            return _redacted(value.get("value"))
         return {k: clean(v) for k, v in value.items() if v is not None}
     if isinstance(value, list):
         return [clean(v) for v in value]

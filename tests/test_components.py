@@ -89,7 +89,7 @@ def test_hf_token_is_a_secret_reference(engine, raw_config):
     def check(_):
         (secret,) = _by_type(engine, "kubernetes:core/v1:Secret")
         # The secret marking covers the whole map: neither key nor value is rendered.
-        assert clean(secret.inputs)["stringData"] == REDACTED
+        assert clean(secret.inputs)["stringData"] == {"HF_TOKEN": REDACTED}
         (dset,) = _by_type(engine, "kubernetes:disaggregatedset.x-k8s.io/v1:DisaggregatedSet")
         assert "hf_do_not_print_me" not in repr(clean(dset.inputs))
         env = clean(dset.inputs)["spec"]["roles"][0]["spec"]["leaderWorkerTemplate"]["workerTemplate"][

@@ -252,8 +252,10 @@ def _registries(engine) -> list[dict[str, Any]]:
     (image,) = [r for r in engine.created if r.type == IMAGE_TYPE]
     raw = image.inputs["registries"]
     assert isinstance(raw, dict) and raw.get(_SECRET_SIG_KEY) == _SECRET_SIG, raw
-    assert clean(image.inputs)["registries"] == REDACTED
-    return clean(raw["value"])
+    logins = clean(raw["value"])
+    # Redacted leaf by leaf, the shape kept: a list of logins whose every value is hidden.
+    assert clean(image.inputs)["registries"] == [dict.fromkeys(login, REDACTED) for login in logins]
+    return logins
 
 
 def _common_inputs(inputs: dict[str, Any], variant: Variant, repository_url: str) -> None:
@@ -448,7 +450,7 @@ def test_onprem_build_logs_in_with_the_secret_password_and_renders_it_redacted(t
     files = render_files(synthesis)
     (build_file,) = [text for path, text in files.items() if path.startswith("cloud/docker-build")]
     build = yaml.safe_load(build_file)["inputs"]
-    assert build["registries"] == REDACTED
+    assert build["registries"] == [{"address": REDACTED, "password": REDACTED, "username": REDACTED}]
     # The build context is written relative to the checkout: every clone renders the same bytes.
     assert build["context"] == {"location": "images"}
     assert build["dockerfile"] == {"location": f"images/{DOCKERFILE}"}

@@ -270,18 +270,18 @@ def test_the_reference_stack_has_a_gpu_budget(reference_policy_config):
 def decode_dp_48(monkeypatch) -> None:
     """The real program, given a plan whose decode DP (48) does not fill its 8 x 8 GPUs (the
     config layer would refuse such a role, so the plan is edited after it)."""
-    import infra.program
+    import infra.synth
 
-    real_load = infra.program.load
+    real_plan_fleet = infra.synth.plan_fleet
 
-    def load():
-        config, plan = real_load()
+    def plan_fleet(config):
+        plan = real_plan_fleet(config)
         roles = tuple(
             dataclasses.replace(r, data_parallel=48) if r.name == "decode" else r for r in plan.roles
         )
-        return config, dataclasses.replace(plan, roles=roles)
+        return dataclasses.replace(plan, roles=roles)
 
-    monkeypatch.setattr(infra.program, "load", load)
+    monkeypatch.setattr(infra.synth, "plan_fleet", plan_fleet)
 
 
 @pytest.mark.usefixtures("decode_dp_48")
@@ -662,7 +662,7 @@ def test_router_serving_agreement_on_kv_events(reference):
         edited(
             reference,
             one(reference, DSET),
-            edit_script("decode", "tcp://*:${KV_EVENTS_BASE}", "tcp://*:5557"),
+            edit_script("decode", "tcp://*:'\"${KV_EVENTS_BASE}\"'", "tcp://*:5557"),
         ),
     )
     assert any("role decode: KV-event endpoint tcp://*:5557 is a fixed port" in m for m in found), found

@@ -105,8 +105,22 @@ def test_script_expands_to_the_argv_for_every_worker(reference, role, tmp_path):
         assert [a for a in argv if "kv@" not in a] == [e for e in expected if "kv@" not in e]
 
 
-@pytest.mark.parametrize("word", ["plain", "it's", 'a"b', "$HOME", "${X} and `y`", '{"k":"${V}"}'])
-def test_shell_word_round_trips(word, tmp_path):
-    argv = _run_script(f"vllm {shell_word(word)}", tmp_path, {"X": "x", "V": "v", "HOME": "/h"})
-    expected = word.replace("${X}", "x").replace("${V}", "v")
+@pytest.mark.parametrize(
+    "word",
+    [
+        "plain",
+        "it's",
+        'a"b',
+        "$HOME",
+        "${X} and `y`",
+        '{"k":"${POD_IP}"}',
+        "${START_RANK}x${HOSTNAME}$(echo injected)",
+        "back\\slash ${POD_IP}'${POD_IP}\"",
+        "",
+    ],
+)
+def test_shell_word_expands_only_the_scripts_own_variables(word, tmp_path):
+    variables = {"X": "x", "POD_IP": "10.0.0.1", "START_RANK": "8", "HOSTNAME": "h", "HOME": "/h"}
+    argv = _run_script(f"vllm {shell_word(word)}", tmp_path, variables)
+    expected = word.replace("${POD_IP}", "10.0.0.1").replace("${START_RANK}", "8")
     assert argv == ["vllm", expected, "unset"]

@@ -491,17 +491,47 @@ def test_check_fails_when_the_checker_cannot_run(reference_manifests, monkeypatc
 # --- The parser environment --------------------------------------------------------------------------
 
 
-def test_env_key_covers_version_requirements_and_python():
-    key = env.env_key("1.0", b"a", b"b")
+def test_env_key_covers_version_requirements_torch_and_python():
+    key = env.env_key("1.0", b"a", b"b", "torch==2.0")
     assert len(key) == 16
-    assert key == env.env_key("1.0", b"a", b"b")
+    assert key == env.env_key("1.0", b"a", b"b", "torch==2.0")
     others = {
-        env.env_key("1.1", b"a", b"b"),
-        env.env_key("1.0", b"a2", b"b"),
-        env.env_key("1.0", b"a", b"b2"),
-        env.env_key("1.0", b"a", b"b", python=(3, 12)),
+        env.env_key("1.1", b"a", b"b", "torch==2.0"),
+        env.env_key("1.0", b"a2", b"b", "torch==2.0"),
+        env.env_key("1.0", b"a", b"b2", "torch==2.0"),
+        env.env_key("1.0", b"a", b"b", "torch-2.0+cpu-cp311-cp311-linux_x86_64.whl"),
+        env.env_key("1.0", b"a", b"b", "torch==2.0", python=(3, 12)),
     }
-    assert key not in others and len(others) == 4
+    assert key not in others and len(others) == 5
+
+
+def _wheel(directory: Path, name: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / name).write_bytes(b"")
+    return directory / name
+
+
+def test_a_local_cpu_torch_wheel_is_used_when_there(tmp_path):
+    wheels = tmp_path / "wheels"
+    older = _wheel(wheels, "torch-2.12.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
+    pinned = versions().build.torch
+    _wheel(wheels, "torch-2.1.0-cp311-cp311-manylinux_2_28_x86_64.whl")  # a CUDA build: never taken
+    _wheel(wheels, "torch-9.0.0+cpu-cp312-cp312-manylinux_2_28_x86_64.whl")  # another Python
+    source = env.torch_source([str(tmp_path / "missing"), "https://example.invalid/simple", str(wheels)])
+    assert source == env.TorchSource(requirement=str(older), identity=older.name)
+    exact = _wheel(wheels, f"torch-{pinned}+cpu-cp311-cp311-linux_x86_64.whl")
+    assert env.torch_source([f"file://{wheels}"]).requirement == str(exact)
+
+
+def test_without_a_local_wheel_torch_comes_from_the_index_at_vllms_pin(tmp_path):
+    pinned = versions().build.torch
+    source = env.torch_source([str(tmp_path)])
+    assert source == env.TorchSource(requirement=f"torch=={pinned}", identity=f"torch=={pinned}")
+    # Which torch was taken decides the environment: a machine with the wheel builds another one.
+    with_wheel = env.torch_source(
+        [str(_wheel(tmp_path / "w", f"torch-{pinned}+cpu-cp311-cp311-linux_x86_64.whl").parent)]
+    )
+    assert env.env_dir(torch=source) != env.env_dir(torch=with_wheel)
 
 
 def test_env_lives_in_the_cache_outside_the_repository(monkeypatch, tmp_path):
@@ -521,7 +551,8 @@ def test_vllm_version_comes_only_from_the_matrix():
             assert version not in path.read_text(), f"{path} hard-codes the vLLM version"
     requirements = env.REQUIREMENTS.read_text() + env.NO_DEPS_REQUIREMENTS.read_text()
     assert "vllm" not in [line.split("=")[0].strip().lower() for line in requirements.splitlines()]
-    assert "torch==" in requirements and "+cpu" in requirements
+    # torch is chosen by env.py (a local CPU wheel, else vLLM's own pin from the matrix).
+    assert "torch" not in [line.split("=")[0].strip().lower() for line in requirements.splitlines()]
 
 
 def test_child_processes_run_isolated_with_the_project_root_only(monkeypatch):
@@ -549,3 +580,21 @@ def test_deps_check_reports_versions_outside_the_declared_range(monkeypatch):
     monkeypatch.setattr(importlib.metadata, "requires", lambda name: declared)
     monkeypatch.setattr(importlib.metadata, "version", version)
     assert mismatches() == ["fastapi 0.140.0 is outside vllm's range fastapi<0.137.0,>=0.133.0"]
+
+
+def test_check_fails_when_the_committed_parser_names_differ_from_vllms(
+    reference_manifests, monkeypatch, tmp_path, capsys
+):
+    def answer(python, version, lines):
+        stale = Finding(
+            cli.REGISTRY_ORIGIN, Problem(None, "TOOL_CALL_PARSERS lacks names vLLM registers: new1")
+        )
+        return [stale, *_reject_self_test(python, version, lines)]
+
+    _fake_check(monkeypatch, tmp_path, answer)
+    assert cli.check([REFERENCE_STACK], reference_manifests.parent.parent) == 1
+    out = capsys.readouterr().out
+    assert (
+        "differ from vLLM" in out
+        and "FINDING components/vllm_registry.py: (command line): TOOL_CALL_PARSERS" in out
+    )

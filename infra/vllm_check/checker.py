@@ -491,8 +491,29 @@ def run(jobs_path: Path, results_path: Path) -> int:
         except Exception as exc:  # a defect of the check must fail it, never pass a line
             problems = [Problem(None, f"internal error of the check: {type(exc).__name__}: {exc}")]
         results.append([p.to_json() for p in problems])
-    results_path.write_text(json.dumps({"vllm_version": vllm.version, "results": results}))
+    results_path.write_text(
+        json.dumps(
+            {"vllm_version": vllm.version, "results": results, "registry_problems": registry_problems(vllm)}
+        )
+    )
     return 0
+
+
+def registry_problems(vllm: Vllm) -> list[str]:
+    """Where the parser names the config accepts (components/vllm_registry.py) differ from the
+    registries of the vLLM installed here."""
+    committed = importlib.import_module("components.vllm_registry")
+    problems = []
+    for name, manager, listed in (
+        ("TOOL_CALL_PARSERS", vllm.tool_parsers, committed.TOOL_CALL_PARSERS),
+        ("REASONING_PARSERS", vllm.reasoning_parsers, committed.REASONING_PARSERS),
+    ):
+        registered = set(manager.list_registered())
+        if missing := sorted(registered - listed):
+            problems.append(f"{name} lacks names vLLM {vllm.version} registers: {', '.join(missing)}")
+        if extra := sorted(listed - registered):
+            problems.append(f"{name} lists names vLLM {vllm.version} does not register: {', '.join(extra)}")
+    return problems
 
 
 def smoke() -> int:

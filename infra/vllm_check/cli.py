@@ -16,8 +16,11 @@ from pathlib import Path
 
 from infra.vllm_check import env
 from infra.vllm_check.extract import stack_command_lines
-from infra.vllm_check.lines import CommandLine, Finding, Problem
+from infra.vllm_check.lines import CommandLine, Finding, Origin, Problem
 from infra.vllm_check.selftest import BrokenLine, broken_lines, self_test_base, verdicts
+
+# Where the committed parser-name lists differ from the pinned vLLM's registries.
+REGISTRY_ORIGIN = Origin("components/vllm_registry.py")
 
 
 class CheckerError(Exception):
@@ -46,7 +49,8 @@ def run_checker(python: Path, version: str, lines: Sequence[CommandLine]) -> lis
     per_line = data["results"]
     if len(per_line) != len(lines):
         raise CheckerError(f"the checker returned {len(per_line)} results for {len(lines)} command lines")
-    return [
+    registry = [Finding(REGISTRY_ORIGIN, Problem(None, text)) for text in data.get("registry_problems", [])]
+    return registry + [
         Finding(line.origin, Problem.from_json(problem))
         for line, problems in zip(lines, per_line, strict=True)
         for problem in problems
@@ -117,6 +121,13 @@ def check(stacks: Sequence[str], build_dir: Path) -> int:
     print(f"self-test: {len(cases)} broken command lines derived from {base.origin}")
     for text in self_test_report(self_test, checked):
         print(text)
+    registry = [f for f in findings if f.origin == REGISTRY_ORIGIN]
+    print(
+        f"parser names the config accepts (components/vllm_registry.py): "
+        f"{'differ from' if registry else 'match'} vLLM {version}'s registries"
+    )
+    for finding in registry:
+        print(f"FINDING {finding}")
     for stack in stacks:
         stack_findings = [f for f in findings if f.origin.stack == stack]
         count = len(stack_findings)

@@ -1,0 +1,221 @@
+"""One grammar per config string that reaches a command line, a label, a path or a name.
+
+A stack file is input from people and from automation alike; a string it holds may end up in a
+container's launch script, in a Kubernetes label, in a hostPath or in a cloud resource name. Each
+such field is typed with one of the annotated types below, so a value either matches the grammar
+of the place it reaches or is refused with the key path and what is allowed. None of these
+grammars admits `$`, quotes, backslashes, whitespace or control characters: nothing a config
+accepts can be read by bash or by the kubelet's `$(VAR)` expansion as anything but itself.
+
+Pure: pydantic and the standard library only (the config layer imports it).
+"""
+
+import posixpath
+import re
+from collections.abc import Callable
+from typing import Annotated
+
+from pydantic import AfterValidator
+
+# Kubernetes (k8s.io/apimachinery pkg/util/validation): a DNS-1123 label names most objects, a
+# DNS-1123 subdomain names StorageClasses and prefixes label keys.
+DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DNS_LABEL_MAX = 63
+DNS_SUBDOMAIN = rf"{DNS_LABEL}(\.{DNS_LABEL})*"
+DNS_SUBDOMAIN_MAX = 253
+# A label's name part and value: alphanumerics at both ends, `-_.` inside, at most 63 characters.
+_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
+LABEL_NAME_MAX = 63
+
+
+def _validator(check: Callable[[str], str | None]) -> AfterValidator:
+    """An AfterValidator from a function that returns what is wrong, or None."""
+
+    def validate(value: str) -> str:
+        if (problem := check(value)) is not None:
+            raise ValueError(problem)
+        return value
+
+    return AfterValidator(validate)
+
+
+def _matches(pattern: str, text: str) -> bool:
+    return re.fullmatch(pattern, text, flags=re.ASCII) is not None
+
+
+def dns_label_problem(value: str) -> str | None:
+    if len(value) > DNS_LABEL_MAX or not _matches(DNS_LABEL, value):
+        return (
+            "must be a DNS-1123 label: [a-z0-9-], alphanumeric at both ends, at most "
+            f"{DNS_LABEL_MAX} characters"
+        )
+    return None
+
+
+def dns_subdomain_problem(value: str) -> str | None:
+    if len(value) > DNS_SUBDOMAIN_MAX or not _matches(DNS_SUBDOMAIN, value):
+        return (
+            "must be a DNS-1123 subdomain: dot-separated [a-z0-9-] labels, alphanumeric at both ends, "
+            f"at most {DNS_SUBDOMAIN_MAX} characters"
+        )
+    return None
+
+
+def label_key_problem(key: str) -> str | None:
+    """Kubernetes label (and annotation) key: `[prefix/]name`."""
+    prefix, _, name = key.rpartition("/")
+    if "/" in key and (not prefix or dns_subdomain_problem(prefix)):
+        return f"label key {key!r}: the prefix before '/' must be a DNS-1123 subdomain"
+    if len(name) > LABEL_NAME_MAX or not _matches(_LABEL_NAME, name):
+        return (
+            f"label key {key!r}: the name must be [A-Za-z0-9-_.], alphanumeric at both ends, at most "
+            f"{LABEL_NAME_MAX} characters"
+        )
+    return None
+
+
+def label_value_problem(value: str) -> str | None:
+    if value and (len(value) > LABEL_NAME_MAX or not _matches(_LABEL_NAME, value)):
+        return (
+            f"label value {value!r}: must be empty or [A-Za-z0-9-_.], alphanumeric at both ends, at "
+            f"most {LABEL_NAME_MAX} characters"
+        )
+    return None
+
+
+def _labels_problem(labels: dict[str, str]) -> str | None:
+    for key, value in labels.items():
+        if problem := label_key_problem(key) or label_value_problem(value):
+            return problem
+    return None
+
+
+def git_revision_problem(value: str) -> str | None:
+    """A git ref name (branch or tag, `git check-ref-format` rules, narrowed to a safe alphabet)
+    or a commit id. Hugging Face's hub takes the same as `revision`."""
+    if _matches(r"[0-9a-f]{40}", value):
+        return None
+    allowed = (
+        "must be a branch or tag name ([A-Za-z0-9._/-], no '..', no component starting with '.' "
+        "or ending in '.lock', not starting with '-' or '/', at most 255 characters) or a "
+        "40-hex commit id"
+    )
+    if not 1 <= len(value) <= 255 or not _matches(r"[A-Za-z0-9._/-]+", value):
+        return allowed
+    components = value.split("/")
+    if value.startswith("-") or ".." in value or value.endswith(".") or "" in components:
+        return allowed
+    if any(part.startswith(".") or part.endswith(".lock") for part in components):
+        return allowed
+    return None
+
+
+# Hugging Face repository ids (huggingface_hub validate_repo_id): `namespace/name`, each at most
+# 96 characters of [A-Za-z0-9_.-], no '--' or '..', not ending in '.git'.
+_HF_PART = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,95}"
+
+
+def hf_repo_id_problem(value: str) -> str | None:
+    if (
+        not _matches(rf"{_HF_PART}/{_HF_PART}", value)
+        or "--" in value
+        or ".." in value
+        or value.endswith(".git")
+        or value.endswith((".", "-"))
+    ):
+        return (
+            "must be a Hugging Face repository id `namespace/name` (each part [A-Za-z0-9_.-], at most "
+            "96 characters, no '--' or '..', not ending in '.git')"
+        )
+    return None
+
+
+def served_name_problem(value: str) -> str | None:
+    """The model name clients send (OpenAI `model`): one printable word."""
+    if not _matches(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}", value):
+        return "must be 1-128 characters of [A-Za-z0-9_.:/-], starting with a letter or digit"
+    return None
+
+
+def http_header_problem(value: str) -> str | None:
+    """A request header name as the gateway forwards it: HTTP/2 and Envoy use lowercase names."""
+    if len(value) > 64 or not _matches(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?", value):
+        return (
+            "must be a lowercase HTTP header name ([a-z0-9-], alphanumeric at both ends, at most "
+            "64 characters)"
+        )
+    return None
+
+
+# Host directories a pod must never mount: the OS, the kubelet's and the container runtimes' state
+# (a pod that writes there owns the node), and the kernel's virtual file systems.
+HOST_PATH_DENYLIST = (
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/proc",
+    "/root",
+    "/run",
+    "/sbin",
+    "/sys",
+    "/usr",
+    "/var/lib/kubelet",
+    "/var/lib/containerd",
+    "/var/lib/docker",
+    "/var/lib/crio",
+    "/var/lib/etcd",
+    "/var/log",
+    "/var/run",
+)
+
+
+def host_path_problem(value: str) -> str | None:
+    """An absolute, normalised directory at least two levels deep, outside HOST_PATH_DENYLIST."""
+    shape = (
+        "must be an absolute, normalised path of [A-Za-z0-9._/-] (no '..', no trailing '/'), at "
+        "most 255 characters"
+    )
+    if len(value) > 255 or not _matches(r"(/[A-Za-z0-9._-]+)+", value):
+        return shape
+    if posixpath.normpath(value) != value or any(part in (".", "..") for part in value.split("/")):
+        return shape
+    if value.count("/") < 2:
+        return "must be at least two levels below / (e.g. /mnt/local/kv-cache), not a top-level directory"
+    for denied in HOST_PATH_DENYLIST:
+        if value == denied or value.startswith(denied + "/"):
+            denylist = ", ".join(HOST_PATH_DENYLIST)
+            return f"must not be {denied} or below it (system and kubelet paths: {denylist})"
+    return None
+
+
+DnsLabel = Annotated[str, _validator(dns_label_problem)]
+"""A DNS-1123 label (namespaces, most object names)."""
+DnsSubdomain = Annotated[str, _validator(dns_subdomain_problem)]
+"""A DNS-1123 subdomain (StorageClass names)."""
+Labels = Annotated[dict[str, str], _validator(_labels_problem)]
+"""Kubernetes labels: valid keys and values."""
+GitRevision = Annotated[str, _validator(git_revision_problem)]
+"""A branch, tag or commit id."""
+HfRepoId = Annotated[str, _validator(hf_repo_id_problem)]
+"""A Hugging Face repository id."""
+ServedModelName = Annotated[str, _validator(served_name_problem)]
+"""The model name clients send."""
+HttpHeaderName = Annotated[str, _validator(http_header_problem)]
+"""A lowercase HTTP header name."""
+HostPath = Annotated[str, _validator(host_path_problem)]
+"""A host directory a pod may mount."""
+
+
+def one_of(names: frozenset[str], what: str) -> AfterValidator:
+    """A name from a committed list (e.g. vLLM's registered parsers)."""
+
+    def check(value: str) -> str | None:
+        if value not in names:
+            return f"must be a {what} the pinned vLLM registers: {', '.join(sorted(names))}"
+        return None
+
+    return _validator(check)
