@@ -8,7 +8,7 @@ the Fabric the plan carries.
 from dataclasses import dataclass, field
 from typing import Any
 
-from components import tcpxo
+from components import tcpxo_pod as tcpxo
 
 
 @dataclass(frozen=True)

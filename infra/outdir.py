@@ -14,7 +14,7 @@ from pathlib import Path
 OUTPUT_MARKER = ".llmd-fleet-render"
 _MARKER_TEXT = "Written by `llmd-fleet render`; the whole directory is replaced on the next render.\n"
 # What a render wrote before the marker existed: such a directory is still recognised as ours.
-_RENDER_ENTRIES = frozenset({"summary.md", "manifests", "helm", "cloud"})
+_RENDER_ENTRIES = frozenset({"summary.md", "manifests", "helm", "cloud", "remote"})
 
 
 class OutputDirError(Exception):
