@@ -9,9 +9,11 @@ STACKS := $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))
 
 .PHONY: setup check render plan test lint hadolint typecheck unit
 
-setup: ## Install uv if missing, then the locked environment (.venv)
+# --compile-bytecode: where PYTHONDONTWRITEBYTECODE is set (CI machines set it), Python would
+# otherwise compile the generated SDKs (thousands of modules) from source in every process.
+setup: ## Install uv if missing, then the locked environment (.venv), bytecode included
 	@command -v $(UV) >/dev/null 2>&1 || python3 -m pip install --quiet uv
-	$(UV) sync --frozen
+	$(UV) sync --frozen --compile-bytecode
 
 check: ## Render every stack offline and validate all manifests (built-in kinds and CRDs)
 	@set -e; for s in $(STACKS); do $(UV) run --frozen llmd-fleet check $$s $(if $(CRD_DIR),--crd-dir $(CRD_DIR)); done
@@ -36,6 +38,10 @@ typecheck:
 
 unit:
 	$(UV) run --frozen pytest
+
+.PHONY: bench-cli
+bench-cli: ## Time render and check of every stack as ratios to the bare SDK import (docs/performance.md)
+	$(UV) run --frozen python -m infra.bench_cli
 
 .PHONY: check-vllm
 check-vllm: ## Check every rendered vLLM command line with the pinned vLLM's own parser (cached env)

@@ -25,12 +25,9 @@ components/image_spec.py, which needs no cloud SDK; this module adds the build a
 import argparse
 import sys
 from collections.abc import Mapping
-from typing import NotRequired, TypedDict, get_args
+from typing import TYPE_CHECKING, NotRequired, TypedDict, get_args
 
 import pulumi
-import pulumi_aws as aws
-import pulumi_docker_build as docker_build
-import pulumi_gcp as gcp
 
 from components.fabric import Fabric
 from components.image_spec import (
@@ -49,8 +46,14 @@ from components.image_spec import (
 )
 from components.versions import versions
 
-PLATFORM = docker_build.Platform.LINUX_AMD64
-"""H100 nodes are x86_64."""
+if TYPE_CHECKING:
+    import pulumi_docker_build as docker_build
+
+# The cloud and build SDKs are imported where a build is declared: a stack that builds no image
+# (or builds on another target) never pays for their import (docs/performance.md).
+
+PLATFORM = "linux/amd64"
+"""H100 nodes are x86_64 (docker_build.Platform.LINUX_AMD64)."""
 GCP_REGISTRY_USER = "oauth2accesstoken"
 """Artifact Registry accepts an OAuth access token as the password of this user."""
 CACHE_TAG_PREFIX = "buildcache-"
@@ -113,7 +116,8 @@ class ImageBuild(pulumi.ComponentResource):
     its digest.
     """
 
-    image: docker_build.Image
+    # `image` (the docker-build Image) is set in __init__; no class annotation, since Pulumi
+    # resolves these annotations at run time and the build SDK is imported only there.
     ref: pulumi.Output[str]
     """repository:tag@sha256:digest once pushed (the tag alone where the provider reports no
     digest, e.g. under offline mocks)."""
@@ -128,11 +132,15 @@ class ImageBuild(pulumi.ComponentResource):
         if problem:
             raise ValueError(f"ImageBuild {name}: {problem}")
         super().__init__("llmd-fleet:images:ImageBuild", name, {}, opts)
+        import pulumi_docker_build as docker_build
+
         self.variant = variant
         repository = args.get("repository", DEFAULT_REPOSITORY)
         child = pulumi.ResourceOptions(parent=self)
         registry: docker_build.RegistryArgs | None = None
         if kind == "gke":
+            import pulumi_gcp as gcp  # its submodules load on first use: only these two
+
             project, location = args.get("gcp_project"), args.get("gcp_location")
             ar = gcp.artifactregistry.Repository(
                 f"{name}-repository",
@@ -154,6 +162,8 @@ class ImageBuild(pulumi.ComponentResource):
                 password=pulumi.Output.secret(token.access_token),
             )
         elif kind == "eks":
+            import pulumi_aws as aws
+
             ecr = aws.ecr.Repository(
                 f"{name}-repository",
                 name=f"{repository}/{IMAGE_NAME}",
@@ -200,7 +210,7 @@ class ImageBuild(pulumi.ComponentResource):
             context=docker_build.BuildContextArgs(location=str(context)),
             dockerfile=docker_build.DockerfileArgs(location=str(context / DOCKERFILE)),
             target=SERVING_TARGET,
-            platforms=[PLATFORM],
+            platforms=[docker_build.Platform(PLATFORM)],
             build_args=build_args(variant),
             labels=image_labels(variant),
             tags=[tagged],

@@ -15,10 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from components.config import ConfigError
-from components.plan import PlanError
+from components.plan import PlanError, plan_fleet
 from infra.outdir import OutputDirError, ensure_replaceable
 
 if TYPE_CHECKING:
+    from components.config import StackConfig
+    from components.plan import FleetPlan
+    from infra.policy_check import PolicyPackProcess
+    from infra.stack_file import StackFile
     from infra.synth import Synthesis
 
 EXIT_OK, EXIT_INVALID_OUTPUT, EXIT_BAD_INPUT = 0, 1, 2
@@ -67,58 +71,76 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _render(stacks_dir: Path, stack: str, out: Path) -> "Synthesis":
-    from infra.outdir import write_atomically
-    from infra.render import render_files
-    from infra.synth import synthesize
-
-    synthesis = synthesize(stacks_dir, stack)
-    files = render_files(synthesis)
-    write_atomically(files, out)
-    print(f"rendered {stack}: {len(files)} files in {out}")
-    return synthesis
-
-
 def run(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     root = _project_root()
     stacks_dir = args.stacks_dir or root / "stacks"
-    try:
-        if args.command == "plan":
-            from components.plan import plan_fleet
-            from infra.render import plan_table
-            from infra.synth import read_stack_file, stack_config
+    from infra.stack_file import read_stack_file, stack_config
 
-            plan = plan_fleet(stack_config(read_stack_file(stacks_dir, args.stack)))
+    # Everything that can be refused is refused first, with no SDK imported yet: the stack file,
+    # its config and plan, the output directory and (for check) the policy config.
+    try:
+        stack_file = read_stack_file(stacks_dir, args.stack)
+        plan = plan_fleet(config := stack_config(stack_file))
+        if args.command == "plan":
+            from infra.render import plan_table
+
             print(f"# plan of {args.stack}: {plan.gpus} GPUs on {plan.nodes} nodes\n")
             print(plan_table(plan))
             return EXIT_OK
-        policy_config_path, policy_config = None, None
-        if args.command == "check":
-            # A bad policy config is bad input too: refuse it before rendering anything.
-            from infra.policy_check import PolicyConfigError, load_policy_config
-
-            policy_config_path = args.policy_config or _default_policy_config(root, args.stack)
-            try:
-                policy_config = load_policy_config(policy_config_path) if policy_config_path else None
-            except PolicyConfigError as exc:
-                print(f"error: {exc}", file=sys.stderr)
-                return EXIT_BAD_INPUT
         out = args.out or root / "build" / args.stack
-        ensure_replaceable(out)  # before the slow part: a refused directory is refused at once
-        synthesis = _render(stacks_dir, args.stack, out)
+        ensure_replaceable(out)
     except (ConfigError, PlanError, OutputDirError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if args.command == "render":
-        return EXIT_OK
+    pack, policy_config_path, policy_config = None, None, None
+    if args.command == "check":
+        from infra.policy_check import PACK_DIR, PolicyConfigError, PolicyPackProcess, load_policy_config
+
+        policy_config_path = args.policy_config or _default_policy_config(root, args.stack)
+        try:
+            policy_config = load_policy_config(policy_config_path) if policy_config_path else None
+        except PolicyConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        # The pack starts now and imports its rules while the stack is synthesized.
+        pack = PolicyPackProcess(PACK_DIR, args.stack)
+    try:
+        synthesis = _render(stack_file, config, plan, out)
+        if args.command == "render":
+            return EXIT_OK
+        return _check(synthesis, out, args.crd_dir, pack, policy_config_path, policy_config)
+    finally:
+        if pack is not None:
+            pack.stop()
+
+
+def _render(stack_file: "StackFile", config: "StackConfig", plan: "FleetPlan", out: Path) -> "Synthesis":
+    from infra.outdir import write_atomically
+    from infra.render import render_files
+    from infra.synth import synthesize_validated
+
+    synthesis = synthesize_validated(stack_file, config, plan)
+    files = render_files(synthesis)
+    write_atomically(files, out)
+    print(f"rendered {stack_file.stack}: {len(files)} files in {out}")
+    return synthesis
+
+
+def _check(
+    synthesis: "Synthesis",
+    out: Path,
+    crd_dirs: list[Path],
+    pack: "PolicyPackProcess | None",
+    policy_config_path: Path | None,
+    policy_config: dict[str, Any] | None,
+) -> int:
+    """Validate the rendered manifests, then run the policy pack over the same synthesis."""
     from infra.check import check_manifests
 
     try:
         count, findings = check_manifests(
-            out / "manifests",
-            synthesis.config.target.kubernetes_version,
-            args.crd_dir,
+            out / "manifests", synthesis.config.target.kubernetes_version, crd_dirs
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -127,7 +149,7 @@ def run(argv: list[str]) -> int:
         print(f"INVALID {finding}")
     bad = len({(f.file, f.object) for f in findings})
     print(f"checked {count} objects in {out / 'manifests'}: {count - bad} valid, {bad} invalid")
-    policy_result = _check_policies(synthesis, policy_config_path, policy_config)
+    policy_result = _check_policies(synthesis, policy_config_path, policy_config, pack)
     if policy_result is None:
         return EXIT_BAD_INPUT
     return EXIT_INVALID_OUTPUT if findings or policy_result else EXIT_OK
@@ -139,7 +161,10 @@ def _default_policy_config(root: Path, stack: str) -> Path | None:
 
 
 def _check_policies(
-    synthesis: "Synthesis", config_path: Path | None, config: dict[str, Any] | None
+    synthesis: "Synthesis",
+    config_path: Path | None,
+    config: dict[str, Any] | None,
+    pack: "PolicyPackProcess | None" = None,
 ) -> bool | None:
     """Run the policy pack over the synthesized resources and print its violations the way a
     preview lists them; True when a mandatory policy failed, None when the policy config does
@@ -147,7 +172,7 @@ def _check_policies(
     from infra.policy_check import PolicyConfigError, PolicyPackError, run_policy_pack
 
     try:
-        report = run_policy_pack(synthesis.resources, synthesis.stack, policy_config=config)
+        report = run_policy_pack(synthesis.resources, synthesis.stack, policy_config=config, started=pack)
     except PolicyConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return None

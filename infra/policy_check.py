@@ -248,10 +248,14 @@ def _pack_version(pack_dir: Path, reported: str) -> str:
     return str(version) if version else reported
 
 
-class _Pack:
-    """The pack's process: started, port read from stdout, stopped on exit."""
+class PolicyPackProcess:
+    """The pack's process: started, port read from stdout, stopped on exit.
 
-    def __init__(self, pack_dir: Path, stack: str, project: str, timeout: float):
+    Starting it is separate from using it: `llmd-fleet check` starts the pack before it
+    synthesizes the stack, so the pack's interpreter start and imports run while the program
+    runs, instead of after it (docs/performance.md)."""
+
+    def __init__(self, pack_dir: Path, stack: str, project: str = PROJECT):
         env = {
             **os.environ,
             "PULUMI_PROJECT": project,
@@ -274,6 +278,12 @@ class _Pack:
         assert self.process.stdout is not None and self.process.stderr is not None
         threading.Thread(target=self._drain, args=(self.process.stdout, True), daemon=True).start()
         threading.Thread(target=self._drain, args=(self.process.stderr, False), daemon=True).start()
+        self._port: int | None = None
+
+    def port(self, timeout: float) -> int:
+        """The pack's gRPC port, waiting for it to be printed (at most `timeout` seconds)."""
+        if self._port is not None:
+            return self._port
         try:
             line = self._lines.get(timeout=timeout)
         except queue.Empty:
@@ -284,7 +294,8 @@ class _Pack:
         if line is None or not line.strip().isdigit():
             self.stop()
             raise PolicyPackError(f"the policy pack did not start (printed {line!r}){self._tail()}")
-        self.port = int(line)
+        self._port = int(line)
+        return self._port
 
     def _drain(self, stream: IO[str], is_stdout: bool) -> None:
         for line in stream:
@@ -318,15 +329,18 @@ def run_policy_pack(
     pack_dir: Path = PACK_DIR,
     project: str = PROJECT,
     timeout: float = 60.0,
+    started: PolicyPackProcess | None = None,
 ) -> PolicyReport:
-    """Analyze recorded resources with the pack over gRPC; violations in the order reported."""
-    pack = _Pack(pack_dir, stack, project, timeout)
+    """Analyze recorded resources with the pack over gRPC; violations in the order reported.
+    `started` is a pack process started earlier for this stack (it is stopped here either way)."""
+    pack = started or PolicyPackProcess(pack_dir, stack, project)
     try:
-        with grpc.insecure_channel(f"127.0.0.1:{pack.port}") as channel:
+        port = pack.port(timeout)
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             try:
                 grpc.channel_ready_future(channel).result(timeout=timeout)
             except grpc.FutureTimeoutError:
-                raise PolicyPackError(f"the policy pack does not answer on port {pack.port}") from None
+                raise PolicyPackError(f"the policy pack does not answer on port {port}") from None
             try:
                 return _analyze(
                     analyzer_pb2_grpc.AnalyzerStub(channel),

@@ -1,19 +1,20 @@
 """The stack program: config -> plan -> target cluster -> platform -> serving -> outputs.
 
-The same function runs under `pulumi up` and under the mock engine of `llmd-fleet render`.
+The same function runs under `pulumi up` and under the mock engine of `llmd-fleet render`. Each
+cloud target's components (and with them its SDK) are imported only when a stack uses that
+target: the on-prem path imports no cloud SDK (docs/performance.md).
 """
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pulumi
 
 from components.accelerators import AcceleratorPlatform
 from components.config import ConfigError, StackConfig, load_from_pulumi
 from components.dra import DRANET_RDMA_CLASS, DRANET_RDMA_SELECTOR
-from components.eks import ADDONS, EksCluster
 from components.fabric import fabric_for
 from components.gateway import GatewayLayer, aws_nlb_annotations
-from components.gke import GkeCluster
 from components.image_spec import variant_for
 from components.images import ImageBuild, ImageBuildArgs, serving_image
 from components.lws import LeaderWorkerSetController
@@ -22,15 +23,18 @@ from components.plan import FleetPlan, PlanError, plan_fleet
 from components.router import Router
 from components.serving import ModelServing
 from components.serving_layers import add_serving_layers
-from components.tcpxo import GKE_DRIVER_ROOT, TcpxoNodeSetup
 from components.versions import Chart, versions
+
+if TYPE_CHECKING:
+    from components.eks import EksCluster
+    from components.gke import GkeCluster
 
 
 @dataclass(frozen=True)
 class Fleet:
     """The top-level components of a stack."""
 
-    cluster: OnPremCluster | GkeCluster | EksCluster
+    cluster: "OnPremCluster | GkeCluster | EksCluster"
     lws: LeaderWorkerSetController
     serving: ModelServing
     gateway: GatewayLayer
@@ -43,7 +47,7 @@ class Fleet:
 class _Target:
     """The cluster of a target kind and what the platform layer needs to know about it."""
 
-    cluster: OnPremCluster | GkeCluster | EksCluster
+    cluster: "OnPremCluster | GkeCluster | EksCluster"
     node_setup: list[pulumi.Resource]
     """Per-target node setup (drivers, fabric) that serving pods need first."""
     driver_root: str
@@ -59,6 +63,9 @@ class _Target:
 
 
 def _gke_target(config: StackConfig) -> _Target:
+    from components.gke import GkeCluster
+    from components.tcpxo import GKE_DRIVER_ROOT, TcpxoNodeSetup
+
     cluster = GkeCluster("cluster", {"config": config})
     setup = TcpxoNodeSetup(
         "tcpxo",
@@ -74,6 +81,8 @@ def _gke_target(config: StackConfig) -> _Target:
 
 
 def _eks_target(config: StackConfig) -> _Target:
+    from components.eks import ADDONS, EksCluster
+
     eks = config.target.eks
     assert eks is not None  # parse_config requires the section for kind eks
     cluster = EksCluster(
@@ -190,7 +199,7 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
     pulumi.export("gpus", plan.gpus)
     if image_build is not None:
         pulumi.export("servingImage", image_build.ref)
-    if isinstance(cluster, GkeCluster | EksCluster):
+    if not isinstance(cluster, OnPremCluster):  # the stack made the cluster: hand over its kubeconfig
         pulumi.export("kubeconfig", cluster.kubeconfig)
     pulumi.export(
         "roles",

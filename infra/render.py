@@ -16,7 +16,8 @@ from typing import Any
 import yaml
 
 from components.plan import FleetPlan
-from infra.synth import REDACTED, SECRET_PLACEHOLDER, Recorded, Synthesis, clean
+from infra.stack_file import SECRET_PLACEHOLDER
+from infra.synth import REDACTED, Recorded, Synthesis, clean
 
 _TOP_KEYS = ("apiVersion", "kind", "metadata")
 _HELM_TYPE = "kubernetes:helm.sh/v3:Release"
@@ -27,11 +28,13 @@ _CLOUD_PACKAGES = frozenset({"gcp", "aws", "docker-build"})
 _CHECKOUT = Path(__file__).resolve().parent.parent
 
 
-class _Dumper(yaml.SafeDumper):
-    """Block-style YAML; multi-line strings (launch scripts) as literal blocks."""
+class _Dumper(yaml.CSafeDumper):
+    """Block-style YAML; multi-line strings (launch scripts) as literal blocks. libyaml's emitter
+    (built into the PyYAML wheels) writes the same bytes as the pure-Python one, several times
+    faster; the render tests compare output byte for byte."""
 
 
-def _str_presenter(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+def _str_presenter(dumper: yaml.CSafeDumper, value: str) -> yaml.ScalarNode:
     style = "|" if "\n" in value else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
