@@ -25,7 +25,7 @@ components/image_spec.py, which needs no cloud SDK; this module adds the build a
 import argparse
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, NotRequired, TypedDict, get_args
+from typing import NotRequired, TypedDict, get_args
 
 import pulumi
 
@@ -45,9 +45,6 @@ from components.image_spec import (
     variant_problem,
 )
 from components.versions import versions
-
-if TYPE_CHECKING:
-    import pulumi_docker_build as docker_build
 
 # The cloud and build SDKs are imported where a build is declared: a stack that builds no image
 # (or builds on another target) never pays for their import (docs/performance.md).
