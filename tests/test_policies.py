@@ -270,6 +270,7 @@ def test_the_reference_stack_has_a_gpu_budget(reference_policy_config):
 def decode_dp_48(monkeypatch) -> None:
     """The real program, given a plan whose decode DP (48) does not fill its 8 x 8 GPUs (the
     config layer would refuse such a role, so the plan is edited after it)."""
+    import infra.cli
     import infra.synth
 
     real_plan_fleet = infra.synth.plan_fleet
@@ -281,7 +282,9 @@ def decode_dp_48(monkeypatch) -> None:
         )
         return dataclasses.replace(plan, roles=roles)
 
+    # Both entry points plan: synthesize() (used by tests) and the command line.
     monkeypatch.setattr(infra.synth, "plan_fleet", plan_fleet)
+    monkeypatch.setattr(infra.cli, "plan_fleet", plan_fleet)
 
 
 @pytest.mark.usefixtures("decode_dp_48")
