@@ -48,3 +48,9 @@ check-vllm: ## Check every rendered vLLM command line with the pinned vLLM's own
 	$(UV) run --frozen python -m infra.vllm_check.env
 	@set -e; for s in $(STACKS); do $(UV) run --frozen llmd-fleet render $$s; done
 	$(UV) run --frozen python -m infra.vllm_check $(STACKS)
+
+.PHONY: checkov
+checkov: ## checkov over every rendered stack, serving pod templates included (pinned, cached env)
+	$(UV) run --frozen python -m infra.checkov_scan.env
+	@set -e; for s in $(STACKS); do $(UV) run --frozen llmd-fleet render $$s; done
+	$(UV) run --frozen python -m infra.checkov_scan $(STACKS)

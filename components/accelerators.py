@@ -14,6 +14,7 @@ from components.dra import (
 )
 from components.helm import pinned_release
 from components.labels import common_labels
+from components.security import pod_security_labels
 from components.versions import Chart
 
 
@@ -39,6 +40,9 @@ class AcceleratorPlatformArgs(TypedDict):
     """(release name, chart, namespace) of the DRA driver that publishes the fabric NICs, or None."""
     nic_device_class: NotRequired[tuple[str, str] | None]
     """(name, CEL selector) of a NIC DeviceClass to create where the NIC driver ships none."""
+    critical_priority: NotRequired[bool]
+    """Whether the DRA driver's pods may use the system-*-critical priority classes outside
+    kube-system (default True; GKE allows them only in kube-system)."""
 
 
 class AcceleratorPlatform(pulumi.ComponentResource):
@@ -59,7 +63,12 @@ class AcceleratorPlatform(pulumi.ComponentResource):
             operator_chart, install_driver = operator
             operator_ns = k8s.core.v1.Namespace(
                 f"{name}-gpu-operator-namespace",
-                metadata=k8s.meta.v1.ObjectMetaArgs(name=GPU_OPERATOR_NAMESPACE, labels=labels),
+                # Pod Security `privileged`: the operator's driver, container-toolkit and
+                # validator DaemonSets run privileged with hostPath mounts of the driver root
+                # (NVIDIA's GPU Operator install guide labels the namespace privileged).
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name=GPU_OPERATOR_NAMESPACE, labels={**labels, **pod_security_labels("privileged")}
+                ),
                 opts=child,
             )
             release = pinned_release(
@@ -75,7 +84,11 @@ class AcceleratorPlatform(pulumi.ComponentResource):
             dra_depends.append(release)
         dra_ns = k8s.core.v1.Namespace(
             f"{name}-dra-driver-namespace",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=DRA_DRIVER_NAMESPACE, labels=labels),
+            # Pod Security `privileged`: the DRA kubelet plugin is a privileged DaemonSet that
+            # mounts the kubelet's plugin directories and the driver root from the host.
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=DRA_DRIVER_NAMESPACE, labels={**labels, **pod_security_labels("privileged")}
+            ),
             opts=child,
         )
         self.releases.append(
@@ -84,7 +97,7 @@ class AcceleratorPlatform(pulumi.ComponentResource):
                 "dra-driver-nvidia-gpu",
                 args["dra_driver_chart"],
                 DRA_DRIVER_NAMESPACE,
-                dra_driver_values(args["driver_root"]),
+                dra_driver_values(args["driver_root"], args.get("critical_priority", True)),
                 pulumi.ResourceOptions(parent=self, depends_on=[dra_ns, *dra_depends]),
             )
         )

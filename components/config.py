@@ -10,6 +10,7 @@ A stack file (stacks/Pulumi.<stack>.yaml) sets these keys under the `llmd-fleet:
     llmd-fleet:gateway   gateway implementation and listener (GatewayConfig, optional)
     llmd-fleet:images    build the wide-EP serving image or run the upstream one (ImagesConfig,
                          optional; components/image_spec.py)
+    llmd-fleet:observability  where metrics are scraped from (ObservabilityConfig, optional)
     llmd-fleet:hfToken   Hugging Face token, only as a Pulumi secret
     llmd-fleet:registryPassword  on-prem image registry password, only as a Pulumi secret
     llmd-fleet:kubeconfig  optional kubeconfig for the on-prem target, only as a Pulumi secret
@@ -18,6 +19,7 @@ Every field is documented where it is declared; defaults live here and nowhere e
 names are camelCase in YAML (Pulumi's convention) and snake_case in Python.
 """
 
+import ipaddress
 import re
 from collections.abc import Callable, Mapping
 from enum import StrEnum
@@ -30,11 +32,13 @@ from components.config_eks import EksTargetConfig, eks_problems
 from components.config_gke import GkeTargetConfig, gke_problems
 from components.dra import DRANET_RDMA_CLASS
 from components.grammar import (
+    DnsLabel,
     DnsSubdomain,
     GitRevision,
     HfRepoId,
     HostPath,
     HttpHeaderName,
+    Ipv4Cidr,
     Labels,
     ServedModelName,
     label_key_problem,
@@ -78,6 +82,20 @@ class Accelerator(StrEnum):
 HBM_MIB: dict[Accelerator, int] = {Accelerator.H100_80GB: 81559}
 
 
+class OnPremTargetConfig(_Model):
+    """An existing cluster's address ranges, which the stack cannot look up offline. Only the
+    NetworkPolicies read them: the serving namespace may reach port 443 outside these ranges
+    (the model hub), never a pod or a Service through that rule."""
+
+    pod_cidr: Ipv4Cidr = "10.244.0.0/16"
+    """The cluster's pod network (kube-controller-manager `--cluster-cidr`, the CNI's IP pool).
+    The default is kubeadm's usual `--pod-network-cidr` (Flannel's default); set the cluster's
+    own: Calico defaults to 192.168.0.0/16, Cilium's cluster pool to 10.0.0.0/8."""
+    service_cidr: Ipv4Cidr = "10.96.0.0/12"
+    """The cluster's Service range (kube-apiserver `--service-cluster-ip-range`); the default is
+    kubeadm's."""
+
+
 class TargetConfig(_Model):
     """Where the fleet runs."""
 
@@ -98,6 +116,9 @@ class TargetConfig(_Model):
     eks: EksTargetConfig | None = None
     """kind eks: region and zones, VPC, API access, system nodes and GPU capacity (Capacity
     Blocks or an ODCR) per fleet node group (components/config_eks.py)."""
+    onprem: OnPremTargetConfig | None = None
+    """kind onprem: the cluster's pod and Service ranges (OnPremTargetConfig's defaults when
+    unset)."""
 
 
 class NodeGroupConfig(_Model):
@@ -345,6 +366,15 @@ class SessionAffinityConfig(_Model):
     """How long a session is remembered after its last request (agents pause in tool calls)."""
 
 
+class TracingConfig(_Model):
+    """OpenTelemetry export of the endpoint picker's traces (the OTEL_* variables of its SDK)."""
+
+    otlp_endpoint: Annotated[str, Field(pattern=r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?$")]
+    """OTLP gRPC collector, e.g. `http://otel-collector.monitoring.svc:4317`."""
+    sampling_ratio: Annotated[float, Field(ge=0, le=1)] = 0.01
+    """Fraction of traces kept (parent-based trace-id ratio sampler)."""
+
+
 class RouterConfig(_Model):
     """The llm-d endpoint picker (EPP) in front of the serving pods."""
 
@@ -372,9 +402,17 @@ class RouterConfig(_Model):
     """Priority bands and the InferenceObjectives that select them."""
     expected_requests_per_second: Annotated[float, Field(gt=0, le=400)] = 50
     """Peak request rate the router must sustain; sizes its CPU (about 0.5 core per req/s, so the
-    bound keeps one replica within the largest CPU nodes)."""
-    memory_gib: Annotated[int, Field(ge=2, le=1024)] = 16
-    """Memory per EPP replica (the prefix index lives in memory)."""
+    bound keeps one replica within the largest CPU nodes) and its memory."""
+    expected_prompt_tokens: Annotated[int, Field(ge=1, le=16 * 1024 * 1024)] = 195_000
+    """Typical (median) prompt length in tokens; sizes the router's memory and the flow-control
+    byte bounds (the reference agentic traffic: ~195k input tokens per turn)."""
+    memory_gib: Annotated[int, Field(ge=2, le=1024)] | None = None
+    """Memory per EPP replica. Unset: derived by the plan from the request rate, the prompt size
+    and the flow-control queue bound (`llmd-fleet plan` shows it); an explicit value below the
+    derived one is refused."""
+    tracing: TracingConfig | None = None
+    """Export the EPP's traces over OTLP; unset turns tracing off (`--tracing=false`), since the
+    EPP traces by default and with no collector every span is wasted work."""
 
 
 class GatewayConfig(_Model):
@@ -389,6 +427,15 @@ class GatewayConfig(_Model):
     """Request timeout, long enough for a 200k-token prefill plus a long stream: the HTTPRoute's
     `timeouts.request`, or on GKE's managed gateway (which does not implement route timeouts) the
     GCPBackendPolicy `timeoutSec` of the InferencePool's backend service."""
+
+
+class ObservabilityConfig(_Model):
+    """Where the fleet's metrics are scraped from."""
+
+    namespace: DnsLabel = "monitoring"
+    """Namespace of the metrics scrapers (Prometheus, an OpenTelemetry collector, GKE's
+    `gmp-system`). The NetworkPolicies admit it, and only it, to the engines' API ports, the
+    endpoint picker's metrics port and the gateway proxies' metrics port."""
 
 
 class StackConfig(_Model):
@@ -408,6 +455,8 @@ class StackConfig(_Model):
     """`llmd-fleet:gateway` (optional)."""
     images: ImagesConfig = Field(default_factory=ImagesConfig)
     """`llmd-fleet:images` (optional): the serving image (components/image_spec.py)."""
+    observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
+    """`llmd-fleet:observability` (optional): where metrics are scraped from."""
     has_hf_token: bool = False
     """Whether `llmd-fleet:hfToken` is set (as a secret); the value itself is never held here."""
     has_registry_password: bool = False
@@ -426,6 +475,7 @@ _OPTIONAL_OBJECT_KEYS: dict[str, type[ConfigModel]] = {
     "router": RouterConfig,
     "gateway": GatewayConfig,
     "images": ImagesConfig,
+    "observability": ObservabilityConfig,
 }
 SECRET_KEYS = ("hfToken", "kubeconfig", "registryPassword")
 KNOWN_KEYS = frozenset(_OBJECT_KEYS) | frozenset(_OPTIONAL_OBJECT_KEYS) | frozenset(SECRET_KEYS)
@@ -466,6 +516,8 @@ _UNIT_NAMES = {
     "cpusPerRank": "CPUs per data-parallel rank",
     "rdmaResourcePerPod": "resource units per pod",
     "nonCachedTokensForRemotePrefill": "tokens",
+    "expectedPromptTokens": "tokens",
+    "samplingRatio": "fraction of traces",
     "nodeCount": "nodes",
     "maxPodsPerNode": "pods",
     "localSsdCount": "disks",
@@ -639,9 +691,23 @@ def _eks_target_problems(config: StackConfig) -> list[tuple[str, str]]:
     return problems
 
 
+def _onprem_target_problems(config: StackConfig) -> list[tuple[str, str]]:
+    """The onprem section belongs to kind onprem, and its two ranges are distinct networks."""
+    target, path = config.target, f"{PROJECT}:target.onprem"
+    if target.onprem is None:
+        return []
+    if target.kind != "onprem":
+        return [(path, "only for kind onprem")]
+    pods, services = (ipaddress.IPv4Network(c) for c in (target.onprem.pod_cidr, target.onprem.service_cidr))
+    if pods.overlaps(services):
+        return [(f"{path}.serviceCidr", f"must not overlap podCidr {pods} (got {services})")]
+    return []
+
+
 def _semantic_problems(config: StackConfig) -> list[tuple[str, str]]:
     """Cross-field rules that single-field validation cannot express."""
     problems: list[tuple[str, str]] = _gke_target_problems(config) + _eks_target_problems(config)
+    problems += _onprem_target_problems(config)
     problems += images_config_problems(
         config.target.kind, config.images, config.has_registry_password, f"{PROJECT}:images"
     )

@@ -94,10 +94,15 @@ def device_class_spec(cel_selector: str) -> dict[str, Any]:
     return {"selectors": [{"cel": {"expression": cel_selector}}]}
 
 
-def dra_driver_values(driver_root: str) -> dict[str, Any]:
+def dra_driver_values(driver_root: str, critical_priority: bool = True) -> dict[str, Any]:
     """Values of the NVIDIA DRA driver chart: whole GPUs on, ComputeDomains off (multi-node NVLink
-    / IMEX is for GB200-class systems, not HGX H100), kubelet plugin only on labelled DRA nodes."""
-    return {
+    / IMEX is for GB200-class systems, not HGX H100), kubelet plugin only on labelled DRA nodes.
+
+    `critical_priority` False clears the chart's system-*-critical priority classes: GKE admits
+    pods of those classes only in kube-system (its resource quota on critical pods), so the
+    driver's own namespace gets none; the chart's GKE install script at the pinned release does
+    the same (NVIDIA/k8s-dra-driver-gpu v0.4.0 demo/clusters/gke/install-dra-driver-gpu.sh)."""
+    values: dict[str, Any] = {
         "nvidiaDriverRoot": driver_root,
         "gpuResourcesEnabledOverride": True,
         "resources": {"gpus": {"enabled": True}, "computeDomains": {"enabled": False}},
@@ -106,6 +111,10 @@ def dra_driver_values(driver_root: str) -> dict[str, Any]:
             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
         },
     }
+    if not critical_priority:
+        values["kubeletPlugin"]["priorityClassName"] = ""
+        values["controller"] = {"priorityClassName": ""}
+    return values
 
 
 def gpu_operator_values(install_driver: bool) -> dict[str, Any]:

@@ -33,6 +33,13 @@ NODE_GROUP_LABEL = "llmd-fleet.io/node-group"
 CAPACITY_LABEL = "llmd-fleet.io/capacity"
 ADDONS = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent", "coredns")
 """EKS managed add-ons, pinned in images/versions.toml [software] as `eks-addon-<name>`."""
+ADDON_CONFIGURATION = {
+    # The VPC CNI enforces NetworkPolicies (components/network_policy.py) only with its network
+    # policy agent turned on (EKS user guide, "Configure your cluster for Kubernetes network
+    # policies"; VPC CNI 1.14 or newer).
+    "vpc-cni": json.dumps({"enableNetworkPolicy": "true"}),
+}
+"""Add-on configuration values (JSON), by add-on name; the rest keep their defaults."""
 
 _PARTITION = "aws"
 CLUSTER_POLICIES = (f"arn:{_PARTITION}:iam::aws:policy/AmazonEKSClusterPolicy",)
@@ -411,6 +418,7 @@ class EksCluster(pulumi.ComponentResource):
                 cluster_name=self.cluster.name,
                 addon_name=addon_name,
                 addon_version=args["addon_versions"][addon_name],
+                configuration_values=ADDON_CONFIGURATION.get(addon_name),
                 resolve_conflicts_on_create="OVERWRITE",
                 resolve_conflicts_on_update="OVERWRITE",
                 tags=tags,

@@ -52,6 +52,8 @@ class DataLayer(_Strict):
 class PriorityBand(_Strict):
     priority: int
     max_requests: int | None = Field(default=None, alias="maxRequests")
+    max_bytes: str | None = Field(default=None, alias="maxBytes")
+    """A Kubernetes quantity (resource.Quantity in the router's types): bytes, as digits."""
     fairness_policy_ref: str | None = Field(default=None, alias="fairnessPolicyRef")
     ordering_policy_ref: str | None = Field(default=None, alias="orderingPolicyRef")
 
@@ -61,6 +63,7 @@ class SaturationDetectorRef(_Strict):
 
 
 class FlowControl(_Strict):
+    max_bytes: str | None = Field(default=None, alias="maxBytes")
     max_requests: int | None = Field(default=None, alias="maxRequests")
     default_request_ttl: str | None = Field(default=None, alias="defaultRequestTTL")
     priority_bands: list[PriorityBand] = Field(alias="priorityBands")
@@ -165,7 +168,14 @@ def build_epp_config(config: StackConfig, plan: FleetPlan, tokenizer_url: str) -
                     # Engines report where each block lives (event medium gpu / cpu); a CPU hit
                     # costs a host-to-device restore, so it scores below an HBM hit.
                     "indexerConfig": {
-                        "kvBlockIndexConfig": {"inMemoryConfig": {"size": _index_size(plan)}},
+                        "kvBlockIndexConfig": {
+                            "inMemoryConfig": {
+                                "size": _index_size(plan),
+                                # Holders kept per block key (default 10): at least every rank
+                                # endpoint times every tier, or popular prefixes lose holders.
+                                "podCacheSize": plan.router.index_holders,
+                            }
+                        },
                         "kvCacheBackendConfigs": [
                             {"name": "gpu", "weight": GPU_TIER_WEIGHT},
                             {"name": "cpu", "weight": CPU_TIER_WEIGHT},
@@ -290,7 +300,12 @@ def build_epp_config(config: StackConfig, plan: FleetPlan, tokenizer_url: str) -
                 parameters={"queueDepthThreshold": 5, "kvCacheUtilThreshold": 0.85},
             ),
         ]
+        band_bytes = dict(plan.router.band_max_bytes)
         flow_control = FlowControl(
+            # Queued request bodies are bounded in bytes as well as in count, below the EPP's
+            # memory limit (the plan sizes that limit to hold them): ~195k-token prompts make
+            # 14,000 queued requests ~11 GB.
+            max_bytes=str(plan.router.queue_max_bytes),
             max_requests=sum(c.max_requests for c in router.priority_classes),
             # A queued agent turn that waited this long is better failed than served.
             default_request_ttl="300s",
@@ -298,6 +313,7 @@ def build_epp_config(config: StackConfig, plan: FleetPlan, tokenizer_url: str) -
                 PriorityBand(
                     priority=c.priority,
                     max_requests=c.max_requests,
+                    max_bytes=str(band_bytes[c.priority]),
                     fairness_policy_ref=fairness,
                     ordering_policy_ref="fcfs-ordering-policy",
                 )

@@ -12,6 +12,7 @@ from components.config import GatewayConfig, StackConfig
 from components.helm import pinned_release
 from components.labels import common_labels
 from components.router import POOL_GROUP
+from components.security import pod_security_labels
 from components.versions import versions
 
 GATEWAY_NAME = "llm-d-inference-gateway"
@@ -220,7 +221,15 @@ class GatewayLayer(pulumi.ComponentResource):
                 k8s.core.v1.Namespace(
                     f"{name}-{implementation}-namespace",
                     metadata=k8s.meta.v1.ObjectMetaArgs(
-                        name=namespace, labels=common_labels("gateway", implementation)
+                        name=namespace,
+                        # Pod Security `baseline`: the controllers (agentgateway, istiod) need no
+                        # host access or added capabilities, but their charts set no seccomp
+                        # profile or non-root user by default, which `restricted` requires. The
+                        # gateway proxies run in the serving namespace, beside their Gateway.
+                        labels={
+                            **common_labels("gateway", implementation),
+                            **pod_security_labels("baseline"),
+                        },
                     ),
                     opts=child,
                 )

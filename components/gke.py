@@ -393,7 +393,9 @@ class GkeCluster(pulumi.ComponentResource):
             ip_allocation_policy=gcp.container.ClusterIpAllocationPolicyArgs(
                 cluster_secondary_range_name=PODS_RANGE, services_secondary_range_name=SERVICES_RANGE
             ),
-            # Dataplane V2 and multi-networking: pods attach the GPU NICs as eth1..ethN.
+            # Dataplane V2 and multi-networking: pods attach the GPU NICs as eth1..ethN. Dataplane
+            # V2 also enforces the serving namespace's NetworkPolicies: enforcement is built in,
+            # GKE's separate (Calico) network_policy setting is for the legacy dataplane only.
             datapath_provider="ADVANCED_DATAPATH",
             enable_multi_networking=True,
             release_channel=gcp.container.ClusterReleaseChannelArgs(channel=gke.release_channel),

@@ -10,6 +10,7 @@ accepts can be read by bash or by the kubelet's `$(VAR)` expansion as anything b
 Pure: pydantic and the standard library only (the config layer imports it).
 """
 
+import ipaddress
 import posixpath
 import re
 from collections.abc import Callable
@@ -192,6 +193,18 @@ def host_path_problem(value: str) -> str | None:
     return None
 
 
+def ipv4_cidr_problem(value: str) -> str | None:
+    """An IPv4 network in CIDR notation with no host bits set (10.244.0.0/16, not 10.244.1.0/16)."""
+    shape = "must be an IPv4 network address in CIDR notation, e.g. 10.244.0.0/16 (no host bits set)"
+    if not _matches(r"[0-9]{1,3}(\.[0-9]{1,3}){3}/[0-9]{1,2}", value):
+        return shape
+    try:
+        ipaddress.IPv4Network(value)
+    except ValueError:
+        return shape
+    return None
+
+
 DnsLabel = Annotated[str, _validator(dns_label_problem)]
 """A DNS-1123 label (namespaces, most object names)."""
 DnsSubdomain = Annotated[str, _validator(dns_subdomain_problem)]
@@ -208,6 +221,8 @@ HttpHeaderName = Annotated[str, _validator(http_header_problem)]
 """A lowercase HTTP header name."""
 HostPath = Annotated[str, _validator(host_path_problem)]
 """A host directory a pod may mount."""
+Ipv4Cidr = Annotated[str, _validator(ipv4_cidr_problem)]
+"""An IPv4 network (CIDR)."""
 
 
 def one_of(names: frozenset[str], what: str) -> AfterValidator:

@@ -7,6 +7,7 @@ import pulumi_kubernetes as k8s
 
 from components.helm import pinned_release
 from components.labels import common_labels
+from components.security import pod_security_labels
 from components.versions import Chart
 
 LWS_NAMESPACE = "lws-system"
@@ -42,7 +43,11 @@ class LeaderWorkerSetController(pulumi.ComponentResource):
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",
             metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=LWS_NAMESPACE, labels=common_labels("lws-controller", name)
+                name=LWS_NAMESPACE,
+                # Pod Security `baseline`: the chart's controller runs non-root with every
+                # capability dropped and no host access, but sets no seccomp profile, which
+                # `restricted` requires (charts/lws values.yaml podSecurityContext).
+                labels={**common_labels("lws-controller", name), **pod_security_labels("baseline")},
             ),
             opts=child,
         )

@@ -6,6 +6,7 @@ local rank, the start rank of every worker, and whether the model fits each GPU 
 for KV cache. A role that cannot hold the model fails the plan with a message that says why.
 """
 
+import math
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -153,10 +154,81 @@ class NodeGroupUse:
     used: int
 
 
+# --- The router: how big its prefix index entries and its memory must be for this fleet. ---------
+
+# Bytes a prompt token takes in a request body (UTF-8 text of code and prose is ~4 characters per
+# token for GLM-class tokenizers); the flow-control byte bounds count request bodies.
+PROMPT_BYTES_PER_TOKEN = 4
+# EPP working set per request/s per prompt token, from llm-d's operations guidance: 12.5 GiB peak
+# at 50 req/s with 100k-token prompts (tokenized prompts, block keys, in-flight bodies), so about
+# 2.7 KB per token of prompt per request/s. Linear in both, as that guidance sizes it.
+EPP_BYTES_PER_TOKEN_PER_RPS = 12.5 * GIB / (50 * 100_000)
+# What the EPP process holds independent of traffic (binary, informers, plugin state).
+EPP_BASELINE_GIB = 2
+# Headroom on top of the working set and the queue bound before the limit (allocator slack, GC).
+EPP_MEMORY_HEADROOM = 1.25
+# Headroom on the precise index's holders per block key (speculative entries, churn).
+INDEX_HOLDER_HEADROOM = 1.25
+
+
+@dataclass(frozen=True)
+class RouterPlan:
+    """Sizes of the endpoint picker derived from the fleet and its expected traffic."""
+
+    endpoints: int
+    """Rank endpoints that can hold a block: every DP rank of every instance of both roles."""
+    tiers: int
+    """Places a rank can hold a block that the engines report (HBM, plus the CPU tier when on)."""
+    index_holders: int
+    """The precise index's holders per block key (`podCacheSize`): at least endpoints x tiers,
+    with headroom, or a popular prefix (every subagent shares the repository prefix) silently
+    loses its holders and affinity drops to zero."""
+    prompt_bytes: int
+    """Bytes of one typical request body (expected prompt tokens x PROMPT_BYTES_PER_TOKEN)."""
+    band_max_bytes: tuple[tuple[int, int], ...]
+    """(priority, maxBytes) of each flow-control band: its maxRequests typical bodies."""
+    queue_max_bytes: int
+    """Global flow-control `maxBytes`: the sum of the bands' bounds."""
+    working_set_gib: float
+    """Memory the EPP needs to route at the expected rate (baseline plus traffic)."""
+    memory_gib: int
+    """Memory request and limit per EPP replica: working set plus the queue bound, with headroom."""
+
+
+def plan_router(config: StackConfig, roles: tuple["RolePlan", ...]) -> RouterPlan:
+    router = config.router
+    endpoints = sum(r.instances * r.data_parallel for r in roles)
+    cpu_tier = config.serving.kv_tier.cpu_offload and any(r.memory.cpu_tier_tokens > 0 for r in roles)
+    tiers = 2 if cpu_tier else 1
+    holders = math.ceil(endpoints * tiers * INDEX_HOLDER_HEADROOM)
+    prompt_bytes = router.expected_prompt_tokens * PROMPT_BYTES_PER_TOKEN
+    bands = tuple((c.priority, c.max_requests * prompt_bytes) for c in router.priority_classes)
+    queue_bytes = sum(b for _, b in bands) if router.flow_control else 0
+    working = (
+        EPP_BASELINE_GIB
+        + EPP_BYTES_PER_TOKEN_PER_RPS
+        * router.expected_requests_per_second
+        * router.expected_prompt_tokens
+        / GIB
+    )
+    memory = math.ceil((working + queue_bytes / GIB) * EPP_MEMORY_HEADROOM)
+    return RouterPlan(
+        endpoints=endpoints,
+        tiers=tiers,
+        index_holders=holders,
+        prompt_bytes=prompt_bytes,
+        band_max_bytes=bands,
+        queue_max_bytes=queue_bytes,
+        working_set_gib=round(working, 1),
+        memory_gib=memory,
+    )
+
+
 @dataclass(frozen=True)
 class FleetPlan:
     roles: tuple[RolePlan, ...]
     node_groups: tuple[NodeGroupUse, ...]
+    router: RouterPlan
 
     def role(self, name: RoleName) -> RolePlan:
         return next(r for r in self.roles if r.name == name)
@@ -364,7 +436,24 @@ def plan_fleet(config: StackConfig) -> FleetPlan:
     for i, r in enumerate(roles):
         surge, unavailable = rollout_for(r, spare[r.node_group])
         roles[i] = replace(r, max_surge=surge, max_unavailable=unavailable)
-    return FleetPlan(roles=tuple(roles), node_groups=tuple(uses))
+    router = plan_router(config, tuple(roles))
+    explicit = config.router.memory_gib
+    if explicit is not None and explicit < router.memory_gib:
+        raise PlanError(
+            [
+                (
+                    f"{PROJECT}:router.memoryGiB",
+                    f"must be at least {router.memory_gib} GiB, what the plan derives for "
+                    f"{config.router.expected_requests_per_second:g} req/s of "
+                    f"{config.router.expected_prompt_tokens}-token prompts and a flow-control queue "
+                    f"bound of {router.queue_max_bytes / GIB:.1f} GiB (got {explicit}); leave it unset "
+                    "to use the derived size",
+                )
+            ]
+        )
+    if explicit is not None:
+        router = replace(router, memory_gib=explicit)
+    return FleetPlan(roles=tuple(roles), node_groups=tuple(uses), router=router)
 
 
 def rollout_for(role: RolePlan, spare_nodes: int) -> tuple[int, int]:

@@ -9,8 +9,18 @@ import pulumi
 from components.config import NodeGroupConfig, RoleConfig, StackConfig
 from components.dra import claim_template_name, container_claims, pod_claims
 from components.plan import FleetPlan, RolePlan
+from components.security import (
+    ENGINE_CAPABILITIES,
+    ENGINE_SKIPS,
+    RUNTIME_DEFAULT_SECCOMP,
+    RXDM_SKIPS,
+    Skip,
+    capability_skips,
+    skip_annotations,
+)
+from components.tcpxo_pod import RXDM_NAME
 from components.versions import versions
-from components.vllm import CACHE_PATH, KV_TIER_PATH, SHM_PATH, engine_env, launch_script
+from components.vllm import CACHE_PATH, KV_TIER_PATH, SHM_PATH, TMP_PATH, engine_env, launch_script
 
 GPU_RESOURCE = "nvidia.com/gpu"
 SIDECAR_NAME = "routing-proxy"
@@ -94,14 +104,20 @@ def _engine_container(
             # IPC_LOCK pins RDMA/NIXL buffers; SYS_RAWIO lets NVSHMEM/GDRCopy map the NIC BARs.
             # Added capabilities take effect only for UID 0 (Kubernetes sets no ambient
             # capabilities), and the built wide-EP image defaults to a non-root user, so the
-            # engine runs as root explicitly, whichever image it is.
+            # engine runs as root explicitly, whichever image it is: root with only these two
+            # capabilities, no privilege escalation and a read-only root file system.
             "runAsUser": 0,
             "runAsGroup": 0,
-            "capabilities": {"add": ["IPC_LOCK", "SYS_RAWIO"]},
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"], "add": list(ENGINE_CAPABILITIES)},
         },
         "volumeMounts": [
             {"name": "dshm", "mountPath": SHM_PATH},
             {"name": "cache", "mountPath": CACHE_PATH},
+            # What vLLM, torch and the fabric libraries write outside their caches (ZMQ IPC
+            # sockets, torch inductor's scratch) goes to /tmp: the same emptyDir, one budget.
+            {"name": "cache", "mountPath": TMP_PATH, "subPath": "tmp"},
             *([{"name": "kv-tier", "mountPath": KV_TIER_PATH}] if tier.secondary is not None else []),
         ],
         # The DP supervisor answers /health with 200 only when every local rank's API server does
@@ -171,6 +187,9 @@ def serving_pod_template(config: StackConfig, plan: RolePlan, inputs: PodInputs)
     spec: dict[str, Any] = {
         # Hundreds of Services in the namespace would otherwise become env vars of vLLM.
         "enableServiceLinks": False,
+        # Nothing in a serving pod talks to the API server.
+        "automountServiceAccountToken": False,
+        "securityContext": {"seccompProfile": dict(RUNTIME_DEFAULT_SECCOMP)},
         # The drain, then teardown: the DP supervisor waits for its ranks to exit, the engines
         # free GPU memory and NIXL registrations (SIGKILL before that can leave a GPU busy).
         "terminationGracePeriodSeconds": plan.drain_seconds + TEARDOWN_SECONDS,
@@ -199,9 +218,17 @@ def serving_pod_template(config: StackConfig, plan: RolePlan, inputs: PodInputs)
     if plan.claim is not None:
         spec["resourceClaims"] = pod_claims(claim_template_name(plan.node_group, plan.claim))
     metadata: dict[str, Any] = {"labels": dict(inputs.labels)}
-    if plan.fabric.pod_annotations:
-        metadata["annotations"] = dict(plan.fabric.pod_annotations)
+    annotations = {**dict(plan.fabric.pod_annotations), **skip_annotations(serving_pod_skips(spec))}
+    metadata["annotations"] = annotations
     return {"metadata": metadata, "spec": spec}
+
+
+def serving_pod_skips(spec: dict[str, Any]) -> tuple[Skip, ...]:
+    """The checkov checks a serving pod fails on purpose (components/security.py), from what the
+    pod actually runs: the engine's root and capabilities everywhere, GKE's RxDM where present."""
+    names = {c["name"] for c in (*spec["containers"], *spec.get("initContainers", ()))}
+    with_rxdm = RXDM_NAME in names
+    return (*ENGINE_SKIPS, *capability_skips(with_rxdm), *(RXDM_SKIPS if with_rxdm else ()))
 
 
 def _kv_tier_claims(config: StackConfig) -> dict[str, Any]:

@@ -16,6 +16,14 @@ from components.config import StackConfig
 from components.epp_config import build_epp_config, epp_cpus, needs_experimental_plugins
 from components.labels import common_labels
 from components.plan import FleetPlan
+from components.security import (
+    EPP_SKIPS,
+    NON_ROOT_UID,
+    RUNTIME_DEFAULT_SECCOMP,
+    TOKENIZER_SKIPS,
+    restricted_container_context,
+    skip_annotations,
+)
 from components.versions import versions
 
 TOKENIZER_PORT = 8000
@@ -24,6 +32,7 @@ GRPC_PORT = 9002
 HEALTH_PORT = 9003
 METRICS_PORT = 9090
 CONFIG_DIR = "/config"
+TOKENIZER_CACHE = "/var/cache"
 CONFIG_FILE = "epp.yaml"
 POOL_GROUP = "inference.networking.k8s.io"
 
@@ -46,6 +55,12 @@ class RouterNames:
     @property
     def tokenizer_url(self) -> str:
         return f"http://{self.tokenizer}.{self.namespace}.svc:{TOKENIZER_PORT}"
+
+    @property
+    def leader_lease(self) -> str:
+        """The Lease the EPP replicas elect a leader on: `epp-<pool namespace>-<pool name>.llm-d.ai`
+        (llm-d-router pkg/epp/server/controller_manager.go NewDefaultManager, LeaderElectionID)."""
+        return f"epp-{self.namespace}-{self.pool}.llm-d.ai"
 
 
 def pool_selector(config: StackConfig) -> dict[str, str]:
@@ -98,7 +113,38 @@ def epp_args(config: StackConfig, names: RouterNames, experimental: bool) -> lis
         args.append("--ha-enable-leader-election")
     if experimental:
         args.append("--allow-experimental-plugins")
+    # The EPP traces by default (llm-d-router v0.10.0 pkg/epp/server/options.go); without a
+    # collector every span is wasted work, so it is on only with `router.tracing`.
+    args.append(f"--tracing={'true' if config.router.tracing else 'false'}")
     return args
+
+
+def epp_tracing_env(config: StackConfig) -> list[dict[str, Any]]:
+    """The OpenTelemetry SDK's variables for the EPP's traces (the ones llm-d-router's chart
+    sets when tracing is on); none when tracing is off."""
+    tracing = config.router.tracing
+    if tracing is None:
+        return []
+    return [
+        {"name": "OTEL_SERVICE_NAME", "value": "llm-d-router/epp"},
+        {"name": "OTEL_EXPORTER_OTLP_ENDPOINT", "value": tracing.otlp_endpoint},
+        {"name": "OTEL_TRACES_EXPORTER", "value": "otlp"},
+        {
+            "name": "OTEL_RESOURCE_ATTRIBUTES_NODE_NAME",
+            "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}},
+        },
+        {
+            "name": "OTEL_RESOURCE_ATTRIBUTES_POD_NAME",
+            "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}},
+        },
+        {
+            "name": "OTEL_RESOURCE_ATTRIBUTES",
+            "value": "k8s.namespace.name=$(NAMESPACE),k8s.node.name=$(OTEL_RESOURCE_ATTRIBUTES_NODE_NAME),"
+            "k8s.pod.name=$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME)",
+        },
+        {"name": "OTEL_TRACES_SAMPLER", "value": "parentbased_traceidratio"},
+        {"name": "OTEL_TRACES_SAMPLER_ARG", "value": f"{tracing.sampling_ratio:g}"},
+    ]
 
 
 def _grpc_probe(service: str, period: int, initial_delay: int = 0) -> dict[str, Any]:
@@ -116,7 +162,8 @@ def epp_deployment_spec(
 ) -> dict[str, Any]:
     router = config.router
     cpus = str(epp_cpus(plan, router.expected_requests_per_second))
-    resources = {"cpu": cpus, "memory": f"{router.memory_gib}Gi"}
+    # Memory from the plan (working set at the expected rate plus the flow-control byte bound).
+    resources = {"cpu": cpus, "memory": f"{plan.router.memory_gib}Gi"}
     ha = router.replicas > 1
     active_passive = ha and router.mode == "active-passive"
     return {
@@ -143,8 +190,8 @@ def epp_deployment_spec(
                 },
                 "securityContext": {
                     "runAsNonRoot": True,
-                    "runAsUser": 65532,
-                    "seccompProfile": {"type": "RuntimeDefault"},
+                    "runAsUser": NON_ROOT_UID,
+                    "seccompProfile": dict(RUNTIME_DEFAULT_SECCOMP),
                 },
                 "containers": [
                     {
@@ -158,6 +205,7 @@ def epp_deployment_spec(
                                 "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
                             },
                             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                            *epp_tracing_env(config),
                         ],
                         "ports": [
                             {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"},
@@ -169,11 +217,7 @@ def epp_deployment_spec(
                         "livenessProbe": _grpc_probe("liveness" if ha else "inference-extension", 10, 5),
                         "readinessProbe": _grpc_probe("readiness" if ha else "inference-extension", 2),
                         "resources": {"requests": dict(resources), "limits": resources},
-                        "securityContext": {
-                            "allowPrivilegeEscalation": False,
-                            "readOnlyRootFilesystem": True,
-                            "capabilities": {"drop": ["ALL"]},
-                        },
+                        "securityContext": restricted_container_context(),
                         "volumeMounts": [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}],
                     }
                 ],
@@ -184,7 +228,10 @@ def epp_deployment_spec(
 
 
 def epp_rbac_rules(config: StackConfig) -> list[dict[str, Any]]:
-    """What the EPP reads: pods, its pool, objectives and rewrites; leases/events to elect a leader."""
+    """What the EPP reads: pods, its pool, objectives and rewrites; its own Lease and events to
+    elect a leader. Leader election reads and renews one Lease by name (client-go's LeaseLock:
+    get, update); RBAC cannot restrict `create` by name (the name is not known when the request
+    is authorised), so creating leases is a rule of its own."""
     rules: list[dict[str, Any]] = [
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": [POOL_GROUP], "resources": ["inferencepools"], "verbs": ["get", "list", "watch"]},
@@ -195,12 +242,15 @@ def epp_rbac_rules(config: StackConfig) -> list[dict[str, Any]]:
         },
     ]
     if config.router.mode == "active-passive" and config.router.replicas > 1:
+        lease = RouterNames(pool=config.serving.name, namespace=config.serving.namespace).leader_lease
         rules += [
             {
                 "apiGroups": ["coordination.k8s.io"],
                 "resources": ["leases"],
-                "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+                "resourceNames": [lease],
+                "verbs": ["get", "update"],
             },
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
             {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
         ]
     return rules
@@ -223,7 +273,13 @@ def tokenizer_deployment_spec(config: StackConfig, hf_token_secret: str | None) 
     args.append(f"--served-model-name={model.served_name or model.id}")
     if model.trust_remote_code:
         args.append("--trust-remote-code")
-    env: list[dict[str, Any]] = [{"name": "HF_HOME", "value": "/var/cache/huggingface"}]
+    env: list[dict[str, Any]] = [
+        {"name": "HF_HOME", "value": f"{TOKENIZER_CACHE}/huggingface"},
+        # Read-only root: HOME (vLLM's ~/.cache and ~/.config) lives in the cache emptyDir too.
+        {"name": "HOME", "value": f"{TOKENIZER_CACHE}/home"},
+        # getpass() fails for a UID without a passwd entry (vllm-project/vllm#44548).
+        {"name": "USER", "value": "llm-d"},
+    ]
     if hf_token_secret:
         env.append(
             {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": hf_token_secret, "key": "HF_TOKEN"}}}
@@ -236,6 +292,13 @@ def tokenizer_deployment_spec(config: StackConfig, hf_token_secret: str | None) 
             "metadata": {"labels": tokenizer_labels(config)},
             "spec": {
                 "automountServiceAccountToken": False,
+                # Pod Security `restricted`: the CPU image's Python environment (/opt/venv) is
+                # readable by any user, and everything it writes goes to the two emptyDirs.
+                "securityContext": {
+                    "runAsNonRoot": True,
+                    "runAsUser": NON_ROOT_UID,
+                    "seccompProfile": dict(RUNTIME_DEFAULT_SECCOMP),
+                },
                 "affinity": {
                     "podAntiAffinity": {
                         "preferredDuringSchedulingIgnoredDuringExecution": [
@@ -258,21 +321,38 @@ def tokenizer_deployment_spec(config: StackConfig, hf_token_secret: str | None) 
                         "args": args,
                         "env": env,
                         "ports": [{"name": "http", "containerPort": TOKENIZER_PORT, "protocol": "TCP"}],
-                        "readinessProbe": {
+                        # The tokenizer files download before /health answers: the startup probe
+                        # allows that, then liveness restarts a server that stops answering.
+                        "startupProbe": {
                             "httpGet": {"path": "/health", "port": "http"},
                             "periodSeconds": 10,
                             "timeoutSeconds": 5,
                             "failureThreshold": 60,
                         },
-                        "resources": {"requests": dict(resources), "limits": resources},
-                        "securityContext": {
-                            "allowPrivilegeEscalation": False,
-                            "capabilities": {"drop": ["ALL"]},
+                        "livenessProbe": {
+                            "httpGet": {"path": "/health", "port": "http"},
+                            "periodSeconds": 20,
+                            "timeoutSeconds": 5,
+                            "failureThreshold": 3,
                         },
-                        "volumeMounts": [{"name": "cache", "mountPath": "/var/cache/huggingface"}],
+                        "readinessProbe": {
+                            "httpGet": {"path": "/health", "port": "http"},
+                            "periodSeconds": 10,
+                            "timeoutSeconds": 5,
+                            "failureThreshold": 3,
+                        },
+                        "resources": {"requests": dict(resources), "limits": resources},
+                        "securityContext": restricted_container_context(),
+                        "volumeMounts": [
+                            {"name": "cache", "mountPath": TOKENIZER_CACHE},
+                            {"name": "tmp", "mountPath": "/tmp"},
+                        ],
                     }
                 ],
-                "volumes": [{"name": "cache", "emptyDir": {"sizeLimit": "20Gi"}}],
+                "volumes": [
+                    {"name": "cache", "emptyDir": {"sizeLimit": "20Gi"}},
+                    {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+                ],
             },
         },
     }
@@ -305,7 +385,10 @@ class Router(pulumi.ComponentResource):
         tokenizer = k8s.apps.v1.Deployment(
             f"{name}-tokenizer",
             metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=names.tokenizer, namespace=names.namespace, labels=tokenizer_labels(config)
+                name=names.tokenizer,
+                namespace=names.namespace,
+                labels=tokenizer_labels(config),
+                annotations=skip_annotations(TOKENIZER_SKIPS),
             ),
             spec=tokenizer_deployment_spec(config, args.get("hf_token_secret")),
             opts=child,
@@ -343,7 +426,12 @@ class Router(pulumi.ComponentResource):
         )
         self.deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment",
-            metadata=meta(names.epp),
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=names.epp,
+                namespace=names.namespace,
+                labels=labels,
+                annotations=skip_annotations(EPP_SKIPS),
+            ),
             spec=epp_deployment_spec(config, plan, names, experimental),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[binding, config_map, tokenizer]),
         )

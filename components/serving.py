@@ -10,6 +10,7 @@ from components.dra import claim_template_name, claim_template_spec
 from components.labels import common_labels, serving_labels
 from components.plan import FleetPlan
 from components.pod import PodInputs, disaggregated_set_spec
+from components.security import pod_security_labels
 from components.versions import versions
 
 HF_TOKEN_SECRET = "llm-d-hf-token"
@@ -39,7 +40,15 @@ class ModelServing(pulumi.ComponentResource):
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",
             metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=serving.namespace, labels=common_labels("serving", serving.name)
+                name=serving.namespace,
+                # Pod Security `privileged`: the serving pods add IPC_LOCK and SYS_RAWIO, which
+                # `baseline` refuses (it admits only the runtime's default capabilities), and
+                # mount hostPath volumes for a local-NVMe KV tier and, on GKE, the TCPXO
+                # libraries, aperture devices and /sys. The router (EPP, tokenizer) and the
+                # gateway proxies share this namespace: the InferencePool, its EPP and the pods
+                # it selects live together. The router's own pods would pass `restricted`
+                # (tests/test_security.py), so moving it out needs no change to its pods.
+                labels={**common_labels("serving", serving.name), **pod_security_labels("privileged")},
             ),
             opts=child,
         )

@@ -1,5 +1,6 @@
 """The in-cluster layers every fleet has, on any cluster: the LWS controller, the prefill/decode
-DisaggregatedSet, the gateway and the router, wired in the order they need each other.
+DisaggregatedSet, the gateway, the router and the serving namespace's NetworkPolicies, wired in
+the order they need each other.
 
 The stack program (infra/program.py) adds the cluster, the accelerator drivers and the image
 build around it; a program of one's own (examples/existing_cluster.py) can call it on a cluster
@@ -15,6 +16,7 @@ import pulumi_kubernetes as k8s
 from components.config import StackConfig
 from components.gateway import GatewayLayer
 from components.lws import LeaderWorkerSetController
+from components.network_policy import NetworkIsolation
 from components.plan import FleetPlan
 from components.router import Router
 from components.serving import HF_TOKEN_SECRET, ModelServing
@@ -45,6 +47,8 @@ class ServingLayers:
     serving: ModelServing
     gateway: GatewayLayer
     router: Router
+    network: NetworkIsolation
+    """The serving namespace's NetworkPolicies (components/network_policy.py)."""
 
 
 def add_serving_layers(args: ServingLayersArgs, provider: k8s.Provider) -> ServingLayers:
@@ -81,4 +85,6 @@ def add_serving_layers(args: ServingLayersArgs, provider: k8s.Provider) -> Servi
         # The InferencePool and objective CRDs come with the gateway layer.
         opts=on_cluster(gateway, serving),
     )
-    return ServingLayers(lws=lws, serving=serving, gateway=gateway, router=router)
+    # Default deny plus the fleet's flows, once the namespace exists.
+    network = NetworkIsolation("network-policies", {"config": config, "plan": plan}, opts=on_cluster(serving))
+    return ServingLayers(lws=lws, serving=serving, gateway=gateway, router=router, network=network)

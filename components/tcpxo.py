@@ -20,7 +20,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.labels import common_labels
+from components.security import RUNTIME_DEFAULT_SECCOMP, restricted_container_context, skip_annotations
 from components.tcpxo_pod import APERTURE_DEVICES, GKE_DRIVER_ROOT, network_names
+from components.tcpxo_security import NODE_AGENT_SKIPS
 from components.versions import versions
 
 NAMESPACE = "kube-system"
@@ -67,6 +69,10 @@ def _host_daemonset(name: str, node_terms: list[dict[str, Any]], pod_spec: dict[
                 "tolerations": [{"operator": "Exists"}],
                 "hostNetwork": True,
                 "hostPID": True,
+                # None of them calls the API server. RuntimeDefault confines the unprivileged
+                # containers; privileged ones run unconfined whatever the pod asks for.
+                "automountServiceAccountToken": False,
+                "securityContext": {"seccompProfile": dict(RUNTIME_DEFAULT_SECCOMP)},
                 **pod_spec,
             },
         },
@@ -85,6 +91,8 @@ def _node_daemonset(
         "name": "pause",
         "image": versions().image("gke-pause").ref,
         "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "16Mi"}},
+        # The pause image's own user (65535) needs nothing else.
+        "securityContext": restricted_container_context(65535),
     }
     return _host_daemonset(
         name, node_terms, {"initContainers": init_containers, "containers": [pause], "volumes": volumes}
@@ -260,7 +268,10 @@ class TcpxoNodeSetup(pulumi.ComponentResource):
             ds_name: k8s.apps.v1.DaemonSet(
                 f"{name}-{ds_name}",
                 metadata=k8s.meta.v1.ObjectMetaArgs(
-                    name=ds_name, namespace=NAMESPACE, labels={**labels, "k8s-app": ds_name}
+                    name=ds_name,
+                    namespace=NAMESPACE,
+                    labels={**labels, "k8s-app": ds_name},
+                    annotations=skip_annotations(NODE_AGENT_SKIPS[ds_name]),
                 ),
                 spec=cast(k8s.apps.v1.DaemonSetSpecArgsDict, spec),
                 opts=child,

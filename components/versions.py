@@ -59,6 +59,24 @@ class VllmVersions(_Frozen):
     version: str
 
 
+class ToolVersions(_Frozen):
+    """[tools]: checkers that run in their own cached environment, outside the project's lock."""
+
+    checkov: str
+    """checkov release `make checkov` installs (infra/checkov_scan/env.py)."""
+
+
+class TwinVersions(_Frozen):
+    """[twin]: Go modules the control-plane twin builds (infra/twin, docs/twin.md)."""
+
+    etcd: str
+    """go.etcd.io/etcd/server/v3 module version."""
+    kubernetes: str
+    """k8s.io/kubernetes module version (kube-apiserver, scheduler, controller-manager, kubectl)."""
+    kwok: str
+    """sigs.k8s.io/kwok module version."""
+
+
 class BundledVersions(_Frozen):
     """[build.bundled]: versions that come inside pinned wheels (recorded, not build arguments)."""
 
@@ -126,6 +144,8 @@ class VersionMatrix(_Frozen):
 
     kubernetes: KubernetesVersions
     vllm: VllmVersions
+    tools: ToolVersions
+    twin: TwinVersions
     images: dict[str, Image]
     charts: dict[str, Chart]
     build: BuildVersions

@@ -23,7 +23,25 @@ SHM_PATH = "/dev/shm"
 CACHE_PATH = "/var/cache"
 HF_CACHE = f"{CACHE_PATH}/huggingface"
 VLLM_CACHE = f"{CACHE_PATH}/vllm"
+HOME_PATH = f"{CACHE_PATH}/home"
+TMP_PATH = "/tmp"
 KV_TIER_PATH = "/var/lib/kv-tier"
+# The routing sidecar's pooled upstream connections idle out after 90 s (llm-d-router v0.10.0
+# pkg/sidecar/proxy/proxy.go, IdleConnTimeout; not configurable there). Engines keep idle
+# connections open longer, so the proxy side always closes first.
+SIDECAR_IDLE_CONN_TIMEOUT_S = 90
+ENGINE_KEEP_ALIVE_S = 120
+# GLM-5.2-FP8's block-FP8 experts on H100 (SM90): DeepGEMM's grouped GEMM, as the wide-EP guide
+# runs it; the default `auto` may pick another kernel family.
+MOE_BACKEND = "deep_gemm"
+
+
+def decode_max_tokens(role: RoleConfig) -> int | None:
+    """Tokens one decode step carries: every sequence plus its MTP draft tokens (vLLM verifies
+    1 + num_speculative_tokens per sequence); None when maxNumSeqs is left to vLLM."""
+    if role.max_num_seqs is None:
+        return None
+    return role.max_num_seqs * (1 + role.mtp_tokens)
 
 
 def _json(value: dict[str, Any]) -> str:
@@ -69,6 +87,9 @@ def offloading_transfer_config(
         )
     if tier.peer_to_peer:
         secondary.append({"type": "p2p", "backends": list(nixl_backends)})
+        # vLLM offloads prompt blocks only by default (v1/kv_offload/base.py, offload_prompt_only);
+        # a peer pulling a conversation's prefix needs its generated turns too.
+        extra["offload_prompt_only"] = False
     if secondary:
         extra = {"spec_name": "TieringOffloadingSpec", **extra, "secondary_tiers": secondary}
     return {"kv_connector": "OffloadingConnector", "kv_role": "kv_both", "kv_connector_extra_config": extra}
@@ -161,8 +182,13 @@ def vllm_serve_argv(
             "--speculative-config",
             _json({"method": "mtp", "num_speculative_tokens": role.mtp_tokens}),
         ]
-    if role.max_num_batched_tokens is not None:
-        argv += ["--max-num-batched-tokens", str(role.max_num_batched_tokens)]
+    argv += ["--moe-backend", MOE_BACKEND]
+    batched_tokens = role.max_num_batched_tokens
+    if batched_tokens is None and plan.name == "decode":
+        # Explicit on decode, so the step size the NVSHMEM queue is sized for is the real one.
+        batched_tokens = decode_max_tokens(role)
+    if batched_tokens is not None:
+        argv += ["--max-num-batched-tokens", str(batched_tokens)]
     if role.max_num_seqs is not None:
         argv += ["--max-num-seqs", str(role.max_num_seqs)]
     if role.enforce_eager:
@@ -273,6 +299,10 @@ def engine_env(
         {"name": "NVIDIA_GDRCOPY", "value": "enabled"},
         {"name": "NVSHMEM_SYMMETRIC_SIZE", "value": f"{role.nvshmem_heap_gib}G"},
         {"name": "PYTORCH_ALLOC_CONF", "value": "expandable_segments:True"},
+        # The root file system is read-only: every cache and HOME (torch inductor, DeepGEMM's JIT,
+        # ~/.config/vllm usage stats, the hub token file) live in the pod's cache emptyDir.
+        {"name": "HOME", "value": HOME_PATH},
+        {"name": "HF_HOME", "value": HF_CACHE},
         {"name": "HF_HUB_CACHE", "value": HF_CACHE},
         {"name": "VLLM_CACHE_ROOT", "value": VLLM_CACHE},
         {"name": "CUDA_CACHE_PATH", "value": f"{VLLM_CACHE}/cuda"},
@@ -290,9 +320,14 @@ def engine_env(
         env.append({"name": "PYTHONHASHSEED", "value": "0"})
     # Fabric settings (NVSHMEM/NCCL/UCX/libfabric) come from the target, never per pod.
     env += [{"name": name, "value": value} for name, value in plan.fabric.engine_env]
-    if plan.name == "prefill":
-        # Keep idle connections open longer than the routing sidecar's 90 s idle timeout.
-        env.append({"name": "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "value": "120"})
+    # Every engine sits behind the routing sidecar or the gateway, whose pooled connections idle
+    # up to SIDECAR_IDLE_CONN_TIMEOUT_S: the engine must keep them open longer (vLLM's default is
+    # 5 s), or a proxy reuses a connection the engine already closed.
+    env.append({"name": "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "value": str(ENGINE_KEEP_ALIVE_S)})
+    if plan.name == "decode" and (tokens := decode_max_tokens(role)) is not None:
+        # DeepEP low-latency dispatch keeps a step's tokens in flight on each NVSHMEM QP; the
+        # wide-EP guide sizes the queue (MAX_TOKENS + 1) x 2 for the decode batch.
+        env.append({"name": "NVSHMEM_QP_DEPTH", "value": str((tokens + 1) * 2)})
     if hf_token_secret:
         env.append(
             {

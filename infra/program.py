@@ -53,6 +53,8 @@ class _Target:
     driver_root: str
     gpu_operator: bool
     install_gateway_crds: bool
+    critical_priority: bool = True
+    """Whether driver pods outside kube-system may use system-*-critical priority (not on GKE)."""
     nic_driver: tuple[str, Chart, str] | None = None
     """(release, chart, namespace) of the target's NIC DRA driver when it ships its own DeviceClass
     (EKS: aws-dranet); None installs upstream DRANET where a node group uses its class."""
@@ -77,7 +79,14 @@ def _gke_target(config: StackConfig) -> _Target:
     )
     # GKE ships the Gateway API and InferencePool CRDs (from the fleet's minimum Kubernetes
     # version on); no GPU Operator on COS.
-    return _Target(cluster, [setup], GKE_DRIVER_ROOT, gpu_operator=False, install_gateway_crds=False)
+    return _Target(
+        cluster,
+        [setup],
+        GKE_DRIVER_ROOT,
+        gpu_operator=False,
+        install_gateway_crds=False,
+        critical_priority=False,
+    )
 
 
 def _eks_target(config: StackConfig) -> _Target:
@@ -172,6 +181,7 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
                 "nic_driver": target.nic_driver
                 or (("dranet", versions().chart("dranet"), "kube-system") if uses_dranet else None),
                 "nic_device_class": (DRANET_RDMA_CLASS, DRANET_RDMA_SELECTOR) if uses_dranet else None,
+                "critical_priority": target.critical_priority,
             },
             opts=pulumi.ResourceOptions(
                 providers={"kubernetes": cluster.provider}, depends_on=target.node_setup

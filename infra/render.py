@@ -177,6 +177,18 @@ def plan_table(plan: FleetPlan) -> str:
     header, *body = rows
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in body]
+    router = plan.router
+    lines += [
+        "",
+        "| router (endpoint picker) | derived |",
+        "|---|---|",
+        f"| precise index holders per block key | podCacheSize {router.index_holders} "
+        f"({router.endpoints} rank endpoints x {router.tiers} tier(s), with headroom) |",
+        f"| flow-control queue bound | maxBytes {router.queue_max_bytes / 2**30:.1f} GiB "
+        f"({router.prompt_bytes / 1e6:.2f} MB per typical request body) |",
+        f"| working set at the expected rate | {router.working_set_gib} GiB |",
+        f"| EPP memory per replica | memory {router.memory_gib} GiB |",
+    ]
     return "\n".join(lines)
 
 

@@ -6,7 +6,16 @@ Kept apart from `__main__.py`: constructing a PolicyPack starts a server and blo
 
 from pulumi_policy import Policy
 
-from policies.rules import accelerators, cloud, parallelism, router, security, serving, supply_chain
+from policies.rules import (
+    accelerators,
+    cloud,
+    fleet_scale,
+    parallelism,
+    router,
+    security,
+    serving,
+    supply_chain,
+)
 
 PACK_NAME = "llmd-fleet"
 PACK_DESCRIPTION = "Catches the mistakes that break a wide-EP llm-d fleet before it is deployed"
@@ -18,6 +27,7 @@ def all_policies() -> list[Policy]:
         *parallelism.POLICIES,
         *accelerators.POLICIES,
         *router.POLICIES,
+        *fleet_scale.POLICIES,
         *serving.POLICIES,
         *supply_chain.POLICIES,
         *security.POLICIES,

@@ -63,3 +63,26 @@ def set_stack_config(raw: dict[str, Any], secrets: dict[str, str] | None = None)
         values[f"{PROJECT}:{key}"] = value
         secret_keys.append(f"{PROJECT}:{key}")
     pulumi.runtime.set_all_config(values, secret_keys)
+
+
+@pytest.fixture(scope="session")
+def rendered(tmp_path_factory):
+    """`rendered(stack)`: every object `llmd-fleet render` writes for a stack, rendered once per
+    test session."""
+    from infra.cli import run
+
+    objects: dict[str, list[dict[str, Any]]] = {}
+
+    def render(stack: str) -> list[dict[str, Any]]:
+        if stack not in objects:
+            out = tmp_path_factory.mktemp(f"rendered-{stack}") / "out"
+            assert run(["render", stack, "--out", str(out)]) == 0
+            objects[stack] = [
+                document
+                for path in sorted((out / "manifests").rglob("*.yaml"))
+                for document in yaml.safe_load_all(path.read_text())
+                if document
+            ]
+        return objects[stack]
+
+    return render
