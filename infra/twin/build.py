@@ -1,0 +1,230 @@
+"""Build the twin's binaries from their wrapper modules, into a cache outside the repository.
+
+    python -m infra.twin build [name ...]     build (or reuse) and print where each binary is
+    python -m infra.twin gomod [name ...]     regenerate the wrapper modules (needs the proxy)
+
+Each wrapper builds into `<cache>/twin-bin-<name>-<key>/`, where <cache> is
+`$LLMD_FLEET_CACHE_DIR` (default `$XDG_CACHE_HOME/llmd-fleet`, else `~/.cache/llmd-fleet`) and the
+key hashes everything that decides the binaries: the build recipe, the Go version, the wrapper's
+go.mod, go.sum and Go files, and the ldflags. A bump in images/versions.toml (after `gomod`)
+builds a new directory beside the old one; a machine that keeps its cache reuses it. A binary of
+the right version already on PATH is used instead of building. Builds run one at a time under a
+file lock, and each prints its duration.
+"""
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from infra.twin.modules import (
+    GOMOD_DIR,
+    Binary,
+    Wrapper,
+    local_replaces,
+    upstream_gomod,
+    wrapper_gomod,
+    wrapper_ok,
+    wrapper_sources,
+    wrappers,
+)
+
+# The build steps, as hashed into the key: change this text when the steps change.
+RECIPE = "go build -mod=readonly -trimpath -ldflags '-s -w <ldflags>' -o <dir>/<binary> <package>"
+COMPLETE = ".complete"
+
+
+class BuildError(Exception):
+    """A wrapper module could not be built."""
+
+
+def cache_root() -> Path:
+    if explicit := os.environ.get("LLMD_FLEET_CACHE_DIR"):
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "llmd-fleet"
+
+
+def go_version() -> str:
+    """`go env GOVERSION` (part of the key: a new toolchain builds afresh)."""
+    return subprocess.run(
+        ["go", "env", "GOVERSION"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def build_key(wrapper: Wrapper, files: dict[str, bytes], go: str) -> str:
+    """16 hex digits over everything that decides the binaries of `wrapper`."""
+    digest = hashlib.sha256()
+    parts = [RECIPE.encode(), go.encode(), wrapper.name.encode(), " ".join(wrapper.ldflags).encode()]
+    parts += [b.package.encode() for b in wrapper.binaries]
+    for name in sorted(files):
+        parts += [name.encode(), files[name]]
+    for part in parts:
+        digest.update(len(part).to_bytes(8, "big") + part)
+    return digest.hexdigest()[:16]
+
+
+def wrapper_files(wrapper: Wrapper) -> dict[str, bytes]:
+    """The committed files of a wrapper module (go.mod, go.sum, *.go)."""
+    directory = wrapper.directory
+    if not (directory / "go.mod").is_file():
+        raise BuildError(f"{directory}/go.mod is missing: run `python -m infra.twin gomod {wrapper.name}`")
+    return {
+        path.name: path.read_bytes()
+        for path in sorted(directory.iterdir())
+        if path.name in ("go.mod", "go.sum") or path.suffix == ".go"
+    }
+
+
+def bin_dir(wrapper: Wrapper, go: str | None = None) -> Path:
+    key = build_key(wrapper, wrapper_files(wrapper), go or go_version())
+    return cache_root() / f"twin-bin-{wrapper.name}-{key}"
+
+
+def reports_version(output: str, version: str) -> bool:
+    """Whether a binary's version output names exactly `version` (as a whole word)."""
+    import re
+
+    return re.search(rf"(?<![\w.]){re.escape(version)}(?![\w.+-])", output) is not None
+
+
+def on_path(binary: Binary, version: str) -> Path | None:
+    """`binary` from PATH when it reports `version`, else None."""
+    found = shutil.which(binary.name)
+    if not found:
+        return None
+    try:
+        out = subprocess.run(
+            [found, *binary.version_args], capture_output=True, text=True, timeout=20, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return Path(found) if reports_version(out.stdout + out.stderr, version) else None
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _go_build(wrapper: Wrapper, binary: Binary, out: Path, log: Path) -> None:
+    ldflags = " ".join(("-s", "-w", *wrapper.ldflags))
+    command = [
+        "go",
+        "build",
+        "-mod=readonly",
+        "-trimpath",
+        "-ldflags",
+        ldflags,
+        "-o",
+        str(out),
+        binary.package,
+    ]
+    with log.open("a") as handle:
+        handle.write(f"$ {' '.join(command)}\n")
+        handle.flush()
+        done = subprocess.run(
+            command, cwd=wrapper.directory, stdout=handle, stderr=subprocess.STDOUT, check=False
+        )
+    if done.returncode != 0:
+        tail = log.read_text().splitlines()[-15:]
+        raise BuildError(f"{wrapper.name}: go build {binary.package} failed:\n" + "\n".join(tail))
+
+
+def ensure(wrapper: Wrapper, verbose: bool = True) -> dict[str, Path]:
+    """Every binary of `wrapper`: from PATH at the right version, else from the cache, else built."""
+    found = {b.name: on_path(b, wrapper.reported_version) for b in wrapper.binaries}
+    if all(found.values()):
+        return {name: path for name, path in found.items() if path is not None}
+    target = bin_dir(wrapper)
+    if not (target / COMPLETE).is_file():
+        with _locked(target.with_name(target.name + ".lock")):
+            if not (target / COMPLETE).is_file():
+                _build(wrapper, target, verbose)
+    return {b.name: found[b.name] or target / b.name for b in wrapper.binaries}
+
+
+def _build(wrapper: Wrapper, target: Path, verbose: bool) -> None:
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    log = target.with_name(target.name + ".log")
+    log.write_text("")
+    started = time.monotonic()
+    try:
+        for binary in wrapper.binaries:
+            began = time.monotonic()
+            _go_build(wrapper, binary, target / binary.name, log)
+            if verbose:
+                print(
+                    f"twin build: {binary.name} {wrapper.version} in {time.monotonic() - began:.0f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    except BaseException:
+        shutil.rmtree(target, ignore_errors=True)
+        raise
+    seconds = time.monotonic() - started
+    (target / COMPLETE).write_text(f"{wrapper.module} {wrapper.version} built in {seconds:.0f} s\n")
+    if verbose:
+        print(
+            f"twin build: {wrapper.name} {wrapper.version} built in {seconds:.0f} s ({target})",
+            file=sys.stderr,
+        )
+
+
+def regenerate(name: str) -> None:
+    """Rewrite infra/twin/gomod/<name>/ for the matrix's version: the replaced-module list read from
+    the upstream go.mod at that version, then `go mod tidy` for the requirements and go.sum."""
+    current = wrappers()[name]
+    upstream = upstream_gomod(current.module, current.version)
+    pins = list(local_replaces(upstream, "unused"))
+    if name == "kubernetes":
+        wrapper = wrappers(kubernetes_replaces=pins)[name]
+    elif name == "etcd":
+        wrapper = wrappers(etcd_replaces=pins)[name]
+    else:
+        wrapper = current
+    directory = GOMOD_DIR / name
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale in directory.iterdir():
+        stale.unlink()
+    (directory / "go.mod").write_text(wrapper_gomod(wrapper))
+    for file, text in wrapper_sources(wrapper).items():
+        (directory / file).write_text(text)
+    subprocess.run(["go", "mod", "tidy"], cwd=directory, check=True)
+    problems = wrapper_ok(wrapper, (directory / "go.mod").read_text())
+    if problems:
+        raise BuildError("; ".join(problems))
+
+
+def main(argv: Sequence[str]) -> int:
+    command, names = argv[0], list(argv[1:])
+    known = wrappers()
+    for name in names or list(known):
+        if name not in known:
+            print(f"twin: unknown module {name!r} (known: {', '.join(known)})", file=sys.stderr)
+            return 2
+    try:
+        for name in names or list(known):
+            if command == "gomod":
+                regenerate(name)
+                print(f"twin gomod: {known[name].directory}")
+            else:
+                for binary, path in ensure(wrappers()[name]).items():
+                    print(f"{binary}\t{path}")
+    except BuildError as error:
+        print(f"twin: {error}", file=sys.stderr)
+        return 1
+    return 0
