@@ -39,6 +39,13 @@ typecheck:
 unit:
 	$(UV) run --frozen pytest
 
+.PHONY: docs golden
+docs: ## Regenerate docs/configuration.md from the config models
+	$(UV) run --frozen python -m infra.config_reference
+
+golden: ## Refresh the golden rendered output of every stack under tests/golden/ (review the diff)
+	$(UV) run --frozen python -m infra.golden
+
 .PHONY: bench-cli
 bench-cli: ## Time render and check of every stack as ratios to the bare SDK import (docs/performance.md)
 	$(UV) run --frozen python -m infra.bench_cli
@@ -48,9 +55,38 @@ check-vllm: ## Check every rendered vLLM command line with the pinned vLLM's own
 	$(UV) run --frozen python -m infra.vllm_check.env
 	@set -e; for s in $(STACKS); do $(UV) run --frozen llmd-fleet render $$s; done
 	$(UV) run --frozen python -m infra.vllm_check $(STACKS)
+	$(UV) run --frozen python -m infra.metrics_catalogue vllm $(STACKS)
+
+.PHONY: promtool
+promtool: ## promtool (pinned, built from the Prometheus module into a cache) checks and unit-tests every stack's alert rules; metric names against the catalogue
+	@set -e; for s in $(STACKS); do $(UV) run --frozen llmd-fleet render $$s; done
+	$(UV) run --frozen python -m infra.promtool check $(STACKS)
 
 .PHONY: checkov
 checkov: ## checkov over every rendered stack, serving pod templates included (pinned, cached env)
 	$(UV) run --frozen python -m infra.checkov_scan.env
 	@set -e; for s in $(STACKS); do $(UV) run --frozen llmd-fleet render $$s; done
 	$(UV) run --frozen python -m infra.checkov_scan $(STACKS)
+
+# The control-plane twin (docs/twin.md): etcd, kube-apiserver, kube-scheduler,
+# kube-controller-manager and kwok built from Go modules into a cache outside the repository, run on
+# loopback with TWIN_STACK's nodes simulated. Needs Go and the Go module proxy on a cold cache.
+TWIN_STACK ?= onprem-h100
+
+.PHONY: twin twin-build twin-up twin-down twin-status e2e
+twin: twin-up ## Try the whole fleet without a cloud: start the twin with TWIN_STACK's fake nodes
+
+twin-build: ## Build (or reuse) the twin's binaries; each cold build prints its duration
+	$(UV) run --frozen python -m infra.twin build
+
+twin-up: ## Start the twin (API server, scheduler, controller manager, kwok, fake nodes) on loopback
+	$(UV) run --frozen python -m infra.twin up $(TWIN_STACK)
+
+twin-down: ## Stop the twin and delete its etcd data
+	$(UV) run --frozen python -m infra.twin down
+
+twin-status: ## What the twin runs, API server readiness, nodes Ready, ResourceSlices
+	$(UV) run --frozen python -m infra.twin status
+
+e2e: ## Put TWIN_STACK into a fresh twin and assert by reading the API server; prints the figures
+	$(UV) run --frozen python -m infra.twin e2e $(TWIN_STACK)

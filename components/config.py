@@ -11,9 +11,12 @@ A stack file (stacks/Pulumi.<stack>.yaml) sets these keys under the `llmd-fleet:
     llmd-fleet:images    build the wide-EP serving image or run the upstream one (ImagesConfig,
                          optional; components/image_spec.py)
     llmd-fleet:observability  where metrics are scraped from (ObservabilityConfig, optional)
+    llmd-fleet:responses  the Responses API's agentic API and its PostgreSQL (ResponsesConfig,
+                         optional; components/config_responses.py)
     llmd-fleet:hfToken   Hugging Face token, only as a Pulumi secret
     llmd-fleet:registryPassword  on-prem image registry password, only as a Pulumi secret
     llmd-fleet:kubeconfig  optional kubeconfig for the on-prem target, only as a Pulumi secret
+    llmd-fleet:responsesDbPassword  the response store owner's password, only as a Pulumi secret
 
 Every field is documented where it is declared; defaults live here and nowhere else. Field
 names are camelCase in YAML (Pulumi's convention) and snake_case in Python.
@@ -30,6 +33,7 @@ from pydantic import AfterValidator, Field, ValidationError
 from components.config_base import ConfigModel
 from components.config_eks import EksTargetConfig, eks_problems
 from components.config_gke import GkeTargetConfig, gke_problems
+from components.config_responses import ResponsesConfig, password_problems, responses_problems
 from components.dra import DRANET_RDMA_CLASS
 from components.grammar import (
     DnsLabel,
@@ -136,6 +140,11 @@ class NodeGroupConfig(_Model):
     """Logical CPUs per node."""
     nics_per_node: Annotated[int, Field(ge=1, le=64)] = 8
     """GPU-fabric NICs per node (RDMA/EFA/TCPXO), not counting the primary NIC."""
+    nic_gbps: Annotated[int, Field(ge=1, le=3200)] | None = None
+    """Line rate of one GPU-fabric NIC in Gb/s. The plan divides the node's fabric bandwidth
+    (nicsPerNode x nicGbps) among its GPUs to bound the KV-transfer time alert
+    (docs/observability.md). Unset: the target's NIC, `NIC_GBPS_BY_TARGET` (onprem 400, a
+    ConnectX-7; gke 200, one of A3 Mega's eight GPU NICs; eks 100, one of p5.48xlarge's 32 EFA)."""
     system_reserved_memory_gib: Annotated[int, Field(ge=0, le=32768)] = 64
     """Host memory kept for the OS, kubelet and node daemons; pods never plan on it."""
     system_reserved_cpus: Annotated[int, Field(ge=0, le=4096)] = 16
@@ -429,13 +438,45 @@ class GatewayConfig(_Model):
     GCPBackendPolicy `timeoutSec` of the InferencePool's backend service."""
 
 
+# Line rate of one GPU-fabric NIC per target, in Gb/s: ConnectX-7 (400 GbE / NDR) on-prem; A3 Mega
+# has 8 GPU NICs for 1,600 Gb/s; p5.48xlarge has 32 EFA for 3,200 Gb/s (shared/reference/cluster.md).
+NIC_GBPS_BY_TARGET: dict[str, int] = {"onprem": 400, "gke": 200, "eks": 100}
+
+PrometheusMode = Literal["operator", "gmp", "install", "none"]
+# Who scrapes the fleet when `observability.prometheus` is unset: GKE's managed collection
+# (Managed Service for Prometheus) is on by default there; elsewhere a prometheus-operator.
+PROMETHEUS_BY_TARGET: dict[str, PrometheusMode] = {"onprem": "operator", "gke": "gmp", "eks": "operator"}
+# GKE Standard runs the managed collectors in this namespace (Managed Service for Prometheus).
+GMP_NAMESPACE = "gmp-system"
+
+
 class ObservabilityConfig(_Model):
-    """Where the fleet's metrics are scraped from."""
+    """Where the fleet's metrics are scraped from, and the monitoring objects the stack renders
+    (components/observability.py, docs/observability.md)."""
 
     namespace: DnsLabel = "monitoring"
     """Namespace of the metrics scrapers (Prometheus, an OpenTelemetry collector, GKE's
     `gmp-system`). The NetworkPolicies admit it, and only it, to the engines' API ports, the
-    endpoint picker's metrics port and the gateway proxies' metrics port."""
+    endpoint picker's metrics port, the tokenizer and the gateway proxies' metrics port. Default
+    `monitoring`; `gmp-system` when `prometheus` is `gmp`. With `install`, kube-prometheus-stack
+    goes here."""
+    prometheus: PrometheusMode | None = None
+    """Who scrapes the fleet and evaluates its alerts. `operator`: an existing prometheus-operator
+    (PodMonitors, a ServiceMonitor, a PrometheusRule); `gmp`: Google Cloud Managed Service for
+    Prometheus (PodMonitorings, Rules; gke only); `install`: the stack installs
+    kube-prometheus-stack (chart pinned in images/versions.toml) into `namespace`, plus the
+    operator objects; `none`: no scrape or rule objects. Unset: `gmp` on gke, `operator`
+    elsewhere (`PROMETHEUS_BY_TARGET`)."""
+    scrape_interval_seconds: Annotated[int, Field(ge=5, le=300)] = 15
+    """Scrape interval of every monitor; rate windows in alerts and dashboards are at least four
+    of these."""
+    monitor_labels: Labels = Field(default_factory=dict)
+    """Labels added to every monitor and rule object, so that an existing Prometheus's selectors
+    pick them up (kube-prometheus-stack selects `release: <its release name>` by default). None
+    by default; with `install` the installed Prometheus selects every monitor and rule."""
+    dashboards: bool = True
+    """Render the fleet's Grafana dashboards as ConfigMaps for Grafana's dashboard sidecar
+    (label `grafana_dashboard: "1"`, in the serving namespace)."""
 
 
 class StackConfig(_Model):
@@ -457,10 +498,15 @@ class StackConfig(_Model):
     """`llmd-fleet:images` (optional): the serving image (components/image_spec.py)."""
     observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
     """`llmd-fleet:observability` (optional): where metrics are scraped from."""
+    responses: ResponsesConfig | None = None
+    """`llmd-fleet:responses` (optional; absent: off): the agentic API and its PostgreSQL
+    (components/config_responses.py)."""
     has_hf_token: bool = False
     """Whether `llmd-fleet:hfToken` is set (as a secret); the value itself is never held here."""
     has_registry_password: bool = False
     """Whether `llmd-fleet:registryPassword` is set (as a secret)."""
+    has_responses_db_password: bool = False
+    """Whether `llmd-fleet:responsesDbPassword` is set (as a secret)."""
 
 
 # The config keys, in the order errors are reported.
@@ -476,8 +522,9 @@ _OPTIONAL_OBJECT_KEYS: dict[str, type[ConfigModel]] = {
     "gateway": GatewayConfig,
     "images": ImagesConfig,
     "observability": ObservabilityConfig,
+    "responses": ResponsesConfig,
 }
-SECRET_KEYS = ("hfToken", "kubeconfig", "registryPassword")
+SECRET_KEYS = ("hfToken", "kubeconfig", "registryPassword", "responsesDbPassword")
 KNOWN_KEYS = frozenset(_OBJECT_KEYS) | frozenset(_OPTIONAL_OBJECT_KEYS) | frozenset(SECRET_KEYS)
 
 
@@ -486,6 +533,7 @@ _UNIT_SUFFIXES = (
     ("GiB", "GiB"),
     ("Gb", "GB"),
     ("Seconds", "seconds"),
+    ("Days", "days"),
     ("Minutes", "minutes"),
     ("ParamsB", "billion parameters"),
     ("PerSecond", "requests per second"),
@@ -512,6 +560,7 @@ _UNIT_NAMES = {
     "maxRequests": "requests",
     "priority": "(priority band)",
     "cpusPerNode": "CPUs",
+    "cpus": "CPUs",
     "nicsPerNode": "NICs",
     "cpusPerRank": "CPUs per data-parallel rank",
     "rdmaResourcePerPod": "resource units per pod",
@@ -522,6 +571,7 @@ _UNIT_NAMES = {
     "maxPodsPerNode": "pods",
     "localSsdCount": "disks",
     "nvshmemHeapGiB": "GiB",
+    "nicGbps": "Gb/s",
 }
 
 
@@ -612,16 +662,40 @@ def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset
     if problems:
         raise ConfigError(problems)
     config = StackConfig(
-        **parts, has_hf_token="hfToken" in raw, has_registry_password="registryPassword" in raw
+        **parts,
+        has_hf_token="hfToken" in raw,
+        has_registry_password="registryPassword" in raw,
+        has_responses_db_password="responsesDbPassword" in raw,
     )
     if config.target.kind == "gke" and "implementation" not in config.gateway.model_fields_set:
         # GKE's managed gateway is the default there; an explicit choice is kept.
         gateway = config.gateway.model_copy(update={"implementation": "gke-l7-rilb"})
         config = config.model_copy(update={"gateway": gateway})
+    config = _target_observability_defaults(config)
     problems = _semantic_problems(config)
     if problems:
         raise ConfigError(problems)
     return config
+
+
+def _target_observability_defaults(config: StackConfig) -> StackConfig:
+    """Fill the per-target defaults of the observability keys (an explicit value is kept): each
+    node group's NIC line rate, who scrapes, and the scrapers' namespace under GKE's managed
+    collection."""
+    kind = config.target.kind
+    groups = {
+        name: group.model_copy(update={"nic_gbps": NIC_GBPS_BY_TARGET[kind]})
+        if group.nic_gbps is None
+        else group
+        for name, group in config.fleet.node_groups.items()
+    }
+    observability = config.observability
+    if observability.prometheus is None:
+        observability = observability.model_copy(update={"prometheus": PROMETHEUS_BY_TARGET[kind]})
+    if observability.prometheus == "gmp" and "namespace" not in config.observability.model_fields_set:
+        observability = observability.model_copy(update={"namespace": GMP_NAMESPACE})
+    fleet = config.fleet.model_copy(update={"node_groups": groups})
+    return config.model_copy(update={"fleet": fleet, "observability": observability})
 
 
 def _managed_cluster_problems(
@@ -708,6 +782,21 @@ def _semantic_problems(config: StackConfig) -> list[tuple[str, str]]:
     """Cross-field rules that single-field validation cannot express."""
     problems: list[tuple[str, str]] = _gke_target_problems(config) + _eks_target_problems(config)
     problems += _onprem_target_problems(config)
+    if config.observability.prometheus == "gmp" and config.target.kind != "gke":
+        problems.append(
+            (
+                f"{PROJECT}:observability.prometheus",
+                "gmp (Managed Service for Prometheus) exists only on kind gke",
+            )
+        )
+    if config.responses is not None:
+        problems += responses_problems(
+            config.responses,
+            config.target.kind,
+            config.target.gke,
+            config.gateway.implementation,
+            f"{PROJECT}:responses",
+        )
     problems += images_config_problems(
         config.target.kind, config.images, config.has_registry_password, f"{PROJECT}:images"
     )
@@ -910,4 +999,12 @@ def load_from_pulumi() -> StackConfig:
         keys,
         lambda key: key in env_secrets or runtime_config.is_config_secret(key),
     )
-    return parse_config(raw, secrets)
+    return check_stack_secrets(parse_config(raw, secrets))
+
+
+def check_stack_secrets(config: StackConfig) -> StackConfig:
+    """A whole stack's config also carries the secrets its sections need (parse_config validates
+    settings on their own, without secrets). Raises ConfigError."""
+    if problems := password_problems(config.responses, config.has_responses_db_password, PROJECT):
+        raise ConfigError(problems)
+    return config

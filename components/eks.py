@@ -204,6 +204,14 @@ class EksCluster(pulumi.ComponentResource):
     kubeconfig: pulumi.Output[str]
     """kubeconfig of the cluster (a secret)."""
     cluster: aws.eks.Cluster
+    cluster_name: str
+    """The EKS cluster's name."""
+    tags: dict[str, str]
+    """Tags of every AWS resource of the cluster."""
+    vpc: aws.ec2.Vpc
+    """The fleet's VPC (the response store's subnets go into it)."""
+    cluster_security_group_id: pulumi.Output[str | None]
+    """The security group EKS puts on every node of the cluster."""
     efa_security_group: aws.ec2.SecurityGroup
     launch_templates: dict[str, aws.ec2.LaunchTemplate]
     """GPU launch templates by logical name."""
@@ -222,6 +230,7 @@ class EksCluster(pulumi.ComponentResource):
             raise ValueError(f"EksCluster {name}: gpu_nodes name unknown node groups {unknown}")
         cluster_name = args["cluster_name"]
         tags = {"llmd-fleet.io/cluster": cluster_name, **args.get("tags", {})}
+        self.cluster_name, self.tags = cluster_name, tags
         aws_provider = aws.Provider(
             f"{name}-aws", region=eks.region, opts=pulumi.ResourceOptions(parent=self)
         )
@@ -242,6 +251,7 @@ class EksCluster(pulumi.ComponentResource):
             tags={**tags, "Name": cluster_name},
             opts=child,
         )
+        self.vpc = vpc
         igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags=tags, opts=child)
         zones = {"capacity": eks.availability_zone, "secondary": eks.secondary_availability_zone}
         cluster_tag = {f"kubernetes.io/cluster/{cluster_name}": "shared"}
@@ -428,6 +438,7 @@ class EksCluster(pulumi.ComponentResource):
         # Networking add-ons first: nodes only become Ready once the CNI runs on them.
         early = [addon(a, [self.cluster]) for a in ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")]
         cluster_sg = self.cluster.vpc_config.cluster_security_group_id
+        self.cluster_security_group_id = cluster_sg
         node_sgs = pulumi.Output.all(cluster_sg, self.efa_security_group.id).apply(
             lambda ids: [i for i in ids if i]
         )

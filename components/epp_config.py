@@ -174,7 +174,10 @@ def build_epp_config(config: StackConfig, plan: FleetPlan, tokenizer_url: str) -
                                 # Holders kept per block key (default 10): at least every rank
                                 # endpoint times every tier, or popular prefixes lose holders.
                                 "podCacheSize": plan.router.index_holders,
-                            }
+                            },
+                            # The index's llm_d_router_epp_kv_cache_* metrics on the EPP's
+                            # /metrics (off by default; the router dashboard reads them).
+                            "enableMetrics": True,
                         },
                         "kvCacheBackendConfigs": [
                             {"name": "gpu", "weight": GPU_TIER_WEIGHT},

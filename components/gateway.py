@@ -67,7 +67,9 @@ def aws_nlb_annotations(scheme: str) -> dict[str, str]:
 
 
 def gateway_spec(
-    gateway: GatewayConfig, infrastructure_annotations: dict[str, str] | None = None
+    gateway: GatewayConfig,
+    infrastructure_annotations: dict[str, str] | None = None,
+    addresses: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "gatewayClassName": GATEWAY_CLASS[gateway.implementation],
@@ -84,6 +86,9 @@ def gateway_spec(
         # Gateway API `infrastructure`: the implementation copies these onto what it generates
         # for the Gateway (its Service among them).
         spec["infrastructure"] = {"annotations": dict(infrastructure_annotations)}
+    if addresses:
+        # Addresses the Gateway must take (GKE: a reserved internal address, by name).
+        spec["addresses"] = [dict(a) for a in addresses]
     return spec
 
 
@@ -192,6 +197,8 @@ class GatewayLayerArgs(TypedDict):
     the llm-d-router CRDs are installed either way."""
     infrastructure_annotations: NotRequired[dict[str, str]]
     """Annotations for the Gateway's generated resources (e.g. the AWS NLB annotations on EKS)."""
+    addresses: NotRequired[list[dict[str, str]]]
+    """The Gateway's `spec.addresses` (GKE with Responses on: the reserved internal address)."""
 
 
 class GatewayLayer(pulumi.ComponentResource):
@@ -252,7 +259,7 @@ class GatewayLayer(pulumi.ComponentResource):
             metadata=k8s.meta.v1.ObjectMetaArgs(
                 name=GATEWAY_NAME, namespace=serving_ns, labels=gateway_labels(config)
             ),
-            spec=gateway_spec(config.gateway, args.get("infrastructure_annotations")),
+            spec=gateway_spec(config.gateway, args.get("infrastructure_annotations"), args.get("addresses")),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*crds, *releases]),
         )
         self.route = k8s.apiextensions.CustomResource(

@@ -205,6 +205,82 @@ def ipv4_cidr_problem(value: str) -> str | None:
     return None
 
 
+def ipv4_address_problem(value: str) -> str | None:
+    """A single IPv4 address in dotted-quad notation (no range, no leading zeros)."""
+    shape = "must be an IPv4 address in dotted-quad notation, e.g. 10.0.15.250"
+    if not _matches(r"[0-9]{1,3}(\.[0-9]{1,3}){3}", value):
+        return shape
+    try:
+        ipaddress.IPv4Address(value)
+    except ValueError:
+        return shape
+    return None
+
+
+# PostgreSQL identifiers the stack creates (database and role names): unquoted, so lowercase;
+# NAMEDATALEN - 1 = 63 bytes (PostgreSQL "Identifiers and Key Words"). RDS and Cloud SQL take the
+# same as master user and database names; `pg_` is reserved for system roles.
+POSTGRES_IDENTIFIER_MAX = 63
+# PostgreSQL's pg_ roles and built-in databases, CloudNativePG's own roles (pkg/postgres/roles.go),
+# the RDS and Cloud SQL administrators' roles.
+_POSTGRES_RESERVED_PREFIXES = ("pg_", "cnpg_", "rds", "cloudsql")
+_POSTGRES_RESERVED_NAMES = frozenset({"postgres", "template0", "template1", "public", "streaming_replica"})
+
+
+def postgres_identifier_problem(value: str) -> str | None:
+    if len(value) > POSTGRES_IDENTIFIER_MAX or not _matches(r"[a-z][a-z0-9_]*", value):
+        return (
+            "must be a PostgreSQL identifier: [a-z0-9_], starting with a letter, at most "
+            f"{POSTGRES_IDENTIFIER_MAX} characters"
+        )
+    if value.startswith(_POSTGRES_RESERVED_PREFIXES) or value in _POSTGRES_RESERVED_NAMES:
+        return (
+            f"{value!r} is reserved by PostgreSQL, CloudNativePG, RDS or Cloud SQL "
+            f"({', '.join(p + '*' for p in _POSTGRES_RESERVED_PREFIXES)}, "
+            f"{', '.join(sorted(_POSTGRES_RESERVED_NAMES))})"
+        )
+    return None
+
+
+def object_store_endpoint_problem(value: str) -> str | None:
+    """An S3-compatible endpoint: http(s), a DNS name or IPv4 address, an optional port, no path,
+    credentials or query (barman-cloud's endpoint URL)."""
+    host = r"[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*"
+    if len(value) > 255 or not _matches(rf"https?://{host}(:[0-9]{{1,5}})?", value):
+        return (
+            "must be an http(s) URL of a host and an optional port, no path, user or query, e.g. "
+            "https://s3.example.internal:9000"
+        )
+    port = value.rpartition(":")[2]
+    if value.count(":") == 2 and not 1 <= int(port) <= 65535:
+        return "the port must be 1-65535"
+    return None
+
+
+def s3_bucket_problem(value: str) -> str | None:
+    """An S3 bucket name (general-purpose bucket naming rules): 3-63 characters of [a-z0-9.-],
+    alphanumeric at both ends, no '..', not an IP address."""
+    if not 3 <= len(value) <= 63 or not _matches(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?", value) or ".." in value:
+        return "must be an S3 bucket name: 3-63 characters of [a-z0-9.-], alphanumeric at both ends, no '..'"
+    if _matches(r"[0-9]{1,3}(\.[0-9]{1,3}){3}", value):
+        return "must be an S3 bucket name, not an IP address"
+    return None
+
+
+def cloud_sql_tier_problem(value: str) -> str | None:
+    """A Cloud SQL machine tier (`db-perf-optimized-N-4`, `db-custom-4-16384`)."""
+    if len(value) > 64 or not _matches(r"db-[a-z0-9]+(-[A-Za-z0-9]+)*", value):
+        return "must be a Cloud SQL tier such as db-perf-optimized-N-4 or db-custom-4-16384"
+    return None
+
+
+def rds_instance_class_problem(value: str) -> str | None:
+    """An RDS DB instance class (`db.m7g.large`, `db.r7i.2xlarge`)."""
+    if len(value) > 64 or not _matches(r"db\.[a-z0-9-]+\.[a-z0-9]+", value):
+        return "must be an RDS DB instance class such as db.m7g.large"
+    return None
+
+
 DnsLabel = Annotated[str, _validator(dns_label_problem)]
 """A DNS-1123 label (namespaces, most object names)."""
 DnsSubdomain = Annotated[str, _validator(dns_subdomain_problem)]
@@ -223,6 +299,18 @@ HostPath = Annotated[str, _validator(host_path_problem)]
 """A host directory a pod may mount."""
 Ipv4Cidr = Annotated[str, _validator(ipv4_cidr_problem)]
 """An IPv4 network (CIDR)."""
+Ipv4Address = Annotated[str, _validator(ipv4_address_problem)]
+"""One IPv4 address."""
+PostgresIdentifier = Annotated[str, _validator(postgres_identifier_problem)]
+"""A PostgreSQL database or role name."""
+ObjectStoreEndpoint = Annotated[str, _validator(object_store_endpoint_problem)]
+"""An S3-compatible object store's endpoint URL."""
+S3BucketName = Annotated[str, _validator(s3_bucket_problem)]
+"""An S3 bucket name."""
+CloudSqlTier = Annotated[str, _validator(cloud_sql_tier_problem)]
+"""A Cloud SQL machine tier."""
+RdsInstanceClass = Annotated[str, _validator(rds_instance_class_problem)]
+"""An RDS DB instance class."""
 
 
 def one_of(names: frozenset[str], what: str) -> AfterValidator:

@@ -13,10 +13,11 @@ pod of the cluster, around the gateway and the router. The allowed flows:
 | endpoint picker | tokenizer | HTTP |
 | endpoint picker | the API server | TCP 443 and 6443, any address (its address is not known offline) |
 | serving pod | serving pod of the same fleet | any port (DP RPC, NIXL, p2p KV, NCCL/Gloo bootstrap) |
-| observability namespace | serving pods, endpoint picker, gateway proxies | metrics ports |
+| observability namespace | serving pods, endpoint picker, tokenizer, gateway proxies | metrics ports |
 | every pod of the namespace | kube-dns | 53 UDP and TCP |
 | serving pods, tokenizer | outside the cluster's pod and Service ranges | TCP 443 (the model hub) |
 | anyone | gateway proxies | the listener port |
+| with `llmd-fleet:responses`: the agentic API and its database | components/responses_network.py | |
 
 Between serving pods every port is open: vLLM's DP coordinator, torch.distributed (NCCL/Gloo
 bootstrap) and UCX's TCP transport pick ephemeral ports, so the named ports (DP RPC, NIXL side
@@ -217,7 +218,11 @@ def network_policy_specs(config: StackConfig, plan: FleetPlan) -> dict[str, dict
         "tokenizer": {
             "podSelector": {"matchLabels": tokenizer_selector(config)},
             "policyTypes": ["Ingress", "Egress"],
-            "ingress": [{"from": [epp], "ports": _tcp(TOKENIZER_PORT)}],
+            "ingress": [
+                {"from": [epp], "ports": _tcp(TOKENIZER_PORT)},
+                # Its HTTP server's /metrics (components/observability.py scrapes it).
+                {"from": [monitoring], "ports": _tcp(TOKENIZER_PORT)},
+            ],
             # The tokenizer and chat template come from the model hub.
             "egress": hub,
         },
@@ -241,6 +246,13 @@ def network_policy_specs(config: StackConfig, plan: FleetPlan) -> dict[str, dict
                 },
             ],
         }
+    if config.responses is not None:
+        # The agentic API and its database (components/responses_network.py).
+        from components.responses_network import gateway_egress_rules, responses_policy_specs
+
+        if "gateway" in specs:
+            specs["gateway"]["egress"] += gateway_egress_rules(config)
+        specs.update(responses_policy_specs(config, ranges))
     return specs
 
 

@@ -1,6 +1,6 @@
 """The in-cluster layers every fleet has, on any cluster: the LWS controller, the prefill/decode
 DisaggregatedSet, the gateway, the router and the serving namespace's NetworkPolicies, wired in
-the order they need each other.
+the order they need each other; with `llmd-fleet:responses` also the agentic API and its routes.
 
 The stack program (infra/program.py) adds the cluster, the accelerator drivers and the image
 build around it; a program of one's own (examples/existing_cluster.py) can call it on a cluster
@@ -13,11 +13,14 @@ from typing import NotRequired, TypedDict
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import StackConfig
+from components.config import PROJECT, ConfigError, StackConfig
+from components.config_responses import password_problems
 from components.gateway import GatewayLayer
 from components.lws import LeaderWorkerSetController
 from components.network_policy import NetworkIsolation
+from components.observability import Observability
 from components.plan import FleetPlan
+from components.responses import ManagedDatabase, ResponsesLayer, gke_gateway_addresses
 from components.router import Router
 from components.serving import HF_TOKEN_SECRET, ModelServing
 from components.versions import versions
@@ -39,6 +42,11 @@ class ServingLayersArgs(TypedDict):
     """Annotations for the Gateway's generated Service (EKS: the NLB)."""
     serving_after: NotRequired[list[pulumi.Resource]]
     """Node setup the serving pods need first (e.g. GKE's TCPXO DaemonSets)."""
+    responses_password: NotRequired[pulumi.Input[str] | None]
+    """With `llmd-fleet:responses`: the response store owner's password (a secret), required."""
+    responses_database: NotRequired[ManagedDatabase | None]
+    """With `llmd-fleet:responses` on a cloud target: its managed database; None declares the
+    CloudNativePG operator and a Cluster in the cluster (on-prem)."""
 
 
 @dataclass(frozen=True)
@@ -49,12 +57,22 @@ class ServingLayers:
     router: Router
     network: NetworkIsolation
     """The serving namespace's NetworkPolicies (components/network_policy.py)."""
+    responses: ResponsesLayer | None = None
+    """The agentic API and its routes (components/responses.py), with `llmd-fleet:responses`."""
+    observability: Observability | None = None
+    """Monitors, alerts, dashboards and the endpoint picker's metrics auth
+    (components/observability.py)."""
 
 
 def add_serving_layers(args: ServingLayersArgs, provider: k8s.Provider) -> ServingLayers:
     """Declare the LWS controller, serving, gateway and router on `provider`'s cluster."""
     config, plan = args["config"], args["plan"]
     hf_token = args.get("hf_token")
+    responses_password = args.get("responses_password")
+    if problems := password_problems(config.responses, responses_password is not None, PROJECT):
+        raise ConfigError(problems)
+    database = args.get("responses_database")
+    reserved = database.gateway_address if database is not None else None
 
     def on_cluster(*after: pulumi.Resource) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions(providers={"kubernetes": provider}, depends_on=list(after))
@@ -72,8 +90,9 @@ def add_serving_layers(args: ServingLayersArgs, provider: k8s.Provider) -> Servi
             "pool_name": config.serving.name,
             "install_crds": args.get("install_gateway_crds", True),
             "infrastructure_annotations": args.get("gateway_annotations", {}),
+            "addresses": gke_gateway_addresses(reserved.name) if reserved is not None else [],
         },
-        opts=on_cluster(serving),
+        opts=on_cluster(serving, *([reserved.resource] if reserved is not None else [])),
     )
     router = Router(
         "router",
@@ -87,4 +106,29 @@ def add_serving_layers(args: ServingLayersArgs, provider: k8s.Provider) -> Servi
     )
     # Default deny plus the fleet's flows, once the namespace exists.
     network = NetworkIsolation("network-policies", {"config": config, "plan": plan}, opts=on_cluster(serving))
-    return ServingLayers(lws=lws, serving=serving, gateway=gateway, router=router, network=network)
+    responses = None
+    if config.responses is not None and responses_password is not None:
+        # The agentic API ahead of the pool's route, and its database (components/responses.py).
+        responses = ResponsesLayer(
+            "responses",
+            {
+                "config": config,
+                "pool_name": config.serving.name,
+                "password": responses_password,
+                "database": database,
+            },
+            opts=on_cluster(gateway, router, serving),
+        )
+    # Scrape objects, alert rules and dashboards of the namespace's workloads.
+    observability = Observability(
+        "observability", {"config": config, "plan": plan}, opts=on_cluster(serving, router)
+    )
+    return ServingLayers(
+        lws=lws,
+        serving=serving,
+        gateway=gateway,
+        router=router,
+        network=network,
+        responses=responses,
+        observability=observability,
+    )

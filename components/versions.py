@@ -64,6 +64,9 @@ class ToolVersions(_Frozen):
 
     checkov: str
     """checkov release `make checkov` installs (infra/checkov_scan/env.py)."""
+    promtool: str
+    """github.com/prometheus/prometheus module version `make promtool` builds cmd/promtool from
+    (infra/promtool); Prometheus 3.x is tagged v0.3xx.y there."""
 
 
 class TwinVersions(_Frozen):

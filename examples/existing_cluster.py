@@ -10,7 +10,9 @@ Config, in this program's own namespace `platform`:
 
     platform:kubeconfig   the cluster's kubeconfig (secret)
     platform:llmd         the llmd-fleet settings: the keys of a stack file without the
-                          `llmd-fleet:` prefix (target, fleet, model, serving, router, gateway)
+                          `llmd-fleet:` prefix (target, fleet, model, serving, router, gateway,
+                          responses)
+    platform:responsesDbPassword  with `responses`: the response store owner's password (secret)
 
 Run it with `pulumi up` from examples/ (Pulumi.yaml there); tests/test_examples.py runs
 `add_llmd_serving` under the mock engine.
@@ -28,10 +30,15 @@ from components.plan import plan_fleet
 from components.serving_layers import ServingLayers, add_serving_layers
 
 
-def add_llmd_serving(settings: dict[str, Any], provider: k8s.Provider) -> ServingLayers:
+def add_llmd_serving(
+    settings: dict[str, Any],
+    provider: k8s.Provider,
+    responses_password: pulumi.Input[str] | None = None,
+) -> ServingLayers:
     """Validate and plan `settings`, then declare the LWS controller, serving, gateway and router
-    on `provider`'s cluster. Raises components.config.ConfigError or components.plan.PlanError,
-    naming each bad key, before anything is declared."""
+    (and with `responses` the agentic API and its CloudNativePG database, whose owner's password
+    is `responses_password`) on `provider`'s cluster. Raises components.config.ConfigError or
+    components.plan.PlanError, naming each bad key, before anything is declared."""
     config = parse_config(settings)
     plan = plan_fleet(config)
     kind = config.target.kind
@@ -41,6 +48,7 @@ def add_llmd_serving(settings: dict[str, Any], provider: k8s.Provider) -> Servin
             "plan": plan,
             # The pinned upstream image for the cluster's fabric (an ImageBuild's ref could be passed).
             "engine_image": serving_image(kind, fabric_for(kind), None),
+            "responses_password": responses_password,
         },
         provider,
     )
@@ -49,7 +57,9 @@ def add_llmd_serving(settings: dict[str, Any], provider: k8s.Provider) -> Servin
 def main() -> None:
     platform = pulumi.Config("platform")
     provider = k8s.Provider("gpu-cluster", kubeconfig=platform.require_secret("kubeconfig"))
-    fleet = add_llmd_serving(platform.require_object("llmd"), provider)
+    fleet = add_llmd_serving(
+        platform.require_object("llmd"), provider, platform.get_secret("responsesDbPassword")
+    )
     pulumi.export("gatewayAddress", fleet.gateway.address)
 
 

@@ -4,6 +4,7 @@
     llmd-fleet render STACK [--out DIR]             synthesize under mocks into build/STACK/
     llmd-fleet check STACK [--crd-dir DIR]... [--policy-config FILE]
                                                     render, validate every manifest, run the policy pack
+    llmd-fleet twin up|down|status|e2e|build [STACK]  the control-plane twin (docs/twin.md)
 
 Exit codes: 0 fine, 1 the rendered output failed a check, 2 bad input (config, plan or usage).
 """
@@ -72,6 +73,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def run(argv: list[str]) -> int:
+    if argv[:1] == ["twin"]:
+        # The control-plane twin has its own subcommands (docs/twin.md).
+        from infra.twin.cli import main as twin_main
+
+        return twin_main(argv[1:])
     args = _parser().parse_args(argv)
     root = _project_root()
     stacks_dir = args.stacks_dir or root / "stacks"
@@ -87,6 +93,10 @@ def run(argv: list[str]) -> int:
 
             print(f"# plan of {args.stack}: {plan.gpus} GPUs on {plan.nodes} nodes\n")
             print(plan_table(plan))
+            from components.plan_live import live_table
+
+            print("\n## What to expect live (components/plan_live.py, docs/observability.md)\n")
+            print(live_table(config, plan))
             return EXIT_OK
         out = args.out or root / "build" / args.stack
         ensure_replaceable(out)

@@ -12,6 +12,7 @@ import pulumi
 
 from components.accelerators import AcceleratorPlatform
 from components.config import ConfigError, StackConfig, load_from_pulumi
+from components.config_responses import PASSWORD_KEY
 from components.dra import DRANET_RDMA_CLASS, DRANET_RDMA_SELECTOR
 from components.fabric import fabric_for
 from components.gateway import GatewayLayer, aws_nlb_annotations
@@ -28,6 +29,7 @@ from components.versions import Chart, versions
 if TYPE_CHECKING:
     from components.eks import EksCluster
     from components.gke import GkeCluster
+    from components.responses import ManagedDatabase
 
 
 @dataclass(frozen=True)
@@ -160,6 +162,48 @@ def _image_build(config: StackConfig, target: _Target, pulumi_config: pulumi.Con
     return ImageBuild("serving-image", args, opts=target.cloud_opts)
 
 
+def _responses_database(
+    config: StackConfig, target: _Target, password: pulumi.Input[str] | None
+) -> "ManagedDatabase | None":
+    """The cloud target's managed response store (Cloud SQL, RDS), its SDK module imported only
+    here; None when Responses is off or on-prem (the serving layers declare CloudNativePG)."""
+    if config.responses is None or password is None or config.target.kind == "onprem":
+        return None
+    if config.target.kind == "gke":
+        from components.gke import GkeCluster
+        from components.responses_db_gke import GkeResponses
+
+        assert isinstance(target.cluster, GkeCluster)
+        network = target.cluster.network
+        return GkeResponses(
+            "responses-db",
+            {
+                "config": config,
+                "network": network.network.id,
+                "subnet": network.subnet.id,
+                "password": password,
+            },
+        ).database
+    from components.eks import EksCluster
+    from components.responses_db_eks import EksResponses
+
+    eks, cluster = config.target.eks, target.cluster
+    assert eks is not None and isinstance(cluster, EksCluster)
+    return EksResponses(
+        "responses-db",
+        {
+            "eks": eks,
+            "responses": config.responses,
+            "cluster_name": cluster.cluster_name,
+            "vpc_id": cluster.vpc.id,
+            "cluster_security_group_id": cluster.cluster_security_group_id,
+            "password": password,
+            "tags": cluster.tags,
+        },
+        opts=target.cloud_opts,
+    ).database
+
+
 def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
     """Declare every resource of the stack and its outputs."""
     pulumi_config = pulumi.Config()
@@ -188,6 +232,7 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
             ),
         )
     image_build = _image_build(config, target, pulumi_config)
+    responses_password = pulumi_config.get_secret(PASSWORD_KEY) if config.responses is not None else None
     layers = add_serving_layers(
         {
             "config": config,
@@ -198,6 +243,8 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
             "install_gateway_crds": target.install_gateway_crds,
             "gateway_annotations": target.gateway_annotations,
             "serving_after": target.node_setup,
+            "responses_password": responses_password,
+            "responses_database": _responses_database(config, target, responses_password),
         },
         cluster.provider,
     )

@@ -11,7 +11,14 @@ from typing import Any
 
 import yaml
 
-from components.config import PROJECT, ConfigError, StackConfig, parse_config, read_pulumi_config
+from components.config import (
+    PROJECT,
+    ConfigError,
+    StackConfig,
+    check_stack_secrets,
+    parse_config,
+    read_pulumi_config,
+)
 
 # Stand-in for each `secure:` value of a stack file: its ciphertext is never decrypted offline.
 SECRET_PLACEHOLDER = "offline-render-placeholder"
@@ -99,4 +106,4 @@ def stack_config(stack_file: StackFile) -> StackConfig:
     raw, secrets = read_pulumi_config(
         stack_file.values.__getitem__, list(stack_file.values), stack_file.secret_keys.__contains__
     )
-    return parse_config(raw, secrets)
+    return check_stack_secrets(parse_config(raw, secrets))

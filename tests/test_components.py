@@ -123,7 +123,9 @@ def test_lws_release_comes_from_the_version_matrix(engine):
 def test_whole_program_uses_one_provider(engine, raw_config):
     from infra.program import build_fleet, load
 
-    set_stack_config(raw_config, {"kubeconfig": "apiVersion: v1\nkind: Config\n"})
+    set_stack_config(
+        raw_config, {"kubeconfig": "apiVersion: v1\nkind: Config\n", "responsesDbPassword": "test-password"}
+    )
     config, plan = load()
     fleet = build_fleet(config, plan)
 

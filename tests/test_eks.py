@@ -161,7 +161,11 @@ def test_gpu_node_groups_use_the_nvidia_ami_capacity_blocks_and_the_gpu_taint(sy
 
 
 def test_the_efa_security_group_allows_all_traffic_to_and_from_itself(synthesis):
-    (group,) = _of_type(synthesis.resources, "aws:ec2/securityGroup:SecurityGroup")
+    (group,) = [
+        r
+        for r in _of_type(synthesis.resources, "aws:ec2/securityGroup:SecurityGroup")
+        if r.name == "cluster-efa"
+    ]
     group_id = f"{group.name}-id"
     rules = [
         (r.type.rsplit(":", 1)[1], _inputs(r))

@@ -37,7 +37,7 @@ def engine() -> ProviderMocks:
 @pulumi.runtime.test
 def test_every_object_lands_on_the_programs_own_provider(engine):
     provider = k8s.Provider("gpu-cluster", kubeconfig="apiVersion: v1\nkind: Config\n")
-    fleet = add_llmd_serving(stack_raw_config("onprem-h100"), provider)
+    fleet = add_llmd_serving(stack_raw_config("onprem-h100"), provider, pulumi.Output.secret("test-password"))
 
     def check(args):
         provider_urn, provider_id = args[0], args[1]

@@ -332,10 +332,12 @@ BACKEND_POLICY = "kubernetes:networking.gke.io/v1:GCPBackendPolicy"
 
 
 def _policies(synthesis: Synthesis) -> dict[str, dict[str, Any]]:
+    # The InferencePool's policies (the agentic API's Service has its own pair).
     found = {
         r.type: kubernetes_object(r)
         for r in synthesis.resources
         if r.type in {HEALTH_CHECK_POLICY, BACKEND_POLICY}
+        and r.inputs["spec"]["targetRef"]["kind"] == "InferencePool"
     }
     assert found.keys() == {HEALTH_CHECK_POLICY, BACKEND_POLICY}
     return found
@@ -369,7 +371,7 @@ def test_gke_gateway_health_checks_every_pool_endpoint_on_its_own_port(synthesis
 
 def test_gke_backend_timeout_is_the_route_timeout_and_requests_are_logged(synthesis):
     (pool,) = _k8s(synthesis, "InferencePool")
-    (route,) = _k8s(synthesis, "HTTPRoute")
+    (route,) = [r for r in _k8s(synthesis, "HTTPRoute") if r["metadata"]["name"] == pool["metadata"]["name"]]
     policy = _policies(synthesis)[BACKEND_POLICY]
     assert policy["metadata"]["namespace"] == pool["metadata"]["namespace"]
     assert policy["spec"]["targetRef"] == {

@@ -33,6 +33,10 @@ NETWORK = {
     "eks-h100": Network("10.64.", "172.20.0.10", "10.64.3.20", 443),
 }
 MANAGED_GATEWAY = {"gke-h100"}
+# Where each stack's response store answers (docs/responses.md): the CloudNativePG pods on-prem,
+# an address in Cloud SQL's Private Service Access range (10.98.0.0/20), one in RDS's own subnets.
+DATABASE = {"onprem-h100": "postgres", "gke-h100": "cloud-sql", "eks-h100": "rds"}
+SCRAPERS = {"onprem-h100": "monitoring", "gke-h100": "gmp-system", "eks-h100": "monitoring"}
 
 
 def _template_labels(
@@ -54,6 +58,7 @@ def endpoints(stack: str, objects: list[dict[str, Any]]) -> dict[str, Endpoint]:
         return Endpoint(name, pod + ip, namespace, labels)
 
     prefill = _template_labels(objects, "DisaggregatedSet", "glm52", "prefill")
+    postgres = {"cnpg.io/cluster": "agentic-api-postgres", "cnpg.io/instanceRole": "primary"}
     parties = {
         "prefill": in_ns("prefill", "1.10", prefill),
         "prefill-2": in_ns("prefill-2", "1.11", prefill),
@@ -64,7 +69,8 @@ def endpoints(stack: str, objects: list[dict[str, Any]]) -> dict[str, Endpoint]:
         "other-ns-pod": in_ns("other-ns-pod", "9.10", {"app": "debug"}, "default"),
         # A pod elsewhere that copies the serving pods' labels: selectors are per namespace.
         "impostor": in_ns("impostor", "9.11", prefill, "default"),
-        "prometheus": in_ns("prometheus", "8.10", {"app.kubernetes.io/name": "prometheus"}, "monitoring"),
+        # The scrapers' namespace is the stack's (`gmp-system` under GKE's managed collection).
+        "prometheus": in_ns("prometheus", "8.10", {"app.kubernetes.io/name": "prometheus"}, SCRAPERS[stack]),
         "kube-dns": in_ns("kube-dns", "0.10", {"k8s-app": "kube-dns"}, "kube-system"),
         "xds": in_ns("xds", "7.10", {"app.kubernetes.io/name": "agentgateway"}, "agentgateway-system"),
         "client": Endpoint("client", "203.0.113.9"),
@@ -72,6 +78,18 @@ def endpoints(stack: str, objects: list[dict[str, Any]]) -> dict[str, Endpoint]:
         "service-ip": Endpoint("service-ip", net.service),
         "api-server": Endpoint("api-server", net.api_ip),
         "gcp-health-check": Endpoint("gcp-health-check", "35.191.3.4"),
+        "agentic-api": in_ns("agentic-api", "3.40", _template_labels(objects, "Deployment", "agentic-api")),
+        # CloudNativePG instance pods (the labels the operator sets), its operator, the backup store.
+        "postgres": in_ns("postgres", "5.10", postgres),
+        "postgres-2": in_ns("postgres-2", "5.11", {**postgres, "cnpg.io/instanceRole": "replica"}),
+        "cnpg-operator": in_ns(
+            "cnpg-operator", "6.10", {"app.kubernetes.io/name": "cloudnative-pg"}, "cnpg-system"
+        ),
+        "backup-store": Endpoint("backup-store", "198.51.100.20"),
+        "cloud-sql": Endpoint("cloud-sql", "10.98.0.3"),
+        "rds": Endpoint("rds", "10.64.192.10"),
+        # GKE: the internal address the stack reserves for the managed gateway.
+        "gateway-address": Endpoint("gateway-address", "10.0.15.252"),
     }
     if stack in MANAGED_GATEWAY:
         # GKE's regional internal Application Load Balancer: its proxies in the proxy-only subnet.
@@ -111,6 +129,7 @@ COMMON_FLOWS = [
     Flow("prometheus", "prefill", 8004, True, "vLLM metrics"),
     Flow("prometheus", "decode", 8208, True, "decode supervisor metrics"),
     Flow("prometheus", "epp", 9090, True, "EPP metrics"),
+    Flow("prometheus", "tokenizer", 8000, True, "tokenizer metrics"),
     Flow("prefill", "kube-dns", 53, True, "DNS", "UDP"),
     Flow("tokenizer", "kube-dns", 53, True, "DNS over TCP"),
     Flow("epp", "kube-dns", 53, True, "DNS", "UDP"),
@@ -123,7 +142,7 @@ COMMON_FLOWS = [
     Flow("other-ns-pod", "prefill", 5600, False, "NIXL is fleet-internal"),
     Flow("other-ns-pod", "prefill", 5557, False, "KV events only to the EPP"),
     Flow("other-ns-pod", "epp", 9002, False, "only the gateway calls the EPP"),
-    Flow("other-ns-pod", "tokenizer", 8000, False, "only the EPP calls the tokenizer"),
+    Flow("other-ns-pod", "tokenizer", 8000, False, "only the EPP (and the scrapers) call the tokenizer"),
     Flow("impostor", "prefill", 5555, False, "the fleet's labels in another namespace are not the fleet"),
     Flow("debug-pod", "prefill", 8000, False, "a stray pod in the serving namespace"),
     Flow("debug-pod", "epp", 9002, False, "a stray pod in the serving namespace"),
@@ -135,7 +154,7 @@ COMMON_FLOWS = [
     Flow("epp", "decode", 5555, False, "the EPP has no business with DP RPC"),
     Flow("epp", "prefill", 5600, False, "nor with NIXL"),
     Flow("prometheus", "prefill", 5555, False, "metrics ports only"),
-    Flow("prometheus", "tokenizer", 8000, False, "the tokenizer is not scraped"),
+    Flow("prometheus", "tokenizer", 5557, False, "the scrapers reach the tokenizer's HTTP port only"),
     Flow("prefill", "model-hub", 80, False, "the hub on 443 only"),
     Flow("prefill", "other-ns-pod", 443, False, "port 443 excludes the pod range"),
     Flow("prefill", "service-ip", 443, False, "port 443 excludes the Service range"),
@@ -163,12 +182,67 @@ MANAGED_GATEWAY_FLOWS = [
 ]
 
 
+# The Responses layer (on in every stack): the agentic API between the gateway and the database.
+RESPONSES_FLOWS = [
+    Flow("gateway", "agentic-api", 9000, True, "the gateway sends /v1/responses to the agentic API"),
+    Flow("agentic-api", "database", 5432, True, "the agentic API stores and rehydrates responses"),
+    Flow("agentic-api", "database", 5433, False, "PostgreSQL's port only"),
+    Flow("other-ns-pod", "agentic-api", 9000, False, "the agentic API only through the gateway"),
+    Flow("debug-pod", "agentic-api", 9000, False, "a stray pod in the serving namespace"),
+    Flow("client", "agentic-api", 9000, False, "no direct path from outside"),
+    Flow("agentic-api", "prefill", 8000, False, "the agentic API never bypasses the endpoint picker"),
+    Flow("agentic-api", "decode", 8000, False, "the agentic API never bypasses the endpoint picker"),
+    Flow("agentic-api", "epp", 9002, False, "only the gateway calls the EPP"),
+    Flow("agentic-api", "model-hub", 443, False, "the agentic API has no egress to the internet"),
+    Flow("agentic-api", "api-server", 443, False, "the agentic API has no API access"),
+    Flow("tokenizer", "database", 5432, False, "only the agentic API reaches the database"),
+    Flow("prefill", "database", 5432, False, "only the agentic API reaches the database"),
+    Flow("epp", "agentic-api", 9000, False, "the EPP does not call the agentic API"),
+]
+RESPONSES_IN_CLUSTER_GATEWAY_FLOWS = [
+    Flow("agentic-api", "gateway", 80, True, "inference requests go back through the gateway's proxies"),
+    Flow("gateway", "agentic-api", 9001, False, "the agentic API's port only"),
+]
+RESPONSES_MANAGED_GATEWAY_FLOWS = [
+    Flow("agentic-api", "gateway-address", 80, True, "inference requests go back through the gateway"),
+    Flow("agentic-api", "gateway-address", 443, False, "the listener port only"),
+    Flow("gcp-health-check", "agentic-api", 9000, True, "HealthCheckPolicy on the agentic API's /health"),
+    Flow("gcp-health-check", "agentic-api", 5432, False, "health checks reach port 9000 only"),
+    Flow("agentic-api", "rds", 5432, False, "outside Cloud SQL's range, no database port"),
+]
+CLOUDNATIVE_PG_FLOWS = [
+    Flow("postgres", "postgres-2", 5432, True, "streaming replication"),
+    Flow("postgres-2", "postgres", 8000, True, "instance managers talk to each other"),
+    Flow("cnpg-operator", "postgres", 8000, True, "the operator polls each instance manager"),
+    Flow("prometheus", "postgres", 9187, True, "PostgreSQL metrics"),
+    Flow("postgres", "api-server", 6443, True, "the instance manager reads its Cluster and Secrets"),
+    Flow("postgres", "backup-store", 9000, True, "WAL archive and base backups to the S3-compatible store"),
+    Flow("cnpg-operator", "postgres", 5432, False, "the operator only talks to instance managers"),
+    Flow("other-ns-pod", "postgres", 5432, False, "the database only from the agentic API"),
+    Flow("impostor", "postgres", 5432, False, "the fleet's labels in another namespace are not the fleet"),
+    Flow("debug-pod", "postgres", 5432, False, "a stray pod in the serving namespace"),
+    Flow("epp", "postgres", 5432, False, "only the agentic API reaches the database"),
+    Flow("prometheus", "postgres", 5432, False, "metrics port only"),
+    Flow("postgres", "model-hub", 80, False, "outside the cluster, the backup store's and API ports only"),
+    Flow("postgres", "other-ns-pod", 9000, False, "the backup rule excludes the pod range"),
+    Flow("postgres", "prefill", 8000, False, "the database has no business with the engines"),
+]
+
+
 def flows(stack: str) -> list[Flow]:
     api_port = NETWORK[stack].api_port
     table = [
-        f._replace(port=api_port) if f.destination == "api-server" and f.allowed else f for f in COMMON_FLOWS
+        f._replace(port=api_port) if f.destination == "api-server" and f.allowed else f
+        for f in COMMON_FLOWS + (CLOUDNATIVE_PG_FLOWS if DATABASE[stack] == "postgres" else [])
     ]
-    return table + (MANAGED_GATEWAY_FLOWS if stack in MANAGED_GATEWAY else IN_CLUSTER_GATEWAY_FLOWS)
+    table += [
+        f._replace(destination=DATABASE[stack]) if f.destination == "database" else f for f in RESPONSES_FLOWS
+    ]
+    if stack in MANAGED_GATEWAY:
+        table += MANAGED_GATEWAY_FLOWS + RESPONSES_MANAGED_GATEWAY_FLOWS
+    else:
+        table += IN_CLUSTER_GATEWAY_FLOWS + RESPONSES_IN_CLUSTER_GATEWAY_FLOWS
+    return table
 
 
 TABLE = [(stack, flow) for stack in all_stacks() for flow in flows(stack)]
@@ -237,12 +311,13 @@ def test_observability_namespace_is_configurable():
     raw["observability"] = {"namespace": "gmp-system"}
     config = parse_config(raw)
     specs = network_policy_specs(config, plan_fleet(config))
+    operator = {"kubernetes.io/metadata.name": "cnpg-system"}  # the database operator, not metrics
     metrics_sources = [
         peer["namespaceSelector"]["matchLabels"]
         for spec in specs.values()
         for rule in spec.get("ingress", ())
         for peer in rule.get("from", ())
-        if "namespaceSelector" in peer
+        if "namespaceSelector" in peer and peer["namespaceSelector"]["matchLabels"] != operator
     ]
     assert metrics_sources and all(
         s == {"kubernetes.io/metadata.name": "gmp-system"} for s in metrics_sources

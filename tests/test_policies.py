@@ -571,7 +571,7 @@ def test_router_pdb(reference):
     assert violations("router-pdb", without(reference, ":PodDisruptionBudget")) == [
         "Deployment llm-d/glm52-epp: no PodDisruptionBudget selects the endpoint-picker pods"
     ]
-    pdb = one(reference, ":PodDisruptionBudget")
+    pdb = one(reference, ":PodDisruptionBudget", "router-pdb")
     found = violations("router-pdb", edited(reference, pdb, lambda i: i["spec"].update(minAvailable=0)))
     assert found == [
         "Deployment llm-d/glm52-epp: PodDisruptionBudget llm-d/glm52-epp lets a drain evict all 2 "
@@ -603,7 +603,7 @@ def test_router_leader_election(reference):
             "prefixMatchInfoProducerName: approx-prefix-cache-producer",
         )
 
-    broken = edited(active_active, one(active_active, ":ConfigMap"), approximate)
+    broken = edited(active_active, one(active_active, ":ConfigMap", "router-config"), approximate)
     assert violations("router-leader-election", broken) == [
         "Deployment llm-d/glm52-epp: 2 replicas run active-active without --ha-enable-leader-election, but "
         "the config routes on an approximate per-replica prefix index"
@@ -646,7 +646,7 @@ def test_router_serving_agreement_on_rank_ports(reference):
 
 
 def test_router_serving_agreement_on_kv_events(reference):
-    configmap = one(reference, ":ConfigMap")
+    configmap = one(reference, ":ConfigMap", "router-config")
     found = violations(
         "router-serving-agreement",
         edited(

@@ -39,7 +39,9 @@ def _loaded(*argv: str) -> tuple[int, list[str], list[str], bool]:
 EXPECTED = {
     # On-prem: no cloud SDK at all, and no image build SDK (the stack runs the upstream image).
     "onprem-h100": ([], []),
-    # GKE: the network, cluster and node-service-account modules of the GCP SDK only.
+    # GKE: the network, cluster and node-service-account modules of the GCP SDK, and Cloud SQL
+    # (the response store; its Private Service Access connection, `servicenetworking`, has no
+    # nested input types, so that module loads no `_inputs`).
     "gke-h100": (
         ["pulumi_gcp"],
         [
@@ -48,9 +50,11 @@ EXPECTED = {
             "pulumi_gcp.container",
             "pulumi_gcp.projects",
             "pulumi_gcp.serviceaccount",
+            "pulumi_gcp.sql",
         ],
     ),
-    # EKS: VPC, IAM, EKS and ECR of the AWS SDK, and the image build (the stack builds the EFA image).
+    # EKS: VPC, IAM, EKS, ECR and RDS (the response store) of the AWS SDK, and the image build
+    # (the stack builds the EFA image).
     "eks-h100": (
         ["pulumi_aws", "pulumi_docker_build"],
         [
@@ -59,6 +63,7 @@ EXPECTED = {
             "pulumi_aws.ecr",
             "pulumi_aws.eks",
             "pulumi_aws.iam",
+            "pulumi_aws.rds",
             "pulumi_aws.vpc",
             "pulumi_docker_build",
         ],

@@ -1,0 +1,188 @@
+"""Build promtool from the Prometheus Go module into a cache outside the repository.
+
+    python -m infra.promtool build      build (or reuse) promtool and print its path
+    python -m infra.promtool gomod      regenerate the wrapper module after a version bump (needs
+                                        the Go module proxy)
+
+The wrapper module in infra/promtool/gomod requires `github.com/prometheus/prometheus` at
+`[tools].promtool` of images/versions.toml and repeats the module's own exclude and replace
+directives (a dependency's are not applied). The binary goes to
+`<cache>/promtool-<version>-<key>/promtool`, where <cache> is `$LLMD_FLEET_CACHE_DIR` (default
+`$XDG_CACHE_HOME/llmd-fleet`, else `~/.cache/llmd-fleet`) and the key hashes the recipe, the Go
+version and the wrapper's files. A machine that keeps its cache reuses the binary; a build runs
+once under a file lock and is checked with `promtool --version` before it is marked complete.
+"""
+
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from components.versions import versions
+
+GOMOD_DIR = Path(__file__).resolve().parent / "gomod"
+MODULE = "github.com/prometheus/prometheus"
+PACKAGE = f"{MODULE}/cmd/promtool"
+COMPLETE = ".complete"
+# The build steps, as hashed into the key: change this text when the steps change.
+RECIPE = (
+    "go build -mod=readonly -trimpath -ldflags '-s -w -X <version var>=<release>' -o <dir>/promtool <package>"
+)
+VERSION_VAR = "github.com/prometheus/common/version.Version"
+
+
+class BuildError(Exception):
+    """promtool could not be built."""
+
+
+def module_version() -> str:
+    """The Prometheus module version of the matrix (v0.3xx.y for Prometheus 3.xx.y)."""
+    return versions().tools.promtool
+
+
+def release(module: str) -> str:
+    """Prometheus 3.x is tagged v0.3xx.y in its Go module: v0.3xx.y -> 3.xx.y."""
+    match = re.fullmatch(r"v0\.3(\d\d)\.(\d+)", module)
+    if not match:
+        raise BuildError(f"[tools].promtool {module!r} is not a Prometheus 3.x module tag (v0.3xx.y)")
+    return f"3.{int(match[1])}.{match[2]}"
+
+
+def cache_root() -> Path:
+    if explicit := os.environ.get("LLMD_FLEET_CACHE_DIR"):
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "llmd-fleet"
+
+
+def wrapper_files() -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(GOMOD_DIR.iterdir()) if p.is_file()}
+
+
+def wrapper_problem(module: str, files: dict[str, bytes]) -> str | None:
+    """Why the committed wrapper does not build `module`, or None."""
+    gomod = files.get("go.mod", b"").decode()
+    if "go.sum" not in files:
+        return "infra/promtool/gomod/go.sum is missing"
+    if not re.search(rf"^require {re.escape(MODULE)} {re.escape(module)}$", gomod, re.M):
+        return f"infra/promtool/gomod/go.mod does not require {MODULE} {module}"
+    return None
+
+
+def go_version() -> str:
+    try:
+        return subprocess.run(
+            ["go", "env", "GOVERSION"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise BuildError(f"promtool is built with Go, which is not usable here: {exc}") from None
+
+
+def build_key(module: str, go: str, files: dict[str, bytes]) -> str:
+    digest = hashlib.sha256()
+    for part in [RECIPE.encode(), module.encode(), go.encode()] + [
+        item for name in sorted(files) for item in (name.encode(), files[name])
+    ]:
+        digest.update(len(part).to_bytes(8, "big") + part)
+    return digest.hexdigest()[:16]
+
+
+def binary_dir(module: str | None = None) -> Path:
+    module = module or module_version()
+    return cache_root() / f"promtool-{module}-{build_key(module, go_version(), wrapper_files())}"
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def reported_version(binary: Path) -> str:
+    out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, check=False).stdout
+    match = re.search(r"promtool, version (\S+)", out)
+    return match[1] if match else ""
+
+
+def ensure() -> Path:
+    """The pinned promtool, built first if the cache has none."""
+    module = module_version()
+    if problem := wrapper_problem(module, wrapper_files()):
+        raise BuildError(f"{problem}: run `python -m infra.promtool gomod`")
+    target = binary_dir(module)
+    binary = target / "promtool"
+    if (target / COMPLETE).is_file():
+        return binary
+    with _locked(target.with_name(target.name + ".lock")):
+        if (target / COMPLETE).is_file():
+            return binary
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        log = target.with_name(target.name + ".log")
+        started = time.monotonic()
+        print(f"building promtool {release(module)} ({PACKAGE}@{module}) into {target}", file=sys.stderr)
+        command = [
+            "go",
+            "build",
+            "-mod=readonly",
+            "-trimpath",
+            "-ldflags",
+            f"-s -w -X {VERSION_VAR}={release(module)}",
+            "-o",
+            str(binary),
+            PACKAGE,
+        ]
+        with log.open("w") as out:
+            result = subprocess.run(command, cwd=GOMOD_DIR, stdout=out, stderr=subprocess.STDOUT, check=False)
+        if result.returncode != 0 or reported_version(binary) != release(module):
+            tail = "\n".join(log.read_text().splitlines()[-30:])
+            shutil.rmtree(target, ignore_errors=True)
+            raise BuildError(f"building promtool failed (exit {result.returncode}); {log}:\n{tail}")
+        (target / COMPLETE).write_text(f"{PACKAGE}@{module}\n")
+        print(f"promtool built in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    return binary
+
+
+HEADER = """// The wrapper module `make promtool` builds promtool from (infra/promtool/build.py). The version
+// follows [tools].promtool of images/versions.toml; the exclude and replace directives are the
+// ones the Prometheus module itself declares at that version (`go build` of a dependency does not
+// apply them). Regenerate with `python -m infra.promtool gomod` after a bump.
+"""
+
+
+def regenerate_gomod() -> None:
+    """Rewrite go.mod from the upstream module's directives and tidy go.sum (uses the proxy)."""
+    module = module_version()
+    env = {**os.environ, "GOFLAGS": "-mod=mod"}
+    info = subprocess.run(
+        ["go", "mod", "download", "-json", f"{MODULE}@{module}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    ).stdout
+    gomod_path = re.search(r'"GoMod":\s*"([^"]+)"', info)
+    if not gomod_path:
+        raise BuildError(f"no go.mod for {MODULE}@{module}")
+    upstream = Path(gomod_path[1]).read_text()
+    directives = "\n".join(
+        block.strip() for block in re.findall(r"^((?:exclude|replace) (?:\([^)]*\)|[^\n]*))", upstream, re.M)
+    )
+    text = (
+        f"{HEADER}\nmodule llmd-fleet.invalid/promtool\n\ngo 1.26.0\n\n"
+        f"require {MODULE} {module}\n\n{directives}\n"
+    )
+    (GOMOD_DIR / "go.mod").write_text(text)
+    subprocess.run(["go", "mod", "tidy"], cwd=GOMOD_DIR, check=True, env=env)
