@@ -215,3 +215,12 @@ def test_known_copies_are_still_there(where, version):
     assert any(hit[0] == where and hit[1] == version for hit in hard_coded_versions()), (
         f"{where} no longer contains {version}: remove it from KNOWN_COPIES"
     )
+
+
+def test_the_package_version_is_read_from_one_place():
+    """pyproject.toml holds the version; the policy pack's PulumiPolicy.yaml must say the same."""
+    import yaml
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    pack = yaml.safe_load((REPO / "policies" / "PulumiPolicy.yaml").read_text())["version"]
+    assert str(pack) == project
