@@ -5,6 +5,7 @@ from typing import NotRequired, TypedDict, cast
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.conventions import GPU_TAINT_KEY
 from components.dra import (
     DRA_DRIVER_NAMESPACE,
     GPU_OPERATOR_NAMESPACE,
@@ -23,7 +24,7 @@ def nic_driver_values(release_name: str) -> dict[str, object]:
     aws-dranet chart tolerates only CriticalAddonsOnly unless given `tolerations`; upstream
     DRANET's DaemonSet already tolerates every NoSchedule taint."""
     if release_name == "aws-dranet":
-        return {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
+        return {"tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]}
     return {}
 
 

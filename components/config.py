@@ -33,8 +33,9 @@ from pydantic import AfterValidator, Field, ValidationError
 from components.config_base import ConfigModel
 from components.config_eks import EksTargetConfig, eks_problems
 from components.config_gke import GkeTargetConfig, gke_problems
+from components.config_images import ImagesConfig, images_config_problems
 from components.config_responses import ResponsesConfig, password_problems, responses_problems
-from components.dra import DRANET_RDMA_CLASS
+from components.conventions import DRANET_RDMA_CLASS
 from components.grammar import (
     DnsLabel,
     DnsSubdomain,
@@ -48,7 +49,6 @@ from components.grammar import (
     label_key_problem,
     one_of,
 )
-from components.image_spec import ImagesConfig, images_config_problems
 from components.versions import version_tuple, versions
 from components.vllm_registry import REASONING_PARSERS, TOOL_CALL_PARSERS
 
@@ -984,22 +984,6 @@ def read_pulumi_config(
         if is_secret(full_key):
             secrets.add(key)
     return raw, frozenset(secrets)
-
-
-def load_from_pulumi() -> StackConfig:
-    """Load and validate the current stack's config from the Pulumi runtime."""
-    from pulumi.runtime import config as runtime_config
-
-    keys = list({**runtime_config.get_config_env(), **runtime_config.CONFIG.get()})
-    # `pulumi up` passes secret key names in the environment; mocks and the automation API set them
-    # in the runtime, so both are consulted.
-    env_secrets = set(runtime_config.get_config_secret_keys_env())
-    raw, secrets = read_pulumi_config(
-        runtime_config.get_config,
-        keys,
-        lambda key: key in env_secrets or runtime_config.is_config_secret(key),
-    )
-    return check_stack_secrets(parse_config(raw, secrets))
 
 
 def check_stack_secrets(config: StackConfig) -> StackConfig:

@@ -10,35 +10,21 @@ This module is pure (no Pulumi): the ResourceClaimTemplate spec, the pod wiring,
 for DRANET NICs and the driver chart values. components/accelerators.py installs the drivers.
 """
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
+
+from components.conventions import DRANET_RDMA_CLASS as DRANET_RDMA_CLASS
+from components.conventions import DRANET_RDMA_SELECTOR as DRANET_RDMA_SELECTOR
+from components.conventions import GPU_TAINT_KEY
+from components.plan import ClaimShape as ClaimShape
+from components.plan import NicTopology as NicTopology
 
 PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
 GPU_DEVICE_CLASS = "gpu.nvidia.com"
-# Upstream DRANET ships no DeviceClass; ours selects the RDMA-capable NICs it publishes.
-DRANET_RDMA_CLASS = "rdma-nic.llmd-fleet.io"
-DRANET_RDMA_SELECTOR = 'device.driver == "dra.net" && device.attributes["dra.net"].rdma == true'
 # Node label the NVIDIA DRA kubelet plugin is scheduled on (and the GPU Operator evicts by).
 DRA_KUBELET_PLUGIN_LABEL = "nvidia.com/dra-kubelet-plugin"
 CLAIM_NAME = "accelerators"
 DRA_DRIVER_NAMESPACE = "nvidia-dra-driver-gpu"
 GPU_OPERATOR_NAMESPACE = "gpu-operator"
-
-NicTopology = Literal["pcie-root-per-gpu", "whole-node"]
-
-
-@dataclass(frozen=True)
-class ClaimShape:
-    """What one pod claims: all GPUs of its node and, where the fabric has a DRA driver, its NICs."""
-
-    gpus: int
-    nics: int
-    nic_device_class: str | None
-    topology: NicTopology
-
-    @property
-    def nics_per_gpu(self) -> int:
-        return self.nics // self.gpus
 
 
 def claim_template_spec(shape: ClaimShape) -> dict[str, Any]:
@@ -108,7 +94,7 @@ def dra_driver_values(driver_root: str, critical_priority: bool = True) -> dict[
         "resources": {"gpus": {"enabled": True}, "computeDomains": {"enabled": False}},
         "kubeletPlugin": {
             "nodeSelector": {DRA_KUBELET_PLUGIN_LABEL: "true"},
-            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
         },
     }
     if not critical_priority:

@@ -21,8 +21,8 @@ import pulumi_kubernetes as k8s
 
 from components.config import NodeGroupConfig
 from components.config_eks import INSTANCE_SHAPES, EksGpuCapacityConfig, EksTargetConfig, subnet_cidrs
+from components.conventions import GPU_TAINT_KEY
 
-GPU_TAINT_KEY = "nvidia.com/gpu"
 GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
 """EKS-optimized AL2023 with the NVIDIA driver, container toolkit and EFA host components; no
 device plugins (GPUs and EFAs come through DRA)."""

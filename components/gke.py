@@ -25,11 +25,11 @@ import yaml
 
 from components.config import NodeGroupConfig, StackConfig
 from components.config_gke import MACHINE_SHAPES, GkeNodePoolConfig, GkeTargetConfig, compact_placement
+from components.conventions import GPU_TAINT_KEY
 from components.versions import versions
 
 PODS_RANGE = "pods"
 SERVICES_RANGE = "services"
-GPU_TAINT_KEY = "nvidia.com/gpu"
 # GKE DRA labels: no GKE device plugin on the node, the NVIDIA DRA kubelet plugin's affinity,
 # and autoscaling for pods with ResourceClaims.
 DRA_NODE_LABELS = {

@@ -11,11 +11,28 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from components.config import HBM_MIB, PROJECT, NodeGroupConfig, RoleConfig, StackConfig
-from components.dra import ClaimShape
 from components.fabric import Fabric, fabric_for
 
 GIB = 1024**3
 GB = 10**9
+
+NicTopology = Literal["pcie-root-per-gpu", "whole-node"]
+"""How a pod's NICs are claimed next to its GPUs (components/dra.py builds the claim)."""
+
+
+@dataclass(frozen=True)
+class ClaimShape:
+    """What one pod claims: all GPUs of its node and, where the fabric has a DRA driver, its NICs."""
+
+    gpus: int
+    nics: int
+    nic_device_class: str | None
+    topology: NicTopology
+
+    @property
+    def nics_per_gpu(self) -> int:
+        return self.nics // self.gpus
+
 
 RoleName = Literal["prefill", "decode"]
 ROLE_NAMES: tuple[RoleName, RoleName] = ("prefill", "decode")

@@ -7,6 +7,7 @@ from typing import Any
 import pulumi
 
 from components.config import NodeGroupConfig, RoleConfig, StackConfig
+from components.conventions import GPU_RESOURCE as GPU_RESOURCE
 from components.dra import claim_template_name, container_claims, pod_claims
 from components.plan import FleetPlan, RolePlan
 from components.security import (
@@ -22,7 +23,6 @@ from components.tcpxo_pod import RXDM_NAME
 from components.versions import versions
 from components.vllm import CACHE_PATH, KV_TIER_PATH, SHM_PATH, TMP_PATH, engine_env, launch_script
 
-GPU_RESOURCE = "nvidia.com/gpu"
 SIDECAR_NAME = "routing-proxy"
 TEARDOWN_SECONDS = 60
 """Grace after the drain for process and device teardown."""

@@ -13,6 +13,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config import StackConfig
+from components.conventions import POOL_GROUP as POOL_GROUP
 from components.epp_config import build_epp_config, epp_cpus, needs_experimental_plugins
 from components.labels import common_labels
 from components.plan import FleetPlan
@@ -34,7 +35,6 @@ METRICS_PORT = 9090
 CONFIG_DIR = "/config"
 TOKENIZER_CACHE = "/var/cache"
 CONFIG_FILE = "epp.yaml"
-POOL_GROUP = "inference.networking.k8s.io"
 
 
 @dataclass(frozen=True)

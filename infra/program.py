@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pulumi
 
 from components.accelerators import AcceleratorPlatform
-from components.config import ConfigError, StackConfig, load_from_pulumi
+from components.config import ConfigError, StackConfig, check_stack_secrets, parse_config, read_pulumi_config
 from components.config_responses import PASSWORD_KEY
 from components.dra import DRANET_RDMA_CLASS, DRANET_RDMA_SELECTOR
 from components.fabric import fabric_for
@@ -270,6 +270,23 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
         router=router,
         image_build=image_build,
     )
+
+
+def load_from_pulumi() -> StackConfig:
+    """Load and validate the current stack's config from the Pulumi runtime (the program reads
+    it here; the config layer itself stays free of Pulumi)."""
+    from pulumi.runtime import config as runtime_config
+
+    keys = list({**runtime_config.get_config_env(), **runtime_config.CONFIG.get()})
+    # `pulumi up` passes secret key names in the environment; mocks and the automation API set them
+    # in the runtime, so both are consulted.
+    env_secrets = set(runtime_config.get_config_secret_keys_env())
+    raw, secrets = read_pulumi_config(
+        runtime_config.get_config,
+        keys,
+        lambda key: key in env_secrets or runtime_config.is_config_secret(key),
+    )
+    return check_stack_secrets(parse_config(raw, secrets))
 
 
 def load() -> tuple[StackConfig, FleetPlan]:
