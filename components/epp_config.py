@@ -126,17 +126,45 @@ def _fairness_plugin(router: RouterConfig) -> str:
 
 
 def build_epp_config(config: StackConfig, plan: FleetPlan, tokenizer_url: str) -> EndpointPickerConfig:
-    """The EPP config for a P/D wide-EP pool.
+    """The EPP config for a P/D wide-EP pool: producers, scorers and P/D plugins, the two
+    scheduling profiles, and flow control, each built by its own function below.
 
     `tokenizer_url` is the vLLM API the token producer tokenizes prompts with, so the router's
     block keys are computed from the same tokens the engines hash.
     """
-    router = config.router
+    producers, data_layer = _producers(config, plan, tokenizer_url)
+    prefill_profile, decode_profile, profile_plugins = _profiles(config, plan)
+    feature_gates, flow_plugins, flow_control = _flow_control(config, plan)
+    return EndpointPickerConfig(
+        feature_gates=feature_gates,
+        plugins=[*producers, *_scorers(config, plan), *profile_plugins, *flow_plugins],
+        scheduling_profiles=[
+            SchedulingProfile(name="prefill", plugins=prefill_profile),
+            SchedulingProfile(name="decode", plugins=decode_profile),
+        ],
+        data_layer=data_layer,
+        flow_control=flow_control,
+    )
+
+
+def _prefix_producer(config: StackConfig) -> str:
+    """The producer whose prefix match info the scorers read."""
+    return PRECISE_PRODUCER if config.router.prefix_routing == "precise" else APPROX_PRODUCER
+
+
+def _tier_aware_approximate(config: StackConfig, plan: FleetPlan) -> bool:
+    """Approximate routing with a CPU tier: a second producer and scorer for that tier."""
+    cpu_tier = config.serving.kv_tier.cpu_offload and plan.role("decode").memory.cpu_tier_tokens > 0
+    return cpu_tier and config.router.prefix_routing == "approximate"
+
+
+def _producers(
+    config: StackConfig, plan: FleetPlan, tokenizer_url: str
+) -> tuple[list[Plugin], DataLayer | None]:
+    """Token producer, prefix producers (approximate always, precise on KV events) and the data
+    layer that feeds the precise one."""
     decode = plan.role("decode")
     block_size = config.serving.roles.decode.block_size
-    producer = PRECISE_PRODUCER if router.prefix_routing == "precise" else APPROX_PRODUCER
-    tier = config.serving.kv_tier
-    cpu_tier = tier.cpu_offload and decode.memory.cpu_tier_tokens > 0
     plugins: list[Plugin] = [
         Plugin(
             name=TOKEN_PRODUCER,
@@ -150,61 +178,65 @@ def build_epp_config(config: StackConfig, plan: FleetPlan, tokenizer_url: str) -
         # present; its per-server capacity is the blocks a decode rank's HBM really holds.
         _approx_producer(APPROX_PRODUCER, block_size, decode.memory.kv_tokens, config),
     ]
-    if cpu_tier and router.prefix_routing == "approximate":
+    if _tier_aware_approximate(config, plan):
         # Tier-aware approximate routing: a second producer sized to the CPU tier, scored apart.
         plugins.append(
             _approx_producer(CPU_APPROX_PRODUCER, block_size, decode.memory.cpu_tier_tokens, config)
         )
-    data_layer = None
-    if router.prefix_routing == "precise":
-        plugins += [
-            Plugin(name=NOTIFICATION_SOURCE, type="endpoint-notification-source"),
-            Plugin(
-                name=PRECISE_PRODUCER,
-                type="precise-prefix-cache-producer",
-                parameters={
-                    # Must equal vLLM's --block-size, or no event block matches a request block.
-                    "tokenProcessorConfig": {"blockSizeTokens": block_size},
-                    # Engines report where each block lives (event medium gpu / cpu); a CPU hit
-                    # costs a host-to-device restore, so it scores below an HBM hit.
-                    "indexerConfig": {
-                        "kvBlockIndexConfig": {
-                            "inMemoryConfig": {
-                                "size": _index_size(plan),
-                                # Holders kept per block key (default 10): at least every rank
-                                # endpoint times every tier, or popular prefixes lose holders.
-                                "podCacheSize": plan.router.index_holders,
-                            },
-                            # The index's llm_d_router_epp_kv_cache_* metrics on the EPP's
-                            # /metrics (off by default; the router dashboard reads them).
-                            "enableMetrics": True,
-                        },
-                        "kvCacheBackendConfigs": [
-                            {"name": "gpu", "weight": GPU_TIER_WEIGHT},
-                            {"name": "cpu", "weight": CPU_TIER_WEIGHT},
-                        ],
-                    },
-                    "speculativeIndexing": True,
-                    "kvEventsConfig": {
-                        "topicFilter": "kv@",
-                        "engineType": "vllm",
-                        "concurrency": 8,
-                        "discoverPods": True,
-                        # The producer dials socketPort + i for the i-th pool target port (rank),
-                        # which is where each pod's local rank i publishes.
-                        "podDiscoveryConfig": {"socketPort": KV_EVENTS_PORT},
-                    },
-                },
-            ),
-        ]
-        data_layer = DataLayer(
-            sources=[
-                DataSource(
-                    plugin_ref=NOTIFICATION_SOURCE, extractors=[Extractor(plugin_ref=PRECISE_PRODUCER)]
-                )
-            ]
-        )
+    if config.router.prefix_routing != "precise":
+        return plugins, None
     plugins += [
+        Plugin(name=NOTIFICATION_SOURCE, type="endpoint-notification-source"),
+        Plugin(
+            name=PRECISE_PRODUCER,
+            type="precise-prefix-cache-producer",
+            parameters={
+                # Must equal vLLM's --block-size, or no event block matches a request block.
+                "tokenProcessorConfig": {"blockSizeTokens": block_size},
+                # Engines report where each block lives (event medium gpu / cpu); a CPU hit
+                # costs a host-to-device restore, so it scores below an HBM hit.
+                "indexerConfig": {
+                    "kvBlockIndexConfig": {
+                        "inMemoryConfig": {
+                            "size": _index_size(plan),
+                            # Holders kept per block key (default 10): at least every rank
+                            # endpoint times every tier, or popular prefixes lose holders.
+                            "podCacheSize": plan.router.index_holders,
+                        },
+                        # The index's llm_d_router_epp_kv_cache_* metrics on the EPP's
+                        # /metrics (off by default; the router dashboard reads them).
+                        "enableMetrics": True,
+                    },
+                    "kvCacheBackendConfigs": [
+                        {"name": "gpu", "weight": GPU_TIER_WEIGHT},
+                        {"name": "cpu", "weight": CPU_TIER_WEIGHT},
+                    ],
+                },
+                "speculativeIndexing": True,
+                "kvEventsConfig": {
+                    "topicFilter": "kv@",
+                    "engineType": "vllm",
+                    "concurrency": 8,
+                    "discoverPods": True,
+                    # The producer dials socketPort + i for the i-th pool target port (rank),
+                    # which is where each pod's local rank i publishes.
+                    "podDiscoveryConfig": {"socketPort": KV_EVENTS_PORT},
+                },
+            },
+        ),
+    ]
+    data_layer = DataLayer(
+        sources=[
+            DataSource(plugin_ref=NOTIFICATION_SOURCE, extractors=[Extractor(plugin_ref=PRECISE_PRODUCER)])
+        ]
+    )
+    return plugins, data_layer
+
+
+def _scorers(config: StackConfig, plan: FleetPlan) -> list[Plugin]:
+    """Scorers, filters, the picker, and the P/D decider with its profile handler."""
+    producer = _prefix_producer(config)
+    return [
         Plugin(
             name=PREFIX_SCORER,
             type="prefix-cache-scorer",
@@ -218,7 +250,7 @@ def build_epp_config(config: StackConfig, plan: FleetPlan, tokenizer_url: str) -
                     parameters={"prefixMatchInfoProducerName": CPU_APPROX_PRODUCER},
                 )
             ]
-            if cpu_tier and router.prefix_routing == "approximate"
+            if _tier_aware_approximate(config, plan)
             else []
         ),
         Plugin(name="kv-cache-utilization-scorer", type="kv-cache-utilization-scorer"),
@@ -235,7 +267,7 @@ def build_epp_config(config: StackConfig, plan: FleetPlan, tokenizer_url: str) -
         Plugin(
             name=DECIDER,
             type="prefix-based-pd-decider",
-            parameters={"nonCachedTokens": router.non_cached_tokens_for_remote_prefill},
+            parameters={"nonCachedTokens": config.router.non_cached_tokens_for_remote_prefill},
         ),
         Plugin(
             name="disagg-profile-handler",
@@ -246,6 +278,13 @@ def build_epp_config(config: StackConfig, plan: FleetPlan, tokenizer_url: str) -
             },
         ),
     ]
+
+
+def _profiles(config: StackConfig, plan: FleetPlan) -> tuple[list[PluginRef], list[PluginRef], list[Plugin]]:
+    """The prefill and decode scheduling profiles, and the plugins only the decode profile adds
+    (the p2p source producer, session affinity)."""
+    router, tier = config.router, config.serving.kv_tier
+    plugins: list[Plugin] = []
     decode_profile = [
         PluginRef(plugin_ref="decode-filter"),
         PluginRef(plugin_ref=PREFIX_SCORER, weight=PREFIX_WEIGHT),
@@ -253,7 +292,7 @@ def build_epp_config(config: StackConfig, plan: FleetPlan, tokenizer_url: str) -
         PluginRef(plugin_ref="kv-cache-utilization-scorer", weight=LOAD_WEIGHT),
         PluginRef(plugin_ref="no-hit-lru-scorer", weight=NO_HIT_WEIGHT),
     ]
-    if cpu_tier and router.prefix_routing == "approximate":
+    if _tier_aware_approximate(config, plan):
         decode_profile.append(PluginRef(plugin_ref=CPU_PREFIX_SCORER, weight=CPU_PREFIX_WEIGHT))
     if tier.cpu_offload and tier.peer_to_peer:
         # Names the worker that holds a request's prefix, so the decode sidecar pulls it from
@@ -262,7 +301,10 @@ def build_epp_config(config: StackConfig, plan: FleetPlan, tokenizer_url: str) -
             Plugin(
                 name=P2P_PRODUCER,
                 type="p2p-source-producer",
-                parameters={"prefixMatchInfoProducerName": producer, "prefillProfileName": "prefill"},
+                parameters={
+                    "prefixMatchInfoProducerName": _prefix_producer(config),
+                    "prefillProfileName": "prefill",
+                },
             )
         )
     if router.session_affinity.enabled:
@@ -288,52 +330,47 @@ def build_epp_config(config: StackConfig, plan: FleetPlan, tokenizer_url: str) -
         PluginRef(plugin_ref="kv-cache-utilization-scorer", weight=LOAD_WEIGHT),
         PluginRef(plugin_ref="max-score-picker"),
     ]
-    feature_gates: list[str] = []
-    flow_control = None
-    if router.flow_control:
-        feature_gates.append("flowControl")
-        fairness = _fairness_plugin(router)
-        plugins += [
-            Plugin(name=fairness, type=fairness),
-            Plugin(name="fcfs-ordering-policy", type="fcfs-ordering-policy"),
-            # Saturated = queues building or KV caches nearly full; then bands start queueing.
-            Plugin(
-                name=SATURATION,
-                type="utilization-detector",
-                parameters={"queueDepthThreshold": 5, "kvCacheUtilThreshold": 0.85},
-            ),
-        ]
-        band_bytes = dict(plan.router.band_max_bytes)
-        flow_control = FlowControl(
-            # Queued request bodies are bounded in bytes as well as in count, below the EPP's
-            # memory limit (the plan sizes that limit to hold them): ~195k-token prompts make
-            # 14,000 queued requests ~11 GB.
-            max_bytes=str(plan.router.queue_max_bytes),
-            max_requests=sum(c.max_requests for c in router.priority_classes),
-            # A queued agent turn that waited this long is better failed than served.
-            default_request_ttl="300s",
-            priority_bands=[
-                PriorityBand(
-                    priority=c.priority,
-                    max_requests=c.max_requests,
-                    max_bytes=str(band_bytes[c.priority]),
-                    fairness_policy_ref=fairness,
-                    ordering_policy_ref="fcfs-ordering-policy",
-                )
-                for c in sorted(router.priority_classes, key=lambda c: -c.priority)
-            ],
-            saturation_detector=SaturationDetectorRef(plugin_ref=SATURATION),
-        )
-    return EndpointPickerConfig(
-        feature_gates=feature_gates,
-        plugins=plugins,
-        scheduling_profiles=[
-            SchedulingProfile(name="prefill", plugins=prefill_profile),
-            SchedulingProfile(name="decode", plugins=decode_profile),
+    return prefill_profile, decode_profile, plugins
+
+
+def _flow_control(config: StackConfig, plan: FleetPlan) -> tuple[list[str], list[Plugin], FlowControl | None]:
+    """The flowControl feature gate, its policy plugins and the bands (none when it is off)."""
+    router = config.router
+    if not router.flow_control:
+        return [], [], None
+    fairness = _fairness_plugin(router)
+    plugins = [
+        Plugin(name=fairness, type=fairness),
+        Plugin(name="fcfs-ordering-policy", type="fcfs-ordering-policy"),
+        # Saturated = queues building or KV caches nearly full; then bands start queueing.
+        Plugin(
+            name=SATURATION,
+            type="utilization-detector",
+            parameters={"queueDepthThreshold": 5, "kvCacheUtilThreshold": 0.85},
+        ),
+    ]
+    band_bytes = dict(plan.router.band_max_bytes)
+    flow_control = FlowControl(
+        # Queued request bodies are bounded in bytes as well as in count, below the EPP's memory
+        # limit (the plan sizes that limit to hold them): ~195k-token prompts make 14,000 queued
+        # requests ~11 GB.
+        max_bytes=str(plan.router.queue_max_bytes),
+        max_requests=sum(c.max_requests for c in router.priority_classes),
+        # A queued agent turn that waited this long is better failed than served.
+        default_request_ttl="300s",
+        priority_bands=[
+            PriorityBand(
+                priority=c.priority,
+                max_requests=c.max_requests,
+                max_bytes=str(band_bytes[c.priority]),
+                fairness_policy_ref=fairness,
+                ordering_policy_ref="fcfs-ordering-policy",
+            )
+            for c in sorted(router.priority_classes, key=lambda c: -c.priority)
         ],
-        data_layer=data_layer,
-        flow_control=flow_control,
+        saturation_detector=SaturationDetectorRef(plugin_ref=SATURATION),
     )
+    return ["flowControl"], plugins, flow_control
 
 
 def _approx_producer(name: str, block_size: int, tokens_per_rank: int, config: StackConfig) -> Plugin:
