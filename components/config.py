@@ -778,8 +778,8 @@ def _onprem_target_problems(config: StackConfig) -> list[tuple[str, str]]:
     return []
 
 
-def _semantic_problems(config: StackConfig) -> list[tuple[str, str]]:
-    """Cross-field rules that single-field validation cannot express."""
+def _target_problems(config: StackConfig) -> list[tuple[str, str]]:
+    """The target sections against the target kind; images, Responses, the Kubernetes version."""
     problems: list[tuple[str, str]] = _gke_target_problems(config) + _eks_target_problems(config)
     problems += _onprem_target_problems(config)
     if config.observability.prometheus == "gmp" and config.target.kind != "gke":
@@ -809,6 +809,12 @@ def _semantic_problems(config: StackConfig) -> list[tuple[str, str]]:
                 f"(got {config.target.kubernetes_version!r})",
             )
         )
+    return problems
+
+
+def _node_group_problems(config: StackConfig) -> list[tuple[str, str]]:
+    """Each node group: its name and one accelerator allocation mechanism."""
+    problems: list[tuple[str, str]] = []
     for name, group in config.fleet.node_groups.items():
         group_path = f"{PROJECT}:fleet.nodeGroups.{name}"
         if not re.match(_DNS_LABEL, name):
@@ -834,11 +840,24 @@ def _semantic_problems(config: StackConfig) -> list[tuple[str, str]]:
                     "GPUs by PCIe root; use nicTopology whole-node for this fabric",
                 )
             )
+    return problems
+
+
+def _model_problems(config: StackConfig) -> list[tuple[str, str]]:
+    """The model architecture facts agree with each other."""
+    problems: list[tuple[str, str]] = []
     model = config.model
     if model.routed_expert_params_b >= model.total_params_b:
         problems.append((f"{PROJECT}:model.routedExpertParamsB", "must be smaller than totalParamsB"))
     if model.active_params_b > model.total_params_b:
         problems.append((f"{PROJECT}:model.activeParamsB", "must not exceed totalParamsB"))
+    return problems
+
+
+def _role_problems(config: StackConfig) -> list[tuple[str, str]]:
+    """Each role fits its node group and the model; prefill and decode agree on what NIXL moves."""
+    problems: list[tuple[str, str]] = []
+    model = config.model
     roles = config.serving.roles
     for role_name in ("prefill", "decode"):
         role: RoleConfig = getattr(roles, role_name)
@@ -915,6 +934,12 @@ def _semantic_problems(config: StackConfig) -> list[tuple[str, str]]:
                 "one role must fit the other",
             )
         )
+    return problems
+
+
+def _kv_tier_problems(config: StackConfig) -> list[tuple[str, str]]:
+    """KV tiers below HBM build on the CPU tier."""
+    problems: list[tuple[str, str]] = []
     tier = config.serving.kv_tier
     if tier.peer_to_peer and not tier.cpu_offload:
         problems.append(
@@ -929,6 +954,12 @@ def _semantic_problems(config: StackConfig) -> list[tuple[str, str]]:
         )
     if tier.secondary is not None and tier.secondary.type == "pvc" and not tier.secondary.storage_class:
         problems.append((f"{PROJECT}:serving.kvTier.secondary.storageClass", "required when type is pvc"))
+    return problems
+
+
+def _router_problems(config: StackConfig) -> list[tuple[str, str]]:
+    """Router modes that hold fleet-wide, distinct priority classes."""
+    problems: list[tuple[str, str]] = []
     router = config.router
     if router.mode == "active-active" and router.prefix_routing != "precise":
         problems.append(
@@ -956,6 +987,22 @@ def _semantic_problems(config: StackConfig) -> list[tuple[str, str]]:
             (f"{PROJECT}:router.priorityClasses", f"each class needs its own priority (got {priorities})")
         )
     return problems
+
+
+# The cross-field rules, one per section, in the order their problems are reported.
+_SEMANTIC_RULES = (
+    _target_problems,
+    _node_group_problems,
+    _model_problems,
+    _role_problems,
+    _kv_tier_problems,
+    _router_problems,
+)
+
+
+def _semantic_problems(config: StackConfig) -> list[tuple[str, str]]:
+    """Cross-field rules that single-field validation cannot express."""
+    return [problem for rule in _SEMANTIC_RULES for problem in rule(config)]
 
 
 def read_pulumi_config(
