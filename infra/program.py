@@ -68,7 +68,8 @@ class _Target:
 
 def _gke_target(config: StackConfig) -> _Target:
     from components.gke import GkeCluster
-    from components.tcpxo import GKE_DRIVER_ROOT, TcpxoNodeSetup
+    from components.tcpxo import TcpxoNodeSetup
+    from components.tcpxo_pod import GKE_DRIVER_ROOT
 
     cluster = GkeCluster("cluster", {"config": config})
     setup = TcpxoNodeSetup(

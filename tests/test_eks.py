@@ -19,10 +19,10 @@ from components.config_eks import (
     EksTargetConfig,
     subnet_cidrs,
 )
+from components.conventions import GPU_TAINT_KEY
 from components.eks import (
     ADDONS,
     GPU_AMI_TYPE,
-    GPU_TAINT_KEY,
     EksCluster,
     kubeconfig_text,
     node_user_data,
