@@ -34,3 +34,21 @@ def serving_labels(instance: str, role: str, model_id: str, engine_version: str)
         "llm-d.ai/accelerator-vendor": "nvidia",
         "llm-d.ai/accelerator-variant": "h100",
     }
+
+
+def prefer_separate_nodes(selector: dict[str, str]) -> dict[str, object]:
+    """Pod affinity that spreads the replicas `selector` matches over nodes where it can (a
+    preference: a small cluster still schedules them all)."""
+    return {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "labelSelector": {"matchLabels": selector},
+                        "topologyKey": "kubernetes.io/hostname",
+                    },
+                }
+            ]
+        }
+    }

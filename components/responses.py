@@ -39,15 +39,14 @@ from components.gateway import (
     pool_ref,
 )
 from components.helm import pinned_release
-from components.labels import common_labels
+from components.labels import common_labels, prefer_separate_nodes
 from components.security import (
     IMAGE_BY_TAG,
-    NON_ROOT_UID,
     PULL_IF_NOT_PRESENT,
-    RUNTIME_DEFAULT_SECCOMP,
     Skip,
     pod_security_labels,
     restricted_container_context,
+    restricted_pod_context,
     skip_annotations,
 )
 from components.versions import versions
@@ -191,26 +190,10 @@ def agentic_api_deployment_spec(config: StackConfig, gateway_address: str | None
     resources = {"cpu": str(responses.cpus), "memory": f"{responses.memory_gib}Gi"}
     spec: dict[str, Any] = {
         "automountServiceAccountToken": False,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": NON_ROOT_UID,
-            "seccompProfile": dict(RUNTIME_DEFAULT_SECCOMP),
-        },
+        "securityContext": restricted_pod_context(),
         # A turn streams for minutes; a replica being replaced finishes its streams first.
         "terminationGracePeriodSeconds": config.serving.drain_seconds + 60,
-        "affinity": {
-            "podAntiAffinity": {
-                "preferredDuringSchedulingIgnoredDuringExecution": [
-                    {
-                        "weight": 100,
-                        "podAffinityTerm": {
-                            "labelSelector": {"matchLabels": agentic_api_selector(responses)},
-                            "topologyKey": "kubernetes.io/hostname",
-                        },
-                    }
-                ]
-            }
-        },
+        "affinity": prefer_separate_nodes(agentic_api_selector(responses)),
         "containers": [
             {
                 "name": "agentic-api",

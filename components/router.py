@@ -15,14 +15,13 @@ import pulumi_kubernetes as k8s
 from components.config import StackConfig
 from components.conventions import POOL_GROUP as POOL_GROUP
 from components.epp_config import build_epp_config, epp_cpus, needs_experimental_plugins
-from components.labels import common_labels
+from components.labels import common_labels, prefer_separate_nodes
 from components.plan import FleetPlan
 from components.security import (
     EPP_SKIPS,
-    NON_ROOT_UID,
-    RUNTIME_DEFAULT_SECCOMP,
     TOKENIZER_SKIPS,
     restricted_container_context,
+    restricted_pod_context,
     skip_annotations,
 )
 from components.versions import versions
@@ -188,11 +187,7 @@ def epp_deployment_spec(
                         ]
                     }
                 },
-                "securityContext": {
-                    "runAsNonRoot": True,
-                    "runAsUser": NON_ROOT_UID,
-                    "seccompProfile": dict(RUNTIME_DEFAULT_SECCOMP),
-                },
+                "securityContext": restricted_pod_context(),
                 "containers": [
                     {
                         "name": "epp",
@@ -294,24 +289,8 @@ def tokenizer_deployment_spec(config: StackConfig, hf_token_secret: str | None) 
                 "automountServiceAccountToken": False,
                 # Pod Security `restricted`: the CPU image's Python environment (/opt/venv) is
                 # readable by any user, and everything it writes goes to the two emptyDirs.
-                "securityContext": {
-                    "runAsNonRoot": True,
-                    "runAsUser": NON_ROOT_UID,
-                    "seccompProfile": dict(RUNTIME_DEFAULT_SECCOMP),
-                },
-                "affinity": {
-                    "podAntiAffinity": {
-                        "preferredDuringSchedulingIgnoredDuringExecution": [
-                            {
-                                "weight": 100,
-                                "podAffinityTerm": {
-                                    "labelSelector": {"matchLabels": tokenizer_selector(config)},
-                                    "topologyKey": "kubernetes.io/hostname",
-                                },
-                            }
-                        ]
-                    }
-                },
+                "securityContext": restricted_pod_context(),
+                "affinity": prefer_separate_nodes(tokenizer_selector(config)),
                 "containers": [
                     {
                         "name": "render",

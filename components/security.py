@@ -137,6 +137,12 @@ NON_ROOT_UID = 65532
 """The UID the router's containers run as (distroless `nonroot`; no passwd entry needed)."""
 
 
+def restricted_pod_context(uid: int = NON_ROOT_UID) -> dict[str, object]:
+    """The pod-level security context of the fleet's non-root pods (router, tokenizer, agentic
+    API): non-root `uid`, RuntimeDefault seccomp."""
+    return {"runAsNonRoot": True, "runAsUser": uid, "seccompProfile": dict(RUNTIME_DEFAULT_SECCOMP)}
+
+
 def restricted_container_context(uid: int = NON_ROOT_UID) -> dict[str, object]:
     """A container security context Pod Security `restricted` admits: non-root, no privilege
     escalation, every capability dropped, read-only root, RuntimeDefault seccomp."""

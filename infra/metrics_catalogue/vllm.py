@@ -11,8 +11,6 @@ metrics for each (infra/metrics_catalogue/vllm_extract.py). Exit 1 on any differ
 """
 
 import json
-import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -44,24 +42,14 @@ def engine_configs(stacks_dir: Path, stacks: list[str]) -> list[dict[str, Any]]:
 
 
 def extract(configs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    python = env.ensure()
-    with tempfile.TemporaryDirectory(prefix="vllm-metrics-") as tmp:
-        jobs, result = Path(tmp) / "jobs.json", Path(tmp) / "result.json"
-        jobs.write_text(json.dumps({"configs": configs}))
-        command = env.module_command(python, "infra.metrics_catalogue.vllm_extract", str(jobs), str(result))
-        proc = subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            stdin=subprocess.DEVNULL,
-            cwd=tmp,
-            env=env.child_environ(VLLM_TARGET_DEVICE="cpu", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1"),
-            check=False,
+    try:
+        python = env.ensure()
+        data = env.run_in_env(
+            python, "infra.metrics_catalogue.vllm_extract", {"configs": configs}, "the vLLM metric extraction"
         )
-        if proc.returncode != 0 or not result.is_file():
-            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-30:])
-            raise RuntimeError(f"the vLLM metric extraction failed (exit {proc.returncode}):\n{tail}")
-        families: dict[str, dict[str, Any]] = json.loads(result.read_text())["families"]
+    except env.EnvError as exc:
+        raise RuntimeError(str(exc)) from None
+    families: dict[str, dict[str, Any]] = data["families"]
     return {name: {**entry, "source": SOURCE} for name, entry in families.items()}
 
 

@@ -13,24 +13,18 @@ version and the wrapper's files. A machine that keeps its cache reuses the binar
 once under a file lock and is checked with `promtool --version` before it is marked complete.
 """
 
-import fcntl
-import hashlib
 import os
 import re
-import shutil
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from components.versions import versions
+from infra import tool_cache
 
 GOMOD_DIR = Path(__file__).resolve().parent / "gomod"
 MODULE = "github.com/prometheus/prometheus"
 PACKAGE = f"{MODULE}/cmd/promtool"
-COMPLETE = ".complete"
 # The build steps, as hashed into the key: change this text when the steps change.
 RECIPE = (
     "go build -mod=readonly -trimpath -ldflags '-s -w -X <version var>=<release>' -o <dir>/promtool <package>"
@@ -55,13 +49,6 @@ def release(module: str) -> str:
     return f"3.{int(match[1])}.{match[2]}"
 
 
-def cache_root() -> Path:
-    if explicit := os.environ.get("LLMD_FLEET_CACHE_DIR"):
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "llmd-fleet"
-
-
 def wrapper_files() -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(GOMOD_DIR.iterdir()) if p.is_file()}
 
@@ -78,36 +65,23 @@ def wrapper_problem(module: str, files: dict[str, bytes]) -> str | None:
 
 def go_version() -> str:
     try:
-        return subprocess.run(
-            ["go", "env", "GOVERSION"], capture_output=True, text=True, check=True
-        ).stdout.strip()
+        return tool_cache.go_version()
     except (OSError, subprocess.CalledProcessError) as exc:
         raise BuildError(f"promtool is built with Go, which is not usable here: {exc}") from None
 
 
 def build_key(module: str, go: str, files: dict[str, bytes]) -> str:
-    digest = hashlib.sha256()
-    for part in [RECIPE.encode(), module.encode(), go.encode()] + [
-        item for name in sorted(files) for item in (name.encode(), files[name])
-    ]:
-        digest.update(len(part).to_bytes(8, "big") + part)
-    return digest.hexdigest()[:16]
+    return tool_cache.cache_key(
+        RECIPE.encode(),
+        module.encode(),
+        go.encode(),
+        *(item for name in sorted(files) for item in (name.encode(), files[name])),
+    )
 
 
 def binary_dir(module: str | None = None) -> Path:
     module = module or module_version()
-    return cache_root() / f"promtool-{module}-{build_key(module, go_version(), wrapper_files())}"
-
-
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    return tool_cache.cache_root() / f"promtool-{module}-{build_key(module, go_version(), wrapper_files())}"
 
 
 def reported_version(binary: Path) -> str:
@@ -122,37 +96,22 @@ def ensure() -> Path:
     if problem := wrapper_problem(module, wrapper_files()):
         raise BuildError(f"{problem}: run `python -m infra.promtool gomod`")
     target = binary_dir(module)
-    binary = target / "promtool"
-    if (target / COMPLETE).is_file():
-        return binary
-    with _locked(target.with_name(target.name + ".lock")):
-        if (target / COMPLETE).is_file():
-            return binary
-        shutil.rmtree(target, ignore_errors=True)
+
+    def build(target: Path) -> None:
         target.mkdir(parents=True)
-        log = target.with_name(target.name + ".log")
-        started = time.monotonic()
+        binary, log = target / "promtool", target.with_name(target.name + ".log")
+        log.write_text("")
         print(f"building promtool {release(module)} ({PACKAGE}@{module}) into {target}", file=sys.stderr)
-        command = [
-            "go",
-            "build",
-            "-mod=readonly",
-            "-trimpath",
-            "-ldflags",
-            f"-s -w -X {VERSION_VAR}={release(module)}",
-            "-o",
-            str(binary),
-            PACKAGE,
-        ]
-        with log.open("w") as out:
-            result = subprocess.run(command, cwd=GOMOD_DIR, stdout=out, stderr=subprocess.STDOUT, check=False)
-        if result.returncode != 0 or reported_version(binary) != release(module):
+        ldflags = f"-s -w -X {VERSION_VAR}={release(module)}"
+        status = tool_cache.go_build(PACKAGE, binary, GOMOD_DIR, ldflags, log)
+        if status != 0 or reported_version(binary) != release(module):
             tail = "\n".join(log.read_text().splitlines()[-30:])
-            shutil.rmtree(target, ignore_errors=True)
-            raise BuildError(f"building promtool failed (exit {result.returncode}); {log}:\n{tail}")
-        (target / COMPLETE).write_text(f"{PACKAGE}@{module}\n")
-        print(f"promtool built in {time.monotonic() - started:.0f} s", file=sys.stderr)
-    return binary
+            raise BuildError(f"building promtool failed (exit {status}); {log}:\n{tail}")
+
+    elapsed = tool_cache.build_once(target, build, f"{PACKAGE}@{module}\n")
+    if elapsed is not None:
+        print(f"promtool built in {elapsed:.0f} s", file=sys.stderr)
+    return target / "promtool"
 
 
 HEADER = """// The wrapper module `make promtool` builds promtool from (infra/promtool/build.py). The version

@@ -12,17 +12,16 @@ the right version already on PATH is used instead of building. Builds run one at
 file lock, and each prints its duration.
 """
 
-import fcntl
-import hashlib
-import os
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
+from infra import tool_cache
+from infra.tool_cache import COMPLETE as COMPLETE
+from infra.tool_cache import cache_root as cache_root
 from infra.twin.modules import (
     GOMOD_DIR,
     Binary,
@@ -37,37 +36,27 @@ from infra.twin.modules import (
 
 # The build steps, as hashed into the key: change this text when the steps change.
 RECIPE = "go build -mod=readonly -trimpath -ldflags '-s -w <ldflags>' -o <dir>/<binary> <package>"
-COMPLETE = ".complete"
 
 
 class BuildError(Exception):
     """A wrapper module could not be built."""
 
 
-def cache_root() -> Path:
-    if explicit := os.environ.get("LLMD_FLEET_CACHE_DIR"):
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "llmd-fleet"
-
-
 def go_version() -> str:
     """`go env GOVERSION` (part of the key: a new toolchain builds afresh)."""
-    return subprocess.run(
-        ["go", "env", "GOVERSION"], capture_output=True, text=True, check=True
-    ).stdout.strip()
+    return tool_cache.go_version()
 
 
 def build_key(wrapper: Wrapper, files: dict[str, bytes], go: str) -> str:
     """16 hex digits over everything that decides the binaries of `wrapper`."""
-    digest = hashlib.sha256()
-    parts = [RECIPE.encode(), go.encode(), wrapper.name.encode(), " ".join(wrapper.ldflags).encode()]
-    parts += [b.package.encode() for b in wrapper.binaries]
-    for name in sorted(files):
-        parts += [name.encode(), files[name]]
-    for part in parts:
-        digest.update(len(part).to_bytes(8, "big") + part)
-    return digest.hexdigest()[:16]
+    return tool_cache.cache_key(
+        RECIPE.encode(),
+        go.encode(),
+        wrapper.name.encode(),
+        " ".join(wrapper.ldflags).encode(),
+        *(b.package.encode() for b in wrapper.binaries),
+        *(item for name in sorted(files) for item in (name.encode(), files[name])),
+    )
 
 
 def wrapper_files(wrapper: Wrapper) -> dict[str, bytes]:
@@ -108,37 +97,9 @@ def on_path(binary: Binary, version: str) -> Path | None:
     return Path(found) if reports_version(out.stdout + out.stderr, version) else None
 
 
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def _go_build(wrapper: Wrapper, binary: Binary, out: Path, log: Path) -> None:
     ldflags = " ".join(("-s", "-w", *wrapper.ldflags))
-    command = [
-        "go",
-        "build",
-        "-mod=readonly",
-        "-trimpath",
-        "-ldflags",
-        ldflags,
-        "-o",
-        str(out),
-        binary.package,
-    ]
-    with log.open("a") as handle:
-        handle.write(f"$ {' '.join(command)}\n")
-        handle.flush()
-        done = subprocess.run(
-            command, cwd=wrapper.directory, stdout=handle, stderr=subprocess.STDOUT, check=False
-        )
-    if done.returncode != 0:
+    if tool_cache.go_build(binary.package, out, wrapper.directory, ldflags, log) != 0:
         tail = log.read_text().splitlines()[-15:]
         raise BuildError(f"{wrapper.name}: go build {binary.package} failed:\n" + "\n".join(tail))
 
@@ -149,39 +110,31 @@ def ensure(wrapper: Wrapper, verbose: bool = True) -> dict[str, Path]:
     if all(found.values()):
         return {name: path for name, path in found.items() if path is not None}
     target = bin_dir(wrapper)
-    if not (target / COMPLETE).is_file():
-        with _locked(target.with_name(target.name + ".lock")):
-            if not (target / COMPLETE).is_file():
-                _build(wrapper, target, verbose)
-    return {b.name: found[b.name] or target / b.name for b in wrapper.binaries}
-
-
-def _build(wrapper: Wrapper, target: Path, verbose: bool) -> None:
-    shutil.rmtree(target, ignore_errors=True)
-    target.mkdir(parents=True)
-    log = target.with_name(target.name + ".log")
-    log.write_text("")
-    started = time.monotonic()
-    try:
-        for binary in wrapper.binaries:
-            began = time.monotonic()
-            _go_build(wrapper, binary, target / binary.name, log)
-            if verbose:
-                print(
-                    f"twin build: {binary.name} {wrapper.version} in {time.monotonic() - began:.0f} s",
-                    file=sys.stderr,
-                    flush=True,
-                )
-    except BaseException:
-        shutil.rmtree(target, ignore_errors=True)
-        raise
-    seconds = time.monotonic() - started
-    (target / COMPLETE).write_text(f"{wrapper.module} {wrapper.version} built in {seconds:.0f} s\n")
-    if verbose:
+    seconds = tool_cache.build_once(
+        target, lambda target: _build(wrapper, target, verbose), f"{wrapper.module} {wrapper.version}\n"
+    )
+    if verbose and seconds is not None:
         print(
             f"twin build: {wrapper.name} {wrapper.version} built in {seconds:.0f} s ({target})",
             file=sys.stderr,
         )
+    return {b.name: found[b.name] or target / b.name for b in wrapper.binaries}
+
+
+def _build(wrapper: Wrapper, target: Path, verbose: bool) -> None:
+    """Every binary of `wrapper` into `target` (tool_cache.build_once marks it complete)."""
+    target.mkdir(parents=True)
+    log = target.with_name(target.name + ".log")
+    log.write_text("")
+    for binary in wrapper.binaries:
+        began = time.monotonic()
+        _go_build(wrapper, binary, target / binary.name, log)
+        if verbose:
+            print(
+                f"twin build: {binary.name} {wrapper.version} in {time.monotonic() - began:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def regenerate(name: str) -> None:

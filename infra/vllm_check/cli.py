@@ -7,10 +7,7 @@ self-test rejects every broken line for its reason and no stack has a finding; 1
 """
 
 import argparse
-import json
-import subprocess
 import sys
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -29,23 +26,11 @@ class CheckerError(Exception):
 
 def run_checker(python: Path, version: str, lines: Sequence[CommandLine]) -> list[Finding]:
     """Check all command lines in one process of the parser environment."""
-    with tempfile.TemporaryDirectory(prefix="vllm-check-") as tmp:
-        jobs, results = Path(tmp) / "jobs.json", Path(tmp) / "results.json"
-        jobs.write_text(json.dumps({"vllm_version": version, "lines": [line.to_json() for line in lines]}))
-        command = env.module_command(python, "infra.vllm_check.checker", str(jobs), str(results))
-        proc = subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            stdin=subprocess.DEVNULL,
-            cwd=tmp,
-            env=env.child_environ(VLLM_TARGET_DEVICE="cpu", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1"),
-            check=False,
-        )
-        if proc.returncode != 0 or not results.is_file():
-            output = (proc.stdout + proc.stderr).strip().splitlines()[-40:]
-            raise CheckerError(f"the checker failed (exit {proc.returncode}):\n" + "\n".join(output))
-        data = json.loads(results.read_text())
+    jobs = {"vllm_version": version, "lines": [line.to_json() for line in lines]}
+    try:
+        data = env.run_in_env(python, "infra.vllm_check.checker", jobs, "the checker")
+    except env.EnvError as exc:
+        raise CheckerError(str(exc)) from None
     per_line = data["results"]
     if len(per_line) != len(lines):
         raise CheckerError(f"the checker returned {len(per_line)} results for {len(lines)} command lines")

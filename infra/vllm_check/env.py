@@ -31,18 +31,21 @@ torch, flashinfer, ...): expected, and the reason step 4 checks the ranges inste
 Parsing needs no network and no model download.
 """
 
-import fcntl
-import hashlib
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from infra.tool_cache import build_once, cache_key
+from infra.tool_cache import cache_root as cache_root
 
 HERE = Path(__file__).resolve().parent
 PROJECT_ROOT = HERE.parent.parent
@@ -54,7 +57,6 @@ RECIPE = (
     "venv; pip install TORCH; pip install -r requirements.txt; "
     "pip install --no-deps vllm==V -r requirements-nodeps.txt"
 )
-COMPLETE = ".complete"
 # Variables of the calling environment that must not leak into the parser environment's tools.
 # With HF_HUB_OFFLINE set, EngineArgs looks for a cached model snapshot and fails.
 _DROPPED_VARS = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "HF_HUB_OFFLINE")
@@ -129,13 +131,6 @@ def torch_source(directories: Iterable[str] | None = None) -> TorchSource:
     return TorchSource(requirement=f"torch=={pinned}", identity=f"torch=={pinned}")
 
 
-def cache_root() -> Path:
-    if explicit := os.environ.get("LLMD_FLEET_CACHE_DIR"):
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "llmd-fleet"
-
-
 def env_key(
     version: str,
     requirements: bytes,
@@ -144,17 +139,14 @@ def env_key(
     python: Sequence[int] = PYTHON_VERSION,
 ) -> str:
     """16 hex digits over everything that decides the environment's contents."""
-    digest = hashlib.sha256()
-    for part in (
+    return cache_key(
         RECIPE.encode(),
         f"vllm=={version}".encode(),
         torch.encode(),
         ".".join(str(p) for p in python[:2]).encode(),
         requirements,
         no_deps,
-    ):
-        digest.update(len(part).to_bytes(8, "big") + part)
-    return digest.hexdigest()[:16]
+    )
 
 
 def env_dir(version: str | None = None, torch: TorchSource | None = None) -> Path:
@@ -192,6 +184,28 @@ def module_command(python: Path, module: str, *args: str) -> list[str]:
     return [str(python), "-I", "-c", bootstrap, *args]
 
 
+def run_in_env(python: Path, module: str, jobs: Any, what: str) -> Any:
+    """Run `module` of this package in the parser environment with `jobs` as a JSON file and read
+    back the JSON result file it writes (`module JOBS.json RESULT.json`). Raises EnvError naming
+    `what` with the output's tail when it fails."""
+    with tempfile.TemporaryDirectory(prefix="vllm-check-") as tmp:
+        jobs_path, result = Path(tmp) / "jobs.json", Path(tmp) / "result.json"
+        jobs_path.write_text(json.dumps(jobs))
+        proc = subprocess.run(
+            module_command(python, module, str(jobs_path), str(result)),
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            cwd=tmp,
+            env=child_environ(VLLM_TARGET_DEVICE="cpu", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1"),
+            check=False,
+        )
+        if proc.returncode != 0 or not result.is_file():
+            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-40:])
+            raise EnvError(f"{what} failed (exit {proc.returncode}):\n{tail}")
+        return json.loads(result.read_text())
+
+
 def base_python() -> str:
     """A Python 3.11 to create the venv from: this one, or python3.11 on PATH."""
     if sys.version_info[:2] == PYTHON_VERSION:
@@ -202,18 +216,10 @@ def base_python() -> str:
     return found
 
 
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _step(title: str, command: list[str], log: Path, **extra: str) -> None:
+def step(title: str, command: list[str], log: Path, **extra: str) -> str:
+    """Run one build step of a tool environment (this one or checkov's) with the calling
+    environment's own variables dropped, its output appended to `log`; its stdout. Raises
+    EnvError with the log's tail when it fails."""
     started = time.monotonic()
     print(f"  {title} ...", end="", file=sys.stderr, flush=True)
     with log.open("a") as out:
@@ -221,17 +227,19 @@ def _step(title: str, command: list[str], log: Path, **extra: str) -> None:
         out.flush()
         result = subprocess.run(
             command,
-            stdout=out,
-            stderr=subprocess.STDOUT,
+            capture_output=True,
+            text=True,
             stdin=subprocess.DEVNULL,
             env=child_environ(**extra),
             cwd=PROJECT_ROOT,
             check=False,
         )
+        out.write(result.stdout + result.stderr)
     print(f" {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
     if result.returncode != 0:
         tail = "\n".join(log.read_text().splitlines()[-40:])
         raise EnvError(f"{title} failed (exit {result.returncode}); last lines of {log}:\n{tail}")
+    return result.stdout
 
 
 def build(target: Path, version: str, torch: TorchSource) -> None:
@@ -241,20 +249,20 @@ def build(target: Path, version: str, torch: TorchSource) -> None:
     python = interpreter(target)
     # --no-compile: the smoke run below compiles what the check imports, a fraction of the files.
     pip = [str(python), "-m", "pip", "install", "--no-input", "--disable-pip-version-check", "--no-compile"]
-    _step("create the venv", [base_python(), "-m", "venv", str(target)], log)
-    _step(f"install torch ({torch.identity})", [*pip, torch.requirement], log)
-    _step("install the parser's dependencies", [*pip, "-r", str(REQUIREMENTS)], log)
-    _step(
+    step("create the venv", [base_python(), "-m", "venv", str(target)], log)
+    step(f"install torch ({torch.identity})", [*pip, torch.requirement], log)
+    step("install the parser's dependencies", [*pip, "-r", str(REQUIREMENTS)], log)
+    step(
         f"install vllm=={version} without its dependencies",
         [*pip, "--no-deps", f"vllm=={version}", "-r", str(NO_DEPS_REQUIREMENTS)],
         log,
     )
-    _step(
+    step(
         "check the versions against vLLM's declared ranges",
         module_command(python, "infra.vllm_check.deps"),
         log,
     )
-    _step(
+    step(
         "import vLLM and build the serve parser",
         module_command(python, "infra.vllm_check.checker", "--smoke"),
         log,
@@ -267,22 +275,13 @@ def ensure(version: str | None = None) -> Path:
     version = version or vllm_version()
     torch = torch_source()
     target = env_dir(version, torch)
-    if (target / COMPLETE).is_file():
-        return interpreter(target)
-    with _locked(target.with_name(target.name + ".lock")):
-        if (target / COMPLETE).is_file():  # built by a concurrent run meanwhile
-            return interpreter(target)
-        if target.exists():
-            shutil.rmtree(target)  # an interrupted build
-        started = time.monotonic()
+
+    def build_here(target: Path) -> None:
         print(f"building the vLLM {version} parser environment in {target}", file=sys.stderr, flush=True)
-        try:
-            build(target, version, torch)
-        except BaseException:
-            shutil.rmtree(target, ignore_errors=True)
-            raise
-        (target / COMPLETE).write_text(f"vllm=={version}\n")
-        elapsed = time.monotonic() - started
+        build(target, version, torch)
+
+    elapsed = build_once(target, build_here, f"vllm=={version}\n")
+    if elapsed is not None:
         print(f"parser environment ready in {elapsed:.0f} s (torch: {torch.identity})", file=sys.stderr)
     return interpreter(target)
 

@@ -1,0 +1,91 @@
+"""Tools the checks build once and keep outside the repository: the vLLM parser and checkov
+environments, promtool and the twin's binaries.
+
+Each lives in `cache_root()` (`$LLMD_FLEET_CACHE_DIR`, else `$XDG_CACHE_HOME/llmd-fleet`, else
+`~/.cache/llmd-fleet`) under a name carrying a key that hashes everything deciding its contents,
+so a version bump builds beside the old copy and a machine that keeps its cache (CI does) reuses
+it. `build_once` is the one way they are built: under a file lock (concurrent runs build once),
+marked complete only at the end, and an interrupted build is removed and redone.
+"""
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+COMPLETE = ".complete"
+
+
+def cache_root() -> Path:
+    if explicit := os.environ.get("LLMD_FLEET_CACHE_DIR"):
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "llmd-fleet"
+
+
+def cache_key(*parts: bytes) -> str:
+    """16 hex digits over the parts (each length-prefixed, so no two lists collide)."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(len(part).to_bytes(8, "big") + part)
+    return digest.hexdigest()[:16]
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on `path` (created if missing) for the duration of the block."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def is_complete(target: Path) -> bool:
+    return (target / COMPLETE).is_file()
+
+
+def build_once(target: Path, build: Callable[[Path], None], marker: str) -> float | None:
+    """Run `build(target)` unless `target` is complete already; `target` does not exist when
+    `build` starts. Returns the build's duration in seconds, or None when nothing was built."""
+    if is_complete(target):
+        return None
+    with locked(target.with_name(target.name + ".lock")):
+        if is_complete(target):  # built by a concurrent run meanwhile
+            return None
+        shutil.rmtree(target, ignore_errors=True)  # an interrupted build
+        started = time.monotonic()
+        try:
+            build(target)
+        except BaseException:
+            shutil.rmtree(target, ignore_errors=True)
+            raise
+        (target / COMPLETE).write_text(marker)
+        return time.monotonic() - started
+
+
+def go_version() -> str:
+    """`go env GOVERSION` (part of a Go build's key: a new toolchain builds afresh). Raises
+    OSError or CalledProcessError when Go is not usable."""
+    return subprocess.run(
+        ["go", "env", "GOVERSION"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def go_build(package: str, out: Path, module_dir: Path, ldflags: str, log: Path) -> int:
+    """`go build` of `package` from the wrapper module in `module_dir` (its go.sum as committed,
+    no edits) into `out`, appending the command and its output to `log`; the exit status."""
+    command = ["go", "build", "-mod=readonly", "-trimpath", "-ldflags", ldflags, "-o", str(out), package]
+    with log.open("a") as handle:
+        handle.write(f"$ {' '.join(command)}\n")
+        handle.flush()
+        return subprocess.run(
+            command, cwd=module_dir, stdout=handle, stderr=subprocess.STDOUT, check=False
+        ).returncode

@@ -1,0 +1,43 @@
+"""The one way tool environments and binaries are built into the cache."""
+
+from pathlib import Path
+
+import pytest
+
+from infra import tool_cache
+
+
+def test_build_once_builds_marks_complete_and_then_reuses(tmp_path):
+    target = tmp_path / "tool-abc"
+    built: list[Path] = []
+
+    def build(where: Path) -> None:
+        assert not where.exists()
+        where.mkdir()
+        built.append(where)
+
+    assert tool_cache.build_once(target, build, "tool 1\n") is not None
+    assert (target / tool_cache.COMPLETE).read_text() == "tool 1\n"
+    assert tool_cache.build_once(target, build, "tool 1\n") is None
+    assert built == [target]
+
+
+def test_an_interrupted_or_failed_build_leaves_nothing_and_is_redone(tmp_path):
+    target = tmp_path / "tool-abc"
+    target.mkdir()
+    (target / "half-written").write_text("x")  # an earlier run died here, unmarked
+
+    def failing(where: Path) -> None:
+        where.mkdir()
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        tool_cache.build_once(target, failing, "tool\n")
+    assert not target.exists()
+    assert tool_cache.build_once(target, lambda where: where.mkdir(), "tool\n") is not None
+    assert tool_cache.is_complete(target)
+
+
+def test_keys_separate_their_parts():
+    assert tool_cache.cache_key(b"ab", b"c") != tool_cache.cache_key(b"a", b"bc")
+    assert len(tool_cache.cache_key(b"x")) == 16
