@@ -23,11 +23,11 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import parse_config
-from components.fabric import fabric_for
-from components.images import serving_image
-from components.plan import plan_fleet
-from components.serving_layers import ServingLayers, add_serving_layers
+from llmd_fleet.config.fleet import parse_config
+from llmd_fleet.images.build import serving_image
+from llmd_fleet.plan.fabric import fabric_for
+from llmd_fleet.plan.fleet import plan_fleet
+from llmd_fleet.serving.layers import ServingLayers, add_serving_layers
 
 
 def add_llmd_serving(
@@ -37,8 +37,8 @@ def add_llmd_serving(
 ) -> ServingLayers:
     """Validate and plan `settings`, then declare the LWS controller, serving, gateway and router
     (and with `responses` the agentic API and its CloudNativePG database, whose owner's password
-    is `responses_password`) on `provider`'s cluster. Raises components.config.ConfigError or
-    components.plan.PlanError, naming each bad key, before anything is declared."""
+    is `responses_password`) on `provider`'s cluster. Raises llmd_fleet.config.fleet.ConfigError or
+    llmd_fleet.plan.fleet.PlanError, naming each bad key, before anything is declared."""
     config = parse_config(settings)
     plan = plan_fleet(config)
     kind = config.target.kind

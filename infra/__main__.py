@@ -1,5 +1,5 @@
-"""Pulumi entrypoint (Pulumi.yaml `main: infra/`): everything happens in infra.program."""
+"""Pulumi entrypoint (Pulumi.yaml `main: infra/`): everything happens in llmd_fleet.program."""
 
-from infra.program import main
+from llmd_fleet.program import main
 
 main()

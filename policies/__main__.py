@@ -1,23 +1,9 @@
-"""Entry point the Pulumi CLI runs (`python -m pulumi.policy <engine> policies`).
+"""The pack entry point for a checkout (`pulumi preview --policy-pack policies`).
 
-Building a PolicyPack starts its gRPC server, prints the port and blocks until the host stops
-the process, so this file does nothing else; import `policies.pack` to reach the rules.
+The rules ship inside the package (llmd_fleet/policies); this directory only adds the
+checkout's environment (PulumiPolicy.yaml: the locked `.venv`) and the per-stack policy config.
 """
 
-import sys
-from pathlib import Path
+from llmd_fleet.policies.pack import serve
 
-# The repository root, so `policies` and `components` import however the host started us.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from pulumi_policy import EnforcementLevel, PolicyPack
-
-from policies.pack import PACK_DESCRIPTION, PACK_NAME, all_policies
-
-# Every policy sets its own level; the pack level only applies to policies that would not.
-PolicyPack(
-    name=PACK_NAME,
-    policies=all_policies(),
-    enforcement_level=EnforcementLevel.ADVISORY,
-    description=PACK_DESCRIPTION,
-)
+serve()

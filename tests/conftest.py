@@ -9,8 +9,8 @@ import pulumi
 import pytest
 import yaml
 
-from components.config import PROJECT
-from components.versions import versions
+from llmd_fleet.config.fleet import PROJECT
+from llmd_fleet.versions import versions
 
 REPO = Path(__file__).resolve().parent.parent
 STACKS_DIR = REPO / "stacks"
@@ -75,7 +75,7 @@ def set_stack_config(raw: dict[str, Any], secrets: dict[str, str] | None = None)
 def rendered(tmp_path_factory):
     """`rendered(stack)`: every object `llmd-fleet render` writes for a stack, rendered once per
     test session."""
-    from infra.cli import run
+    from llmd_fleet.tools.cli import run
 
     objects: dict[str, list[dict[str, Any]]] = {}
 

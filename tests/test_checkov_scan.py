@@ -9,11 +9,11 @@ from typing import Any
 
 import yaml
 
-from components.versions import versions
-from infra.checkov_scan import env
-from infra.checkov_scan.cli import checkov_command
-from infra.checkov_scan.extract import pod_templates, strip_skips, write_scan_dir
-from infra.checkov_scan.report import NO_REASON, figures, parse, problems
+from llmd_fleet.tools.checkov_scan import env
+from llmd_fleet.tools.checkov_scan.cli import checkov_command
+from llmd_fleet.tools.checkov_scan.extract import pod_templates, strip_skips, write_scan_dir
+from llmd_fleet.tools.checkov_scan.report import NO_REASON, figures, parse, problems
+from llmd_fleet.versions import versions
 from tests.conftest import REPO
 
 LWS = {
@@ -182,7 +182,7 @@ def test_the_tool_environment_is_keyed_by_the_pinned_version_and_lives_outside_t
 
 def test_make_checkov_runs_in_ci_after_the_vllm_check():
     makefile = (REPO / "Makefile").read_text()
-    assert "\ncheckov:" in makefile and "python -m infra.checkov_scan $(STACKS)" in makefile
+    assert "\ncheckov:" in makefile and "python -m llmd_fleet.tools.checkov_scan $(STACKS)" in makefile
     steps = [
         line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines() if line.startswith("make")
     ]

@@ -3,12 +3,12 @@
 import pulumi
 import pytest
 
-from components.config import parse_config
-from components.lws import LeaderWorkerSetController
-from components.plan import plan_fleet
-from components.serving import HF_TOKEN_SECRET, ModelServing
-from components.versions import versions
-from infra.synth import REDACTED, RecordingMocks, clean
+from llmd_fleet.config.fleet import parse_config
+from llmd_fleet.plan.fleet import plan_fleet
+from llmd_fleet.platform.lws import LeaderWorkerSetController
+from llmd_fleet.serving.model_serving import HF_TOKEN_SECRET, ModelServing
+from llmd_fleet.tools.synth import REDACTED, RecordingMocks, clean
+from llmd_fleet.versions import versions
 from tests.conftest import ENGINE_IMAGE, set_stack_config
 
 
@@ -44,7 +44,7 @@ def test_serving_registers_a_disaggregated_set_under_the_component(engine, raw_c
             "maxSurge": 0,
             "maxUnavailable": 1,
         }
-        # All 68 nodes are in use: decode cannot surge (components/plan.py rollout_for).
+        # All 68 nodes are in use: decode cannot surge (llmd_fleet/plan/fleet.py rollout_for).
         assert roles["decode"]["rolloutStrategy"]["rollingUpdateConfiguration"] == {
             "maxSurge": 0,
             "maxUnavailable": 1,
@@ -121,7 +121,7 @@ def test_lws_release_comes_from_the_version_matrix(engine):
 
 @pulumi.runtime.test
 def test_whole_program_uses_one_provider(engine, raw_config):
-    from infra.program import build_fleet, load
+    from llmd_fleet.program import build_fleet, load
 
     set_stack_config(
         raw_config, {"kubeconfig": "apiVersion: v1\nkind: Config\n", "responsesDbPassword": "test-password"}
@@ -138,3 +138,24 @@ def test_whole_program_uses_one_provider(engine, raw_config):
         assert "kubernetes:helm.sh/v3:Release" in types and "kubernetes:core/v1:Namespace" in types
 
     return pulumi.Output.all(fleet.serving.disaggregated_set.urn, fleet.lws.release.urn).apply(check)
+
+
+def test_public_api_is_documented():
+    """Every public name has a docstring, and every `*Args` TypedDict names each of its keys."""
+    import llmd_fleet
+
+    undocumented, missing_keys = [], {}
+    for name in llmd_fleet.__all__:
+        value = getattr(llmd_fleet, name)
+        doc = value.__doc__ or ""
+        if not doc.strip():
+            undocumented.append(name)
+        if name.endswith("Args"):
+            # The keys, without resolving their types (some name Pulumi types only as strings).
+            keys = value.__annotations__
+            assert keys, name
+            absent = [key for key in keys if f"`{key}`" not in doc]
+            if absent:
+                missing_keys[name] = absent
+    assert not undocumented, undocumented
+    assert not missing_keys, missing_keys

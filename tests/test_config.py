@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from components.config import ConfigError, parse_config
+from llmd_fleet.config.fleet import ConfigError, parse_config
 
 
 def test_reference_stack_parses(raw_config):
@@ -125,7 +125,7 @@ def test_hf_token_must_be_secret(raw_config):
 def test_every_field_is_documented():
     from pydantic import BaseModel
 
-    from components import config as module
+    from llmd_fleet.config import fleet as module
 
     models = [v for v in vars(module).values() if isinstance(v, type) and issubclass(v, module._Model)]
     undocumented = [

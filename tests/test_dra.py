@@ -6,9 +6,10 @@ import pulumi
 import pytest
 import yaml
 
-from components.accelerators import AcceleratorPlatform
-from components.config import ConfigError, parse_config
-from components.dra import (
+from llmd_fleet.config.fleet import ConfigError, parse_config
+from llmd_fleet.plan.fleet import plan_fleet
+from llmd_fleet.platform.accelerators import AcceleratorPlatform
+from llmd_fleet.platform.dra import (
     DRANET_RDMA_CLASS,
     DRANET_RDMA_SELECTOR,
     GPU_DEVICE_CLASS,
@@ -16,12 +17,11 @@ from components.dra import (
     ClaimShape,
     claim_template_spec,
 )
-from components.plan import plan_fleet
-from components.pod import serving_pod_template
-from components.serving import ModelServing
-from components.versions import versions
-from infra.cli import run
-from infra.synth import RecordingMocks, clean
+from llmd_fleet.serving.model_serving import ModelServing
+from llmd_fleet.serving.pod import serving_pod_template
+from llmd_fleet.tools.cli import run
+from llmd_fleet.tools.synth import RecordingMocks, clean
+from llmd_fleet.versions import versions
 from tests.conftest import ENGINE_IMAGE, REFERENCE_STACK, all_stacks
 
 
@@ -95,7 +95,7 @@ def _engine(template):
 
 @pytest.mark.parametrize("allocation", ["dra", "device-plugin"])
 def test_exactly_one_gpu_mechanism_per_pod(raw_config, allocation):
-    from components.pod import PodInputs
+    from llmd_fleet.serving.pod import PodInputs
 
     group = raw_config["fleet"]["nodeGroups"]["h100"]
     group["acceleratorAllocation"] = allocation
@@ -209,7 +209,7 @@ def test_serving_shares_one_claim_template_per_node_group(raw_config):
 
 
 def test_nic_driver_tolerates_the_gpu_taint_where_its_chart_does_not():
-    from components.accelerators import nic_driver_values
+    from llmd_fleet.platform.accelerators import nic_driver_values
 
     # The aws-dranet chart tolerates only CriticalAddonsOnly by default; GPU nodes are tainted.
     assert nic_driver_values("aws-dranet")["tolerations"] == [

@@ -12,15 +12,7 @@ import pulumi
 import pytest
 import yaml
 
-from components.config import ConfigError, parse_config
-from components.config_eks import (
-    CAPACITY_BLOCK_MAX_INSTANCES,
-    EFA_DEVICE_CLASS,
-    EksTargetConfig,
-    subnet_cidrs,
-)
-from components.conventions import GPU_TAINT_KEY
-from components.eks import (
+from llmd_fleet.cluster.eks import (
     ADDONS,
     GPU_AMI_TYPE,
     EksCluster,
@@ -28,10 +20,18 @@ from components.eks import (
     node_user_data,
     p5_network_interfaces,
 )
-from components.fabric import fabric_for
-from components.image_spec import image_tag
-from components.versions import versions
-from infra.synth import OFFLINE_AWS_ACCOUNT, Recorded, RecordingMocks, Synthesis, clean, synthesize
+from llmd_fleet.config.eks import (
+    CAPACITY_BLOCK_MAX_INSTANCES,
+    EFA_DEVICE_CLASS,
+    EksTargetConfig,
+    subnet_cidrs,
+)
+from llmd_fleet.config.fleet import ConfigError, parse_config
+from llmd_fleet.conventions import GPU_TAINT_KEY
+from llmd_fleet.images.spec import image_tag
+from llmd_fleet.plan.fabric import fabric_for
+from llmd_fleet.tools.synth import OFFLINE_AWS_ACCOUNT, Recorded, RecordingMocks, Synthesis, clean, synthesize
+from llmd_fleet.versions import versions
 from tests.conftest import STACKS_DIR, stack_raw_config
 
 STACK = "eks-h100"

@@ -8,9 +8,9 @@ import pulumi_kubernetes as k8s
 import pytest
 from pulumi.runtime import MockResourceArgs
 
-from components.config import ConfigError
 from examples.existing_cluster import add_llmd_serving
-from infra.synth import RecordingMocks
+from llmd_fleet.config.fleet import ConfigError
+from llmd_fleet.tools.synth import RecordingMocks
 from tests.conftest import stack_raw_config
 
 

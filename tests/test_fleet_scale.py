@@ -9,19 +9,19 @@ from typing import Any
 import pytest
 import yaml
 
-from components.config import ConfigError, StackConfig, parse_config
-from components.dra import dra_driver_values
-from components.epp_config import PRECISE_PRODUCER, build_epp_config
-from components.plan import GIB, PlanError, plan_fleet
-from components.router import RouterNames, epp_args, epp_deployment_spec
-from components.vllm import (
+from llmd_fleet.config.fleet import ConfigError, StackConfig, parse_config
+from llmd_fleet.plan.fleet import GIB, PlanError, plan_fleet
+from llmd_fleet.platform.dra import dra_driver_values
+from llmd_fleet.router.endpoint_picker import RouterNames, epp_args, epp_deployment_spec
+from llmd_fleet.router.epp_config import PRECISE_PRODUCER, build_epp_config
+from llmd_fleet.serving.vllm import (
     ENGINE_KEEP_ALIVE_S,
     SIDECAR_IDLE_CONN_TIMEOUT_S,
     engine_env,
     kv_transfer_config,
     vllm_serve_argv,
 )
-from infra.synth import Recorded, synthesize
+from llmd_fleet.tools.synth import Recorded, synthesize
 from tests.conftest import REFERENCE_STACK, STACKS_DIR, stack_raw_config
 from tests.test_policies import DSET, edited, one, pod_container, role_pod, violations
 
@@ -266,7 +266,7 @@ def test_keep_alive_policy(reference):
 
 
 def test_the_plan_table_shows_the_derived_router_sizes():
-    from infra.render import plan_table
+    from llmd_fleet.tools.render import plan_table
 
     table = plan_table(plan_fleet(_config()))
     assert "podCacheSize 1360" in table and "maxBytes 10.2 GiB" in table and "memory 46 GiB" in table

@@ -11,13 +11,13 @@ import pulumi
 import pytest
 import yaml
 
-from components.config import ConfigError, parse_config
-from components.config_gke import GkeNodePoolConfig, compact_placement
-from components.gateway import GatewayLayer, gke_backend_policy_spec
-from components.versions import versions
-from infra.check import CrdSchemas, check_object, crd_directories, project_crd_dir, schema_version
-from infra.render import kubernetes_object, render_files
-from infra.synth import Recorded, RecordingMocks, Synthesis, clean, synthesize
+from llmd_fleet.config.fleet import ConfigError, parse_config
+from llmd_fleet.config.gke import GkeNodePoolConfig, compact_placement
+from llmd_fleet.router.gateway import GatewayLayer, gke_backend_policy_spec
+from llmd_fleet.tools.check import CrdSchemas, check_object, crd_directories, project_crd_dir, schema_version
+from llmd_fleet.tools.render import kubernetes_object, render_files
+from llmd_fleet.tools.synth import Recorded, RecordingMocks, Synthesis, clean, synthesize
+from llmd_fleet.versions import versions
 from tests.conftest import STACKS_DIR, stack_raw_config
 
 STACK = "gke-h100"
@@ -170,8 +170,8 @@ def test_cluster_is_private_protected_and_multi_network(synthesis):
 def test_the_cluster_resource_is_protected():
     import pulumi
 
-    from components.gke import GkeCluster
-    from infra.synth import RecordingMocks
+    from llmd_fleet.cluster.gke import GkeCluster
+    from llmd_fleet.tools.synth import RecordingMocks
 
     config = parse_config(_raw())
     pulumi.runtime.set_mocks(RecordingMocks(), project="llmd-fleet", stack="test", preview=False)
@@ -317,7 +317,7 @@ def test_every_in_cluster_resource_uses_the_gke_provider(synthesis):
 
 
 def test_kubeconfig_is_a_secret(tmp_path):
-    from infra.cli import run
+    from llmd_fleet.tools.cli import run
 
     out = tmp_path / "out"
     assert run(["render", STACK, "--out", str(out)]) == 0

@@ -3,7 +3,7 @@ change to it is visible in review. Refresh on purpose with `make golden`."""
 
 import pytest
 
-from infra import golden
+from llmd_fleet.tools import golden
 
 
 @pytest.mark.parametrize("stack", golden.stacks())

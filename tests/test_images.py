@@ -14,8 +14,8 @@ import pytest
 import yaml
 from pulumi.runtime import MockCallArgs
 
-from components.fabric import INFINIBAND, Fabric
-from components.image_spec import (
+from llmd_fleet.images.build import GCP_REGISTRY_USER, ImageBuild, main, serving_image
+from llmd_fleet.images.spec import (
     DEFAULT_REPOSITORY,
     DOCKERFILE,
     IMAGE_NAME,
@@ -30,11 +30,10 @@ from components.image_spec import (
     is_built_image,
     variant_for,
 )
-from components.images import GCP_REGISTRY_USER, ImageBuild, main, serving_image
-from components.versions import versions
-from infra.cli import run
-from infra.render import render_files
-from infra.synth import (
+from llmd_fleet.plan.fabric import INFINIBAND, Fabric
+from llmd_fleet.tools.cli import run
+from llmd_fleet.tools.render import render_files
+from llmd_fleet.tools.synth import (
     _SECRET_SIG,
     _SECRET_SIG_KEY,
     OFFLINE_AWS_ACCOUNT,
@@ -44,6 +43,7 @@ from infra.synth import (
     clean,
     synthesize,
 )
+from llmd_fleet.versions import versions
 from tests.conftest import REPO, STACKS_DIR, all_stacks
 from tests.test_versions import _pattern, _raw, matrix_versions
 

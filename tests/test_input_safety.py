@@ -16,19 +16,19 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
-from components.config import ConfigError, ModelConfig, StackConfig, parse_config, unit_of
-from components.grammar import (
+from llmd_fleet.config.fleet import ConfigError, ModelConfig, StackConfig, parse_config, unit_of
+from llmd_fleet.config.grammar import (
     HOST_PATH_DENYLIST,
     git_revision_problem,
     hf_repo_id_problem,
     served_name_problem,
 )
-from components.plan import KV_EVENTS_PORT, plan_fleet
-from components.vllm import SCRIPT_VARIABLES, launch_script, vllm_serve_argv
-from components.vllm_registry import REASONING_PARSERS, TOOL_CALL_PARSERS
-from infra.cli import run
-from infra.outdir import OUTPUT_MARKER
-from infra.vllm_check.extract import launch, stub_bin
+from llmd_fleet.config.vllm_registry import REASONING_PARSERS, TOOL_CALL_PARSERS
+from llmd_fleet.plan.fleet import KV_EVENTS_PORT, plan_fleet
+from llmd_fleet.serving.vllm import SCRIPT_VARIABLES, launch_script, vllm_serve_argv
+from llmd_fleet.tools.cli import run
+from llmd_fleet.tools.outdir import OUTPUT_MARKER
+from llmd_fleet.tools.vllm_check.extract import launch, stub_bin
 from tests.conftest import REFERENCE_STACK, REPO, STACKS_DIR, stack_raw_config
 
 # --- One message per class of bad input, naming the key -------------------------------------------
@@ -235,7 +235,7 @@ def test_a_config_error_prints_only_the_error(tmp_path):
         [
             sys.executable,
             "-m",
-            "infra.cli",
+            "llmd_fleet.tools.cli",
             "--stacks-dir",
             str(stacks),
             "check",
@@ -310,7 +310,7 @@ def test_every_secret_key_renders_valid_objects_without_its_value(tmp_path, caps
     stacks = _stack_text(tmp_path, yaml.safe_dump(document))
     out = tmp_path / "out"
     assert run(["--stacks-dir", str(stacks), "render", REFERENCE_STACK, "--out", str(out)]) == 0
-    from infra.check import check_manifests
+    from llmd_fleet.tools.check import check_manifests
 
     count, findings = check_manifests(out / "manifests", "1.34.2", [])
     assert findings == [] and count > 20

@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from components.config import ConfigError, parse_config
-from components.epp_config import CPU_APPROX_PRODUCER, build_epp_config
-from components.plan import GIB, P2P_PORT, PlanError, plan_fleet
-from components.pod import PodInputs, disaggregated_set_spec, serving_pod_template
-from components.vllm import vllm_serve_argv
+from llmd_fleet.config.fleet import ConfigError, parse_config
+from llmd_fleet.plan.fleet import GIB, P2P_PORT, PlanError, plan_fleet
+from llmd_fleet.router.epp_config import CPU_APPROX_PRODUCER, build_epp_config
+from llmd_fleet.serving.pod import PodInputs, disaggregated_set_spec, serving_pod_template
+from llmd_fleet.serving.vllm import vllm_serve_argv
 from tests.conftest import ENGINE_IMAGE, stack_raw_config
 
 

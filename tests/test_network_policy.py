@@ -7,9 +7,9 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from components.config import ConfigError, parse_config
-from components.network_policy import cluster_ranges, network_policy_specs
-from components.plan import plan_fleet
+from llmd_fleet.config.fleet import ConfigError, parse_config
+from llmd_fleet.plan.fleet import plan_fleet
+from llmd_fleet.security.network_policy import cluster_ranges, network_policy_specs
 from tests.conftest import all_stacks, stack_raw_config
 from tests.netpol import Cluster, Endpoint
 

@@ -1,5 +1,5 @@
-"""Scraping, alerts, dashboards and the plan's live figures (components/observability*.py,
-components/alerts.py, components/dashboards.py, components/plan_live.py)."""
+"""Scraping, alerts, dashboards and the plan's live figures (llmd_fleet/observability/,
+llmd_fleet/plan/observability.py)."""
 
 import copy
 import json
@@ -9,16 +9,21 @@ from typing import Any
 import pytest
 import yaml
 
-from components.alerts import fleet_alerts, promtool_tests, rule_groups
-from components.config import NIC_GBPS_BY_TARGET, ConfigError, parse_config
-from components.dashboards import DASHBOARD_LABEL, dashboard_json, dashboard_queries, fleet_dashboards
-from components.observability import rank_port_names
-from components.observability_plan import NIXL_XFER_TIME_TOP_BUCKET_S, plan_observability
-from components.plan import plan_fleet
-from components.plan_live import live_figures, live_table
-from components.router import RouterNames
-from components.versions import versions
-from infra.cli import run
+from llmd_fleet.config.fleet import NIC_GBPS_BY_TARGET, ConfigError, parse_config
+from llmd_fleet.observability.alerts import fleet_alerts, promtool_tests, rule_groups
+from llmd_fleet.observability.dashboards import (
+    DASHBOARD_LABEL,
+    dashboard_json,
+    dashboard_queries,
+    fleet_dashboards,
+)
+from llmd_fleet.observability.live import live_figures, live_table
+from llmd_fleet.observability.monitoring import rank_port_names
+from llmd_fleet.plan.fleet import plan_fleet
+from llmd_fleet.plan.observability import NIXL_XFER_TIME_TOP_BUCKET_S, plan_observability
+from llmd_fleet.router.endpoint_picker import RouterNames
+from llmd_fleet.tools.cli import run
+from llmd_fleet.versions import versions
 from tests.conftest import REPO, all_stacks, stack_raw_config
 
 

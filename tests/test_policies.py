@@ -35,20 +35,20 @@ from pulumi_policy.deserialize import deserialize_properties
 from pulumi_policy.policy import _PolicyAnalyzerServicer
 from pulumi_policy.proxy import unknown_checking_proxy
 
-from components.config import PROJECT
-from components.image_spec import image_tag
-from components.versions import Image, versions
-from infra.cli import run
-from infra.policy_check import (
+from llmd_fleet.config.fleet import PROJECT
+from llmd_fleet.images.spec import image_tag
+from llmd_fleet.policies.pack import PACK_NAME, all_policies
+from llmd_fleet.policies.rules import _k8s
+from llmd_fleet.tools.cli import run
+from llmd_fleet.tools.policy_check import (
     PolicyConfigError,
     load_policy_config,
     reconcile_config,
     resource_urn,
     run_policy_pack,
 )
-from infra.synth import Recorded, RecordingMocks, synthesize
-from policies.pack import PACK_NAME, all_policies
-from policies.rules import _k8s
+from llmd_fleet.tools.synth import Recorded, RecordingMocks, synthesize
+from llmd_fleet.versions import Image, versions
 from tests.conftest import REFERENCE_STACK, REPO, STACKS_DIR, all_stacks
 
 # The cloud SDKs are loaded at run time: they are large enough that type-checking them would
@@ -231,17 +231,39 @@ def test_every_policy_is_documented_with_an_explicit_level():
 
 
 def test_conventions_match_the_components():
-    from components import pod
+    from llmd_fleet.serving import pod
 
     assert pod.ENGINE_NAME == _k8s.ENGINE_CONTAINER and pod.SIDECAR_NAME == _k8s.SIDECAR_CONTAINER
 
 
-def test_pack_entry_point_only_builds_the_pack():
-    main = (REPO / "policies" / "__main__.py").read_text()
-    assert main.count("PolicyPack(") == 1 and "def " not in main
-    project = yaml.safe_load((REPO / "policies" / "PulumiPolicy.yaml").read_text())
-    assert project["runtime"]["name"] == "python" and project["version"]
-    assert (REPO / "policies" / project["runtime"]["options"]["virtualenv"]).resolve() == REPO / ".venv"
+PACKAGED_PACK = REPO / "components" / "llmd_fleet" / "policies"
+
+
+@pytest.mark.parametrize("pack_dir", [REPO / "policies", PACKAGED_PACK], ids=["checkout", "packaged"])
+def test_pack_entry_points_only_serve_the_pack(pack_dir):
+    main = (pack_dir / "__main__.py").read_text()
+    assert "serve()" in main and "def " not in main and "PolicyPack(" not in main
+    project = yaml.safe_load((pack_dir / "PulumiPolicy.yaml").read_text())
+    assert project["version"] == pyproject_version()
+    if pack_dir == PACKAGED_PACK:
+        # Installed, the pack runs in whatever environment holds the package: no virtualenv option.
+        assert project["runtime"] == "python"
+    else:
+        assert project["runtime"]["name"] == "python"
+        assert (pack_dir / project["runtime"]["options"]["virtualenv"]).resolve() == REPO / ".venv"
+
+
+def pyproject_version() -> str:
+    import tomllib
+
+    return str(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"])
+
+
+def test_the_pack_is_built_in_one_place():
+    from llmd_fleet.policies import pack
+
+    source = Path(pack.__file__).read_text()
+    assert source.count("PolicyPack(") == 1 and "def serve()" in source
 
 
 @pytest.mark.parametrize("stack", all_stacks())
@@ -270,10 +292,9 @@ def test_the_reference_stack_has_a_gpu_budget(reference_policy_config):
 def decode_dp_48(monkeypatch) -> None:
     """The real program, given a plan whose decode DP (48) does not fill its 8 x 8 GPUs (the
     config layer would refuse such a role, so the plan is edited after it)."""
-    import infra.cli
-    import infra.synth
-
-    real_plan_fleet = infra.synth.plan_fleet
+    import llmd_fleet.tools.cli
+    import llmd_fleet.tools.synth
+    from llmd_fleet.plan.fleet import plan_fleet as real_plan_fleet
 
     def plan_fleet(config):
         plan = real_plan_fleet(config)
@@ -283,8 +304,8 @@ def decode_dp_48(monkeypatch) -> None:
         return dataclasses.replace(plan, roles=roles)
 
     # Both entry points plan: synthesize() (used by tests) and the command line.
-    monkeypatch.setattr(infra.synth, "plan_fleet", plan_fleet)
-    monkeypatch.setattr(infra.cli, "plan_fleet", plan_fleet)
+    monkeypatch.setattr(llmd_fleet.tools.synth, "plan_fleet", plan_fleet)
+    monkeypatch.setattr(llmd_fleet.tools.cli, "plan_fleet", plan_fleet)
 
 
 @pytest.mark.usefixtures("decode_dp_48")

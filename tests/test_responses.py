@@ -13,8 +13,8 @@ import pulumi
 import pytest
 import yaml
 
-from components.config import ConfigError, parse_config
-from components.config_responses import (
+from llmd_fleet.config.fleet import ConfigError, parse_config
+from llmd_fleet.config.responses import (
     ResponsesConfig,
     ResponsesDatabaseConfig,
     ResponsesEksDatabaseConfig,
@@ -24,11 +24,11 @@ from components.config_responses import (
     database_subnet_cidrs,
     default_gateway_address,
 )
-from components.responses import GATEWAY_NAME_LABEL, database_url
-from components.versions import version_tuple, versions
-from infra.cli import run
-from infra.render import render_files
-from infra.synth import _SECRET_SIG, _SECRET_SIG_KEY, RecordingMocks, Synthesis, clean, synthesize
+from llmd_fleet.responses.layer import GATEWAY_NAME_LABEL, database_url
+from llmd_fleet.tools.cli import run
+from llmd_fleet.tools.render import render_files
+from llmd_fleet.tools.synth import _SECRET_SIG, _SECRET_SIG_KEY, RecordingMocks, Synthesis, clean, synthesize
+from llmd_fleet.versions import version_tuple, versions
 from tests.conftest import STACKS_DIR, all_stacks, stack_raw_config
 from tests.httproutes import route_request
 from tests.test_security import restricted_violations
@@ -272,14 +272,14 @@ def test_derived_addresses():
     assert cidrs == {"database-capacity": "10.64.192.0/24", "database-secondary": "10.64.193.0/24"}
     import ipaddress
 
-    from components.config_eks import subnet_cidrs
+    from llmd_fleet.config.eks import subnet_cidrs
 
     taken = [ipaddress.IPv4Network(c) for c in subnet_cidrs("10.64.0.0/16").values()]
     assert not any(ipaddress.IPv4Network(c).overlaps(t) for c in cidrs.values() for t in taken)
 
 
 def test_cloud_sql_keeps_fewer_days_of_logs_than_backups():
-    from components.responses_db_gke import log_retention_days
+    from llmd_fleet.responses.db_gke import log_retention_days
 
     assert [log_retention_days(d) for d in (2, 5, 8, 14, 35)] == [1, 4, 7, 7, 7]
 
@@ -458,7 +458,7 @@ def test_eks_rds_is_multi_az_encrypted_private_and_protected():
 
 @pulumi.runtime.test
 def test_the_rds_security_group_admits_the_clusters_security_group():
-    from components.responses_db_eks import EksResponses
+    from llmd_fleet.responses.db_eks import EksResponses
 
     mocks = RecordingMocks()
     pulumi.runtime.set_mocks(mocks, project="llmd-fleet", stack="test", preview=False)
@@ -487,7 +487,7 @@ def test_the_rds_security_group_admits_the_clusters_security_group():
 
 @pulumi.runtime.test
 def test_the_cloud_sql_instance_is_protected_in_pulumi():
-    from components.responses_db_gke import GkeResponses
+    from llmd_fleet.responses.db_gke import GkeResponses
 
     pulumi.runtime.set_mocks(RecordingMocks(), project="llmd-fleet", stack="test", preview=False)
     config = parse_config(_raw("gke-h100"))

@@ -5,13 +5,10 @@ import json
 import pulumi
 import pytest
 
-from components.config import ConfigError, parse_config
-from components.epp_config import EndpointPickerConfig, build_epp_config, epp_cpus
-from components.gateway import GatewayLayer, http_route_spec
-from components.labels import serving_labels
-from components.plan import plan_fleet
-from components.pod import PodInputs, serving_pod_template
-from components.router import (
+from llmd_fleet.config.fleet import ConfigError, parse_config
+from llmd_fleet.labels import serving_labels
+from llmd_fleet.plan.fleet import plan_fleet
+from llmd_fleet.router.endpoint_picker import (
     Router,
     RouterNames,
     epp_args,
@@ -20,8 +17,11 @@ from components.router import (
     inference_pool_spec,
     pool_selector,
 )
-from components.vllm import vllm_serve_argv
-from infra.synth import RecordingMocks, clean
+from llmd_fleet.router.epp_config import EndpointPickerConfig, build_epp_config, epp_cpus
+from llmd_fleet.router.gateway import GatewayLayer, http_route_spec
+from llmd_fleet.serving.pod import PodInputs, serving_pod_template
+from llmd_fleet.serving.vllm import vllm_serve_argv
+from llmd_fleet.tools.synth import RecordingMocks, clean
 from tests.conftest import ENGINE_IMAGE
 
 TOKENIZER = "http://glm52-tokenizer.llm-d.svc:8000"

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from components.config import parse_config
-from components.router import RouterNames, epp_args, epp_rbac_rules
-from components.security import SKIP_PREFIX, Skip, pod_security_labels, skip_annotations
-from components.versions import versions
-from infra.synth import clean, synthesize
+from llmd_fleet.config.fleet import parse_config
+from llmd_fleet.router.endpoint_picker import RouterNames, epp_args, epp_rbac_rules
+from llmd_fleet.security.pod_context import SKIP_PREFIX, Skip, pod_security_labels, skip_annotations
+from llmd_fleet.tools.synth import clean, synthesize
+from llmd_fleet.versions import versions
 from tests.conftest import STACKS_DIR, all_stacks, stack_raw_config
 
 PSA = "pod-security.kubernetes.io"
@@ -178,7 +178,7 @@ def test_serving_pods_are_hardened(stack, rendered):
         context = engine["securityContext"]
         assert context["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK", "SYS_RAWIO"]}, role
         assert context["allowPrivilegeEscalation"] is False and context["readOnlyRootFilesystem"] is True
-        # Root because added capabilities take effect only for UID 0 (components/pod.py).
+        # Root because added capabilities take effect only for UID 0 (llmd_fleet/serving/pod.py).
         assert context["runAsUser"] == 0
         assert "privileged" not in context
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from infra import tool_cache
+from llmd_fleet.tools import tool_cache
 
 
 def test_build_once_builds_marks_complete_and_then_reuses(tmp_path):

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from components.config import NodeGroupConfig
-from components.dra import PCIE_ROOT
-from components.versions import versions
-from infra.stack_file import read_stack_file, stack_config
-from infra.twin import build, cluster, e2e, modules, nodes
-from infra.twin.pki import Pki, kubeconfig_text
+from llmd_fleet.config.fleet import NodeGroupConfig
+from llmd_fleet.platform.dra import PCIE_ROOT
+from llmd_fleet.tools.stack_file import read_stack_file, stack_config
+from llmd_fleet.tools.twin import build, cluster, e2e, modules, nodes
+from llmd_fleet.tools.twin.pki import Pki, kubeconfig_text
+from llmd_fleet.versions import versions
 from tests.conftest import REFERENCE_STACK, STACKS_DIR
 
 
@@ -78,7 +78,7 @@ def test_wrapper_check_catches_a_version_bump_without_regeneration():
 
 @pytest.mark.parametrize("name", ["kubernetes", "etcd", "kwok"])
 def test_committed_wrapper_modules_match_the_version_matrix(name):
-    """infra/twin/gomod/<name> was regenerated after the last bump of [twin] in the matrix."""
+    """tools/twin/gomod/<name> was regenerated after the last bump of [twin] in the matrix."""
     wrapper = modules.wrappers()[name]
     assert wrapper.version == getattr(versions().twin, name)
     assert modules.wrapper_ok(wrapper, (wrapper.directory / "go.mod").read_text()) == []

@@ -8,9 +8,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.check import BUILTIN_GROUPS, CrdSchemas, check_manifests, crd_directories, project_crd_dir
-from infra.render import render_files
-from infra.synth import synthesize
+from llmd_fleet.tools.check import (
+    BUILTIN_GROUPS,
+    CrdSchemas,
+    check_manifests,
+    crd_directories,
+    project_crd_dir,
+)
+from llmd_fleet.tools.render import render_files
+from llmd_fleet.tools.synth import synthesize
 from tests.conftest import STACKS_DIR, all_stacks
 
 CRD_DIR = project_crd_dir()

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from components.image_spec import build_args
-from components.versions import VersionMatrix, matrix_path, version_tuple, versions
+from llmd_fleet.images.spec import build_args
+from llmd_fleet.versions import VersionMatrix, matrix_path, version_tuple, versions
 from tests.conftest import REPO
 
 MATRIX = REPO / "images" / "versions.toml"
@@ -205,7 +205,7 @@ def test_no_version_is_hard_coded_outside_the_matrix():
     hits = hard_coded_versions()
     unexpected = sorted(hit for hit in hits if (hit[0], hit[1]) not in KNOWN_COPIES)
     assert not unexpected, "versions pinned in images/versions.toml written down elsewhere (read them " + (
-        f"through components.versions instead): {unexpected}"
+        f"through llmd_fleet.versions instead): {unexpected}"
     )
 
 

@@ -12,11 +12,10 @@ from typing import Any, cast
 import pytest
 import yaml
 
-from components.versions import versions
-from infra.cli import run
-from infra.vllm_check import cli, env
-from infra.vllm_check.deps import mismatches
-from infra.vllm_check.extract import (
+from llmd_fleet.tools.cli import run
+from llmd_fleet.tools.vllm_check import cli, env
+from llmd_fleet.tools.vllm_check.deps import mismatches
+from llmd_fleet.tools.vllm_check.extract import (
     LaunchError,
     Pod,
     container_env,
@@ -26,8 +25,8 @@ from infra.vllm_check.extract import (
     stack_command_lines,
     stub_bin,
 )
-from infra.vllm_check.lines import CommandLine, Finding, Origin, Problem, blamed_flag
-from infra.vllm_check.ports import (
+from llmd_fleet.tools.vllm_check.lines import CommandLine, Finding, Origin, Problem, blamed_flag
+from llmd_fleet.tools.vllm_check.ports import (
     Binding,
     PodLaunch,
     SideChannel,
@@ -35,7 +34,7 @@ from infra.vllm_check.ports import (
     offset_endpoint_port,
     port_problems,
 )
-from infra.vllm_check.selftest import (
+from llmd_fleet.tools.vllm_check.selftest import (
     BrokenLine,
     broken_lines,
     flag_value,
@@ -43,6 +42,7 @@ from infra.vllm_check.selftest import (
     verdicts,
     with_flag,
 )
+from llmd_fleet.versions import versions
 from tests.conftest import REFERENCE_STACK, REPO, all_stacks
 
 # --- Kubernetes $(VAR) expansion and the container environment -----------------------------------
@@ -293,7 +293,7 @@ def test_two_side_channels_on_one_base_collide_on_every_rank():
 
 
 def test_side_channels_of_nested_connectors():
-    from infra.vllm_check.checker import side_channels
+    from llmd_fleet.tools.vllm_check.checker import side_channels
 
     nixl = {"kv_connector": "NixlConnector", "kv_role": "kv_consumer"}
     offload = {
@@ -546,7 +546,7 @@ def test_env_lives_in_the_cache_outside_the_repository(monkeypatch, tmp_path):
 def test_vllm_version_comes_only_from_the_matrix():
     version = versions().vllm.version
     assert env.vllm_version() == version
-    for path in sorted((REPO / "infra" / "vllm_check").iterdir()):
+    for path in sorted((REPO / "components" / "llmd_fleet" / "tools" / "vllm_check").iterdir()):
         if path.is_file() and path.suffix in (".py", ".txt", ".md"):
             assert version not in path.read_text(), f"{path} hard-codes the vLLM version"
     requirements = env.REQUIREMENTS.read_text() + env.NO_DEPS_REQUIREMENTS.read_text()
@@ -561,9 +561,10 @@ def test_child_processes_run_isolated_with_the_project_root_only(monkeypatch):
     environ = env.child_environ(VLLM_TARGET_DEVICE="cpu")
     assert "VIRTUAL_ENV" not in environ and "HF_HUB_OFFLINE" not in environ
     assert environ["VLLM_TARGET_DEVICE"] == "cpu"
-    command = env.module_command(Path("/env/bin/python"), "infra.vllm_check.checker", "--smoke")
+    command = env.module_command(Path("/env/bin/python"), "llmd_fleet.tools.vllm_check.checker", "--smoke")
     assert command[:3] == ["/env/bin/python", "-I", "-c"] and command[-1] == "--smoke"
-    assert repr(str(REPO)) in command[3]
+    # The child imports llmd_fleet from its source root (components/ in a checkout), nothing else.
+    assert repr(str(REPO / "components")) in command[3]
 
 
 def test_deps_check_reports_versions_outside_the_declared_range(monkeypatch):
@@ -596,5 +597,5 @@ def test_check_fails_when_the_committed_parser_names_differ_from_vllms(
     out = capsys.readouterr().out
     assert (
         "differ from vLLM" in out
-        and "FINDING components/vllm_registry.py: (command line): TOOL_CALL_PARSERS" in out
+        and "FINDING llmd_fleet/config/vllm_registry.py: (command line): TOOL_CALL_PARSERS" in out
     )

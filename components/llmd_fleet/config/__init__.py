@@ -1,0 +1,1 @@
+"""The stack configuration: typed, validated settings (pure; no Pulumi)."""

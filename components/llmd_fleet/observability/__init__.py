@@ -1,0 +1,1 @@
+"""Metrics, alerts and dashboards (type token `llmd-fleet:observability:Observability`)."""

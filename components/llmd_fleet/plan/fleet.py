@@ -1,0 +1,486 @@
+"""The fleet plan: a pure function from the stack config to roles, ranks, ports and memory.
+
+Everything a component needs to know about sizes is decided here, once, and tested directly:
+GPUs and data-parallel ranks per instance, the LeaderWorkerSet group size, the ports of every
+local rank, the start rank of every worker, and whether the model fits each GPU with room left
+for KV cache. A role that cannot hold the model fails the plan with a message that says why.
+"""
+
+import math
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from llmd_fleet.config.fleet import HBM_MIB, PROJECT, NodeGroupConfig, RoleConfig, StackConfig
+from llmd_fleet.plan.fabric import Fabric, fabric_for
+
+GIB = 1024**3
+GB = 10**9
+
+NicTopology = Literal["pcie-root-per-gpu", "whole-node"]
+"""How a pod's NICs are claimed next to its GPUs (llmd_fleet/platform/dra.py builds the claim)."""
+
+
+@dataclass(frozen=True)
+class ClaimShape:
+    """What one pod claims: all GPUs of its node and, where the fabric has a DRA driver, its NICs."""
+
+    gpus: int
+    nics: int
+    nic_device_class: str | None
+    topology: NicTopology
+
+    @property
+    def nics_per_gpu(self) -> int:
+        return self.nics // self.gpus
+
+
+RoleName = Literal["prefill", "decode"]
+ROLE_NAMES: tuple[RoleName, RoleName] = ("prefill", "decode")
+
+# The typical agent turn of the reference workload (median input ~195k tokens); the plan reports
+# how many such contexts each rank's KV cache holds.
+AGENT_CONTEXT_TOKENS = 195_000
+
+# Ports. vLLM's multi-port external load balancing gives every local DP rank its own API server
+# on `--port + local rank`; prefill serves clients directly on 8000+, decode serves behind the
+# routing sidecar, which takes 8000+ and forwards to vLLM on 8200+ (llm-d's wide-EP layout).
+PREFILL_ENGINE_PORT = 8000
+DECODE_ENGINE_PORT = 8200
+SIDECAR_PORT = 8000
+# vLLM's data-parallel coordinator on the LWS leader (--data-parallel-rpc-port).
+DP_RPC_PORT = 5555
+# KV-event publishers: vLLM adds the global DP rank to the endpoint port, so each pod sets its
+# base to KV_EVENTS_PORT - start rank and its ranks publish on KV_EVENTS_PORT + local rank.
+KV_EVENTS_PORT = 5557
+# NIXL side channel: vLLM also adds the global DP rank to VLLM_NIXL_SIDE_CHANNEL_PORT, so each
+# pod exports NIXL_SIDE_CHANNEL_PORT - start rank and its ranks listen on NIXL_SIDE_CHANNEL_PORT + i.
+NIXL_SIDE_CHANNEL_PORT = 5600
+# p2p KV tier (vLLM VLLM_P2P_SIDE_CHANNEL_PORT, also + global DP rank); 7777 is the routing
+# sidecar's default --p2p-connector-port, which must name the same base.
+P2P_PORT = 7777
+
+
+class PlanError(Exception):
+    """The configuration is valid but the fleet cannot be built as asked."""
+
+    def __init__(self, problems: list[tuple[str, str]]):
+        self.problems = problems
+        lines = [f"{path}: {message}" for path, message in problems]
+        super().__init__("the stack cannot be planned:\n  " + "\n  ".join(lines))
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Per-GPU HBM budget of one rank, in GiB."""
+
+    hbm_gib: float
+    usable_gib: float
+    replicated_weights_gib: float
+    expert_weights_gib: float
+    reserve_gib: float
+    kv_cache_gib: float
+    kv_tokens: int
+    agent_contexts: float
+    cpu_tier_gib: int = 0
+    """CPU DRAM KV tier per DP rank (0 without offload)."""
+    cpu_tier_tokens: int = 0
+    cpu_tier_contexts: float = 0.0
+
+
+@dataclass(frozen=True)
+class RolePlan:
+    """Everything derived for one role."""
+
+    name: RoleName
+    node_group: str
+    instances: int
+    nodes_per_instance: int
+    gpus_per_node: int
+    tensor_parallel: int
+    data_parallel: int
+    expert_parallel: int
+    dp_size_local: int
+    engine_ports: tuple[int, ...]
+    supervisor_port: int
+    sidecar_ports: tuple[int, ...]
+    kv_events_ports: tuple[int, ...]
+    nixl_side_channel_ports: tuple[int, ...]
+    p2p_ports: tuple[int, ...]
+    dp_rpc_port: int
+    start_ranks: tuple[int, ...]
+    memory: MemoryPlan
+    shm_gib: int
+    """Memory-backed /dev/shm: NCCL/DeepEP staging plus the CPU KV tier, which vLLM keeps in a
+    shared region under /dev/shm (vllm_offload_<engine>.mmap)."""
+    pod_memory_gib: int
+    """Memory request = limit of the engine container: ranks x (process + pinned buffers) + shm."""
+    pod_cpus: int
+    claim: ClaimShape | None
+    """DRA claim of each pod; None when the node group uses device plugins."""
+    fabric: Fabric
+    """The target's GPU fabric (KV transfer backends, NCCL/NVSHMEM settings, pod annotations)."""
+    drain_seconds: int = 0
+    """vLLM `--shutdown-timeout`: in-flight requests finish within this after SIGTERM."""
+    max_surge: int = 0
+    """Rolling update: instances created above `instances` while replacing (1 only when the node
+    group has a whole spare instance's nodes, see `rollout_for`)."""
+    max_unavailable: int = 1
+    """Rolling update: instances taken down at once (0 when surging)."""
+
+    @property
+    def lws_size(self) -> int:
+        """Pods in one LeaderWorkerSet group: one per node of the instance."""
+        return self.nodes_per_instance
+
+    @property
+    def gpus_per_instance(self) -> int:
+        return self.nodes_per_instance * self.gpus_per_node
+
+    @property
+    def nodes(self) -> int:
+        return self.instances * self.nodes_per_instance
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def client_ports(self) -> tuple[int, ...]:
+        """Ports clients (the router) send requests to: one per local DP rank."""
+        return self.sidecar_ports or self.engine_ports
+
+    def pod_ports(self) -> dict[str, tuple[int, ...]]:
+        """Every port a pod of this role listens on, by purpose (for collision checks)."""
+        ports = {
+            "engine": self.engine_ports,
+            "supervisor": (self.supervisor_port,),
+            "kv-events": self.kv_events_ports,
+            "nixl": self.nixl_side_channel_ports,
+            "p2p": self.p2p_ports,
+            "dp-rpc": (self.dp_rpc_port,),
+        }
+        if self.sidecar_ports:
+            ports["sidecar"] = self.sidecar_ports
+        return ports
+
+
+@dataclass(frozen=True)
+class NodeGroupUse:
+    name: str
+    nodes: int
+    used: int
+
+
+# --- The router: how big its prefix index entries and its memory must be for this fleet. ---------
+
+# Bytes a prompt token takes in a request body (UTF-8 text of code and prose is ~4 characters per
+# token for GLM-class tokenizers); the flow-control byte bounds count request bodies.
+PROMPT_BYTES_PER_TOKEN = 4
+# EPP working set per request/s per prompt token, from llm-d's operations guidance: 12.5 GiB peak
+# at 50 req/s with 100k-token prompts (tokenized prompts, block keys, in-flight bodies), so about
+# 2.7 KB per token of prompt per request/s. Linear in both, as that guidance sizes it.
+EPP_BYTES_PER_TOKEN_PER_RPS = 12.5 * GIB / (50 * 100_000)
+# What the EPP process holds independent of traffic (binary, informers, plugin state).
+EPP_BASELINE_GIB = 2
+# Headroom on top of the working set and the queue bound before the limit (allocator slack, GC).
+EPP_MEMORY_HEADROOM = 1.25
+# Headroom on the precise index's holders per block key (speculative entries, churn).
+INDEX_HOLDER_HEADROOM = 1.25
+
+
+@dataclass(frozen=True)
+class RouterPlan:
+    """Sizes of the endpoint picker derived from the fleet and its expected traffic."""
+
+    endpoints: int
+    """Rank endpoints that can hold a block: every DP rank of every instance of both roles."""
+    tiers: int
+    """Places a rank can hold a block that the engines report (HBM, plus the CPU tier when on)."""
+    index_holders: int
+    """The precise index's holders per block key (`podCacheSize`): at least endpoints x tiers,
+    with headroom, or a popular prefix (every subagent shares the repository prefix) silently
+    loses its holders and affinity drops to zero."""
+    prompt_bytes: int
+    """Bytes of one typical request body (expected prompt tokens x PROMPT_BYTES_PER_TOKEN)."""
+    band_max_bytes: tuple[tuple[int, int], ...]
+    """(priority, maxBytes) of each flow-control band: its maxRequests typical bodies."""
+    queue_max_bytes: int
+    """Global flow-control `maxBytes`: the sum of the bands' bounds."""
+    working_set_gib: float
+    """Memory the EPP needs to route at the expected rate (baseline plus traffic)."""
+    memory_gib: int
+    """Memory request and limit per EPP replica: working set plus the queue bound, with headroom."""
+
+
+def plan_router(config: StackConfig, roles: tuple["RolePlan", ...]) -> RouterPlan:
+    router = config.router
+    endpoints = sum(r.instances * r.data_parallel for r in roles)
+    cpu_tier = config.serving.kv_tier.cpu_offload and any(r.memory.cpu_tier_tokens > 0 for r in roles)
+    tiers = 2 if cpu_tier else 1
+    holders = math.ceil(endpoints * tiers * INDEX_HOLDER_HEADROOM)
+    prompt_bytes = router.expected_prompt_tokens * PROMPT_BYTES_PER_TOKEN
+    bands = tuple((c.priority, c.max_requests * prompt_bytes) for c in router.priority_classes)
+    queue_bytes = sum(b for _, b in bands) if router.flow_control else 0
+    working = (
+        EPP_BASELINE_GIB
+        + EPP_BYTES_PER_TOKEN_PER_RPS
+        * router.expected_requests_per_second
+        * router.expected_prompt_tokens
+        / GIB
+    )
+    memory = math.ceil((working + queue_bytes / GIB) * EPP_MEMORY_HEADROOM)
+    return RouterPlan(
+        endpoints=endpoints,
+        tiers=tiers,
+        index_holders=holders,
+        prompt_bytes=prompt_bytes,
+        band_max_bytes=bands,
+        queue_max_bytes=queue_bytes,
+        working_set_gib=round(working, 1),
+        memory_gib=memory,
+    )
+
+
+@dataclass(frozen=True)
+class FleetPlan:
+    roles: tuple[RolePlan, ...]
+    node_groups: tuple[NodeGroupUse, ...]
+    router: RouterPlan
+
+    def role(self, name: RoleName) -> RolePlan:
+        return next(r for r in self.roles if r.name == name)
+
+    @property
+    def gpus(self) -> int:
+        return sum(r.gpus for r in self.roles)
+
+    @property
+    def nodes(self) -> int:
+        return sum(r.nodes for r in self.roles)
+
+
+def claim_shape(group: NodeGroupConfig) -> ClaimShape | None:
+    """The DRA claim a pod on this node group makes (all of the node's GPUs and fabric NICs)."""
+    if group.accelerator_allocation != "dra":
+        return None
+    return ClaimShape(
+        gpus=group.gpus_per_node,
+        nics=group.nics_per_node,
+        nic_device_class=group.nic_device_class,
+        topology=group.nic_topology,
+    )
+
+
+def _memory(config: StackConfig, role: RoleConfig) -> MemoryPlan:
+    group = config.fleet.node_groups[role.node_group]
+    model = config.model
+    bytes_per_param = model.weight_dtype.bytes_per_param
+    hbm = HBM_MIB[group.accelerator] / 1024
+    usable = hbm * role.gpu_memory_utilization
+    replicated_params = (model.total_params_b - model.routed_expert_params_b) * GB
+    # Tensor parallelism splits the replicated (attention/dense) weights inside a DP rank.
+    replicated = replicated_params * bytes_per_param / role.tensor_parallel / GIB
+    experts = model.routed_expert_params_b * GB * bytes_per_param / role.expert_parallel / GIB
+    reserve = role.runtime_reserve_gib + role.nvshmem_heap_gib
+    kv = usable - replicated - experts - reserve
+    kv_tokens = max(0, int(kv * GIB // model.kv_bytes_per_token))
+    return MemoryPlan(
+        hbm_gib=hbm,
+        usable_gib=usable,
+        replicated_weights_gib=replicated,
+        expert_weights_gib=experts,
+        reserve_gib=reserve,
+        kv_cache_gib=kv,
+        kv_tokens=kv_tokens,
+        agent_contexts=kv_tokens / AGENT_CONTEXT_TOKENS,
+    )
+
+
+# Host memory of the routing sidecar (decode pods).
+SIDECAR_MEMORY_GIB = 1
+
+
+def _host_memory(
+    config: StackConfig, role: RoleConfig, dp_local: int, memory: MemoryPlan, name: RoleName
+) -> tuple[MemoryPlan, int, int, tuple[str, str] | None]:
+    """Split a node's host memory: explicit reserves first (system, per-rank process and pinned
+    buffers, /dev/shm staging, sidecar), then `hostMemoryFraction` of the rest as the CPU KV
+    tier, in whole GiB per rank. The tier lives in /dev/shm, which counts against the pod's
+    memory limit, so limit = ranks x (process + pinned) + shm can never be exceeded by the cache."""
+    group = config.fleet.node_groups[role.node_group]
+    tier = config.serving.kv_tier
+    # NCCL, torch IPC and DeepEP staging: llm-d's wide-EP guides use ~32 MiB per rank and 2 GiB
+    # in all; 1 GiB per rank leaves headroom.
+    staging_shm = max(2, dp_local)
+    per_rank = role.host_memory_per_rank_gib + tier.pinned_buffers_per_rank_gib
+    sidecar = SIDECAR_MEMORY_GIB if name == "decode" else 0
+    available = group.host_memory_gib - group.system_reserved_memory_gib
+    fixed = dp_local * per_rank + staging_shm + sidecar
+    problem = None
+    cpu_gib = 0
+    if fixed > available:
+        problem = (
+            "hostMemoryPerRankGiB",
+            f"a pod needs {fixed} GiB before any CPU KV tier ({dp_local} ranks x {per_rank} GiB + "
+            f"{staging_shm} GiB /dev/shm staging + {sidecar} GiB sidecar) but a node of "
+            f"{role.node_group!r} offers {available} GiB after system reservations",
+        )
+    elif tier.cpu_offload:
+        cpu_gib = int((available - fixed) * tier.host_memory_fraction // dp_local)
+        if cpu_gib < 1:
+            problem = (
+                "hostMemoryPerRankGiB",
+                f"no host memory is left for the CPU KV tier on {role.node_group!r} "
+                f"({available - fixed} GiB after reserves); lower the reserves or turn cpuOffload off",
+            )
+    shm_gib = staging_shm + dp_local * cpu_gib
+    cpu_tokens = cpu_gib * GIB // config.model.kv_bytes_per_token
+    memory = replace(
+        memory,
+        cpu_tier_gib=cpu_gib,
+        cpu_tier_tokens=cpu_tokens,
+        cpu_tier_contexts=cpu_tokens / AGENT_CONTEXT_TOKENS,
+    )
+    return memory, shm_gib, dp_local * per_rank + shm_gib, problem
+
+
+def _role_plan(config: StackConfig, name: RoleName) -> tuple[RolePlan, list[tuple[str, str]]]:
+    role: RoleConfig = getattr(config.serving.roles, name)
+    group = config.fleet.node_groups[role.node_group]
+    path = f"{PROJECT}:serving.roles.{name}"
+    problems: list[tuple[str, str]] = []
+    dp_local = group.gpus_per_node // role.tensor_parallel
+    engine_base = PREFILL_ENGINE_PORT if name == "prefill" else DECODE_ENGINE_PORT
+    engine_ports = tuple(engine_base + i for i in range(dp_local))
+    sidecar_ports = tuple(SIDECAR_PORT + i for i in range(dp_local)) if name == "decode" else ()
+    memory = _memory(config, role)
+    if memory.kv_cache_gib <= 0:
+        problems.append(
+            (
+                f"{path}.nodesPerInstance",
+                f"the model does not fit: each GPU needs "
+                f"{memory.replicated_weights_gib:.1f} GiB replicated weights + "
+                f"{memory.expert_weights_gib:.1f} GiB experts (EP={role.expert_parallel}) + "
+                f"{memory.reserve_gib:.1f} GiB reserve, but only {memory.usable_gib:.1f} GiB "
+                f"({memory.hbm_gib:.1f} GiB x {role.gpu_memory_utilization}) is usable; "
+                f"span more nodes per instance to raise the expert-parallel size",
+            )
+        )
+    elif memory.kv_tokens < role.max_model_len:
+        problems.append(
+            (
+                f"{path}.maxModelLen",
+                f"each rank has KV room for {memory.kv_tokens} tokens "
+                f"({memory.kv_cache_gib:.1f} GiB), fewer than maxModelLen "
+                f"{role.max_model_len}; lower maxModelLen or span more nodes per instance",
+            )
+        )
+    memory, shm_gib, pod_memory_gib, memory_problem = _host_memory(config, role, dp_local, memory, name)
+    if memory_problem:
+        problems.append((f"{path}.{memory_problem[0]}", memory_problem[1]))
+    pod_cpus = dp_local * role.cpus_per_rank
+    node_cpus = group.cpus_per_node - group.system_reserved_cpus
+    # The routing sidecar (decode) takes one more CPU.
+    if pod_cpus + (1 if name == "decode" else 0) > node_cpus:
+        problems.append(
+            (
+                f"{path}.cpusPerRank",
+                f"a pod needs {pod_cpus} CPUs ({dp_local} ranks x {role.cpus_per_rank}) but a "
+                f"node of {role.node_group!r} offers {node_cpus} after system reservations",
+            )
+        )
+    plan = RolePlan(
+        name=name,
+        node_group=role.node_group,
+        instances=role.instances,
+        nodes_per_instance=role.nodes_per_instance,
+        gpus_per_node=group.gpus_per_node,
+        tensor_parallel=role.tensor_parallel,
+        data_parallel=role.data_parallel,
+        expert_parallel=role.expert_parallel,
+        dp_size_local=dp_local,
+        engine_ports=engine_ports,
+        supervisor_port=engine_base + dp_local,
+        sidecar_ports=sidecar_ports,
+        kv_events_ports=tuple(KV_EVENTS_PORT + i for i in range(dp_local)),
+        nixl_side_channel_ports=tuple(NIXL_SIDE_CHANNEL_PORT + i for i in range(dp_local)),
+        p2p_ports=(
+            tuple(P2P_PORT + i for i in range(dp_local))
+            if config.serving.kv_tier.cpu_offload and config.serving.kv_tier.peer_to_peer
+            else ()
+        ),
+        dp_rpc_port=DP_RPC_PORT,
+        start_ranks=tuple(w * dp_local for w in range(role.nodes_per_instance)),
+        memory=memory,
+        shm_gib=shm_gib,
+        pod_memory_gib=pod_memory_gib,
+        pod_cpus=pod_cpus,
+        claim=claim_shape(group),
+        fabric=fabric_for(config.target.kind),
+        drain_seconds=config.serving.drain_seconds,
+    )
+    return plan, problems
+
+
+def plan_fleet(config: StackConfig) -> FleetPlan:
+    """Derive the fleet plan, or raise PlanError naming every role that cannot be built."""
+    problems: list[tuple[str, str]] = []
+    roles = []
+    for name in ROLE_NAMES:
+        role_plan, role_problems = _role_plan(config, name)
+        roles.append(role_plan)
+        problems += role_problems
+    uses = []
+    for group_name, group in sorted(config.fleet.node_groups.items()):
+        used = sum(r.nodes for r in roles if r.node_group == group_name)
+        uses.append(NodeGroupUse(group_name, group.count, used))
+        if used > group.count:
+            problems.append(
+                (
+                    f"{PROJECT}:fleet.nodeGroups.{group_name}.count",
+                    f"the roles need {used} nodes "
+                    + " + ".join(
+                        f"{r.name} {r.instances}x{r.nodes_per_instance}"
+                        for r in roles
+                        if r.node_group == group_name
+                    )
+                    + f" but the group has {group.count}",
+                )
+            )
+    if problems:
+        raise PlanError(problems)
+    spare = {use.name: use.nodes - use.used for use in uses}
+    for i, r in enumerate(roles):
+        surge, unavailable = rollout_for(r, spare[r.node_group])
+        roles[i] = replace(r, max_surge=surge, max_unavailable=unavailable)
+    router = plan_router(config, tuple(roles))
+    explicit = config.router.memory_gib
+    if explicit is not None and explicit < router.memory_gib:
+        raise PlanError(
+            [
+                (
+                    f"{PROJECT}:router.memoryGiB",
+                    f"must be at least {router.memory_gib} GiB, what the plan derives for "
+                    f"{config.router.expected_requests_per_second:g} req/s of "
+                    f"{config.router.expected_prompt_tokens}-token prompts and a flow-control queue "
+                    f"bound of {router.queue_max_bytes / GIB:.1f} GiB (got {explicit}); leave it unset "
+                    "to use the derived size",
+                )
+            ]
+        )
+    if explicit is not None:
+        router = replace(router, memory_gib=explicit)
+    return FleetPlan(roles=tuple(roles), node_groups=tuple(uses), router=router)
+
+
+def rollout_for(role: RolePlan, spare_nodes: int) -> tuple[int, int]:
+    """(maxSurge, maxUnavailable) of a role's rolling update.
+
+    Decode surges first (a new instance becomes ready before an old one goes, so decode capacity
+    never drops; llm-d's P/D rollout) when its node group has the nodes of one more instance to
+    spare. Otherwise a surge instance could never schedule and, with maxUnavailable 0, the rollout
+    would stall for good, so decode is replaced one instance at a time like prefill, whose
+    instances span nodes and always replace in place."""
+    if role.name == "decode" and spare_nodes >= role.nodes_per_instance:
+        return 1, 0
+    return 0, 1

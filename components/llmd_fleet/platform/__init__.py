@@ -1,0 +1,1 @@
+"""Cluster platform (type tokens `llmd-fleet:platform:*`): DRA drivers, LeaderWorkerSet, Helm helpers."""

@@ -1,0 +1,311 @@
+"""The stack program: config -> plan -> target cluster -> platform -> serving -> outputs.
+
+The same function runs under `pulumi up` and under the mock engine of `llmd-fleet render`. Each
+cloud target's components (and with them its SDK) are imported only when a stack uses that
+target: the on-prem path imports no cloud SDK (docs/performance.md).
+"""
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import pulumi
+
+from llmd_fleet.cluster.onprem import OnPremCluster
+from llmd_fleet.config.fleet import (
+    ConfigError,
+    StackConfig,
+    check_stack_secrets,
+    parse_config,
+    read_pulumi_config,
+)
+from llmd_fleet.config.responses import PASSWORD_KEY
+from llmd_fleet.images.build import ImageBuild, ImageBuildArgs, serving_image
+from llmd_fleet.images.spec import variant_for
+from llmd_fleet.plan.fabric import fabric_for
+from llmd_fleet.plan.fleet import FleetPlan, PlanError, plan_fleet
+from llmd_fleet.platform.accelerators import AcceleratorPlatform
+from llmd_fleet.platform.dra import DRANET_RDMA_CLASS, DRANET_RDMA_SELECTOR
+from llmd_fleet.platform.lws import LeaderWorkerSetController
+from llmd_fleet.router.endpoint_picker import Router
+from llmd_fleet.router.gateway import GatewayLayer, aws_nlb_annotations
+from llmd_fleet.serving.layers import add_serving_layers
+from llmd_fleet.serving.model_serving import ModelServing
+from llmd_fleet.versions import Chart, versions
+
+if TYPE_CHECKING:
+    from llmd_fleet.cluster.eks import EksCluster
+    from llmd_fleet.cluster.gke import GkeCluster
+    from llmd_fleet.responses.layer import ManagedDatabase
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """The top-level components of a stack."""
+
+    cluster: "OnPremCluster | GkeCluster | EksCluster"
+    lws: LeaderWorkerSetController
+    serving: ModelServing
+    gateway: GatewayLayer
+    router: Router
+    image_build: ImageBuild | None
+    """The serving image build, when the stack asks for one (`llmd-fleet:images.build`)."""
+
+
+@dataclass(frozen=True)
+class _Target:
+    """The cluster of a target kind and what the platform layer needs to know about it."""
+
+    cluster: "OnPremCluster | GkeCluster | EksCluster"
+    node_setup: list[pulumi.Resource]
+    """Per-target node setup (drivers, fabric) that serving pods need first."""
+    driver_root: str
+    gpu_operator: bool
+    install_gateway_crds: bool
+    critical_priority: bool = True
+    """Whether driver pods outside kube-system may use system-*-critical priority (not on GKE)."""
+    nic_driver: tuple[str, Chart, str] | None = None
+    """(release, chart, namespace) of the target's NIC DRA driver when it ships its own DeviceClass
+    (EKS: aws-dranet); None installs upstream DRANET where a node group uses its class."""
+    gateway_annotations: dict[str, str] = field(default_factory=dict)
+    """Annotations for the Gateway's generated Service (EKS: the NLB)."""
+    cloud_opts: pulumi.ResourceOptions | None = None
+    """Options for the stack's other cloud resources (EKS: the region's AWS provider)."""
+
+
+def _gke_target(config: StackConfig) -> _Target:
+    from llmd_fleet.cluster.gke import GkeCluster
+    from llmd_fleet.cluster.tcpxo import TcpxoNodeSetup
+    from llmd_fleet.plan.tcpxo import GKE_DRIVER_ROOT
+
+    cluster = GkeCluster("cluster", {"config": config})
+    setup = TcpxoNodeSetup(
+        "tcpxo",
+        {
+            "gpu_networks": [(n.vpc, n.subnet) for n in cluster.gpu_network_names],
+            "accelerators": cluster.accelerators,
+        },
+        opts=pulumi.ResourceOptions(providers={"kubernetes": cluster.provider}),
+    )
+    # GKE ships the Gateway API and InferencePool CRDs (from the fleet's minimum Kubernetes
+    # version on); no GPU Operator on COS.
+    return _Target(
+        cluster,
+        [setup],
+        GKE_DRIVER_ROOT,
+        gpu_operator=False,
+        install_gateway_crds=False,
+        critical_priority=False,
+    )
+
+
+def _eks_target(config: StackConfig) -> _Target:
+    from llmd_fleet.cluster.eks import ADDONS, EksCluster
+
+    eks = config.target.eks
+    assert eks is not None  # parse_config requires the section for kind eks
+    cluster = EksCluster(
+        "cluster",
+        {
+            "eks": eks,
+            "node_groups": config.fleet.node_groups,
+            "cluster_name": f"llmd-{pulumi.get_stack()}",
+            "kubernetes_version": versions().kubernetes.eks,
+            "addon_versions": {name: versions().software[f"eks-addon-{name}"] for name in ADDONS},
+        },
+    )
+    # AL2023 NVIDIA AMI: host driver at /, no GPU Operator. aws-dranet publishes the EFAs and
+    # ships the efa.networking.k8s.aws DeviceClass itself.
+    return _Target(
+        cluster,
+        [],
+        "/",
+        gpu_operator=False,
+        install_gateway_crds=True,
+        nic_driver=("aws-dranet", versions().chart("aws-dranet"), "kube-system"),
+        gateway_annotations=aws_nlb_annotations(eks.load_balancer_scheme),
+        cloud_opts=pulumi.ResourceOptions(providers={"aws": cluster.aws_provider}),
+    )
+
+
+def _target(config: StackConfig, pulumi_config: pulumi.Config) -> _Target:
+    if config.target.kind == "gke":
+        return _gke_target(config)
+    if config.target.kind == "eks":
+        return _eks_target(config)
+    cluster = OnPremCluster(
+        "cluster",
+        {
+            "kubeconfig": pulumi_config.get_secret("kubeconfig"),
+            "context": config.target.kubeconfig_context,
+        },
+    )
+    driver_root = "/" if config.target.gpu_driver == "host" else "/run/nvidia/driver"
+    return _Target(cluster, [], driver_root, gpu_operator=True, install_gateway_crds=True)
+
+
+def _image_build(config: StackConfig, target: _Target, pulumi_config: pulumi.Config) -> ImageBuild | None:
+    """The wide-EP image build for the target's fabric, when the stack asks for one."""
+    images = config.images
+    if not images.build:
+        return None
+    kind = config.target.kind
+    args: ImageBuildArgs = {
+        "target_kind": kind,
+        "variant": variant_for(fabric_for(kind).name),
+        "repository": images.repository,
+    }
+    if kind == "gke":
+        gke = config.target.gke
+        assert gke is not None  # parse_config requires the section for kind gke
+        args.update({"gcp_project": gke.project, "gcp_location": gke.region})
+    elif kind == "onprem":
+        args.update(
+            {
+                "registry": images.registry,
+                "username": images.registry_username,
+                "password": pulumi_config.get_secret("registryPassword"),
+            }
+        )
+    return ImageBuild("serving-image", args, opts=target.cloud_opts)
+
+
+def _responses_database(
+    config: StackConfig, target: _Target, password: pulumi.Input[str] | None
+) -> "ManagedDatabase | None":
+    """The cloud target's managed response store (Cloud SQL, RDS), its SDK module imported only
+    here; None when Responses is off or on-prem (the serving layers declare CloudNativePG)."""
+    if config.responses is None or password is None or config.target.kind == "onprem":
+        return None
+    if config.target.kind == "gke":
+        from llmd_fleet.cluster.gke import GkeCluster
+        from llmd_fleet.responses.db_gke import GkeResponses
+
+        assert isinstance(target.cluster, GkeCluster)
+        network = target.cluster.network
+        return GkeResponses(
+            "responses-db",
+            {
+                "config": config,
+                "network": network.network.id,
+                "subnet": network.subnet.id,
+                "password": password,
+            },
+        ).database
+    from llmd_fleet.cluster.eks import EksCluster
+    from llmd_fleet.responses.db_eks import EksResponses
+
+    eks, cluster = config.target.eks, target.cluster
+    assert eks is not None and isinstance(cluster, EksCluster)
+    return EksResponses(
+        "responses-db",
+        {
+            "eks": eks,
+            "responses": config.responses,
+            "cluster_name": cluster.cluster_name,
+            "vpc_id": cluster.vpc.id,
+            "cluster_security_group_id": cluster.cluster_security_group_id,
+            "password": password,
+            "tags": cluster.tags,
+        },
+        opts=target.cloud_opts,
+    ).database
+
+
+def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
+    """Declare every resource of the stack and its outputs."""
+    pulumi_config = pulumi.Config()
+    target = _target(config, pulumi_config)
+    cluster = target.cluster
+    groups = config.fleet.node_groups.values()
+    if any(g.accelerator_allocation == "dra" for g in groups):
+        uses_dranet = any(g.nic_device_class == DRANET_RDMA_CLASS for g in groups)
+        AcceleratorPlatform(
+            "accelerators",
+            {
+                "driver_root": target.driver_root,
+                "dra_driver_chart": versions().chart("dra-driver-nvidia-gpu"),
+                "gpu_operator": (
+                    (versions().chart("gpu-operator"), config.target.gpu_driver == "gpu-operator")
+                    if target.gpu_operator
+                    else None
+                ),
+                "nic_driver": target.nic_driver
+                or (("dranet", versions().chart("dranet"), "kube-system") if uses_dranet else None),
+                "nic_device_class": (DRANET_RDMA_CLASS, DRANET_RDMA_SELECTOR) if uses_dranet else None,
+                "critical_priority": target.critical_priority,
+            },
+            opts=pulumi.ResourceOptions(
+                providers={"kubernetes": cluster.provider}, depends_on=target.node_setup
+            ),
+        )
+    image_build = _image_build(config, target, pulumi_config)
+    responses_password = pulumi_config.get_secret(PASSWORD_KEY) if config.responses is not None else None
+    layers = add_serving_layers(
+        {
+            "config": config,
+            "plan": plan,
+            "hf_token": pulumi_config.get_secret("hfToken") if config.has_hf_token else None,
+            # The one place the engine image comes from; a build makes serving wait for the push.
+            "engine_image": serving_image(config.target.kind, fabric_for(config.target.kind), image_build),
+            "install_gateway_crds": target.install_gateway_crds,
+            "gateway_annotations": target.gateway_annotations,
+            "serving_after": target.node_setup,
+            "responses_password": responses_password,
+            "responses_database": _responses_database(config, target, responses_password),
+        },
+        cluster.provider,
+    )
+    serving, gateway, router = layers.serving, layers.gateway, layers.router
+    pulumi.export("gatewayAddress", gateway.address)
+    pulumi.export("inferencePool", router.inference_pool.id.apply(lambda _: config.serving.name))
+    pulumi.export("namespace", config.serving.namespace)
+    pulumi.export("disaggregatedSet", serving.disaggregated_set.id.apply(lambda _: config.serving.name))
+    pulumi.export("gpus", plan.gpus)
+    if image_build is not None:
+        pulumi.export("servingImage", image_build.ref)
+    if not isinstance(cluster, OnPremCluster):  # the stack made the cluster: hand over its kubeconfig
+        pulumi.export("kubeconfig", cluster.kubeconfig)
+    pulumi.export(
+        "roles",
+        {r.name: {"instances": r.instances, "nodesPerInstance": r.nodes_per_instance} for r in plan.roles},
+    )
+    return Fleet(
+        cluster=cluster,
+        lws=layers.lws,
+        serving=serving,
+        gateway=gateway,
+        router=router,
+        image_build=image_build,
+    )
+
+
+def load_from_pulumi() -> StackConfig:
+    """Load and validate the current stack's config from the Pulumi runtime (the program reads
+    it here; the config layer itself stays free of Pulumi)."""
+    from pulumi.runtime import config as runtime_config
+
+    keys = list({**runtime_config.get_config_env(), **runtime_config.CONFIG.get()})
+    # `pulumi up` passes secret key names in the environment; mocks and the automation API set them
+    # in the runtime, so both are consulted.
+    env_secrets = set(runtime_config.get_config_secret_keys_env())
+    raw, secrets = read_pulumi_config(
+        runtime_config.get_config,
+        keys,
+        lambda key: key in env_secrets or runtime_config.is_config_secret(key),
+    )
+    return check_stack_secrets(parse_config(raw, secrets))
+
+
+def load() -> tuple[StackConfig, FleetPlan]:
+    """Validate the stack config and plan it (raises ConfigError or PlanError)."""
+    config = load_from_pulumi()
+    return config, plan_fleet(config)
+
+
+def main() -> None:
+    """Entry for `pulumi up`: bad input ends the run with one clean message, no traceback."""
+    try:
+        config, plan = load()
+    except (ConfigError, PlanError) as exc:
+        raise pulumi.RunError(str(exc)) from None
+    build_fleet(config, plan)

@@ -1,0 +1,1 @@
+"""The agentic Responses API and its database (type tokens `llmd-fleet:responses:*`)."""

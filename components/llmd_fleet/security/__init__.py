@@ -1,0 +1,1 @@
+"""Pod security contexts and network isolation (type token `llmd-fleet:security:NetworkIsolation`)."""

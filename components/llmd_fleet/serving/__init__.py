@@ -1,0 +1,2 @@
+"""Model serving (type token `llmd-fleet:serving:ModelServing`): vLLM command lines, pods and the
+prefill/decode DisaggregatedSet."""

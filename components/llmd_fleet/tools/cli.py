@@ -1,0 +1,240 @@
+"""`llmd-fleet`: render, check and plan stacks offline.
+
+    llmd-fleet plan STACK                           print the fleet plan
+    llmd-fleet render STACK [--out DIR]             synthesize under mocks into build/STACK/
+    llmd-fleet check STACK [--crd-dir DIR]... [--policy-config FILE]
+                                                    render, validate every manifest, run the policy pack
+    llmd-fleet twin up|down|status|e2e|build [STACK]  the control-plane twin (docs/twin.md)
+    llmd-fleet policy-pack-path                     print the directory of the policy pack the
+                                                    package ships (for pulumi --policy-pack)
+
+Exit codes: 0 fine, 1 the rendered output failed a check, 2 bad input (config, plan or usage).
+"""
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from llmd_fleet.config.fleet import ConfigError
+from llmd_fleet.plan.fleet import PlanError, plan_fleet
+from llmd_fleet.tools.outdir import OutputDirError, ensure_replaceable
+
+if TYPE_CHECKING:
+    from llmd_fleet.config.fleet import StackConfig
+    from llmd_fleet.plan.fleet import FleetPlan
+    from llmd_fleet.tools.policy_check import PolicyPackProcess
+    from llmd_fleet.tools.stack_file import StackFile
+    from llmd_fleet.tools.synth import Synthesis
+
+EXIT_OK, EXIT_INVALID_OUTPUT, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _project_root() -> Path:
+    """The directory holding Pulumi.yaml: the current one or one of its parents."""
+    here = Path.cwd()
+    for candidate in (here, *here.parents):
+        if (candidate / "Pulumi.yaml").is_file():
+            return candidate
+    return here
+
+
+def _package_version() -> str:
+    """The version of the installed distribution (pyproject.toml's, the one place it is set)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("llmd-fleet")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="llmd-fleet", description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--stacks-dir",
+        type=Path,
+        default=None,
+        help="directory of Pulumi.<stack>.yaml files (default: stacks/)",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_package_version()}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser(
+        "policy-pack-path",
+        help="print the directory of the policy pack shipped in the package (for pulumi --policy-pack)",
+    )
+    plan = sub.add_parser("plan", help="print the fleet plan of a stack")
+    plan.add_argument("stack")
+    render = sub.add_parser("render", help="synthesize a stack offline into files")
+    render.add_argument("stack")
+    render.add_argument("--out", type=Path, default=None, help="output directory (default: build/STACK)")
+    check = sub.add_parser("check", help="render a stack and validate every manifest")
+    check.add_argument("stack")
+    check.add_argument("--out", type=Path, default=None, help="output directory (default: build/STACK)")
+    check.add_argument(
+        "--crd-dir",
+        type=Path,
+        action="append",
+        default=[],
+        help="directory of CRD YAML files (repeatable); the project's schemas/crds is always read too",
+    )
+    check.add_argument(
+        "--policy-config",
+        type=Path,
+        default=None,
+        help="policy pack config, as `pulumi preview --policy-pack-config` takes it "
+        "(default: policies/config/STACK.json when it exists)",
+    )
+    return parser
+
+
+def run(argv: list[str]) -> int:
+    if argv[:1] == ["twin"]:
+        # The control-plane twin has its own subcommands (docs/twin.md).
+        from llmd_fleet.tools.twin.cli import main as twin_main
+
+        return twin_main(argv[1:])
+    args = _parser().parse_args(argv)
+    if args.command == "policy-pack-path":
+        from llmd_fleet.tools.paths import PACKAGE_DIR
+
+        print(PACKAGE_DIR / "policies")
+        return EXIT_OK
+    root = _project_root()
+    stacks_dir = args.stacks_dir or root / "stacks"
+    from llmd_fleet.tools.stack_file import read_stack_file, stack_config
+
+    # Everything that can be refused is refused first, with no SDK imported yet: the stack file,
+    # its config and plan, the output directory and (for check) the policy config.
+    try:
+        stack_file = read_stack_file(stacks_dir, args.stack)
+        plan = plan_fleet(config := stack_config(stack_file))
+        if args.command == "plan":
+            from llmd_fleet.tools.render import plan_table
+
+            print(f"# plan of {args.stack}: {plan.gpus} GPUs on {plan.nodes} nodes\n")
+            print(plan_table(plan))
+            from llmd_fleet.observability.live import live_table
+
+            print("\n## What to expect live (llmd_fleet/observability/live.py, docs/observability.md)\n")
+            print(live_table(config, plan))
+            return EXIT_OK
+        out = args.out or root / "build" / args.stack
+        ensure_replaceable(out)
+    except (ConfigError, PlanError, OutputDirError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    pack, policy_config_path, policy_config = None, None, None
+    if args.command == "check":
+        from llmd_fleet.tools.policy_check import (
+            PACK_DIR,
+            PolicyConfigError,
+            PolicyPackProcess,
+            load_policy_config,
+        )
+
+        policy_config_path = args.policy_config or _default_policy_config(root, args.stack)
+        try:
+            policy_config = load_policy_config(policy_config_path) if policy_config_path else None
+        except PolicyConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        # The pack starts now and imports its rules while the stack is synthesized.
+        pack = PolicyPackProcess(PACK_DIR, args.stack)
+    try:
+        synthesis = _render(stack_file, config, plan, out)
+        if args.command == "render":
+            return EXIT_OK
+        return _check(synthesis, out, args.crd_dir, pack, policy_config_path, policy_config)
+    finally:
+        if pack is not None:
+            pack.stop()
+
+
+def _render(stack_file: "StackFile", config: "StackConfig", plan: "FleetPlan", out: Path) -> "Synthesis":
+    from llmd_fleet.tools.outdir import write_atomically
+    from llmd_fleet.tools.render import render_files
+    from llmd_fleet.tools.synth import synthesize_validated
+
+    synthesis = synthesize_validated(stack_file, config, plan)
+    files = render_files(synthesis)
+    write_atomically(files, out)
+    print(f"rendered {stack_file.stack}: {len(files)} files in {out}")
+    return synthesis
+
+
+def _check(
+    synthesis: "Synthesis",
+    out: Path,
+    crd_dirs: list[Path],
+    pack: "PolicyPackProcess | None",
+    policy_config_path: Path | None,
+    policy_config: dict[str, Any] | None,
+) -> int:
+    """Validate the rendered manifests, then run the policy pack over the same synthesis."""
+    from llmd_fleet.tools.check import check_manifests
+
+    try:
+        count, findings = check_manifests(
+            out / "manifests", synthesis.config.target.kubernetes_version, crd_dirs
+        )
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for finding in findings:
+        print(f"INVALID {finding}")
+    bad = len({(f.file, f.object) for f in findings})
+    print(f"checked {count} objects in {out / 'manifests'}: {count - bad} valid, {bad} invalid")
+    policy_result = _check_policies(synthesis, policy_config_path, policy_config, pack)
+    if policy_result is None:
+        return EXIT_BAD_INPUT
+    return EXIT_INVALID_OUTPUT if findings or policy_result else EXIT_OK
+
+
+def _default_policy_config(root: Path, stack: str) -> Path | None:
+    path = root / "policies" / "config" / f"{stack}.json"
+    return path if path.is_file() else None
+
+
+def _check_policies(
+    synthesis: "Synthesis",
+    config_path: Path | None,
+    config: dict[str, Any] | None,
+    pack: "PolicyPackProcess | None" = None,
+) -> bool | None:
+    """Run the policy pack over the synthesized resources and print its violations the way a
+    preview lists them; True when a mandatory policy failed, None when the policy config does
+    not fit the pack's schemas."""
+    from llmd_fleet.tools.policy_check import PolicyConfigError, PolicyPackError, run_policy_pack
+
+    try:
+        report = run_policy_pack(synthesis.resources, synthesis.stack, policy_config=config, started=pack)
+    except PolicyConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+    except PolicyPackError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return True
+    for violation in report.violations:
+        print(violation.line())
+    shown = config_path
+    if config_path is not None and config_path.is_absolute() and config_path.is_relative_to(Path.cwd()):
+        shown = config_path.relative_to(Path.cwd())
+    source = f" (config {shown})" if shown is not None else ""
+    print(report.summary() + source)
+    return bool(report.mandatory)
+
+
+def main() -> None:
+    code = run(sys.argv[1:])
+    # The mock engine leaves its event loop and some RPC tasks behind; collecting them at
+    # interpreter exit prints asyncio's "Task was destroyed but it is pending!". Everything is
+    # written: flush and leave directly, running no finalizer.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,5 @@
+import sys
+
+from llmd_fleet.tools.twin.cli import main
+
+sys.exit(main(sys.argv[1:]))

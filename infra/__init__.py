@@ -1,1 +1,0 @@
-"""The llmd-fleet Pulumi program and the offline synthesis command line."""
