@@ -1,9 +1,9 @@
 """Where the offline tools find the checkout they run in.
 
 The library lives in `components/llmd_fleet` (components/ is the source root, like `src/`), so the
-repository root is two levels above the package. Installed from the wheel there is no checkout:
-every tool that needs one (render, golden files, the twin, the scanners) says so or falls back to
-what the wheel ships (the version matrix, the CRD schemas, the policy pack).
+repository root is two levels above the package. Installed from the wheel there is no checkout;
+what the tools need from one ships in the wheel (the version matrix, the CRD schemas, the policy
+pack).
 """
 
 from pathlib import Path
@@ -13,8 +13,3 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent
 # when installed. A child interpreter (the vLLM check environment) imports the package from here.
 SOURCE_ROOT = PACKAGE_DIR.parent
 CHECKOUT = SOURCE_ROOT.parent
-
-
-def in_checkout() -> bool:
-    """True when the package runs from a clone of the repository (not from an installed wheel)."""
-    return (CHECKOUT / "pyproject.toml").is_file() and (CHECKOUT / "stacks").is_dir()
