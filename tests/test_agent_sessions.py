@@ -1,6 +1,6 @@
 """Agent-aware sessions and 1.0 flow control in the EPP config (docs/llm-d-1.0.md).
 
-Plugin types and parameter names are llm-d-router v0.10.0's: agentidentity/agent_identity.go,
+Plugin types and parameter names are the pinned llm-d-router tag's: agentidentity/agent_identity.go,
 dataproducer/sessionid/producer.go, scorer/sessionaffinity, fairness/program-aware/plugin.go,
 admitter/probabilisticadmitter/plugin.go.
 """

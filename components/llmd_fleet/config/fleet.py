@@ -336,6 +336,13 @@ class ServingConfig(_Model):
     margin for teardown. New requests stop at once: the endpoint picker drops terminating pods
     (llm-d-router pkg/epp/controller/pod_reconciler.go). Agent turns outlive the default 30 s
     grace, so a rollout without a drain aborts them mid-stream."""
+    weight_loading: Literal["hub", "modelexpress"] = "hub"
+    """Where pods load the weights from. `hub`: every pod downloads them from the model hub.
+    `modelexpress`: pods that already serve the model send their weights GPU to GPU over the
+    fabric (NIXL) to pods that start, coordinated by a ModelExpress server the stack deploys; a
+    pod with no peer yet (a cold fleet) falls back to the hub. Needs `images.build` (the client is
+    in the wide-EP image). The startup probe grows by the peer-transfer attempts the plan sizes
+    (docs/llm-d-1.0.md)."""
     model_cache_gib: Annotated[int, Field(ge=16, le=65536)] = 1024
     """Node-local scratch per pod for the weights download and compile caches (an emptyDir
     with this size limit and the matching ephemeral-storage request)."""
@@ -984,6 +991,19 @@ def _kv_tier_problems(config: StackConfig) -> list[tuple[str, str]]:
     return problems
 
 
+def _weight_loading_problems(config: StackConfig) -> list[tuple[str, str]]:
+    """ModelExpress needs its client, which only the wide-EP image carries."""
+    if config.serving.weight_loading == "modelexpress" and not config.images.build:
+        return [
+            (
+                f"{PROJECT}:serving.weightLoading",
+                "modelexpress needs images.build true: the ModelExpress client is installed in the "
+                "wide-EP image (images/Dockerfile.wide-ep), not in the upstream vLLM image",
+            )
+        ]
+    return []
+
+
 def _router_problems(config: StackConfig) -> list[tuple[str, str]]:
     """Router modes that hold fleet-wide, distinct priority classes."""
     problems: list[tuple[str, str]] = []
@@ -1031,6 +1051,7 @@ _SEMANTIC_RULES = (
     _model_problems,
     _role_problems,
     _kv_tier_problems,
+    _weight_loading_problems,
     _router_problems,
 )
 
