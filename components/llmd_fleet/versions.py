@@ -71,6 +71,8 @@ class ToolVersions(_Frozen):
     inference_perf: str = Field(alias="inference-perf")
     """inference-perf release: the load generator of `llmd-fleet bench` and the config models
     `make bench-workload` validates its workload with (llmd_fleet/tools/bench/env.py)."""
+    inference_perf_python: str = Field(alias="inference-perf-python")
+    """Python minor (`X.Y`) the inference-perf environment is built from."""
 
 
 class TwinVersions(_Frozen):

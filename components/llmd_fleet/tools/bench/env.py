@@ -7,13 +7,13 @@ It lives outside the repository beside the other tool environments (`$LLMD_FLEET
 default `$XDG_CACHE_HOME/llmd-fleet`, else `~/.cache/llmd-fleet`), under `inference-perf-<key>`,
 where the key hashes the inference-perf version pinned in images/versions.toml
 ([tools].inference-perf), the build steps and the Python version. It is never mixed into the
-project's `.venv`: inference-perf needs Python 3.12 or newer (Requires-Python >= 3.12) and pins
-transformers exactly.
+project's `.venv`: inference-perf needs a newer Python than the project's 3.11 (its
+Requires-Python) and pins transformers exactly.
 
-Python 3.12 comes from the machine, never from a download: `python3.12` on PATH when it runs, else
-pyenv's 3.12 installations (`pyenv root`/versions/3.12.*), else Debian's /usr/bin/python3.12
-(bookworm has none; trixie has python3.13 and no 3.12). Without one the build stops with that
-message and the check fails: it is never skipped.
+That Python, the minor of [tools].inference-perf-python (`X.Y`), comes from the machine, never
+from a download: `pythonX.Y` on PATH when it runs, else pyenv's installations of that minor
+(`pyenv root`/versions/X.Y.*), else the distribution's /usr/bin/pythonX.Y (Debian bookworm has
+none). Without one the build stops with that message and the check fails: it is never skipped.
 
 Build: a venv from that Python, `pip install inference-perf==<version>`, then `pip show` must
 report the pinned version. Validation runs `llmd_fleet.tools.bench.validate` in it: each workload
@@ -34,9 +34,16 @@ from llmd_fleet.tools.paths import SOURCE_ROOT
 from llmd_fleet.tools.tool_cache import build_once, cache_key, cache_root
 from llmd_fleet.tools.vllm_check.env import EnvError, child_environ, step
 
-PYTHON_VERSION = (3, 12)
 # The build steps, as hashed into the key: change this text when the steps change.
 RECIPE = "venv; pip install inference-perf==V; pip show inference-perf"
+
+
+def python_version() -> tuple[int, int]:
+    """The Python minor of the version matrix the environment is built from."""
+    from llmd_fleet.versions import versions
+
+    major, minor = versions().tools.inference_perf_python.split(".")
+    return int(major), int(minor)
 
 
 def inference_perf_version() -> str:
@@ -58,7 +65,7 @@ def _runs_as(python: str) -> bool:
         ).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         return False
-    return out == "{}.{}".format(*PYTHON_VERSION)
+    return out == "{}.{}".format(*python_version())
 
 
 def _pyenv_pythons() -> list[str]:
@@ -66,8 +73,8 @@ def _pyenv_pythons() -> list[str]:
     if pyenv is None:
         return []
     root = subprocess.run([pyenv, "root"], capture_output=True, text=True, check=False).stdout.strip()
-    name = "python{}.{}".format(*PYTHON_VERSION)
-    prefix = "{}.{}.".format(*PYTHON_VERSION)
+    name = "python{}.{}".format(*python_version())
+    prefix = "{}.{}.".format(*python_version())
     versions_dir = Path(root) / "versions"
     if not root or not versions_dir.is_dir():
         return []
@@ -76,21 +83,22 @@ def _pyenv_pythons() -> list[str]:
 
 
 def base_python() -> str:
-    """A Python 3.12 of this machine (see the module docstring), or EnvError."""
-    name = "python{}.{}".format(*PYTHON_VERSION)
+    """A Python of the pinned minor on this machine (see the module docstring), or EnvError."""
+    name = "python{}.{}".format(*python_version())
     candidates = [found] if (found := shutil.which(name)) else []
     candidates += [*_pyenv_pythons(), f"/usr/bin/{name}"]
     for candidate in candidates:
         if _runs_as(candidate):
             return candidate
     raise EnvError(
-        f"inference-perf needs Python {'.'.join(map(str, PYTHON_VERSION))} or newer and none runs here "
+        f"inference-perf needs Python {'.'.join(map(str, python_version()))} and none runs here "
         f"(tried: {', '.join(candidates)}); install one (pyenv, or a distribution package) and retry"
     )
 
 
-def env_key(version: str, python: Sequence[int] = PYTHON_VERSION) -> str:
+def env_key(version: str, python: Sequence[int] | None = None) -> str:
     """16 hex digits over everything that decides the environment's contents."""
+    python = python or python_version()
     return cache_key(
         RECIPE.encode(), f"inference-perf=={version}".encode(), ".".join(map(str, python[:2])).encode()
     )
@@ -110,7 +118,7 @@ def build(target: Path, version: str) -> None:
     log.write_text(f"building {target}\n")
     python = interpreter(target)
     pip = [str(python), "-m", "pip", "install", "--no-input", "--disable-pip-version-check"]
-    step("create the venv (Python 3.12)", [base_python(), "-m", "venv", str(target)], log)
+    step("create the venv", [base_python(), "-m", "venv", str(target)], log)
     step(f"install inference-perf=={version}", [*pip, f"inference-perf=={version}"], log)
     shown = step("pip show inference-perf", [str(python), "-m", "pip", "show", "inference-perf"], log)
     reported = next(

@@ -18,6 +18,7 @@ client/filestorage/config.py StorageConfig); `make bench-workload` validates the
 with those models.
 """
 
+import itertools
 import math
 import re
 from dataclasses import dataclass
@@ -45,7 +46,8 @@ from llmd_fleet.versions import versions
 # realised is in its report (median input and output tokens, printed by `llmd-fleet bench-summary`).
 
 REFERENCE_CONTEXT = 202_752
-"""The context window the shape below is sized for (GLM-5.2's `maxContextTokens`)."""
+"""The context window the shape below is sized for (GLM-5.2's `maxContextTokens`, which the
+reference stacks serve as every role's `maxModelLen`)."""
 SYSTEM_HEAD_TOKENS = 16_000
 """The standing system prompt every agent call opens with (`shared_system_prompt_len`): the
 coding agent's instructions and policies, identical across sessions."""
@@ -140,7 +142,7 @@ def parse_stages(text: str) -> tuple[int, ...]:
         if not 1 <= value <= MAX_AGENTS:
             raise BenchError(f"--stages: {value} agents is outside 1-{MAX_AGENTS}")
         stages.append(value)
-    if any(b <= a for a, b in zip(stages, stages[1:], strict=False)):
+    if any(b <= a for a, b in itertools.pairwise(stages)):
         raise BenchError(f"--stages {text[:80]!r}: stages must rise strictly (e.g. 500,1000,3000)")
     return tuple(stages)
 
@@ -197,20 +199,27 @@ class Shape:
         return self.system_head + catalog + self.input_max + self.loop_peak + OUTPUT_MAX
 
 
+def served_context(config: StackConfig) -> int:
+    """The longest request the engines accept: the roles' `maxModelLen` (prefill's equals
+    decode's, and neither exceeds `model.maxContextTokens`; llmd_fleet/config/fleet.py)."""
+    roles = config.serving.roles
+    return min(roles.prefill.max_model_len, roles.decode.max_model_len)
+
+
 def shape(config: StackConfig) -> Shape:
-    """The reference shape for a model with GLM-5.2's window, scaled down for a smaller one: the
-    system head in proportion, the per-turn input filling what is left below the window by
-    inference-perf's own worst-case estimate (so its max_model_len check passes). A window
-    larger than the reference keeps the reference shape."""
-    window = config.model.max_context_tokens
+    """The reference shape for a model served with GLM-5.2's window, scaled down for a smaller
+    one: the system head in proportion, the per-turn input filling what is left below the
+    served window by inference-perf's own worst-case estimate (so its max_model_len check
+    passes). A window larger than the reference keeps the reference shape."""
+    window = served_context(config)
     head = SYSTEM_HEAD_TOKENS * min(window, REFERENCE_CONTEXT) // REFERENCE_CONTEXT
     catalog = TOOL_CATALOG * CATALOG_TOKENS_PER_TOOL
     loop = TOOL_LOOP_MAX * 2 * OUTPUT_MAX
     room = min(window, REFERENCE_CONTEXT) - head - catalog - loop - OUTPUT_MAX
     if room < MIN_INPUT_TOKENS + INPUT_HEADROOM:
         raise BenchError(
-            f"llmd-fleet:model.maxContextTokens: {window} tokens leave no room for an agentic turn "
-            f"(system head {head}, tool catalog {catalog}, tool loop {loop}, output {OUTPUT_MAX})"
+            f"llmd-fleet:serving.roles.decode.maxModelLen: {window} tokens leave no room for an agentic "
+            f"turn (system head {head}, tool catalog {catalog}, tool loop {loop}, output {OUTPUT_MAX})"
         )
     return Shape(system_head=head, input_max=room, input_mean=room - INPUT_HEADROOM, max_model_len=window)
 
