@@ -104,7 +104,10 @@ MEMORY_GIB = 64
 """The pod's memory: the generated sessions (~200k tokens of text each) are held in memory."""
 PROMETHEUS_PORT = 9090
 PROMETHEUS_SERVICE = "prometheus-operated"
-"""The Service prometheus-operator creates for the Prometheus instances of a namespace."""
+"""The governing Service prometheus-operator creates for the Prometheus instances of a namespace
+unless one sets `spec.serviceName`, port 9090 (prometheus-operator v0.93.0,
+pkg/prometheus/server/statefulset.go `governingServiceName`, pkg/prometheus/common.go
+BuildStatefulSetService)."""
 REPORT_MARKER = "==> llmd-fleet-bench report "
 """Start of the line before each report file the Job prints to its log; `llmd-fleet
 bench-summary` reads the files back from that log."""
