@@ -71,6 +71,10 @@ check-router: ## The pinned llm-d router's own config loader, 1.0 plugin factori
 	@set -e; for s in $(STACKS); do $(UV) run --frozen llmd-fleet render $$s; done
 	$(UV) run --frozen python -m llmd_fleet.tools.router_check $(STACKS)
 
+.PHONY: bench-workload
+bench-workload: ## Validate every stack's benchmark workload with the pinned inference-perf's own config models (cached env, its own Python)
+	$(UV) run --frozen python -m llmd_fleet.tools.bench.env $(STACKS)
+
 .PHONY: checkov
 checkov: ## checkov over every rendered stack, serving pod templates included (pinned, cached env)
 	$(UV) run --frozen python -m llmd_fleet.tools.checkov_scan.env
