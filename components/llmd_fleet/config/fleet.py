@@ -34,6 +34,7 @@ from llmd_fleet.config.base import ConfigModel
 from llmd_fleet.config.eks import EksTargetConfig, eks_problems
 from llmd_fleet.config.gke import GkeTargetConfig, gke_problems
 from llmd_fleet.config.grammar import (
+    CookieName,
     DnsLabel,
     DnsSubdomain,
     GitRevision,
@@ -335,6 +336,13 @@ class ServingConfig(_Model):
     margin for teardown. New requests stop at once: the endpoint picker drops terminating pods
     (llm-d-router pkg/epp/controller/pod_reconciler.go). Agent turns outlive the default 30 s
     grace, so a rollout without a drain aborts them mid-stream."""
+    weight_loading: Literal["hub", "modelexpress"] = "hub"
+    """Where pods load the weights from. `hub`: every pod downloads them from the model hub.
+    `modelexpress`: pods that already serve the model send their weights GPU to GPU over the
+    fabric (NIXL) to pods that start, coordinated by a ModelExpress server the stack deploys; a
+    pod with no peer yet (a cold fleet) falls back to the hub. Needs `images.build` (the client is
+    in the wide-EP image). The startup probe grows by the peer-transfer attempts the plan sizes
+    (docs/llm-d-1.0.md)."""
     model_cache_gib: Annotated[int, Field(ge=16, le=65536)] = 1024
     """Node-local scratch per pod for the weights download and compile caches (an emptyDir
     with this size limit and the matching ephemeral-storage request)."""
@@ -365,12 +373,30 @@ def _default_priority_classes() -> list["PriorityClassConfig"]:
 
 
 class SessionAffinityConfig(_Model):
-    """Keep a multi-turn agent on the decode endpoint that holds its KV."""
+    """Keep a multi-turn agent on the decode endpoint that holds its KV: the
+    session-affinity-scorer (`session_id` strategy) keyed by the first of `header`, `cookie` and
+    the coding agent's own session header that a request carries (docs/llm-d-1.0.md)."""
 
     enabled: bool = True
-    """Score endpoints by the session id header (session-affinity-scorer, `session_id` strategy)."""
+    """Score endpoints by the request's session key (session-affinity-scorer, `session_id` strategy)."""
     header: HttpHeaderName = "x-session-id"
-    """Request header carrying the agent's session id."""
+    """Request header carrying a client-chosen session id; the first source of the key."""
+    cookie: CookieName | None = None
+    """Cookie carrying the session id (read by the router's session-id-producer), tried after
+    `header`. Unset by default: no cookie source."""
+    agent_identity: bool = True
+    """Also key sessions by the coding agent's own session header (the router's agent-identity
+    plugin: `x-claude-code-session-id`, `x-session-affinity`, `session-id`, `session_id`), tried
+    after `header` and `cookie`. The same identity names the agent's flow for program-aware
+    fairness."""
+    agent_headers: Annotated[list[HttpHeaderName], Field(max_length=8)] = Field(default_factory=list)
+    """Extra agent session headers the agent-identity plugin checks before its built-in ones
+    (`additionalSessionHeaders`); none by default, at most 8."""
+    token_header: HttpHeaderName | None = "x-session-token"
+    """Response header that returns the session token (the serving endpoint, encoded) to the
+    client, which echoes it on its next turn: a second session-affinity-scorer with the
+    `encoded_endpoint_header` strategy. It needs no router state, so it also survives an EPP
+    failover. Default `x-session-token`; unset: nothing is returned."""
     ttl_seconds: Annotated[int, Field(ge=10, le=86400)] = 1800
     """How long a session is remembered after its last request (agents pause in tool calls)."""
 
@@ -403,8 +429,16 @@ class RouterConfig(_Model):
     """Session affinity for multi-turn agents."""
     flow_control: bool = True
     """Queue and prioritise requests in the router (the `flowControl` feature gate)."""
-    fairness: Literal["round-robin", "strict"] = "round-robin"
-    """Fairness between tenants (`x-llm-d-inference-fairness-id`) inside a priority band."""
+    fairness: Literal["program-aware", "round-robin", "strict"] = "program-aware"
+    """Fairness between flows inside a priority band. A flow is the `x-llm-d-inference-fairness-id`
+    header, else the agent identity (with `sessionAffinity.agentIdentity`), so each agent program
+    is a flow. `program-aware`: the router's program-aware-fairness policy (least attained
+    service in weighted tokens, idle programs decay); `round-robin`; `strict`: global strict."""
+    probabilistic_admission: bool = True
+    """Shed sheddable (negative-priority) requests before scheduling with a probability that rises
+    steeply with the pool's saturation (the router's probabilistic-admitter), with the same
+    queue-depth and KV-utilisation thresholds as flow control's saturation detector; non-negative
+    priorities are always admitted. Needs a negative-priority class."""
     priority_classes: Annotated[list[PriorityClassConfig], Field(min_length=1)] = Field(
         default_factory=_default_priority_classes
     )
@@ -957,6 +991,19 @@ def _kv_tier_problems(config: StackConfig) -> list[tuple[str, str]]:
     return problems
 
 
+def _weight_loading_problems(config: StackConfig) -> list[tuple[str, str]]:
+    """ModelExpress needs its client, which only the wide-EP image carries."""
+    if config.serving.weight_loading == "modelexpress" and not config.images.build:
+        return [
+            (
+                f"{PROJECT}:serving.weightLoading",
+                "modelexpress needs images.build true: the ModelExpress client is installed in the "
+                "wide-EP image (images/Dockerfile.wide-ep), not in the upstream vLLM image",
+            )
+        ]
+    return []
+
+
 def _router_problems(config: StackConfig) -> list[tuple[str, str]]:
     """Router modes that hold fleet-wide, distinct priority classes."""
     problems: list[tuple[str, str]] = []
@@ -982,6 +1029,14 @@ def _router_problems(config: StackConfig) -> list[tuple[str, str]]:
     if len(set(names)) != len(names):
         problems.append((f"{PROJECT}:router.priorityClasses", f"names must be unique (got {names})"))
     priorities = [c.priority for c in router.priority_classes]
+    if router.probabilistic_admission and not any(p < 0 for p in priorities):
+        problems.append(
+            (
+                f"{PROJECT}:router.probabilisticAdmission",
+                "sheds only negative-priority requests, and no priority class is negative; add a "
+                "sheddable class or set probabilisticAdmission false",
+            )
+        )
     if len(set(priorities)) != len(priorities):
         problems.append(
             (f"{PROJECT}:router.priorityClasses", f"each class needs its own priority (got {priorities})")
@@ -996,6 +1051,7 @@ _SEMANTIC_RULES = (
     _model_problems,
     _role_problems,
     _kv_tier_problems,
+    _weight_loading_problems,
     _router_problems,
 )
 

@@ -17,6 +17,8 @@ pod of the cluster, around the gateway and the router. The allowed flows:
 | every pod of the namespace | kube-dns | 53 UDP and TCP |
 | serving pods, tokenizer | outside the cluster's pod and Service ranges | TCP 443 (the model hub) |
 | anyone | gateway proxies | the listener port |
+| with `serving.weightLoading: modelexpress`: serving pods | the ModelExpress server | its gRPC port |
+| the ModelExpress server | the API server | TCP 443 and 6443 (its metadata lives in custom resources) |
 | with `llmd-fleet:responses`: the agentic API and its database | llmd_fleet/responses/network.py | |
 
 Between serving pods every port is open: vLLM's DP coordinator, torch.distributed (NCCL/Gloo
@@ -38,7 +40,7 @@ import pulumi_kubernetes as k8s
 
 from llmd_fleet.config.fleet import OnPremTargetConfig, StackConfig
 from llmd_fleet.labels import common_labels
-from llmd_fleet.plan.fleet import FleetPlan
+from llmd_fleet.plan.fleet import MX_SERVER_PORT, FleetPlan
 from llmd_fleet.router.endpoint_picker import (
     GRPC_PORT,
     HEALTH_PORT,
@@ -49,6 +51,7 @@ from llmd_fleet.router.endpoint_picker import (
     tokenizer_selector,
 )
 from llmd_fleet.router.gateway import GATEWAY_NAME, IMPLEMENTATION_NAMESPACE, MANAGED_IMPLEMENTATIONS
+from llmd_fleet.serving.modelexpress import server_selector
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 """Set by the API server on every namespace (Kubernetes 1.22+): selects a namespace by name."""
@@ -245,6 +248,17 @@ def network_policy_specs(config: StackConfig, plan: FleetPlan) -> dict[str, dict
                     "ports": _tcp(GATEWAY_XDS_PORT[implementation]),
                 },
             ],
+        }
+    if config.serving.weight_loading == "modelexpress":
+        # Peer weight transfers run serving pod to serving pod (open above); the server only
+        # answers the pods' gRPC and keeps its records through the API server.
+        server = _pods(server_selector(config))
+        specs["model-server"]["egress"].append({"to": [server], "ports": _tcp(MX_SERVER_PORT)})
+        specs["modelexpress-server"] = {
+            "podSelector": {"matchLabels": server_selector(config)},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": [fleet], "ports": _tcp(MX_SERVER_PORT)}],
+            "egress": [{"ports": _tcp(*API_SERVER_PORTS)}],
         }
     if config.responses is not None:
         # The agentic API and its database (llmd_fleet/responses/network.py).

@@ -1,5 +1,6 @@
 """Serving pod templates and the DisaggregatedSet spec (pure builders, Kubernetes camelCase)."""
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,16 @@ from llmd_fleet.security.pod_context import (
     capability_skips,
     skip_annotations,
 )
-from llmd_fleet.serving.vllm import CACHE_PATH, KV_TIER_PATH, SHM_PATH, TMP_PATH, engine_env, launch_script
+from llmd_fleet.serving.modelexpress import server_address
+from llmd_fleet.serving.vllm import (
+    CACHE_PATH,
+    KV_TIER_PATH,
+    SHM_PATH,
+    TMP_PATH,
+    engine_env,
+    launch_script,
+    startup_budget_seconds,
+)
 from llmd_fleet.versions import versions
 
 SIDECAR_NAME = "routing-proxy"
@@ -45,9 +55,9 @@ def _quantity_gi(gib: int) -> str:
     return f"{gib}Gi"
 
 
-def startup_failure_threshold(model_load_minutes: int) -> int:
-    """Startup-probe failures allowed so that the probe waits exactly the load budget."""
-    return model_load_minutes * 60 // PROBE_PERIOD_SECONDS
+def startup_failure_threshold(budget_seconds: int) -> int:
+    """Startup-probe failures allowed so that the probe waits at least the load budget."""
+    return math.ceil(budget_seconds / PROBE_PERIOD_SECONDS)
 
 
 def _engine_container(
@@ -77,6 +87,16 @@ def _engine_container(
         {"name": f"p2p-{i}", "containerPort": port, "protocol": "TCP"}
         for i, port in enumerate(plan.p2p_ports)
     ]
+    if plan.weights is not None and plan.weights.mode == "modelexpress":
+        # The ModelExpress client's NIXL listeners and metadata servers, one per GPU.
+        ports += [
+            {"name": f"mx-nixl-{i}", "containerPort": port, "protocol": "TCP"}
+            for i, port in enumerate(plan.weights.metadata_ports)
+        ]
+        ports += [
+            {"name": f"mx-grpc-{i}", "containerPort": port, "protocol": "TCP"}
+            for i, port in enumerate(plan.weights.worker_grpc_ports)
+        ]
     limits: dict[str, str] = {
         "cpu": str(plan.pod_cpus),
         "memory": _quantity_gi(plan.pod_memory_gib),
@@ -97,7 +117,16 @@ def _engine_container(
         "image": inputs.engine_image,
         "imagePullPolicy": "IfNotPresent",
         "command": ["/bin/bash", "-c", launch.script],
-        "env": engine_env(role, plan, serving.model_load_minutes, inputs.hf_token_secret, tier),
+        "env": engine_env(
+            role,
+            plan,
+            serving.model_load_minutes,
+            inputs.hf_token_secret,
+            tier,
+            modelexpress_address=server_address(serving.name, serving.namespace)
+            if serving.weight_loading == "modelexpress"
+            else None,
+        ),
         "ports": ports,
         "resources": resources,
         "securityContext": {
@@ -126,7 +155,9 @@ def _engine_container(
             "httpGet": {"path": "/health", "port": "supervisor"},
             "periodSeconds": PROBE_PERIOD_SECONDS,
             "timeoutSeconds": 5,
-            "failureThreshold": startup_failure_threshold(serving.model_load_minutes),
+            "failureThreshold": startup_failure_threshold(
+                startup_budget_seconds(plan, serving.model_load_minutes)
+            ),
         },
         "livenessProbe": {
             "httpGet": {"path": "/health", "port": "supervisor"},

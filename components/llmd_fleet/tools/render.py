@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from llmd_fleet.plan.fleet import FleetPlan
+from llmd_fleet.plan.fleet import FleetPlan, RolePlan
 from llmd_fleet.tools.paths import CHECKOUT
 from llmd_fleet.tools.stack_file import SECRET_PLACEHOLDER
 from llmd_fleet.tools.synth import REDACTED, Recorded, Synthesis, clean
@@ -147,6 +147,16 @@ def _gib(value: float) -> str:
     return f"{value:.1f}"
 
 
+def _weights(role: RolePlan) -> str:
+    weights = role.weights
+    if weights is None or weights.mode == "hub":
+        return f"hub / {role.startup_seconds}"
+    return (
+        f"modelexpress (peer ~{weights.peer_transfer_seconds:.1f} s per GPU, "
+        f"{weights.transfer_timeout_seconds} s per source) / {role.startup_seconds}"
+    )
+
+
 def plan_table(plan: FleetPlan) -> str:
     """The plan as a Markdown table, one column per role."""
     rows: list[tuple[str, ...]] = [
@@ -186,6 +196,7 @@ def plan_table(plan: FleetPlan) -> str:
             "pod memory / CPUs / shm",
             *(f"{r.pod_memory_gib}Gi / {r.pod_cpus} / {r.shm_gib}Gi" for r in plan.roles),
         ),
+        ("weight loading / startup budget (s)", *(_weights(r) for r in plan.roles)),
     ]
     header, *body = rows
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
