@@ -157,7 +157,15 @@ class PolicyPorts:
 def policy_ports(plan: FleetPlan) -> PolicyPorts:
     return PolicyPorts(
         client=tuple(sorted({p for role in plan.roles for p in role.client_ports})),
-        engine=tuple(sorted({p for role in plan.roles for p in (*role.engine_ports, role.supervisor_port)})),
+        engine=tuple(
+            sorted(
+                {
+                    p
+                    for role in plan.roles
+                    for p in (*role.engine_ports, *([role.supervisor_port] if role.supervisor_port else []))
+                }
+            )
+        ),
         kv_events=tuple(sorted({p for role in plan.roles for p in role.kv_events_ports})),
     )
 
@@ -191,7 +199,9 @@ def network_policy_specs(config: StackConfig, plan: FleetPlan) -> dict[str, dict
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [
                 {"from": [*gateway, epp], "ports": _tcp(*ports.client)},
-                {"from": [epp], "ports": _tcp(*ports.kv_events)},
+                # No rule without ports: an empty `ports` would admit every port (the simulator
+                # publishes no KV events).
+                *([{"from": [epp], "ports": _tcp(*ports.kv_events)}] if ports.kv_events else []),
                 # DP RPC, NIXL, p2p KV, NCCL/Gloo bootstrap: any port inside the fleet.
                 {"from": [fleet]},
                 {"from": [monitoring], "ports": _tcp(*ports.engine)},

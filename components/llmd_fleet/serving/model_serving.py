@@ -100,11 +100,17 @@ class ModelServing(pulumi.ComponentResource):
                     opts=after_namespace,
                 )
             )
-        engine_version = versions().vllm.version
+        engine_version = (
+            versions().image("inference-sim").tag
+            if serving.engine == "simulator"
+            else versions().vllm.version
+        )
         inputs: dict[str, PodInputs] = {
             role.name: PodInputs(
                 instance=serving.name,
-                labels=serving_labels(serving.name, role.name, config.model.id, engine_version),
+                labels=serving_labels(
+                    serving.name, role.name, config.model.id, engine_version, serving.engine
+                ),
                 hf_token_secret=HF_TOKEN_SECRET if token_secret is not None else None,
                 engine_image=args["engine_image"],
             )
