@@ -207,7 +207,8 @@ def network_policy_specs(config: StackConfig, plan: FleetPlan) -> dict[str, dict
                 {"from": [monitoring], "ports": _tcp(*ports.engine)},
                 *([{"from": health_checks, "ports": _tcp(*ports.client)}] if health_checks else []),
             ],
-            "egress": [{"to": [fleet]}, *hub],
+            # The simulator downloads nothing (its own tokenizer, no weights): no hub egress.
+            "egress": [{"to": [fleet]}, *(hub if config.serving.engine == "vllm" else [])],
         },
         "endpoint-picker": {
             "podSelector": {"matchLabels": epp_selector(config)},
