@@ -288,9 +288,9 @@ def flows(stack: str) -> list[Flow]:
         f._replace(port=api_port) if f.destination == "api-server" and f.allowed else f
         for f in COMMON_FLOWS + (CLOUDNATIVE_PG_FLOWS if DATABASE[stack] == "postgres" else [])
     ]
-    table += [
-        f._replace(destination=DATABASE[stack]) if f.destination == "database" else f for f in RESPONSES_FLOWS
-    ]
+    database = DATABASE[stack]
+    assert database is not None, f"{stack} has the Responses layer"
+    table += [f._replace(destination=database) if f.destination == "database" else f for f in RESPONSES_FLOWS]
     if stack in MANAGED_GATEWAY:
         table += MANAGED_GATEWAY_FLOWS + RESPONSES_MANAGED_GATEWAY_FLOWS
     else:
@@ -415,7 +415,7 @@ def test_onprem_ranges_only_on_onprem_and_observability_namespace_is_a_dns_label
     raw["target"]["onprem"] = {}
     with pytest.raises(ConfigError) as caught:
         parse_config(raw)
-    assert ("llmd-fleet:target.onprem", "only for kind onprem") in caught.value.problems
+    assert ("llmd-fleet:target.onprem", "only for kind onprem or local") in caught.value.problems
     raw = stack_raw_config()
     raw["observability"] = {"namespace": "Monitoring; rm"}
     with pytest.raises(ConfigError) as caught:

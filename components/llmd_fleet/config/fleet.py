@@ -329,7 +329,8 @@ class KvTierConfig(_Model):
 class SimulatorConfig(_Model):
     """llm-d's inference simulator in place of vLLM (`serving.engine: simulator`): the timing it
     emulates and what a pod of it requests. Flag names are the simulator's (llm-d-inference-sim
-    v0.10.2 pkg/common/parser.go; llmd_fleet/serving/simulator.py builds the command line)."""
+    pkg/common/parser.go at the pinned tag, images/versions.toml; llmd_fleet/serving/simulator.py
+    builds the command line)."""
 
     mode: Literal["random", "echo"] = "random"
     """What the answers contain (`--mode`): `random` sentences, or `echo` the prompt back."""
@@ -957,7 +958,7 @@ def _local_problems(config: StackConfig) -> list[tuple[str, str]]:
 
 
 def _simulator_problems(config: StackConfig) -> list[tuple[str, str]]:
-    """engine simulator: what the simulator can emulate (llm-d-inference-sim v0.10.2)."""
+    """engine simulator: what the pinned simulator can emulate (llmd_fleet/serving/simulator.py)."""
     serving = config.serving
     problems: list[tuple[str, str]] = []
     if serving.engine != "simulator":
@@ -969,9 +970,9 @@ def _simulator_problems(config: StackConfig) -> list[tuple[str, str]]:
             (
                 f"{PROJECT}:router.prefixRouting",
                 "must be approximate with engine simulator: the simulator dials its ZMQ endpoint "
-                "and names itself kv@<pod-ip>@<model> (llm-d-inference-sim v0.10.2 "
+                "and names itself kv@<pod-ip>@<model> (llm-d-inference-sim "
                 "pkg/common/publisher.go, pkg/kv-cache/block_cache.go), while the precise producer "
-                "dials every rank and keys blocks by <pod-ip>:<rank port> (llm-d-router v0.10.0 "
+                "dials every rank and keys blocks by <pod-ip>:<rank port> (llm-d-router "
                 "preciseprefixcache/extractor.go), so no event would reach the index",
             )
         )

@@ -362,7 +362,7 @@ def _simulator_role_plan(config: StackConfig, name: RoleName) -> tuple[RolePlan,
     """A role of the simulator: vLLM's roles, ranks, start ranks and client ports, no HBM.
 
     The simulator starts its local ranks in one process on `--port + rank` (llm-d-inference-sim
-    v0.10.2 pkg/llm-d-inference-sim/simulator.go), so the engine ports are vLLM's; it has no DP
+    pkg/llm-d-inference-sim/simulator.go at the pinned tag), so the engine ports are vLLM's; it has no DP
     supervisor, DP handshake, NIXL side channel or bound KV-event socket, so those ports are not
     planned (`dp_rpc_port` stays the constant and is opened by nothing)."""
     role: RoleConfig = getattr(config.serving.roles, name)

@@ -59,7 +59,12 @@ class ModelServing(pulumi.ComponentResource):
                 # gateway proxies share this namespace: the InferencePool, its EPP and the pods
                 # it selects live together. The router's own pods would pass `restricted`
                 # (tests/test_security.py), so moving it out needs no change to its pods.
-                labels={**common_labels("serving", serving.name), **pod_security_labels("privileged")},
+                # The simulator's pods pass `restricted`; the namespace stays at `baseline` for
+                # the gateway proxies the implementation creates here (not rendered).
+                labels={
+                    **common_labels("serving", serving.name),
+                    **pod_security_labels("privileged" if serving.engine == "vllm" else "baseline"),
+                },
             ),
             opts=child,
         )

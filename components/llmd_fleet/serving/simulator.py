@@ -10,9 +10,9 @@ vLLM's roles, rank ports, client ports and sidecar, and nothing of what vLLM nee
 GPU claim or device limit, no DeepEP/NVSHMEM/NCCL/NIXL environment, no /dev/shm or model cache,
 no added capability, no root.
 
-Facts of the pinned tag (llm-d/llm-d-inference-sim v0.10.2, commit f36f652): flag names and
-value types from pkg/common/parser.go (pflag, ContinueOnError: an unknown flag stops the
-process); ranks from pkg/llm-d-inference-sim/simulator.go; /health and /health/ready from
+Facts of the pinned tag (llm-d/llm-d-inference-sim, `[images.inference-sim]`, commit f36f652):
+flag names and value types from pkg/common/parser.go (pflag, ContinueOnError: an unknown flag
+stops the process); ranks from pkg/llm-d-inference-sim/simulator.go; /health and /health/ready from
 pkg/communication/http.go; POD_IP from pkg/common/config.go; the image's entrypoint is the
 binary itself (Dockerfile: distroless static, USER 65532), so the container passes `args` and
 has no shell.

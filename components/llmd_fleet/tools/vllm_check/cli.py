@@ -107,6 +107,10 @@ def check(stacks: Sequence[str], build_dir: Path, stacks_dir: Path | None = None
     for stack, reason in skipped.items():
         print(f"{stack}: skipped: {reason}")
     stacks = [s for s in stacks if s not in skipped]
+    if not stacks:
+        # Skips are never a pass: with nothing left there is nothing this check vouches for.
+        print("error: every stack was skipped: nothing was checked")
+        return 1
     lines: list[CommandLine] = []
     findings: list[Finding] = []
     per_stack: dict[str, list[CommandLine]] = {}
