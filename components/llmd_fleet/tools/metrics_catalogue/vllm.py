@@ -23,6 +23,12 @@ from llmd_fleet.tools.vllm_check import env
 SOURCE = "vllm"
 
 
+def simulator_stacks(stacks_dir: Path, stacks: list[str]) -> list[str]:
+    """The stacks whose serving pods run the simulator: no vLLM registers metrics there (the
+    simulator's families are llmd_fleet/serving/simulator.py SIMULATOR_METRICS)."""
+    return [s for s in stacks if stack_config(read_stack_file(stacks_dir, s)).serving.engine == "simulator"]
+
+
 def engine_configs(stacks_dir: Path, stacks: list[str]) -> list[dict[str, Any]]:
     configs: list[dict[str, Any]] = []
     for stack in stacks:
