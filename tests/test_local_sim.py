@@ -353,3 +353,8 @@ def test_kind_local_scrapes_nothing_unless_asked():
     assert config.observability.prometheus == "none"
     assert {g.nic_gbps for g in config.fleet.node_groups.values()} == {10}
     assert parse_config(stack_raw_config(STACK)).observability.prometheus == "install"
+
+
+def test_vllm_on_kind_local_is_one_clear_error():
+    problems = _problems(_set(stack_raw_config(STACK), "serving.engine", "vllm"))
+    assert [p for p, _ in problems] == ["llmd-fleet:serving.engine"], problems

@@ -962,7 +962,8 @@ def _simulator_problems(config: StackConfig) -> list[tuple[str, str]]:
     serving = config.serving
     problems: list[tuple[str, str]] = []
     if serving.engine != "simulator":
-        if "simulator" in serving.model_fields_set:
+        # On kind local the engine itself is refused already (_local_problems).
+        if "simulator" in serving.model_fields_set and config.target.kind != "local":
             problems.append((f"{PROJECT}:serving.simulator", "only for engine simulator"))
         return problems
     if config.router.prefix_routing == "precise":

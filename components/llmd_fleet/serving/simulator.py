@@ -100,11 +100,17 @@ SIMULATOR_FLAGS: dict[str, str] = {
     "no-enforce-eager": "toggle",
     "enable-prefix-caching": "toggle",
     "no-enable-prefix-caching": "toggle",
+    "enable-sleep-mode": "toggle",
+    "no-enable-sleep-mode": "toggle",
+    "mm-encoder-only": "toggle",
+    "no-mm-encoder-only": "toggle",
+    "omni": "toggle",
+    "no-omni": "toggle",
     "config": "string",
     "served-model-name": "strings",
     "lora-modules": "strings",
     "fake-metrics": "strings",
-    # klog's flags, added to the same set (k8s.io/klog/v2 InitFlags).
+    # klog.InitFlags adds its flags to the same set; of those only the verbosity is listed.
     "v": "int",
 }
 
