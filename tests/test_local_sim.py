@@ -358,3 +358,14 @@ def test_kind_local_scrapes_nothing_unless_asked():
 def test_vllm_on_kind_local_is_one_clear_error():
     problems = _problems(_set(stack_raw_config(STACK), "serving.engine", "vllm"))
     assert [p for p, _ in problems] == ["llmd-fleet:serving.engine"], problems
+
+
+def test_the_plan_table_shows_the_emulated_cache_not_hbm():
+    from llmd_fleet.tools.render import plan_table
+
+    table = plan_table(plan_fleet(parse_config(stack_raw_config(STACK))))
+    assert "| emulated KV tokens per rank | 131,072 | 131,072 |" in table
+    assert "| simulator pod memory / CPU | 512Mi / 500m | 512Mi / 500m |" in table
+    assert "HBM" not in table and "NVSHMEM" not in table
+    reference = plan_table(plan_fleet(parse_config(stack_raw_config(REFERENCE_STACK))))
+    assert "HBM per GPU" in reference and "emulated" not in reference

@@ -169,6 +169,19 @@ def plan_table(plan: FleetPlan) -> str:
         ("KV-event ports", *(_port_range(r.kv_events_ports) for r in plan.roles)),
         ("NIXL side-channel ports", *(_port_range(r.nixl_side_channel_ports) for r in plan.roles)),
         ("nodes / GPUs", *(f"{r.nodes} / {r.gpus}" for r in plan.roles)),
+    ]
+    if any(r.engine == "simulator" for r in plan.roles):
+        # Nothing is sized from HBM: the emulated prefix cache and the simulator pods' requests.
+        rows += [
+            ("emulated KV tokens per rank", *(f"{r.memory.kv_tokens:,}" for r in plan.roles)),
+            ("195k-token contexts per rank", *(f"{r.memory.agent_contexts:.2f}" for r in plan.roles)),
+            (
+                "simulator pod memory / CPU",
+                *(f"{r.pod_memory_mib}Mi / {r.pod_cpu_millis}m" for r in plan.roles),
+            ),
+        ]
+        return _tables(rows, plan)
+    rows += [
         (
             "HBM per GPU, usable (GiB)",
             *(f"{_gib(r.memory.hbm_gib)}, {_gib(r.memory.usable_gib)}" for r in plan.roles),
@@ -187,6 +200,11 @@ def plan_table(plan: FleetPlan) -> str:
             *(f"{r.pod_memory_gib}Gi / {r.pod_cpus} / {r.shm_gib}Gi" for r in plan.roles),
         ),
     ]
+    return _tables(rows, plan)
+
+
+def _tables(rows: list[tuple[str, ...]], plan: FleetPlan) -> str:
+    """The role table and the router's derived sizes, as Markdown."""
     header, *body = rows
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in body]
