@@ -108,7 +108,12 @@ TCPXO = Fabric(
     },
 )
 
-FABRICS: dict[str, Fabric] = {"onprem": INFINIBAND, "eks": EFA, "gke": TCPXO}
+# kind local: no GPU fabric. The simulator's P/D "transfer" is a timed wait on the decode pod
+# (serving.simulator.kvCacheTransferTimePerTokenUs); nothing moves over NIXL, so no backend, no
+# fabric env and no pod additions.
+LOCAL = Fabric(name="none", nixl_backends=())
+
+FABRICS: dict[str, Fabric] = {"onprem": INFINIBAND, "eks": EFA, "gke": TCPXO, "local": LOCAL}
 
 
 def fabric_for(target_kind: str) -> Fabric:

@@ -4,6 +4,10 @@ Everything a component needs to know about sizes is decided here, once, and test
 GPUs and data-parallel ranks per instance, the LeaderWorkerSet group size, the ports of every
 local rank, the start rank of every worker, and whether the model fits each GPU with room left
 for KV cache. A role that cannot hold the model fails the plan with a message that says why.
+
+With `serving.engine: simulator` (kind local) nothing is sized from HBM: the roles, ranks, start
+ranks and client ports are the same as vLLM's, each pod runs its ranks in one simulator process,
+and a rank's KV room is the simulator's emulated prefix cache (`simulator.kvCacheBlocks`).
 """
 
 import math
@@ -12,6 +16,8 @@ from typing import Literal
 
 from llmd_fleet.config.fleet import HBM_MIB, PROJECT, NodeGroupConfig, RoleConfig, StackConfig
 from llmd_fleet.plan.fabric import Fabric, fabric_for
+
+Engine = Literal["vllm", "simulator"]
 
 GIB = 1024**3
 GB = 10**9
@@ -161,7 +167,8 @@ class RolePlan:
     expert_parallel: int
     dp_size_local: int
     engine_ports: tuple[int, ...]
-    supervisor_port: int
+    supervisor_port: int | None
+    """vLLM's DP supervisor (probes and health); None for the simulator, which has none."""
     sidecar_ports: tuple[int, ...]
     kv_events_ports: tuple[int, ...]
     nixl_side_channel_ports: tuple[int, ...]
@@ -188,6 +195,13 @@ class RolePlan:
     """Rolling update: instances taken down at once (0 when surging)."""
     weights: WeightLoadPlan | None = None
     """Weight loading and the startup budget; None only in hand-built plans (hub defaults)."""
+    engine: Engine = "vllm"
+    """What the engine container runs (`serving.engine`)."""
+    pod_cpu_millis: int = 0
+    """simulator: CPU request = limit of the engine container, in millicores (0 for vLLM, whose
+    `pod_cpus` are whole CPUs)."""
+    pod_memory_mib: int = 0
+    """simulator: memory request = limit of the engine container, in MiB (0 for vLLM)."""
 
     @property
     def startup_seconds(self) -> int:
@@ -220,7 +234,7 @@ class RolePlan:
         """Every port a pod of this role listens on, by purpose (for collision checks)."""
         ports = {
             "engine": self.engine_ports,
-            "supervisor": (self.supervisor_port,),
+            "supervisor": (self.supervisor_port,) if self.supervisor_port is not None else (),
             "kv-events": self.kv_events_ports,
             "nixl": self.nixl_side_channel_ports,
             "p2p": self.p2p_ports,
@@ -414,7 +428,100 @@ def _host_memory(
     return memory, shm_gib, dp_local * per_rank + shm_gib, problem
 
 
+def _simulator_role_plan(config: StackConfig, name: RoleName) -> tuple[RolePlan, list[tuple[str, str]]]:
+    """A role of the simulator: vLLM's roles, ranks, start ranks and client ports, no HBM.
+
+    The simulator starts its local ranks in one process on `--port + rank` (llm-d-inference-sim
+    pkg/llm-d-inference-sim/simulator.go at the pinned tag), so the engine ports are vLLM's; it has no DP
+    supervisor, DP handshake, NIXL side channel or bound KV-event socket, so those ports are not
+    planned (`dp_rpc_port` stays the constant and is opened by nothing)."""
+    role: RoleConfig = getattr(config.serving.roles, name)
+    group = config.fleet.node_groups[role.node_group]
+    sim = config.serving.simulator
+    path = f"{PROJECT}:serving"
+    problems: list[tuple[str, str]] = []
+    dp_local = max(1, role.data_parallel // role.nodes_per_instance)
+    engine_base = PREFILL_ENGINE_PORT if name == "prefill" else DECODE_ENGINE_PORT
+    kv_tokens = sim.kv_cache_blocks * role.block_size
+    if kv_tokens < role.max_model_len:
+        problems.append(
+            (
+                f"{path}.simulator.kvCacheBlocks",
+                f"{sim.kv_cache_blocks} blocks x {role.block_size} tokens = {kv_tokens} tokens per "
+                f"rank, fewer than serving.roles.{name}.maxModelLen {role.max_model_len}; raise "
+                "kvCacheBlocks or lower maxModelLen",
+            )
+        )
+    cpu_millis = dp_local * sim.cpu_millis_per_rank
+    memory_mib = dp_local * sim.memory_mib_per_rank
+    # The routing sidecar (decode) takes one more CPU and 1 GiB.
+    sidecar_millis = 1000 if name == "decode" else 0
+    node_millis = (group.cpus_per_node - group.system_reserved_cpus) * 1000
+    if cpu_millis + sidecar_millis > node_millis:
+        problems.append(
+            (
+                f"{path}.simulator.cpuMillisPerRank",
+                f"a pod needs {cpu_millis + sidecar_millis}m CPU ({dp_local} ranks x "
+                f"{sim.cpu_millis_per_rank}m{' + 1000m sidecar' if sidecar_millis else ''}) but a node "
+                f"of {role.node_group!r} offers {node_millis}m after system reservations",
+            )
+        )
+    node_mib = (group.host_memory_gib - group.system_reserved_memory_gib) * 1024
+    sidecar_mib = SIDECAR_MEMORY_GIB * 1024 if name == "decode" else 0
+    if memory_mib + sidecar_mib > node_mib:
+        problems.append(
+            (
+                f"{path}.simulator.memoryMiBPerRank",
+                f"a pod needs {memory_mib + sidecar_mib} MiB ({dp_local} ranks x "
+                f"{sim.memory_mib_per_rank} MiB{' + sidecar' if sidecar_mib else ''}) but a node of "
+                f"{role.node_group!r} offers {node_mib} MiB after system reservations",
+            )
+        )
+    memory = MemoryPlan(
+        hbm_gib=0.0,
+        usable_gib=0.0,
+        replicated_weights_gib=0.0,
+        expert_weights_gib=0.0,
+        reserve_gib=0.0,
+        kv_cache_gib=0.0,
+        kv_tokens=kv_tokens,
+        agent_contexts=kv_tokens / AGENT_CONTEXT_TOKENS,
+    )
+    plan = RolePlan(
+        name=name,
+        node_group=role.node_group,
+        instances=role.instances,
+        nodes_per_instance=role.nodes_per_instance,
+        gpus_per_node=0,
+        tensor_parallel=role.tensor_parallel,
+        data_parallel=role.data_parallel,
+        expert_parallel=role.expert_parallel,
+        dp_size_local=dp_local,
+        engine_ports=tuple(engine_base + i for i in range(dp_local)),
+        supervisor_port=None,
+        sidecar_ports=tuple(SIDECAR_PORT + i for i in range(dp_local)) if name == "decode" else (),
+        kv_events_ports=(),
+        nixl_side_channel_ports=(),
+        p2p_ports=(),
+        dp_rpc_port=DP_RPC_PORT,
+        start_ranks=tuple(w * dp_local for w in range(role.nodes_per_instance)),
+        memory=memory,
+        shm_gib=0,
+        pod_memory_gib=math.ceil(memory_mib / 1024),
+        pod_cpus=math.ceil(cpu_millis / 1000),
+        claim=None,
+        fabric=fabric_for(config.target.kind),
+        drain_seconds=config.serving.drain_seconds,
+        engine="simulator",
+        pod_cpu_millis=cpu_millis,
+        pod_memory_mib=memory_mib,
+    )
+    return plan, problems
+
+
 def _role_plan(config: StackConfig, name: RoleName) -> tuple[RolePlan, list[tuple[str, str]]]:
+    if config.serving.engine == "simulator":
+        return _simulator_role_plan(config, name)
     role: RoleConfig = getattr(config.serving.roles, name)
     group = config.fleet.node_groups[role.node_group]
     path = f"{PROJECT}:serving.roles.{name}"

@@ -160,7 +160,15 @@ class PolicyPorts:
 def policy_ports(plan: FleetPlan) -> PolicyPorts:
     return PolicyPorts(
         client=tuple(sorted({p for role in plan.roles for p in role.client_ports})),
-        engine=tuple(sorted({p for role in plan.roles for p in (*role.engine_ports, role.supervisor_port)})),
+        engine=tuple(
+            sorted(
+                {
+                    p
+                    for role in plan.roles
+                    for p in (*role.engine_ports, *([role.supervisor_port] if role.supervisor_port else []))
+                }
+            )
+        ),
         kv_events=tuple(sorted({p for role in plan.roles for p in role.kv_events_ports})),
     )
 
@@ -194,13 +202,16 @@ def network_policy_specs(config: StackConfig, plan: FleetPlan) -> dict[str, dict
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [
                 {"from": [*gateway, epp], "ports": _tcp(*ports.client)},
-                {"from": [epp], "ports": _tcp(*ports.kv_events)},
+                # No rule without ports: an empty `ports` would admit every port (the simulator
+                # publishes no KV events).
+                *([{"from": [epp], "ports": _tcp(*ports.kv_events)}] if ports.kv_events else []),
                 # DP RPC, NIXL, p2p KV, NCCL/Gloo bootstrap: any port inside the fleet.
                 {"from": [fleet]},
                 {"from": [monitoring], "ports": _tcp(*ports.engine)},
                 *([{"from": health_checks, "ports": _tcp(*ports.client)}] if health_checks else []),
             ],
-            "egress": [{"to": [fleet]}, *hub],
+            # The simulator downloads nothing (its own tokenizer, no weights): no hub egress.
+            "egress": [{"to": [fleet]}, *(hub if config.serving.engine == "vllm" else [])],
         },
         "endpoint-picker": {
             "podSelector": {"matchLabels": epp_selector(config)},

@@ -62,7 +62,12 @@ class ModelServing(pulumi.ComponentResource):
                 # gateway proxies share this namespace: the InferencePool, its EPP and the pods
                 # it selects live together. The router's own pods would pass `restricted`
                 # (tests/test_security.py), so moving it out needs no change to its pods.
-                labels={**common_labels("serving", serving.name), **pod_security_labels("privileged")},
+                # The simulator's pods pass `restricted`; the namespace stays at `baseline` for
+                # the gateway proxies the implementation creates here (not rendered).
+                labels={
+                    **common_labels("serving", serving.name),
+                    **pod_security_labels("privileged" if serving.engine == "vllm" else "baseline"),
+                },
             ),
             opts=child,
         )
@@ -109,11 +114,17 @@ class ModelServing(pulumi.ComponentResource):
             self.modelexpress = ModelExpressServer(
                 f"{name}-modelexpress", {"config": config, "install_crds": True}, opts=after_namespace
             )
-        engine_version = versions().vllm.version
+        engine_version = (
+            versions().image("inference-sim").tag
+            if serving.engine == "simulator"
+            else versions().vllm.version
+        )
         inputs: dict[str, PodInputs] = {
             role.name: PodInputs(
                 instance=serving.name,
-                labels=serving_labels(serving.name, role.name, config.model.id, engine_version),
+                labels=serving_labels(
+                    serving.name, role.name, config.model.id, engine_version, serving.engine
+                ),
                 hf_token_secret=HF_TOKEN_SECRET if token_secret is not None else None,
                 engine_image=args["engine_image"],
             )

@@ -15,6 +15,8 @@ from llmd_fleet.platform.dra import claim_template_name, container_claims, pod_c
 from llmd_fleet.security.pod_context import (
     ENGINE_CAPABILITIES,
     ENGINE_SKIPS,
+    IMAGE_BY_TAG,
+    PULL_IF_NOT_PRESENT,
     RUNTIME_DEFAULT_SECCOMP,
     RXDM_SKIPS,
     Skip,
@@ -22,6 +24,7 @@ from llmd_fleet.security.pod_context import (
     skip_annotations,
 )
 from llmd_fleet.serving.modelexpress import server_address
+from llmd_fleet.serving.simulator import TMP_SIZE_MIB, simulator_container
 from llmd_fleet.serving.vllm import (
     CACHE_PATH,
     KV_TIER_PATH,
@@ -211,8 +214,34 @@ def _sidecar_container(plan: RolePlan) -> dict[str, Any]:
     }
 
 
+def _simulator_pod_template(config: StackConfig, plan: RolePlan, inputs: PodInputs) -> dict[str, Any]:
+    """A simulator pod (kind local): the simulator and, on decode, the same routing sidecar;
+    restricted security, no GPU toleration, claim or fabric addition (llmd_fleet/serving/simulator.py)."""
+    role: RoleConfig = getattr(config.serving.roles, plan.name)
+    group = config.fleet.node_groups[plan.node_group]
+    image = inputs.engine_image
+    assert isinstance(image, str), "the simulator image is the pinned matrix ref, never a build output"
+    spec: dict[str, Any] = {
+        "enableServiceLinks": False,
+        "automountServiceAccountToken": False,
+        "securityContext": {"runAsNonRoot": True, "seccompProfile": dict(RUNTIME_DEFAULT_SECCOMP)},
+        "terminationGracePeriodSeconds": plan.drain_seconds + TEARDOWN_SECONDS,
+        "nodeSelector": dict(sorted(group.node_labels.items())),
+        "containers": [
+            simulator_container(config.model, role, plan, config.serving.simulator, image),
+        ],
+        "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": f"{TMP_SIZE_MIB}Mi"}}],
+    }
+    if plan.sidecar_ports:
+        spec["initContainers"] = [_sidecar_container(plan)]
+    annotations = skip_annotations((IMAGE_BY_TAG, PULL_IF_NOT_PRESENT))
+    return {"metadata": {"labels": dict(inputs.labels), "annotations": annotations}, "spec": spec}
+
+
 def serving_pod_template(config: StackConfig, plan: RolePlan, inputs: PodInputs) -> dict[str, Any]:
     """The pod template of every pod (leader and workers) of one role's LWS groups."""
+    if plan.engine == "simulator":
+        return _simulator_pod_template(config, plan, inputs)
     role: RoleConfig = getattr(config.serving.roles, plan.name)
     group = config.fleet.node_groups[plan.node_group]
     spec: dict[str, Any] = {

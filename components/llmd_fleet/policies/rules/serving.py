@@ -1,13 +1,22 @@
-"""Serving pods: memory-backed /dev/shm, a startup probe that outlasts the model load, a memory
-limit that holds the CPU KV tier, a grace period that outlasts the engine's drain, and ModelExpress
-ports clear of the fleet's."""
+"""Serving pods: every role runs an engine this pack can check, memory-backed /dev/shm, a startup
+probe that outlasts the model load, a memory limit that holds the CPU KV tier, a grace period that
+outlasts the engine's drain, and ModelExpress ports clear of the fleet's."""
 
 from typing import Any
 
 from pulumi_policy import EnforcementLevel, Severity
 
 from llmd_fleet.policies.rules._base import Resource, as_int, dig, gib, parse_quantity, resource_rule, schema
-from llmd_fleet.policies.rules._k8s import WORKLOAD_TYPES, Container, PodTemplate, container, env_literal
+from llmd_fleet.policies.rules._config import GPU_RESOURCES
+from llmd_fleet.policies.rules._k8s import (
+    WORKLOAD_TYPES,
+    Container,
+    PodTemplate,
+    container,
+    device_plugin_gpus,
+    env_literal,
+    pod_templates,
+)
 from llmd_fleet.policies.rules._serve import ServeArgs, data_parallel_local, engine_ports, kv_connectors
 from llmd_fleet.policies.rules._serving import ServingRole, serving_roles
 
@@ -324,7 +333,57 @@ modelexpress_ports_clear = resource_rule(
     tags=["serving", "modelexpress"],
 )
 
+# The pod label that marks llm-d's inference simulator (`serving.engine: simulator`, kind local).
+SIMULATOR_NAME_LABEL = ("app.kubernetes.io/name", "llm-d-inference-sim")
+_GROUP_KINDS = ("DisaggregatedSet", "LeaderWorkerSet")
+
+
+def _group_prefix(template: PodTemplate) -> str:
+    return template.path.split(".leaderWorkerTemplate.")[0]
+
+
+def _check_engine_identified(resource: Resource, cfg: dict[str, Any], report: Any) -> None:
+    if resource.kind not in _GROUP_KINDS:
+        return
+    checked = {_group_prefix(t) for role in _roles(resource) for t in role.templates}
+    key, value = SIMULATOR_NAME_LABEL
+    for template in pod_templates(resource):
+        if _group_prefix(template) in checked:
+            continue
+        if template.labels.get(key) == value:
+            gpus = device_plugin_gpus(template.spec, cfg["gpuResources"])
+            claims = [c.get("name") for c in template.spec.get("resourceClaims") or []]
+            if gpus or claims:
+                report(
+                    f"{template.where()}: runs llm-d's inference simulator but takes GPUs "
+                    f"({gpus} device-plugin GPU(s), resource claims {claims}); the simulator uses "
+                    "none, so they would sit idle"
+                )
+            continue
+        report(
+            f"{template.where()}: runs neither `vllm serve` nor llm-d's inference simulator "
+            f"(pod label {key}={value}); this pack's serving rules read vLLM command lines, so "
+            "nothing about this role would be checked"
+        )
+
+
+serving_engine_identified = resource_rule(
+    name="serving-engine-identified",
+    description="Every LeaderWorkerSet-shaped serving role runs `vllm serve` (which the serving "
+    "rules check) or llm-d's inference simulator without GPUs, never something the pack cannot read.",
+    remediation="Run the engine as `vllm serve ...` in the pod's command (llmd_fleet/serving/vllm.py), "
+    "or the simulator with its `app.kubernetes.io/name: llm-d-inference-sim` label and no GPU "
+    "claim or limit (llmd_fleet/serving/simulator.py).",
+    level=EnforcementLevel.MANDATORY,
+    severity=Severity.MEDIUM,
+    types=WORKLOAD_TYPES,
+    check=_check_engine_identified,
+    config=schema({"gpuResources": GPU_RESOURCES}),
+    tags=["serving"],
+)
+
 POLICIES = [
+    serving_engine_identified,
     serving_shm_memory_backed,
     startup_probe_budget,
     kv_tier_memory_limit,
