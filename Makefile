@@ -66,6 +66,11 @@ promtool: ## promtool (pinned, built from the Prometheus module into a cache) ch
 	@set -e; for s in $(STACKS); do $(UV) run --frozen llmd-fleet render $$s; done
 	$(UV) run --frozen python -m llmd_fleet.tools.promtool check $(STACKS)
 
+.PHONY: preflight-probe
+preflight-probe: ## The fabric preflight probe over the pinned NIXL (UCX, host memory, two local agents; cached env)
+	$(UV) run --frozen python -m llmd_fleet.tools.preflight_probe.env
+	$(UV) run --frozen pytest -m nixl tests/test_preflight_probe.py
+
 .PHONY: checkov
 checkov: ## checkov over every rendered stack, serving pod templates included (pinned, cached env)
 	$(UV) run --frozen python -m llmd_fleet.tools.checkov_scan.env

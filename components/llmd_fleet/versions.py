@@ -68,6 +68,8 @@ class ToolVersions(_Frozen):
     promtool: str
     """github.com/prometheus/prometheus module version `make promtool` builds cmd/promtool from
     (infra/promtool); Prometheus 3.x is tagged v0.3xx.y there."""
+    preflight_numpy: str
+    """numpy of the preflight probe's test environment (llmd_fleet/tools/preflight_probe/env.py)."""
 
 
 class TwinVersions(_Frozen):
