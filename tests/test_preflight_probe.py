@@ -59,8 +59,20 @@ def run_pair(python: Path, *, size_mib: int, nic_gbps: float, efficiency: float)
         text=True,
     )
     initiator = subprocess.run(
-        [str(python), "-I", str(PROBE), "--role", "initiator", "--peer", "127.0.0.1", *common]
-        + ["--nic-gbps", str(nic_gbps), "--efficiency", str(efficiency)],
+        [
+            str(python),
+            "-I",
+            str(PROBE),
+            "--role",
+            "initiator",
+            "--peer",
+            "127.0.0.1",
+            *common,
+            "--nic-gbps",
+            str(nic_gbps),
+            "--efficiency",
+            str(efficiency),
+        ],
         capture_output=True,
         text=True,
         timeout=300,
@@ -107,8 +119,23 @@ def test_a_result_below_the_threshold_fails_both_pods(python):
 
 def test_no_target_is_an_error_not_a_pass(python):
     result = subprocess.run(
-        [str(python), "-I", str(PROBE), "--role", "initiator", "--peer", "127.0.0.1"]
-        + ["--port", str(free_port()), "--nic-gbps", "1", "--efficiency", "0.5", "--timeout", "3"],
+        [
+            str(python),
+            "-I",
+            str(PROBE),
+            "--role",
+            "initiator",
+            "--peer",
+            "127.0.0.1",
+            "--port",
+            str(free_port()),
+            "--nic-gbps",
+            "1",
+            "--efficiency",
+            "0.5",
+            "--timeout",
+            "3",
+        ],
         capture_output=True,
         text=True,
         timeout=60,
@@ -120,8 +147,19 @@ def test_no_target_is_an_error_not_a_pass(python):
 
 def test_an_unknown_backend_is_an_error(python):
     result = subprocess.run(
-        [str(python), "-I", str(PROBE), "--role", "target", "--backend", "NO_SUCH_BACKEND"]
-        + ["--port", str(free_port()), "--timeout", "3"],
+        [
+            str(python),
+            "-I",
+            str(PROBE),
+            "--role",
+            "target",
+            "--backend",
+            "NO_SUCH_BACKEND",
+            "--port",
+            str(free_port()),
+            "--timeout",
+            "3",
+        ],
         capture_output=True,
         text=True,
         timeout=60,

@@ -271,7 +271,10 @@ def run_initiator(args: argparse.Namespace) -> int:
         read = agent.initialize_xfer("READ", local, remote_descs, remote, backends=[args.backend])
         read_seconds = timed_transfers(agent, read, args.iterations, args.timeout)
         read_verified = bool(np.array_equal(buffer, pattern(READ_SEED, size)))
-        log(role, f"READ {moved} bytes in {read_seconds:.3f} s; bytes {'match' if read_verified else 'DIFFER'}")
+        log(
+            role,
+            f"READ {moved} bytes in {read_seconds:.3f} s; bytes {'match' if read_verified else 'DIFFER'}",
+        )
 
         buffer[:] = pattern(WRITE_SEED, size)
         write = agent.initialize_xfer("WRITE", local, remote_descs, remote, backends=[args.backend])
