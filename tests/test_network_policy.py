@@ -65,6 +65,9 @@ def endpoints(stack: str, objects: list[dict[str, Any]]) -> dict[str, Endpoint]:
         "decode": in_ns("decode", "2.10", _template_labels(objects, "DisaggregatedSet", "glm52", "decode")),
         "epp": in_ns("epp", "3.10", _template_labels(objects, "Deployment", "glm52-epp")),
         "tokenizer": in_ns("tokenizer", "3.20", _template_labels(objects, "Deployment", "glm52-tokenizer")),
+        # The two preflight pods (Job completion index 0 listens, index 1 connects).
+        "preflight-0": in_ns("preflight-0", "1.20", _template_labels(objects, "Job", "glm52-preflight")),
+        "preflight-1": in_ns("preflight-1", "2.20", _template_labels(objects, "Job", "glm52-preflight")),
         "debug-pod": in_ns("debug-pod", "3.30", {"app": "debug"}),
         "other-ns-pod": in_ns("other-ns-pod", "9.10", {"app": "debug"}, "default"),
         # A pod elsewhere that copies the serving pods' labels: selectors are per namespace.
@@ -165,6 +168,20 @@ COMMON_FLOWS = [
     Flow("epp", "other-ns-pod", 8080, False, "the EPP's egress is the fleet, tokenizer, DNS, API"),
     Flow("debug-pod", "model-hub", 443, False, "default deny covers the whole namespace"),
 ]
+# The fabric preflight (on in every stack): its metadata exchange and nothing else.
+PREFLIGHT_FLOWS = [
+    Flow("preflight-1", "preflight-0", 5590, True, "the initiator fetches the target's NIXL metadata"),
+    Flow("preflight-0", "preflight-1", 5590, True, "either pod may hold either index"),
+    Flow("preflight-0", "kube-dns", 53, True, "the peer's name", "UDP"),
+    Flow("preflight-1", "preflight-0", 41231, False, "UCX falling back to TCP on the pod network"),
+    Flow("preflight-1", "preflight-0", 5600, False, "the metadata port only"),
+    Flow("preflight-0", "prefill", 5600, False, "the probe never reaches the serving pods"),
+    Flow("decode", "preflight-0", 5590, False, "serving pods do not talk to the probe"),
+    Flow("other-ns-pod", "preflight-0", 5590, False, "the probe pair only"),
+    Flow("debug-pod", "preflight-1", 5590, False, "a stray pod in the serving namespace"),
+    Flow("preflight-0", "model-hub", 443, False, "the probe downloads nothing"),
+    Flow("preflight-1", "api-server", 443, False, "the probe has no API access"),
+]
 IN_CLUSTER_GATEWAY_FLOWS = [
     Flow("client", "gateway", 80, True, "the listener, from anywhere"),
     Flow("gateway", "xds", 9978, True, "agentgateway's controller configures its proxies"),
@@ -233,7 +250,9 @@ def flows(stack: str) -> list[Flow]:
     api_port = NETWORK[stack].api_port
     table = [
         f._replace(port=api_port) if f.destination == "api-server" and f.allowed else f
-        for f in COMMON_FLOWS + (CLOUDNATIVE_PG_FLOWS if DATABASE[stack] == "postgres" else [])
+        for f in COMMON_FLOWS
+        + PREFLIGHT_FLOWS
+        + (CLOUDNATIVE_PG_FLOWS if DATABASE[stack] == "postgres" else [])
     ]
     table += [
         f._replace(destination=DATABASE[stack]) if f.destination == "database" else f for f in RESPONSES_FLOWS
