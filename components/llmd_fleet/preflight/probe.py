@@ -181,7 +181,7 @@ def make_agent(name: str, backend: str) -> Any:
 
 
 def agent_name(loaded: Any) -> str:
-    """The name add_remote_agent returns (bytes from NIXL 1.5.1's binding)."""
+    """The name add_remote_agent returns (bytes from the pinned NIXL's binding, str elsewhere)."""
     return loaded.decode() if isinstance(loaded, bytes) else str(loaded)
 
 

@@ -109,6 +109,9 @@ def memory_gib(config: StackConfig) -> int:
 def job_annotations(config: StackConfig) -> dict[str, str]:
     preflight = config.serving.preflight
     annotations = {
+        # What checkov reports on purpose (it reads them from the workload's own metadata): the
+        # probe runs as the engine does, as root with IPC_LOCK and SYS_RAWIO, from a tag.
+        **skip_annotations((*ENGINE_SKIPS, *capability_skips(False))),
         REPLACE_UNREADY: "true",
         # The provider gives up waiting when the Job itself would.
         TIMEOUT_SECONDS: str(preflight.deadline_minutes * 60),
@@ -209,11 +212,10 @@ def probe_pod_template(config: StackConfig, plan: FleetPlan, image: pulumi.Input
     }
     if role.claim is not None:
         spec["resourceClaims"] = pod_claims(claim_template_name(role.node_group, role.claim))
-    annotations = {
-        **dict(role.fabric.pod_annotations),
-        **skip_annotations((*ENGINE_SKIPS, *capability_skips(False))),
-    }
-    return {"metadata": {"labels": probe_labels(config), "annotations": annotations}, "spec": spec}
+    metadata: dict[str, Any] = {"labels": probe_labels(config)}
+    if role.fabric.pod_annotations:
+        metadata["annotations"] = dict(role.fabric.pod_annotations)
+    return {"metadata": metadata, "spec": spec}
 
 
 def job_spec(config: StackConfig, plan: FleetPlan, image: pulumi.Input[str]) -> dict[str, Any]:
