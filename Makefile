@@ -66,6 +66,10 @@ promtool: ## promtool (pinned, built from the Prometheus module into a cache) ch
 	@set -e; for s in $(STACKS); do $(UV) run --frozen llmd-fleet render $$s; done
 	$(UV) run --frozen python -m llmd_fleet.tools.promtool check $(STACKS)
 
+.PHONY: bench-workload
+bench-workload: ## Validate every stack's benchmark workload with the pinned inference-perf's own config models (cached env, its own Python)
+	$(UV) run --frozen python -m llmd_fleet.tools.bench.env $(STACKS)
+
 .PHONY: preflight-probe
 preflight-probe: ## The fabric preflight probe over the pinned NIXL (UCX, host memory, two local agents; cached env)
 	$(UV) run --frozen python -m llmd_fleet.tools.preflight_probe.env
