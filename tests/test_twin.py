@@ -376,6 +376,15 @@ def test_apply_order_puts_namespaces_then_cluster_objects_first():
     ]
 
 
+def test_apply_order_creates_service_accounts_before_their_token_secrets():
+    objects = [
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "reader-token"}},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "reader"}},
+    ]
+    namespaced = {"v1/Secret": True, "v1/ServiceAccount": True}
+    assert [o["kind"] for o in e2e.apply_order(objects, namespaced)] == ["ServiceAccount", "Secret"]
+
+
 def test_server_added_counts_defaults_not_bookkeeping():
     rendered = {"metadata": {"name": "x"}, "spec": {"replicas": 2}}
     stored = {
