@@ -75,6 +75,11 @@ check-router: ## The pinned llm-d router's own config loader, 1.0 plugin factori
 bench-workload: ## Validate every stack's benchmark workload with the pinned inference-perf's own config models (cached env, its own Python)
 	$(UV) run --frozen python -m llmd_fleet.tools.bench.env $(STACKS)
 
+.PHONY: preflight-probe
+preflight-probe: ## The fabric preflight probe over the pinned NIXL (UCX, host memory, two local agents; cached env)
+	$(UV) run --frozen python -m llmd_fleet.tools.preflight_probe.env
+	$(UV) run --frozen pytest -m nixl tests/test_preflight_probe.py
+
 .PHONY: checkov
 checkov: ## checkov over every rendered stack, serving pod templates included (pinned, cached env)
 	$(UV) run --frozen python -m llmd_fleet.tools.checkov_scan.env

@@ -29,6 +29,8 @@ BASE = {
 AREAS = {
     "config": 1,
     "plan": 2,
+    # The preflight probe: self-contained (it runs alone in the serving image), pure.
+    "preflight": 2,
     **dict.fromkeys(
         ("cluster", "platform", "security", "observability", "serving", "router", "responses", "images"), 3
     ),

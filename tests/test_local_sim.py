@@ -98,6 +98,12 @@ LOCAL_BAD_INPUTS = [
     ("serving.simulator.mode", "--port=1", "llmd-fleet:serving.simulator.mode", "'random'"),
     ("serving.simulator.zmqEndpoint", "tcp://x:1", "llmd-fleet:serving.simulator.zmqEndpoint", "unknown key"),
     (
+        "serving.preflight.enabled",
+        True,
+        "llmd-fleet:serving.preflight.enabled",
+        "must be false with engine simulator",
+    ),
+    (
         "serving.simulator.memoryMiBPerRank",
         10**9,
         "llmd-fleet:serving.simulator.memoryMiBPerRank",
@@ -155,6 +161,16 @@ def test_the_simulator_is_kind_locals_default_engine():
     del raw["serving"]["engine"]
     assert parse_config(raw).serving.engine == "simulator"
     assert parse_config(stack_raw_config(REFERENCE_STACK)).serving.engine == "vllm"
+
+
+def test_the_preflight_is_off_for_the_simulator_unless_asked_for_and_on_for_vllm():
+    assert parse_config(stack_raw_config(STACK)).serving.preflight.enabled is False
+    assert parse_config(stack_raw_config(REFERENCE_STACK)).serving.preflight.enabled is True
+
+
+def test_the_simulator_stack_renders_no_preflight(rendered):
+    names = [o["metadata"]["name"] for o in rendered(STACK)]
+    assert [n for n in names if "preflight" in n] == []
 
 
 @pytest.mark.parametrize(

@@ -104,6 +104,12 @@ def endpoints(stack: str, objects: list[dict[str, Any]]) -> dict[str, Endpoint]:
         # GKE: the internal address the stack reserves for the managed gateway.
         "gateway-address": Endpoint("gateway-address", "10.0.15.252"),
     }
+    if stack not in SIMULATOR_STACKS:
+        # The two preflight pods (Job completion index 0 listens, index 1 connects); the simulator
+        # stacks have no fabric and no preflight.
+        probe = _template_labels(objects, "Job", "glm52-preflight")
+        parties["preflight-0"] = in_ns("preflight-0", "1.20", probe)
+        parties["preflight-1"] = in_ns("preflight-1", "2.20", probe)
     if stack in MANAGED_GATEWAY:
         # GKE's regional internal Application Load Balancer: its proxies in the proxy-only subnet.
         parties["gateway"] = Endpoint("gateway", "10.97.0.7")
@@ -177,6 +183,20 @@ COMMON_FLOWS = [
     Flow("prefill", "api-server", 6443, False, "serving pods have no API access"),
     Flow("epp", "other-ns-pod", 8080, False, "the EPP's egress is the fleet, tokenizer, DNS, API"),
     Flow("debug-pod", "model-hub", 443, False, "default deny covers the whole namespace"),
+]
+# The fabric preflight (on in every vLLM stack): its metadata exchange and nothing else.
+PREFLIGHT_FLOWS = [
+    Flow("preflight-1", "preflight-0", 5590, True, "the initiator fetches the target's NIXL metadata"),
+    Flow("preflight-0", "preflight-1", 5590, True, "either pod may hold either index"),
+    Flow("preflight-0", "kube-dns", 53, True, "the peer's name", "UDP"),
+    Flow("preflight-1", "preflight-0", 41231, False, "UCX falling back to TCP on the pod network"),
+    Flow("preflight-1", "preflight-0", 5600, False, "the metadata port only"),
+    Flow("preflight-0", "prefill", 5600, False, "the probe never reaches the serving pods"),
+    Flow("decode", "preflight-0", 5590, False, "serving pods do not talk to the probe"),
+    Flow("other-ns-pod", "preflight-0", 5590, False, "the probe pair only"),
+    Flow("debug-pod", "preflight-1", 5590, False, "a stray pod in the serving namespace"),
+    Flow("preflight-0", "model-hub", 443, False, "the probe downloads nothing"),
+    Flow("preflight-1", "api-server", 443, False, "the probe has no API access"),
 ]
 IN_CLUSTER_GATEWAY_FLOWS = [
     Flow("client", "gateway", 80, True, "the listener, from anywhere"),
@@ -286,7 +306,9 @@ def flows(stack: str) -> list[Flow]:
     api_port = NETWORK[stack].api_port
     table = [
         f._replace(port=api_port) if f.destination == "api-server" and f.allowed else f
-        for f in COMMON_FLOWS + (CLOUDNATIVE_PG_FLOWS if DATABASE[stack] == "postgres" else [])
+        for f in COMMON_FLOWS
+        + PREFLIGHT_FLOWS
+        + (CLOUDNATIVE_PG_FLOWS if DATABASE[stack] == "postgres" else [])
     ]
     database = DATABASE[stack]
     assert database is not None, f"{stack} has the Responses layer"

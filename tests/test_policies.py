@@ -507,6 +507,88 @@ def test_gpu_budget_on_workloads(reference):
     assert "DisaggregatedSet llm-d/glm52: 544 (prefill 28 pods x 8, decode 40 pods x 8)" in message
 
 
+def test_gpu_budget_counts_the_preflight_before_serving_not_beside_it(reference):
+    job = one(reference, ":Job", "glm52-preflight")
+    # The reference's 544 GPUs are all serving's: the preflight's 16 run before it, on their own.
+    assert violations("gpu-budget", reference, {"maxGpus": 544}) == []
+    found = violations("gpu-budget", reference, {"maxGpus": 8})
+    assert (
+        "Job llm-d/glm52-preflight requests 16 GPUs before DisaggregatedSet glm52 starts, over the stack's "
+        "budget of 8"
+    ) in found
+
+    # Without the runs-before claim (gateServing false) the Job runs beside the full fleet.
+    def ungated(inputs: dict[str, Any]) -> None:
+        del inputs["metadata"]["annotations"]["llmd-fleet.io/runs-before"]
+
+    (message,) = violations("gpu-budget", edited(reference, job, ungated), {"maxGpus": 544})
+    assert message.startswith("workloads request 560 GPUs, over the stack's budget of 544")
+    assert "Job llm-d/glm52-preflight: 16 (spec.template 2 pods x 8)" in message
+
+    # A claim to run before a workload the stack does not have counts for nothing.
+    def elsewhere(inputs: dict[str, Any]) -> None:
+        inputs["metadata"]["annotations"]["llmd-fleet.io/runs-before"] = "DisaggregatedSet/other"
+
+    assert violations("gpu-budget", edited(reference, job, elsewhere), {"maxGpus": 544})
+
+
+def test_preflight_job_passes_as_rendered(reference):
+    assert violations("preflight-job", reference) == []
+    # Not applicable to a stack without one.
+    assert violations("preflight-job", without(reference, ":Job")) == []
+
+
+def test_preflight_job_must_request_the_serving_claim_shape(reference):
+    job = one(reference, ":Job", "glm52-preflight")
+
+    def gpus_only(inputs: dict[str, Any]) -> None:
+        inputs["spec"]["template"]["spec"]["resourceClaims"] = [
+            {"name": "accelerators", "resourceClaimTemplateName": "gpus-only"}
+        ]
+
+    template = one(reference, ":ResourceClaimTemplate")
+    narrower = copy.deepcopy(template.inputs)
+    narrower["metadata"]["name"] = "gpus-only"
+    narrower["spec"]["spec"]["devices"] = {
+        "requests": [{"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 8}}]
+    }
+    resources = [
+        *edited(reference, job, gpus_only),
+        dataclasses.replace(template, name="gpus-only", inputs=narrower),
+    ]
+    found = violations("preflight-job", resources)
+    assert len(found) == 2  # once per serving role
+    assert found[0] == (
+        "Job llm-d/glm52-preflight: its pods request 8 x gpu.nvidia.com, DisaggregatedSet llm-d/glm52 role "
+        "prefill requests 8 x gpu.nvidia.com, 8 x rdma-nic.llmd-fleet.io; the preflight must test the "
+        "devices the serving pods get"
+    )
+
+    def no_claim_for_the_probe(inputs: dict[str, Any]) -> None:
+        inputs["spec"]["template"]["spec"]["containers"][0]["resources"].pop("claims")
+
+    (message,) = violations("preflight-job", edited(reference, job, no_claim_for_the_probe))
+    assert message.startswith("Job llm-d/glm52-preflight: pod claims accelerators are given to no container")
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda s: s.pop("activeDeadlineSeconds"), "activeDeadlineSeconds is unset; a preflight must end"),
+        (
+            lambda s: s.update(activeDeadlineSeconds=86400),
+            "activeDeadlineSeconds is 86400; a preflight must end",
+        ),
+        (lambda s: s.pop("backoffLimit"), "backoffLimit is unset (Kubernetes retries 6 times); at most 3"),
+        (lambda s: s.update(backoffLimit=10), "backoffLimit is 10; at most 3"),
+    ],
+)
+def test_preflight_job_is_bounded(reference, edit, expected):
+    job = one(reference, ":Job", "glm52-preflight")
+    (message,) = violations("preflight-job", edited(reference, job, lambda inputs: edit(inputs["spec"])))
+    assert message.startswith(f"Job llm-d/glm52-preflight: {expected}")
+
+
 def _decode_rollout(max_surge: Any, max_unavailable: Any) -> Callable[[dict[str, Any]], None]:
     def edit(inputs: dict[str, Any]) -> None:
         for role in inputs["spec"]["roles"]:

@@ -407,3 +407,19 @@ def test_vendored_crds_carry_cel_rules_the_e2e_counts():
         e2e.cel_rules({"x-kubernetes-validations": [{"rule": "a"}], "p": {"x-kubernetes-validations": [{}]}})
         == 2
     )
+
+
+def test_a_job_is_finished_only_on_a_true_complete_or_failed_condition():
+    assert e2e._job_complete({}) is None
+    running = {"status": {"conditions": [{"type": "SuccessCriteriaMet", "status": "True"}]}}
+    assert e2e._job_complete(running) is None
+    assert e2e._job_complete({"status": {"conditions": [{"type": "Complete", "status": "False"}]}}) is None
+    assert (
+        e2e._job_complete({"status": {"conditions": [{"type": "Complete", "status": "True"}]}}) == "Complete"
+    )
+    assert e2e._job_complete({"status": {"conditions": [{"type": "Failed", "status": "True"}]}}) == "Failed"
+
+
+def test_the_twin_loads_kwoks_stage_that_completes_job_pods():
+    """The preflight Job completes in the twin only through kwok's pod-complete stage."""
+    assert "kustomize/stage/pod/fast/pod-complete.yaml" in cluster.KWOK_STAGE_FILES

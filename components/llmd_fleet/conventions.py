@@ -14,3 +14,9 @@ DRANET_RDMA_SELECTOR = 'device.driver == "dra.net" && device.attributes["dra.net
 """CEL selector of that DeviceClass: the NICs DRANET publishes with RDMA."""
 POOL_GROUP = "inference.networking.k8s.io"
 """API group of the InferencePool the gateway routes to and the endpoint picker serves."""
+RUNS_BEFORE_ANNOTATION = "llmd-fleet.io/runs-before"
+"""On a Job: the workload (`Kind/name`, same namespace) the program creates only after the Job
+has completed (the fabric preflight before the DisaggregatedSet). The GPU budget counts such a Job
+on its own, not on top of the workload it precedes."""
+PREFLIGHT_COMPONENT = "preflight"
+"""`app.kubernetes.io/component` of the fabric preflight Job and its pods."""

@@ -73,6 +73,8 @@ class ToolVersions(_Frozen):
     `make bench-workload` validates its workload with (llmd_fleet/tools/bench/env.py)."""
     inference_perf_python: str = Field(alias="inference-perf-python")
     """Python minor (`X.Y`) the inference-perf environment is built from."""
+    preflight_numpy: str = Field(alias="preflight-numpy")
+    """numpy of the preflight probe's test environment (llmd_fleet/tools/preflight_probe/env.py)."""
 
 
 class TwinVersions(_Frozen):

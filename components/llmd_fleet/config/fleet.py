@@ -358,6 +358,33 @@ class SimulatorConfig(_Model):
     """Memory request and limit per data-parallel rank, in MiB."""
 
 
+class PreflightConfig(_Model):
+    """The fabric preflight: a Job of two pods, on two GPU nodes of the serving node group with
+    the serving pods' DRA claim, that moves data between them over the fleet's NIXL backend,
+    checks every byte and fails below `minEfficiency` x the group's `nicGbps`. The
+    DisaggregatedSet waits for it on the first deploy (docs/preflight.md)."""
+
+    enabled: bool = True
+    """Render the preflight Job (and its ConfigMap, headless Service and NetworkPolicy). Unset:
+    true, except with `serving.engine: simulator`, which has no fabric to probe (false there; true
+    is refused)."""
+    min_efficiency: Annotated[float, Field(ge=0.05, le=1.0)] = 0.4
+    """Fraction of one fabric NIC's line rate (the node group's `nicGbps`) each direction must
+    reach; below it the Job fails and serving is not created."""
+    transfer_mib: Annotated[int, Field(ge=16, le=8192)] = 1024
+    """Bytes moved per transfer, in MiB (host memory registered on each side; the pods' memory
+    limit is sized from it)."""
+    iterations: Annotated[int, Field(ge=1, le=100)] = 8
+    """Timed transfers per direction (READ, then WRITE), after one untimed warm-up each."""
+    deadline_minutes: Annotated[int, Field(ge=5, le=240)] = 60
+    """The Job's activeDeadlineSeconds, in minutes: image pull, scheduling and the probe itself.
+    Pulumi waits as long (`pulumi.com/timeoutSeconds`)."""
+    gate_serving: bool = True
+    """The DisaggregatedSet depends on the Job, so `pulumi up` creates serving only after the
+    probe passed. false: nothing waits for the Job (`pulumi.com/skipAwait`), e.g. to re-run it
+    on a fleet that is already serving."""
+
+
 class ServingConfig(_Model):
     """How the model is served."""
 
@@ -395,6 +422,8 @@ class ServingConfig(_Model):
     simulator: SimulatorConfig = Field(default_factory=SimulatorConfig)
     """engine simulator: its emulated timing and pod size (SimulatorConfig's defaults when
     unset)."""
+    preflight: PreflightConfig = Field(default_factory=PreflightConfig)
+    """The fabric preflight Job that runs before the first serving rollout (docs/preflight.md)."""
 
 
 class PriorityClassConfig(_Model):
@@ -617,6 +646,8 @@ KNOWN_KEYS = frozenset(_OBJECT_KEYS) | frozenset(_OPTIONAL_OBJECT_KEYS) | frozen
 # The unit of each number, by how its key ends (checked for every numeric field by a test).
 _UNIT_SUFFIXES = (
     ("GiB", "GiB"),
+    ("MiB", "MiB"),
+    ("Efficiency", "fraction of the NIC line rate"),
     ("Gb", "GB"),
     ("Seconds", "seconds"),
     ("Days", "days"),
@@ -657,6 +688,7 @@ _UNIT_NAMES = {
     "expectedPromptTokens": "tokens",
     "samplingRatio": "fraction of traces",
     "nodeCount": "nodes",
+    "iterations": "transfers",
     "maxPodsPerNode": "pods",
     "localSsdCount": "disks",
     "nvshmemHeapGiB": "GiB",
@@ -766,6 +798,11 @@ def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset
     if config.target.kind == "local" and "engine" not in config.serving.model_fields_set:
         # kind local has no GPUs: the simulator is its engine unless one is named (and refused).
         serving = config.serving.model_copy(update={"engine": "simulator"})
+        config = config.model_copy(update={"serving": serving})
+    if config.serving.engine == "simulator" and "enabled" not in config.serving.preflight.model_fields_set:
+        # The simulator moves no KV over a fabric: nothing for the preflight to prove.
+        preflight = config.serving.preflight.model_copy(update={"enabled": False})
+        serving = config.serving.model_copy(update={"preflight": preflight})
         config = config.model_copy(update={"serving": serving})
     config = _target_observability_defaults(config)
     problems = _semantic_problems(config)
@@ -1299,6 +1336,37 @@ def _router_problems(config: StackConfig) -> list[tuple[str, str]]:
 
 
 # The cross-field rules, one per section, in the order their problems are reported.
+def _preflight_problems(config: StackConfig) -> list[tuple[str, str]]:
+    """The preflight pairs two nodes of the one node group both roles run on."""
+    serving = config.serving
+    if not serving.preflight.enabled:
+        return []
+    path = f"{PROJECT}:serving.preflight.enabled"
+    if serving.engine == "simulator":
+        return [
+            (
+                path,
+                "must be false with engine simulator: the simulator moves no KV over a fabric, so "
+                "there is nothing for the NIXL probe to measure (unset, it is off there)",
+            )
+        ]
+    groups = sorted({serving.roles.prefill.node_group, serving.roles.decode.node_group})
+    if len(groups) > 1:
+        return [
+            (
+                path,
+                f"prefill and decode run on different node groups ({', '.join(groups)}); the preflight "
+                "pairs two nodes of one group with one claim shape: set it false",
+            )
+        ]
+    group = config.fleet.node_groups.get(groups[0])
+    if group is not None and group.count < 2:
+        return [
+            (path, f"node group {groups[0]} has {group.count} node; the preflight needs two: set it false")
+        ]
+    return []
+
+
 _SEMANTIC_RULES = (
     _target_problems,
     _local_problems,
@@ -1309,6 +1377,7 @@ _SEMANTIC_RULES = (
     _kv_tier_problems,
     _weight_loading_problems,
     _router_problems,
+    _preflight_problems,
 )
 
 

@@ -19,6 +19,7 @@ pod of the cluster, around the gateway and the router. The allowed flows:
 | anyone | gateway proxies | the listener port |
 | with `serving.weightLoading: modelexpress`: serving pods | the ModelExpress server | its gRPC port |
 | the ModelExpress server | the API server | TCP 443 and 6443 (its metadata lives in custom resources) |
+| with `serving.preflight`: preflight pod | the other preflight pod | the probe's metadata port |
 | with `llmd-fleet:responses`: the agentic API and its database | llmd_fleet/responses/network.py | |
 
 Between serving pods every port is open: vLLM's DP coordinator, torch.distributed (NCCL/Gloo
@@ -52,6 +53,8 @@ from llmd_fleet.router.endpoint_picker import (
 )
 from llmd_fleet.router.gateway import GATEWAY_NAME, IMPLEMENTATION_NAMESPACE, MANAGED_IMPLEMENTATIONS
 from llmd_fleet.serving.modelexpress import server_selector
+from llmd_fleet.serving.preflight import PORT as PREFLIGHT_PORT
+from llmd_fleet.serving.preflight import probe_selector
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 """Set by the API server on every namespace (Kubernetes 1.22+): selects a namespace by name."""
@@ -241,6 +244,17 @@ def network_policy_specs(config: StackConfig, plan: FleetPlan) -> dict[str, dict
             "egress": hub,
         },
     }
+    if config.serving.preflight.enabled:
+        # The probe pair (llmd_fleet/serving/preflight.py): the metadata exchange between its two
+        # pods and nothing else. Its bytes go over the GPU NICs, which no NetworkPolicy sees; a
+        # UCX that falls back to TCP on the pod network is refused here and fails the probe.
+        probe = _pods(probe_selector(config))
+        specs["preflight"] = {
+            "podSelector": {"matchLabels": probe_selector(config)},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": [probe], "ports": _tcp(PREFLIGHT_PORT)}],
+            "egress": [{"to": [probe], "ports": _tcp(PREFLIGHT_PORT)}],
+        }
     implementation = config.gateway.implementation
     if implementation not in MANAGED_IMPLEMENTATIONS:
         specs["gateway"] = {

@@ -12,6 +12,7 @@ from llmd_fleet.platform.dra import claim_template_name, claim_template_spec
 from llmd_fleet.security.pod_context import pod_security_labels
 from llmd_fleet.serving.modelexpress import ModelExpressServer
 from llmd_fleet.serving.pod import PodInputs, disaggregated_set_spec
+from llmd_fleet.serving.preflight import FabricPreflight
 from llmd_fleet.versions import versions
 
 HF_TOKEN_SECRET = "llm-d-hf-token"
@@ -26,7 +27,8 @@ class ModelServingArgs(TypedDict):
       node group and claim shape.
     - `hf_token` (required, may be `None`): Hugging Face token (a secret); when set, the Secret
       `llm-d-hf-token` is created and the pods read HF_TOKEN from it.
-    - `engine_image` (required): the image every engine container runs (`serving_image`).
+    - `engine_image` (required): the image every engine container runs (`serving_image`), and
+      the fabric preflight's probe (`serving.preflight`, `FabricPreflight`).
     """
 
     config: StackConfig
@@ -114,6 +116,17 @@ class ModelServing(pulumi.ComponentResource):
             self.modelexpress = ModelExpressServer(
                 f"{name}-modelexpress", {"config": config, "install_crds": True}, opts=after_namespace
             )
+        # The fabric preflight (llmd_fleet/serving/preflight.py) on the same claim templates; with
+        # gateServing the DisaggregatedSet is created only once its Job has completed.
+        gate: list[pulumi.Resource] = []
+        if serving.preflight.enabled:
+            preflight = FabricPreflight(
+                f"{name}-preflight",
+                {"config": config, "plan": plan, "engine_image": args["engine_image"]},
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace, *claim_templates]),
+            )
+            if serving.preflight.gate_serving:
+                gate.append(preflight.job)
         engine_version = (
             versions().image("inference-sim").tag
             if serving.engine == "simulator"
@@ -142,7 +155,7 @@ class ModelServing(pulumi.ComponentResource):
             spec=disaggregated_set_spec(config, plan, inputs),
             opts=pulumi.ResourceOptions(
                 parent=self,
-                depends_on=[namespace, *claim_templates]
+                depends_on=[namespace, *claim_templates, *gate]
                 + ([token_secret] if token_secret is not None else [])
                 + ([self.modelexpress] if self.modelexpress is not None else []),
             ),

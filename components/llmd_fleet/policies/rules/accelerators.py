@@ -6,6 +6,7 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel, Severity
 
+from llmd_fleet.conventions import RUNS_BEFORE_ANNOTATION
 from llmd_fleet.policies.rules._base import Report, Resource, as_int, dig, resource_rule, schema, stack_rule
 from llmd_fleet.policies.rules._config import GPU_DEVICE_CLASSES, GPU_RESOURCES, NIC_DEVICE_CLASSES
 from llmd_fleet.policies.rules._dra import (
@@ -279,6 +280,15 @@ def _node_pool_gpus(
     return None
 
 
+def runs_before(workload: Resource) -> tuple[str, str] | None:
+    """(kind, name) a Job declares it runs before (RUNS_BEFORE_ANNOTATION), if any."""
+    if workload.kind != "Job":
+        return None
+    value = (workload.metadata.get("annotations") or {}).get(RUNS_BEFORE_ANNOTATION)
+    kind, _, name = str(value or "").partition("/")
+    return (kind, name) if kind and name else None
+
+
 def _check_budget(resources: list[Resource], cfg: dict[str, Any], report: Report) -> None:
     budget = cfg["maxGpus"]
     if not budget:
@@ -287,9 +297,20 @@ def _check_budget(resources: list[Resource], cfg: dict[str, Any], report: Report
     claims = claim_index(resources)
     usage: dict[str, tuple[Resource, int, list[str]]] = {}
     surges: list[tuple[PodTemplate, int]] = []
+    workloads = {(r.kind, r.namespace, r.object_name) for r in resources if r.is_kubernetes_object}
     for template in all_pod_templates(resources):
         gpus = pod_gpus(template, claims, cfg)
         if not gpus or template.pods is None:
+            continue
+        before = runs_before(template.workload)
+        if before is not None and (before[0], template.workload.namespace, before[1]) in workloads:
+            # Done before the workload it precedes starts (the fabric preflight): on its own.
+            if template.pods * gpus > budget:
+                report(
+                    f"{template.where()} requests {template.pods * gpus} GPUs before "
+                    f"{before[0]} {before[1]} starts, over the stack's budget of {budget}",
+                    template.workload,
+                )
             continue
         resource, total, parts = usage.get(template.workload.urn, (template.workload, 0, []))
         label = template.role or template.path

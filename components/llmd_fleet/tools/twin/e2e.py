@@ -10,12 +10,18 @@
    is counted. CEL: the CRD validation rules over our objects passed (counted), and negative
    controls (a DisaggregatedSet breaking its replicas rule, an InferencePool with a duplicate
    target port, a DeviceClass whose CEL selector does not compile) are refused (dry run);
-4. with the node side: the pods the LWS controller would create for the DisaggregatedSet (one
+4. with the node side, first the fabric preflight Job (`serving.preflight`), as `pulumi up` runs
+   it before serving: the Job controller creates its two pods, the scheduler allocates their
+   claims (the serving claim template) and binds them to two different nodes, kwok completes
+   them (its pod-complete stage, for pods a Job owns). Read back: the Job Complete, both pods
+   Succeeded on two GPU nodes with the Indexed hostnames, and their claims released again (the
+   resourceclaim controller deletes a done pod's claims), so serving gets every node;
+5. with the node side: the pods the LWS controller would create for the DisaggregatedSet (one
    per worker index of every group, from the role's template) are created by the twin; the
    controller manager makes their ResourceClaims, the scheduler allocates them against the
    fake nodes' ResourceSlices and binds the pods, kwok marks them Ready. Read back: pods bound,
    claims allocated, each GPU paired with the NIC on its pcieRoot, one pod per node.
-5. `twin down` (unless --keep).
+6. `twin down` (unless --keep).
 
 Helm releases and remote manifests are not applied (their charts and URLs need the network);
 the vendored CRDs stand in for the remote CRD bundles. Exit status 1 when an assertion fails.
@@ -341,6 +347,79 @@ def _schedule(kube: Kube, objects: list[dict[str, Any]], report: Report) -> None
         kube.delete(pod)
 
 
+PREFLIGHT_COMPONENT = ("app.kubernetes.io/component", "preflight")
+
+
+def _job_complete(job: dict[str, Any]) -> str | None:
+    """`Complete` or `Failed` once the Job controller has decided, else None."""
+    for condition in (job.get("status") or {}).get("conditions") or []:
+        if condition.get("status") == "True" and condition.get("type") in ("Complete", "Failed"):
+            return str(condition["type"])
+    return None
+
+
+def _preflight(kube: Kube, objects: list[dict[str, Any]], report: Report) -> None:
+    """The preflight Job runs to completion before any serving pod exists (step 4)."""
+    key, value = PREFLIGHT_COMPONENT
+    jobs = [o for o in objects if o["kind"] == "Job" and o["metadata"].get("labels", {}).get(key) == value]
+    if not jobs:
+        report.figure("preflight", "not rendered (serving.preflight.enabled false)")
+    for job in jobs:
+        _preflight_job(kube, job, report)
+
+
+def _preflight_job(kube: Kube, job: dict[str, Any], report: Report) -> None:
+    name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
+    started = time.monotonic()
+    try:
+        wait_for(f"Job {name} finished", lambda: _job_complete(kube.read(job)) is not None, timeout=300)
+    except TimeoutError as error:
+        report.check(False, str(error))
+    outcome = _job_complete(kube.read(job))
+    selector = job["spec"]["template"]["metadata"]["labels"]
+    pods = [
+        p
+        for p in kube.list("v1", "Pod", namespace)
+        if selector.items() <= p["metadata"].get("labels", {}).items()
+    ]
+    succeeded = [p for p in pods if p.get("status", {}).get("phase") == "Succeeded"]
+    placed = {p["spec"].get("nodeName") for p in succeeded}
+    hostnames = sorted(p["spec"].get("hostname", "") for p in succeeded)
+    gpu_nodes = {n["metadata"]["name"] for n in kube.list("v1", "Node") if n.get("spec", {}).get("taints")}
+    wanted = job["spec"]["completions"]
+    report.figure(
+        f"preflight Job {name}",
+        f"{outcome} in {time.monotonic() - started:.0f} s; pods Succeeded {len(succeeded)}/{wanted} "
+        f"on {len(placed & gpu_nodes)} GPU nodes ({', '.join(hostnames)})",
+    )
+    report.check(outcome == "Complete", f"preflight Job {name}: {outcome or 'not finished'}")
+    report.check(len(succeeded) == wanted, f"preflight Job {name}: {len(succeeded)} pods Succeeded")
+    report.check(
+        len(placed) == wanted and placed <= gpu_nodes, f"preflight Job {name}: pods not on distinct GPU nodes"
+    )
+    report.check(
+        hostnames == [f"{name}-{i}" for i in range(wanted)],
+        f"preflight Job {name}: hostnames {hostnames}, the initiator looks for {name}-0",
+    )
+    templates = sorted(
+        {r["resourceClaimTemplateName"] for p in pods for r in p["spec"].get("resourceClaims", [])}
+    )
+    uids = {p["metadata"]["uid"] for p in pods}
+
+    def held() -> int:
+        return sum(
+            1
+            for c in kube.list("resource.k8s.io/v1", "ResourceClaim", namespace)
+            if {o.get("uid") for o in c["metadata"].get("ownerReferences", [])} & uids
+        )
+
+    try:
+        wait_for(f"claims of Job {name} released", lambda: held() == 0, timeout=120)
+    except TimeoutError as error:
+        report.check(False, str(error))
+    report.figure(f"preflight claims ({', '.join(templates)}) held after completion", str(held()))
+
+
 def _deployments(kube: Kube, objects: list[dict[str, Any]], report: Report) -> None:
     """Every Deployment of the stack rolls out to all replicas Available, and every PDB reports
     its pods healthy (the disruption controller computed it)."""
@@ -407,8 +486,10 @@ def run(stack: str, apiserver_only: bool, keep: bool) -> Report:
             f"{skipped_helm} Helm releases, {skipped_remote} remote manifests",
         )
         if "kwok" in state.components:
-            print("e2e: scheduling the DisaggregatedSet's pods on the fake nodes")
             report.figure("nodes Ready", f"{cluster.ready_nodes(kube)}/{len(kube.list('v1', 'Node'))}")
+            print("e2e: the fabric preflight Job before serving (controller manager, scheduler, kwok)")
+            _preflight(kube, objects, report)
+            print("e2e: scheduling the DisaggregatedSet's pods on the fake nodes")
             _schedule(kube, objects, report)
             print("e2e: Deployments and PodDisruptionBudgets (controller manager, scheduler, kwok)")
             _deployments(kube, objects, report)
