@@ -10,7 +10,14 @@ import math
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from llmd_fleet.config.fleet import HBM_MIB, PROJECT, NodeGroupConfig, RoleConfig, StackConfig
+from llmd_fleet.config.fleet import (
+    HBM_MIB,
+    PROJECT,
+    NodeGroupConfig,
+    RoleConfig,
+    StackConfig,
+    autoscaling_max_instances,
+)
 from llmd_fleet.plan.fabric import Fabric, fabric_for
 
 GIB = 1024**3
@@ -126,6 +133,14 @@ class RolePlan:
     group has a whole spare instance's nodes, see `rollout_for`)."""
     max_unavailable: int = 1
     """Rolling update: instances taken down at once (0 when surging)."""
+    autoscaled: bool = False
+    """Whether KEDA scales the role (`serving.autoscaling.<role>.enabled`); `instances` is then
+    where it starts, and the role's instances range over min_instances..max_instances."""
+    min_instances: int = 0
+    """Fewest instances (the fixed count when not autoscaled)."""
+    max_instances: int = 0
+    """Most instances (the fixed count when not autoscaled): what node groups, surges, the
+    router's index and the GPU budget are sized for."""
 
     @property
     def lws_size(self) -> int:
@@ -214,7 +229,8 @@ class RouterPlan:
 
 def plan_router(config: StackConfig, roles: tuple["RolePlan", ...]) -> RouterPlan:
     router = config.router
-    endpoints = sum(r.instances * r.data_parallel for r in roles)
+    # Sized for the most instances the roles can run (autoscaled roles grow to their maximum).
+    endpoints = sum(r.max_instances * r.data_parallel for r in roles)
     cpu_tier = config.serving.kv_tier.cpu_offload and any(r.memory.cpu_tier_tokens > 0 for r in roles)
     tiers = 2 if cpu_tier else 1
     holders = math.ceil(endpoints * tiers * INDEX_HOLDER_HEADROOM)
@@ -348,6 +364,8 @@ def _role_plan(config: StackConfig, name: RoleName) -> tuple[RolePlan, list[tupl
     role: RoleConfig = getattr(config.serving.roles, name)
     group = config.fleet.node_groups[role.node_group]
     path = f"{PROJECT}:serving.roles.{name}"
+    scaling = config.serving.autoscaling.role(name) if config.serving.autoscaling is not None else None
+    autoscaled = scaling is not None and scaling.enabled
     problems: list[tuple[str, str]] = []
     dp_local = group.gpus_per_node // role.tensor_parallel
     engine_base = PREFILL_ENGINE_PORT if name == "prefill" else DECODE_ENGINE_PORT
@@ -418,6 +436,9 @@ def _role_plan(config: StackConfig, name: RoleName) -> tuple[RolePlan, list[tupl
         claim=claim_shape(group),
         fabric=fabric_for(config.target.kind),
         drain_seconds=config.serving.drain_seconds,
+        autoscaled=autoscaled,
+        min_instances=scaling.min_instances if autoscaled and scaling is not None else role.instances,
+        max_instances=autoscaling_max_instances(config.serving, name),
     )
     return plan, problems
 
@@ -449,7 +470,12 @@ def plan_fleet(config: StackConfig) -> FleetPlan:
             )
     if problems:
         raise PlanError(problems)
-    spare = {use.name: use.nodes - use.used for use in uses}
+    # Surge room is what is left when every role runs its most instances.
+    spare = {
+        use.name: use.nodes
+        - sum(r.max_instances * r.nodes_per_instance for r in roles if r.node_group == use.name)
+        for use in uses
+    }
     for i, r in enumerate(roles):
         surge, unavailable = rollout_for(r, spare[r.node_group])
         roles[i] = replace(r, max_surge=surge, max_unavailable=unavailable)

@@ -9,6 +9,7 @@ endpoint picker's leader Lease.
 
 import math
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from llmd_fleet.config.fleet import StackConfig
 from llmd_fleet.plan.fleet import GIB, FleetPlan, RoleName, RolePlan
@@ -133,3 +134,26 @@ def plan_observability(config: StackConfig, plan: FleetPlan) -> ObservabilityPla
 
 def gib(value: int) -> str:
     return f"{value / GIB:.1f} GiB"
+
+
+PROMETHEUS_OPERATED = "prometheus-operated"
+"""The Service prometheus-operator creates in front of the Prometheus servers of a namespace
+(prometheus-operator v0.93.0 pkg/prometheus/server/statefulset.go, port 9090 in
+pkg/prometheus/common.go)."""
+PROMETHEUS_PORT = 9090
+
+
+def prometheus_address(config: StackConfig) -> str:
+    """The Prometheus query API the triggers read: explicit, or prometheus-operator's
+    `prometheus-operated` Service in the observability namespace."""
+    scaling = config.serving.autoscaling
+    if scaling is not None and scaling.prometheus_address is not None:
+        return scaling.prometheus_address
+    namespace = config.observability.namespace
+    return f"http://{PROMETHEUS_OPERATED}.{namespace}.svc:{PROMETHEUS_PORT}"
+
+
+def prometheus_port(config: StackConfig) -> int:
+    """The TCP port of `prometheus_address` (the scheme's default when the URL names none)."""
+    url = urlsplit(prometheus_address(config))
+    return url.port or (443 if url.scheme == "https" else 80)
