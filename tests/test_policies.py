@@ -1174,3 +1174,54 @@ def test_check_rejects_a_bad_policy_config(tmp_path, crd_dir, capsys):
     assert code == 2
     assert "not valid JSON" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()  # refused before anything was rendered
+
+
+AUTOSCALE_STACK = "onprem-h100-autoscale"
+SCALED_OBJECT = "keda.sh/v1alpha1:ScaledObject"
+
+
+@pytest.fixture(scope="module")
+def autoscaled() -> list[Recorded]:
+    """Every resource of the autoscaled variant of the reference stack."""
+    return list(synthesize(STACKS_DIR, AUTOSCALE_STACK).resources)
+
+
+def test_autoscaling_budget_counts_every_role_at_its_maximum_and_the_surge(autoscaled):
+    # prefill up to 5 x 32 GPUs, decode up to 5 x 64, plus one decode instance of surge: 544.
+    assert violations("autoscaling-within-gpu-budget", autoscaled, {"maxGpus": 544}) == []
+    (message,) = violations("autoscaling-within-gpu-budget", autoscaled, {"maxGpus": 512})
+    assert message.startswith(
+        "at their autoscaling maxima the workloads request 480 GPUs plus 64 for a rolling update's "
+        "surge, 544 in all, over the stack's budget of 512"
+    )
+    assert "role prefill: up to 5 instances, 20 pods x 8" in message
+    assert "role decode: up to 5 instances, 40 pods x 8" in message
+    # The fixed-size gpu-budget rule sees no replicas on External roles and cannot catch this.
+    assert violations("gpu-budget", autoscaled, {"maxGpus": 512}) == []
+
+
+def test_autoscaling_budget_reads_the_scaled_objects_maximum(autoscaled):
+    prefill = one(autoscaled, SCALED_OBJECT, "prefill")
+    raised = edited(autoscaled, prefill, lambda inputs: inputs["spec"].update(maxReplicaCount=6))
+    (message,) = violations("autoscaling-within-gpu-budget", raised, {"maxGpus": 544})
+    assert "512 GPUs plus 64" in message and "role prefill: up to 6 instances, 24 pods x 8" in message
+    # KEDA's own default maximum (100) when the ScaledObject sets none.
+    unset = edited(autoscaled, prefill, lambda inputs: inputs["spec"].pop("maxReplicaCount"))
+    (message,) = violations("autoscaling-within-gpu-budget", unset, {"maxGpus": 544})
+    assert "role prefill: up to 100 instances, 400 pods x 8" in message
+
+
+def test_autoscaling_budget_refuses_an_external_role_nothing_bounds(autoscaled):
+    unbounded = [r for r in autoscaled if not (r.type.endswith(SCALED_OBJECT) and "decode" in r.name)]
+    (message,) = violations("autoscaling-within-gpu-budget", unbounded, {"maxGpus": 544})
+    assert message == (
+        "DisaggregatedSet llm-d/glm52 role decode: scales externally (scaling.mode External) but no "
+        "ScaledObject or HorizontalPodAutoscaler targets its DisaggregatedSetRoleScaler glm52-decode, "
+        "so nothing bounds how many instances it may run"
+    )
+
+
+def test_autoscaling_budget_does_not_apply_to_fixed_roles(reference):
+    # No External role: the gpu-budget rule covers the fleet.
+    assert violations("autoscaling-within-gpu-budget", reference, {"maxGpus": 8}) == []
+    assert violations("autoscaling-within-gpu-budget", reference) == []
