@@ -19,6 +19,7 @@ from llmd_fleet.serving.autoscaling import (
 )
 from llmd_fleet.tools.check import CrdSchemas
 from llmd_fleet.tools.metrics_catalogue.catalogue import catalogue
+from llmd_fleet.versions import versions
 from tests.conftest import CRD_DIR, stack_raw_config
 
 STACK = "onprem-h100-autoscale"
@@ -233,7 +234,7 @@ def test_keda_is_installed_pinned_unless_preinstalled(raw, tmp_path: Path):
     out = tmp_path / "out"
     assert run(["render", STACK, "--out", str(out)]) == 0
     release = yaml.safe_load((out / "helm" / "keda.keda.yaml").read_text())
-    assert (release["chart"], release["version"]) == ("keda", "2.20.2")
+    assert (release["chart"], release["version"]) == ("keda", versions().chart("keda").version)
     # Least privilege: the operator may scale the role scalers, not `*/scale` of every group.
     assert release["values"]["rbac"]["scaledRefKinds"] == [
         {"apiGroup": "disaggregatedset.x-k8s.io", "kind": "disaggregatedsetrolescalers"}

@@ -34,7 +34,7 @@ class RoleTargets:
 
     name: RoleName
     pods: int
-    """Serving pods: instances x nodes per instance."""
+    """Serving pods: instances x nodes per instance (an autoscaled role's minimum instances)."""
     ranks: int
     """vLLM API servers, one per local DP rank, each a scrape target with its own /metrics."""
     ports: tuple[int, ...]
@@ -106,11 +106,12 @@ def kv_transfer_bound(config: StackConfig, plan: FleetPlan) -> KvTransferBound:
 def plan_observability(config: StackConfig, plan: FleetPlan) -> ObservabilityPlan:
     router = config.router
     rollout_minutes = config.serving.model_load_minutes + math.ceil(config.serving.drain_seconds / 60)
+    # An autoscaled role may run as few as its minimum, so the targets-down alert counts that.
     roles = tuple(
         RoleTargets(
             name=r.name,
-            pods=r.nodes,
-            ranks=r.nodes * r.dp_size_local,
+            pods=r.min_instances * r.nodes_per_instance,
+            ranks=r.min_instances * r.nodes_per_instance * r.dp_size_local,
             ports=scraped_ports(r),
             kv_tokens_per_rank=r.memory.kv_tokens,
             cpu_tier_gib_per_rank=r.memory.cpu_tier_gib,

@@ -241,7 +241,7 @@ def _load_producers(config: StackConfig) -> list[Plugin]:
     """With prefill autoscaling: the in-flight load producer, whose `llm_d_epp_inflight_tokens`
     (uncached prompt tokens in flight per endpoint) is prefill's scaling signal
     (llmd_fleet/serving/autoscaling.py). It discounts cached prefixes with the same producer's
-    match info the scorers read (llm-d-router v0.10.0
+    match info the scorers read (llm-d-router at the pinned tag,
     pkg/epp/framework/plugins/requestcontrol/dataproducer/inflightload: type
     `inflight-load-producer`, parameter `prefixMatchInfoProducerName`)."""
     scaling = config.serving.autoscaling

@@ -272,7 +272,7 @@ def network_policy_specs(config: StackConfig, plan: FleetPlan) -> dict[str, dict
     return specs
 
 
-# KEDA's pods and ports (kedacore/charts keda 2.20.2: the `app` labels of its Deployments, the
+# KEDA's pods and ports (the pinned kedacore/charts keda: the `app` labels of its Deployments, the
 # metrics adapter's `service.portHttpsTarget`, the operator's gRPC port the adapter dials through
 # `--metrics-service-address`, the webhooks' default `--port`).
 KEDA_OPERATOR = {"app": "keda-operator"}

@@ -10,8 +10,8 @@ subresource. A KEDA ScaledObject per role points at that scaler:
   prefill endpoints (`llm_d_epp_inflight_tokens`, from the `inflight-load-producer` plugin the
   EPP config adds for it), divided by `prefillTokensPerSecond`: seconds of prefill work, which
   KEDA averages over the instances (metricType AverageValue). Only the leader's series is read:
-  the standby of an active-passive pair does not route, and at the pinned router (v0.10.0) its
-  in-flight series can be stale (llm-d-router #2529, fixed by #2577 after v0.10.0), so the query
+  the standby of an active-passive pair does not route, and at the pinned router tag its
+  in-flight series can be stale (llm-d-router #2529, fixed by #2577 after that tag), so the query
   keeps the series of the pod whose `leader_election_master_status` is 1.
 - decode scales on KV-cache usage: the average of `vllm:kv_cache_usage_perc` over decode's ranks
   against the target fraction (metricType Value: the HPA scales by current/target, as it does for
@@ -23,17 +23,18 @@ next one goes. Scale-up adds as many instances as the burst needs at once.
 
 Facts (read from source):
 - LWS (kubernetes-sigs/lws, api/disaggregatedset/v1/disaggregatedsetrolescaler_types.go, PR #922,
-  in v0.10.0): `DisaggregatedSetRoleScaler` (disaggregatedset.x-k8s.io/v1) has the scale
+  in every release since July 2026): `DisaggregatedSetRoleScaler` (disaggregatedset.x-k8s.io/v1) has the scale
   subresource (.spec.replicas, .status.replicas, .status.selector), one per role with
   `scaling.mode: External`, named `<set>-<role>`; an External role's `spec.replicas` is ignored,
   and the webhook refuses `spec.slices` > 1 with an External role
   (pkg/webhooks/disaggregatedset/disaggregatedset_webhook.go).
-- KEDA v2.20.2 (kedacore/keda apis/keda/v1alpha1, pkg/scalers/prometheus_scaler.go): ScaledObject
-  keda.sh/v1alpha1 with pollingInterval (default 30), cooldownPeriod (default 300, only for
-  scaling to zero), minReplicaCount, maxReplicaCount (default 100),
-  advanced.horizontalPodAutoscalerConfig.behavior; the prometheus trigger's metadata
-  serverAddress, query, threshold (ignoreNullValues defaults to true: an empty result is 0).
-- The keda chart 2.20.2 (kedacore/charts keda/values.yaml): `rbac.scaledRefKinds` grants the
+- KEDA at the pinned chart's appVersion (kedacore/keda apis/keda/v1alpha1,
+  pkg/scalers/prometheus_scaler.go): ScaledObject keda.sh/v1alpha1 with pollingInterval
+  (default 30), cooldownPeriod (default 300, only for scaling to zero), minReplicaCount,
+  maxReplicaCount (default 100), advanced.horizontalPodAutoscalerConfig.behavior; the prometheus
+  trigger's metadata serverAddress, query, threshold (ignoreNullValues defaults to true: an
+  empty result is 0).
+- The pinned keda chart (kedacore/charts keda/values.yaml): `rbac.scaledRefKinds` grants the
   operator `<kind>/scale` of the listed resources (default every group and resource); the pods are
   labelled `app: keda-operator`, `app: keda-operator-metrics-apiserver`,
   `app: keda-admission-webhooks`; the metrics adapter serves on 6443, the operator's gRPC on 9666,

@@ -3,7 +3,7 @@
 A DisaggregatedSet role with `scaling.mode: External` takes its instances from its
 DisaggregatedSetRoleScaler `<set>-<role>` (kubernetes-sigs/lws, PR #922), which an autoscaler
 drives: a KEDA ScaledObject up to its `maxReplicaCount` (KEDA's default 100 when unset,
-apis/keda/v1alpha1/scaledobject_types.go at v2.20.2), or an autoscaling/v2
+apis/keda/v1alpha1/scaledobject_types.go at the pinned release), or an autoscaling/v2
 HorizontalPodAutoscaler up to `maxReplicas`. The `gpu-budget` rule counts a role's rendered
 replicas, which an External role does not have; this rule counts every role at its maximum, plus
 the pods a rolling update surges, as `gpu-budget` does.
