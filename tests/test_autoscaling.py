@@ -243,3 +243,40 @@ def test_keda_is_installed_pinned_unless_preinstalled(raw, tmp_path: Path):
         f"networkpolicy-keda-{s}.yaml"
         for s in ("default-deny", "dns", "metrics-adapter", "operator", "webhooks")
     ]
+
+
+def _synthesize(tmp_path: Path, edit: Any) -> Any:
+    from llmd_fleet.tools.synth import synthesize
+    from tests.conftest import STACKS_DIR
+
+    document = yaml.safe_load((STACKS_DIR / f"Pulumi.{STACK}.yaml").read_text())
+    edit(document["config"]["llmd-fleet:serving"]["autoscaling"])
+    (tmp_path / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump(document))
+    return synthesize(tmp_path, STACK)
+
+
+def test_preinstalled_keda_installs_nothing_but_the_scaled_objects(tmp_path):
+    synthesis = _synthesize(tmp_path, lambda a: a.update(keda="preinstalled"))
+    types = [r.type for r in synthesis.resources]
+    assert not [r for r in synthesis.resources if r.type.endswith("helm.sh/v3:Release") and "keda" in r.name]
+    assert not [r for r in synthesis.resources if r.name.startswith("autoscaling-keda")]
+    assert types.count("kubernetes:keda.sh/v1alpha1:ScaledObject") == 2
+
+
+def test_the_component_parents_its_children(tmp_path):
+    synthesis = _synthesize(tmp_path, lambda a: None)
+    urns = [r.urn for r in synthesis.registrations if r.urn.rsplit("::", 1)[-1].startswith("autoscaling-")]
+    names = {urn.rsplit("::", 1)[-1] for urn in urns}
+    assert names >= {
+        "autoscaling-prefill",
+        "autoscaling-decode",
+        "autoscaling-keda",
+        "autoscaling-keda-namespace",
+    }
+    assert all("llmd-fleet:serving:Autoscaling$" in urn for urn in urns), urns
+
+
+def test_only_the_enabled_role_gets_a_scaled_object(tmp_path):
+    synthesis = _synthesize(tmp_path, lambda a: a["prefill"].update(enabled=False))
+    scaled = [r.name for r in synthesis.resources if r.type.endswith(":ScaledObject")]
+    assert scaled == ["autoscaling-decode"]
