@@ -280,3 +280,23 @@ def test_only_the_enabled_role_gets_a_scaled_object(tmp_path):
     synthesis = _synthesize(tmp_path, lambda a: a["prefill"].update(enabled=False))
     scaled = [r.name for r in synthesis.resources if r.type.endswith(":ScaledObject")]
     assert scaled == ["autoscaling-decode"]
+
+
+def test_keda_operator_egress_follows_the_prometheus_address(raw):
+    from llmd_fleet.security.network_policy import keda_network_policy_specs
+
+    default = keda_network_policy_specs(parse_config(raw))["operator"]["egress"][0]
+    assert default == {
+        "to": [
+            {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+            }
+        ],
+        "ports": [{"protocol": "TCP", "port": 9090}],
+    }
+    explicit = _set(raw, "serving.autoscaling.prometheusAddress", "https://thanos.example.internal")
+    # An address the stack cannot resolve offline: its port (https: 443), any destination.
+    assert keda_network_policy_specs(parse_config(explicit))["operator"]["egress"][0] == {
+        "ports": [{"protocol": "TCP", "port": 443}]
+    }
