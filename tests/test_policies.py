@@ -1196,8 +1196,26 @@ def test_autoscaling_budget_counts_every_role_at_its_maximum_and_the_surge(autos
     )
     assert "role prefill: up to 5 instances, 20 pods x 8" in message
     assert "role decode: up to 5 instances, 40 pods x 8" in message
-    # The fixed-size gpu-budget rule sees no replicas on External roles and cannot catch this.
-    assert violations("gpu-budget", autoscaled, {"maxGpus": 512}) == []
+    # gpu-budget counts the External roles (which render no replicas) at the same maxima.
+    assert violations("gpu-budget", autoscaled, {"maxGpus": 544}) == []
+    (message,) = violations("gpu-budget", autoscaled, {"maxGpus": 512})
+    assert "surges 8 pods x 8 GPUs on top of the 480 GPUs in use, up to 544" in message
+    (message,) = violations("gpu-budget", autoscaled, {"maxGpus": 448})
+    assert "DisaggregatedSet llm-d/glm52: 480 (prefill 20 pods x 8, decode 40 pods x 8)" in message
+
+
+def test_index_holders_count_autoscaled_roles_at_their_maxima(autoscaled):
+    # 5 x 32 prefill + 5 x 64 decode rank endpoints x 2 tiers = 960 holders at the maxima; the
+    # plan sizes podCacheSize 1200. At the starting 3 + 4 instances 704 would do.
+    assert violations("router-index-holders", autoscaled) == []
+    config_map = one(autoscaled, ":ConfigMap", "router-config")
+
+    def shrink(inputs: dict[str, Any]) -> None:
+        for key, text in inputs["data"].items():
+            inputs["data"][key] = text.replace("podCacheSize: 1200", "podCacheSize: 900")
+
+    (message,) = violations("router-index-holders", edited(autoscaled, config_map, shrink))
+    assert "keeps 900 holders per block key, but 480 rank endpoints x 2 tier(s) = 960" in message
 
 
 def test_autoscaling_budget_reads_the_scaled_objects_maximum(autoscaled):

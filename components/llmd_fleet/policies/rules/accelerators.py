@@ -25,6 +25,7 @@ from llmd_fleet.policies.rules._k8s import (
     device_plugin_gpus,
     pod_templates,
 )
+from llmd_fleet.policies.rules._scaling import at_autoscaling_maxima
 from llmd_fleet.policies.rules._serving import pod_gpus
 
 _DRA_DRIVER_CHARTS = ("dra-driver-nvidia-gpu", "nvidia-dra-driver-gpu")
@@ -283,6 +284,9 @@ def _check_budget(resources: list[Resource], cfg: dict[str, Any], report: Report
     budget = cfg["maxGpus"]
     if not budget:
         return
+    # Autoscaled roles count at their autoscaler's maximum (autoscaling-within-gpu-budget also
+    # refuses the ones nothing bounds).
+    resources = at_autoscaling_maxima(resources)
     cfg = with_stack_classes(resources, cfg)
     claims = claim_index(resources)
     usage: dict[str, tuple[Resource, int, list[str]]] = {}

@@ -13,45 +13,12 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel, Severity
 
-from llmd_fleet.policies.rules._base import Report, Resource, as_int, dig, schema, stack_rule
+from llmd_fleet.policies.rules._base import Report, Resource, schema, stack_rule
 from llmd_fleet.policies.rules._config import GPU_DEVICE_CLASSES, GPU_RESOURCES
 from llmd_fleet.policies.rules._dra import claim_index, with_stack_classes
 from llmd_fleet.policies.rules._k8s import PodTemplate, all_pod_templates
+from llmd_fleet.policies.rules._scaling import ROLE_SCALER_KIND, autoscaler_maxima, external_roles
 from llmd_fleet.policies.rules._serving import pod_gpus
-
-ROLE_SCALER_KIND = "DisaggregatedSetRoleScaler"
-_KEDA_DEFAULT_MAX = 100
-
-
-def _external_roles(resource: Resource) -> set[str]:
-    """Names of a DisaggregatedSet's roles whose replicas an external autoscaler sets."""
-    if not (resource.is_kubernetes_object and resource.kind == "DisaggregatedSet"):
-        return set()
-    roles = dig(resource.props, "spec", "roles") or []
-    return {
-        str(r.get("name"))
-        for r in roles
-        if isinstance(r, dict) and dig(r, "scaling", "mode") == "External" and r.get("name")
-    }
-
-
-def _autoscaler_maxima(resources: list[Resource]) -> dict[tuple[str, str], tuple[int, Resource]]:
-    """(namespace, role scaler name) -> (most replicas its autoscaler sets, the autoscaler)."""
-    found: dict[tuple[str, str], tuple[int, Resource]] = {}
-    for r in resources:
-        if not r.is_kubernetes_object or r.kind not in ("ScaledObject", "HorizontalPodAutoscaler"):
-            continue
-        spec = r.props.get("spec") or {}
-        target = spec.get("scaleTargetRef") or {}
-        if target.get("kind") != ROLE_SCALER_KIND or not target.get("name"):
-            continue
-        if r.kind == "ScaledObject":
-            maximum = as_int(spec.get("maxReplicaCount"))
-            maximum = _KEDA_DEFAULT_MAX if maximum is None else maximum
-        else:
-            maximum = as_int(spec.get("maxReplicas")) or 0
-        found[(r.namespace, str(target["name"]))] = (maximum, r)
-    return found
 
 
 def _per_group(template: PodTemplate) -> int:
@@ -67,8 +34,8 @@ def _check_autoscaling_budget(resources: list[Resource], cfg: dict[str, Any], re
         return
     cfg = with_stack_classes(resources, cfg)
     claims = claim_index(resources)
-    maxima = _autoscaler_maxima(resources)
-    external = {r.urn: _external_roles(r) for r in resources}
+    maxima = autoscaler_maxima(resources)
+    external = {r.urn: external_roles(r) for r in resources}
     if not any(external.values()):
         return
     peak, surge, parts = 0, 0, []
