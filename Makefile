@@ -66,6 +66,10 @@ promtool: ## promtool (pinned, built from the Prometheus module into a cache) ch
 	@set -e; for s in $(STACKS); do $(UV) run --frozen llmd-fleet render $$s; done
 	$(UV) run --frozen python -m llmd_fleet.tools.promtool check $(STACKS)
 
+.PHONY: bench-workload
+bench-workload: ## Validate every stack's benchmark workload with the pinned inference-perf's own config models (cached env, its own Python)
+	$(UV) run --frozen python -m llmd_fleet.tools.bench.env $(STACKS)
+
 .PHONY: checkov
 checkov: ## checkov over every rendered stack, serving pod templates included (pinned, cached env)
 	$(UV) run --frozen python -m llmd_fleet.tools.checkov_scan.env

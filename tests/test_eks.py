@@ -566,3 +566,37 @@ def test_the_eks_section_is_refused_on_other_targets():
 def test_the_stack_file_documents_its_placeholders():
     text = Path(STACKS_DIR / f"Pulumi.{STACK}.yaml").read_text()
     assert text.count("Placeholder") >= 3
+
+
+# ----------------------------------------------------------------------------------------------
+# EksCluster's parts: child components by concern, resources keeping their state by alias.
+# ----------------------------------------------------------------------------------------------
+
+_PART_OF_TYPE = {
+    "aws:ec2/vpc:Vpc": "EksNetwork",
+    "aws:ec2/subnet:Subnet": "EksNetwork",
+    "aws:ec2/natGateway:NatGateway": "EksNetwork",
+    "aws:ec2/securityGroup:SecurityGroup": "EksNetwork",
+    "aws:iam/role:Role": "EksIam",
+    "aws:iam/rolePolicyAttachment:RolePolicyAttachment": "EksIam",
+    "aws:eks/cluster:Cluster": "EksCluster",
+    "aws:eks/addon:Addon": "EksCluster",
+}
+
+
+def test_the_cluster_parts_group_resources_by_concern_and_alias_their_old_parent(synthesis):
+    cluster = "urn:pulumi:eks-h100::llmd-fleet::llmd-fleet:cluster:EksCluster"
+    by_urn = {r.urn: r.aliases for r in synthesis.registrations if r.urn.startswith(cluster + "$")}
+    for typ, part in _PART_OF_TYPE.items():
+        urns = [u for u in by_urn if u.split("::")[2].endswith("$" + typ)]
+        assert urns, typ
+        for urn in urns:
+            chain = urn.split("::")[2].split("$")
+            assert chain[-2] == f"llmd-fleet:cluster:{part}", urn
+            if part != "EksCluster":
+                # Before the split every part's resource was a direct child of the cluster.
+                assert by_urn[urn] == (f"{cluster}${typ}::{urn.split('::')[-1]}",), urn
+    gpu = [u for u in by_urn if "$aws:eks/nodeGroup:NodeGroup::" in u and "-block" in u]
+    assert [u.split("::")[2].split("$")[-2] for u in gpu] == ["llmd-fleet:cluster:EksGpuCapacity"] * 2
+    system = [u for u in by_urn if u.endswith("NodeGroup::cluster-system")]
+    assert [u.split("::")[2].split("$")[-2] for u in system] == ["llmd-fleet:cluster:EksSystemNodes"]

@@ -179,7 +179,8 @@ def test_the_cluster_resource_is_protected():
 
     @pulumi.runtime.test
     def run():
-        cluster = GkeCluster("cluster", {"config": config})
+        assert config.target.gke is not None
+        cluster = GkeCluster("cluster", {"gke": config.target.gke, "node_groups": config.fleet.node_groups})
         seen.append(bool(cluster.cluster._protect))  # pulumi keeps the option on the resource
         return cluster.cluster.urn
 

@@ -491,7 +491,18 @@ def test_the_cloud_sql_instance_is_protected_in_pulumi():
 
     pulumi.runtime.set_mocks(RecordingMocks(), project="llmd-fleet", stack="test", preview=False)
     config = parse_config(_raw("gke-h100"))
-    store = GkeResponses("responses-db", {"config": config, "network": "n", "subnet": "s", "password": "x"})
+    assert config.target.gke is not None and config.responses is not None
+    store = GkeResponses(
+        "responses-db",
+        {
+            "gke": config.target.gke,
+            "responses": config.responses,
+            "gateway_implementation": "gke-l7-rilb",
+            "network": "n",
+            "subnet": "s",
+            "password": "x",
+        },
+    )
     return store.instance.urn.apply(lambda _: store.instance._protect or pytest.fail("not protected"))
 
 

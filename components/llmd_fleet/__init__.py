@@ -6,7 +6,7 @@ The public API, by area (each subpackage matches a component type token `llmd-fl
   `StackConfig` (raising `ConfigError`, naming each bad key); `plan_fleet` sizes the fleet into a
   `FleetPlan` (raising `PlanError`); `fabric_for` names a target's KV-transfer fabric.
 - cluster (targets): `OnPremCluster`, `GkeNetwork`, `GkeCluster`, `GkeNodePool`, `TcpxoNodeSetup`,
-  `EksCluster`.
+  `EksCluster` with its parts `EksNetwork`, `EksIam`, `EksSystemNodes`, `EksGpuCapacity`.
 - platform: `AcceleratorPlatform` (GPU and NIC DRA drivers), `LeaderWorkerSetController`.
 - serving: `ModelServing` (the prefill/decode DisaggregatedSet), `Autoscaling` (KEDA and the
   roles' ScaledObjects, with `serving.autoscaling`); `add_serving_layers` declares serving,
@@ -26,7 +26,18 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from llmd_fleet.cluster.eks import EksCluster, EksClusterArgs
+    from llmd_fleet.cluster.eks import (
+        EksCluster,
+        EksClusterArgs,
+        EksGpuCapacity,
+        EksGpuCapacityArgs,
+        EksIam,
+        EksIamArgs,
+        EksNetwork,
+        EksNetworkArgs,
+        EksSystemNodes,
+        EksSystemNodesArgs,
+    )
     from llmd_fleet.cluster.gke import (
         GkeCluster,
         GkeClusterArgs,
@@ -74,6 +85,14 @@ _EXPORTS: dict[str, str] = {
     "GkeNodePoolArgs": "llmd_fleet.cluster.gke",
     "EksCluster": "llmd_fleet.cluster.eks",
     "EksClusterArgs": "llmd_fleet.cluster.eks",
+    "EksGpuCapacity": "llmd_fleet.cluster.eks",
+    "EksGpuCapacityArgs": "llmd_fleet.cluster.eks",
+    "EksIam": "llmd_fleet.cluster.eks",
+    "EksIamArgs": "llmd_fleet.cluster.eks",
+    "EksNetwork": "llmd_fleet.cluster.eks",
+    "EksNetworkArgs": "llmd_fleet.cluster.eks",
+    "EksSystemNodes": "llmd_fleet.cluster.eks",
+    "EksSystemNodesArgs": "llmd_fleet.cluster.eks",
     "TcpxoNodeSetup": "llmd_fleet.cluster.tcpxo",
     "TcpxoNodeSetupArgs": "llmd_fleet.cluster.tcpxo",
     "AcceleratorPlatform": "llmd_fleet.platform.accelerators",
@@ -114,8 +133,16 @@ __all__ = [
     "ConfigError",
     "EksCluster",
     "EksClusterArgs",
+    "EksGpuCapacity",
+    "EksGpuCapacityArgs",
+    "EksIam",
+    "EksIamArgs",
+    "EksNetwork",
+    "EksNetworkArgs",
     "EksResponses",
     "EksResponsesArgs",
+    "EksSystemNodes",
+    "EksSystemNodesArgs",
     "Fabric",
     "FleetPlan",
     "GatewayLayer",

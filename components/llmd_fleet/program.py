@@ -77,7 +77,9 @@ def _gke_target(config: StackConfig) -> _Target:
     from llmd_fleet.cluster.tcpxo import TcpxoNodeSetup
     from llmd_fleet.plan.tcpxo import GKE_DRIVER_ROOT
 
-    cluster = GkeCluster("cluster", {"config": config})
+    gke = config.target.gke
+    assert gke is not None  # parse_config requires the section for kind gke
+    cluster = GkeCluster("cluster", {"gke": gke, "node_groups": config.fleet.node_groups})
     setup = TcpxoNodeSetup(
         "tcpxo",
         {
@@ -180,12 +182,15 @@ def _responses_database(
         from llmd_fleet.cluster.gke import GkeCluster
         from llmd_fleet.responses.db_gke import GkeResponses
 
-        assert isinstance(target.cluster, GkeCluster)
+        gke = config.target.gke
+        assert gke is not None and isinstance(target.cluster, GkeCluster)
         network = target.cluster.network
         return GkeResponses(
             "responses-db",
             {
-                "config": config,
+                "gke": gke,
+                "responses": config.responses,
+                "gateway_implementation": config.gateway.implementation,
                 "network": network.network.id,
                 "subnet": network.subnet.id,
                 "password": password,

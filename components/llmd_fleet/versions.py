@@ -8,7 +8,7 @@ import functools
 import tomllib
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 _PACKAGED = Path(__file__).with_name("versions.toml")
 # llmd_fleet/versions.py -> the repository root is two directories up.
@@ -68,6 +68,11 @@ class ToolVersions(_Frozen):
     promtool: str
     """github.com/prometheus/prometheus module version `make promtool` builds cmd/promtool from
     (infra/promtool); Prometheus 3.x is tagged v0.3xx.y there."""
+    inference_perf: str = Field(alias="inference-perf")
+    """inference-perf release: the load generator of `llmd-fleet bench` and the config models
+    `make bench-workload` validates its workload with (llmd_fleet/tools/bench/env.py)."""
+    inference_perf_python: str = Field(alias="inference-perf-python")
+    """Python minor (`X.Y`) the inference-perf environment is built from."""
 
 
 class TwinVersions(_Frozen):

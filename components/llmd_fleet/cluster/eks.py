@@ -7,7 +7,8 @@ input here is derived from `target.eks` and `fleet.nodeGroups` only: serving set
 a cloud resource, so a serving change never replaces a node.
 
 The pure builders (`p5_network_interfaces`, `node_user_data`, `kubeconfig_text`, the trust
-policies) are tested directly; `EksCluster` is the wiring.
+policies) are tested directly; `EksCluster` is the wiring, in child components by concern:
+network, IAM, system nodes and GPU capacity.
 """
 
 import base64
@@ -19,7 +20,13 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from llmd_fleet.config.eks import INSTANCE_SHAPES, EksGpuCapacityConfig, EksTargetConfig, subnet_cidrs
+from llmd_fleet.config.eks import (
+    INSTANCE_SHAPES,
+    EksGpuCapacityConfig,
+    EksSystemNodesConfig,
+    EksTargetConfig,
+    subnet_cidrs,
+)
 from llmd_fleet.config.fleet import NodeGroupConfig
 from llmd_fleet.conventions import GPU_TAINT_KEY
 
@@ -179,6 +186,405 @@ def _root_volume(size_gib: int) -> aws.ec2.LaunchTemplateBlockDeviceMappingArgs:
     )
 
 
+def _moved_from(component: pulumi.Resource | None) -> pulumi.ResourceOptions:
+    """Options of a resource that lived directly under `component` before the cluster was split
+    into child components: the alias keeps its state (its old URN) instead of replacing it."""
+    return pulumi.ResourceOptions(aliases=[pulumi.Alias(parent=component)] if component else None)
+
+
+class _EksPart(pulumi.ComponentResource):
+    """A child component of `EksCluster`. Its resources keep the names, and through aliases the
+    state, they had when they were direct children of the cluster component."""
+
+    def __init__(self, type_name: str, name: str, opts: pulumi.ResourceOptions | None) -> None:
+        super().__init__(f"llmd-fleet:cluster:{type_name}", name, {}, opts)
+        self._moved = _moved_from(opts.parent if opts is not None else None)
+
+    def _opts(self, **kwargs: Any) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions.merge(self._moved, pulumi.ResourceOptions(parent=self, **kwargs))
+
+
+class EksNetworkArgs(TypedDict):
+    """Arguments of `EksNetwork`.
+
+    - `eks` (required): the `target.eks` section (VPC CIDR, capacity and secondary zones).
+    - `cluster_name` (required): the EKS cluster name; it names and tags the subnets.
+    - `tags` (required): tags on every resource.
+    """
+
+    eks: EksTargetConfig
+    """`target.eks`."""
+    cluster_name: str
+    """EKS cluster name (subnet tags for load-balancer discovery)."""
+    tags: dict[str, str]
+    """Tags on every resource."""
+
+
+class EksNetwork(_EksPart):
+    """The fleet's VPC: private subnets for nodes (the capacity zone and a second zone the control
+    plane needs), public subnets for the NAT gateway and internet-facing load balancers, one NAT
+    gateway, and the EFA security group."""
+
+    vpc: aws.ec2.Vpc
+    private_subnets: dict[str, aws.ec2.Subnet]
+    """Private subnets by zone role (`capacity`, `secondary`)."""
+    public_subnets: dict[str, aws.ec2.Subnet]
+    efa_security_group: aws.ec2.SecurityGroup
+    """EFA's SRD traffic must be allowed to and from the group itself."""
+
+    def __init__(self, name: str, args: EksNetworkArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("EksNetwork", name, opts)
+        eks, cluster_name, tags = args["eks"], args["cluster_name"], args["tags"]
+        cidrs = subnet_cidrs(eks.vpc_cidr)
+        vpc = aws.ec2.Vpc(
+            f"{name}-vpc",
+            cidr_block=eks.vpc_cidr,
+            enable_dns_hostnames=True,
+            enable_dns_support=True,
+            tags={**tags, "Name": cluster_name},
+            opts=self._opts(),
+        )
+        self.vpc = vpc
+        igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags=tags, opts=self._opts())
+        zones = {"capacity": eks.availability_zone, "secondary": eks.secondary_availability_zone}
+        cluster_tag = {f"kubernetes.io/cluster/{cluster_name}": "shared"}
+        self.public_subnets, self.private_subnets = {}, {}
+        for role, zone in zones.items():
+            for scope, lb_role in (("public", "elb"), ("private", "internal-elb")):
+                subnets = self.public_subnets if scope == "public" else self.private_subnets
+                subnets[role] = aws.ec2.Subnet(
+                    f"{name}-{scope}-{role}",
+                    vpc_id=vpc.id,
+                    cidr_block=cidrs[f"{scope}-{role}"],
+                    availability_zone=zone,
+                    map_public_ip_on_launch=False if scope == "public" else None,
+                    tags={
+                        **tags,
+                        **cluster_tag,
+                        "Name": f"{cluster_name}-{scope}-{zone}",
+                        f"kubernetes.io/role/{lb_role}": "1",
+                    },
+                    opts=self._opts(),
+                )
+        public_routes = aws.ec2.RouteTable(
+            f"{name}-public-routes",
+            vpc_id=vpc.id,
+            routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id)],
+            tags=tags,
+            opts=self._opts(),
+        )
+        # One NAT gateway, in the capacity zone where the GPU nodes pull images and weights.
+        nat_ip = aws.ec2.Eip(f"{name}-nat-ip", domain="vpc", tags=tags, opts=self._opts())
+        nat = aws.ec2.NatGateway(
+            f"{name}-nat",
+            allocation_id=nat_ip.id,
+            subnet_id=self.public_subnets["capacity"].id,
+            tags=tags,
+            opts=self._opts(depends_on=[igw]),
+        )
+        private_routes = aws.ec2.RouteTable(
+            f"{name}-private-routes",
+            vpc_id=vpc.id,
+            routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", nat_gateway_id=nat.id)],
+            tags=tags,
+            opts=self._opts(),
+        )
+        for role in zones:
+            for scope, subnets, table in (
+                ("public", self.public_subnets, public_routes),
+                ("private", self.private_subnets, private_routes),
+            ):
+                aws.ec2.RouteTableAssociation(
+                    f"{name}-{scope}-{role}-routes",
+                    subnet_id=subnets[role].id,
+                    route_table_id=table.id,
+                    opts=self._opts(),
+                )
+
+        self.efa_security_group = aws.ec2.SecurityGroup(
+            f"{name}-efa",
+            vpc_id=vpc.id,
+            description="EFA: all traffic to and from members of this group",
+            tags={**tags, "Name": f"{cluster_name}-efa"},
+            opts=self._opts(),
+        )
+        group_id = self.efa_security_group.id
+        aws.vpc.SecurityGroupIngressRule(
+            f"{name}-efa-ingress-self",
+            security_group_id=group_id,
+            referenced_security_group_id=group_id,
+            ip_protocol="-1",
+            description="EFA from group members",
+            opts=self._opts(),
+        )
+        aws.vpc.SecurityGroupEgressRule(
+            f"{name}-efa-egress-self",
+            security_group_id=group_id,
+            referenced_security_group_id=group_id,
+            ip_protocol="-1",
+            description="EFA to group members",
+            opts=self._opts(),
+        )
+        aws.vpc.SecurityGroupEgressRule(
+            f"{name}-efa-egress-all",
+            security_group_id=group_id,
+            cidr_ipv4="0.0.0.0/0",
+            ip_protocol="-1",
+            description="Node egress (images, weights, AWS APIs)",
+            opts=self._opts(),
+        )
+        self.register_outputs({"vpcId": vpc.id})
+
+    @property
+    def node_subnet_ids(self) -> list[pulumi.Output[str]]:
+        """The private subnets of both zones (the control plane and the system nodes)."""
+        return [self.private_subnets["capacity"].id, self.private_subnets["secondary"].id]
+
+
+class EksIamArgs(TypedDict):
+    """Arguments of `EksIam`.
+
+    - `tags` (required): tags on both roles.
+    """
+
+    tags: dict[str, str]
+    """Tags on both roles."""
+
+
+class EksIam(_EksPart):
+    """The cluster role (CLUSTER_POLICIES) and the node role every node group uses (NODE_POLICIES)."""
+
+    cluster_role: aws.iam.Role
+    node_role: aws.iam.Role
+    cluster_attachments: list[aws.iam.RolePolicyAttachment]
+    """The cluster role's policies: the cluster waits for them."""
+    node_attachments: list[aws.iam.RolePolicyAttachment]
+    """The node role's policies: node groups wait for them."""
+
+    def __init__(self, name: str, args: EksIamArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("EksIam", name, opts)
+        tags = args["tags"]
+
+        def role(role_name: str, trust: str, policies: tuple[str, ...]) -> tuple[aws.iam.Role, list[Any]]:
+            created = aws.iam.Role(
+                f"{name}-{role_name}", assume_role_policy=trust, tags=tags, opts=self._opts()
+            )
+            attachments = [
+                aws.iam.RolePolicyAttachment(
+                    f"{name}-{role_name}-{arn.rsplit('/', 1)[1]}",
+                    role=created.name,
+                    policy_arn=arn,
+                    opts=self._opts(),
+                )
+                for arn in policies
+            ]
+            return created, attachments
+
+        self.cluster_role, self.cluster_attachments = role(
+            "cluster-role", CLUSTER_TRUST_POLICY, CLUSTER_POLICIES
+        )
+        self.node_role, self.node_attachments = role("node-role", NODE_TRUST_POLICY, NODE_POLICIES)
+        self.register_outputs({"clusterRoleArn": self.cluster_role.arn, "nodeRoleArn": self.node_role.arn})
+
+
+class EksSystemNodesArgs(TypedDict):
+    """Arguments of `EksSystemNodes`.
+
+    - `system_nodes` (required): `target.eks.systemNodes` (instance type, count, root volume).
+    - `cluster` (required): the EKS cluster the node group joins.
+    - `node_role_arn` (required): the node role (EksIam).
+    - `subnet_ids` (required): the private subnets of both zones.
+    - `tags` (required): tags on every resource and instance.
+    - `depends_on` (default none): what the nodes need first (the CNI add-ons, the node role's
+      policies).
+    """
+
+    system_nodes: EksSystemNodesConfig
+    """`target.eks.systemNodes`."""
+    cluster: aws.eks.Cluster
+    node_role_arn: pulumi.Input[str]
+    subnet_ids: list[pulumi.Output[str]]
+    tags: dict[str, str]
+    depends_on: NotRequired[list[pulumi.Resource]]
+    """What the nodes need first."""
+
+
+class EksSystemNodes(_EksPart):
+    """The CPU system node group (router, gateway, controllers, CoreDNS) across both zones."""
+
+    node_group: aws.eks.NodeGroup
+
+    def __init__(self, name: str, args: EksSystemNodesArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("EksSystemNodes", name, opts)
+        nodes, tags, cluster = args["system_nodes"], args["tags"], args["cluster"]
+        template = aws.ec2.LaunchTemplate(
+            f"{name}-system",
+            block_device_mappings=[_root_volume(nodes.root_volume_gib)],
+            metadata_options=_metadata_options(),
+            tag_specifications=[
+                aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type="instance", tags=tags)
+            ],
+            tags=tags,
+            opts=self._opts(),
+        )
+        self.node_group = aws.eks.NodeGroup(
+            f"{name}-system",
+            cluster_name=cluster.name,
+            version=cluster.version,
+            node_role_arn=args["node_role_arn"],
+            subnet_ids=args["subnet_ids"],
+            ami_type=SYSTEM_AMI_TYPE,
+            capacity_type="ON_DEMAND",
+            instance_types=[nodes.instance_type],
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
+                id=template.id, version=template.latest_version.apply(_template_version)
+            ),
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                desired_size=nodes.count, min_size=nodes.count, max_size=nodes.count
+            ),
+            labels={"llmd-fleet.io/role": "system"},
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            tags=tags,
+            opts=self._opts(depends_on=args.get("depends_on", [])),
+        )
+        self.register_outputs({"nodeGroup": self.node_group.id})
+
+
+class EksGpuCapacityArgs(TypedDict):
+    """Arguments of `EksGpuCapacity`.
+
+    - `group_name` (required): the fleet node group's name (`fleet.nodeGroups` key).
+    - `group` (required): that node group (count, node labels).
+    - `capacity` (required): its `target.eks.gpuNodes` entry (Capacity Blocks or an ODCR).
+    - `availability_zone` (required): the capacity's zone (`target.eks.availabilityZone`).
+    - `physical_name` (required): the name of a placement group the stack creates.
+    - `cluster` (required): the EKS cluster the node groups join.
+    - `node_role_arn` (required): the node role (EksIam).
+    - `subnet_id` (required): the private subnet of the capacity zone.
+    - `security_group_ids` (required): security groups of every network interface.
+    - `tags` (required): tags on every resource and instance.
+    - `depends_on` (default none): what the nodes need first.
+    """
+
+    group_name: str
+    group: NodeGroupConfig
+    capacity: EksGpuCapacityConfig
+    availability_zone: str
+    physical_name: str
+    cluster: aws.eks.Cluster
+    node_role_arn: pulumi.Input[str]
+    subnet_id: pulumi.Input[str]
+    security_group_ids: pulumi.Input[list[str]]
+    tags: dict[str, str]
+    depends_on: NotRequired[list[pulumi.Resource]]
+
+
+class EksGpuCapacity(_EksPart):
+    """One fleet node group's p5 capacity: a launch template (32 EFA, IMDSv2, the reservation) and
+    a managed node group per Capacity Block (at most 64 instances each), or one of each on an
+    On-Demand Capacity Reservation in a cluster placement group (created here unless given)."""
+
+    launch_templates: dict[str, aws.ec2.LaunchTemplate]
+    """Launch templates by logical name."""
+    node_groups: dict[str, aws.eks.NodeGroup]
+    """Managed node groups by logical name."""
+
+    def __init__(self, name: str, args: EksGpuCapacityArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("EksGpuCapacity", name, opts)
+        capacity, group, tags, cluster = args["capacity"], args["group"], args["tags"], args["cluster"]
+        self.launch_templates, self.node_groups = {}, {}
+        for unit, size, reservation, placement in self._units(name, args):
+            template = aws.ec2.LaunchTemplate(
+                unit,
+                instance_type=capacity.instance_type,
+                network_interfaces=p5_network_interfaces(args["security_group_ids"]),
+                block_device_mappings=[_root_volume(capacity.root_volume_gib)],
+                metadata_options=_metadata_options(),
+                user_data=node_user_data(capacity.instance_store_raid0),
+                capacity_reservation_specification=aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
+                    capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
+                        capacity_reservation_id=reservation
+                    )
+                ),
+                instance_market_options=(
+                    aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
+                    if capacity.capacity == "capacity-block"
+                    else None
+                ),
+                placement=placement,
+                tag_specifications=[
+                    aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type="instance", tags=tags)
+                ],
+                tags=tags,
+                opts=self._opts(),
+            )
+            self.launch_templates[unit] = template
+            self.node_groups[unit] = aws.eks.NodeGroup(
+                unit,
+                cluster_name=cluster.name,
+                version=cluster.version,
+                node_role_arn=args["node_role_arn"],
+                # Only the capacity's zone: Capacity Blocks and ODCRs are zonal.
+                subnet_ids=[args["subnet_id"]],
+                ami_type=GPU_AMI_TYPE,
+                capacity_type="CAPACITY_BLOCK" if capacity.capacity == "capacity-block" else "ON_DEMAND",
+                launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
+                    id=template.id, version=template.latest_version.apply(_template_version)
+                ),
+                scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                    desired_size=size, min_size=size, max_size=size
+                ),
+                labels={
+                    **group.node_labels,
+                    NODE_GROUP_LABEL: args["group_name"],
+                    CAPACITY_LABEL: capacity.capacity,
+                },
+                taints=[aws.eks.NodeGroupTaintArgs(key=GPU_TAINT_KEY, effect="NO_SCHEDULE")],
+                # Reserved capacity has no spare instance to surge into: replace in place.
+                update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+                tags=tags,
+                opts=self._opts(depends_on=args.get("depends_on", [])),
+            )
+        self.register_outputs({"nodeGroups": sorted(self.node_groups)})
+
+    def _units(
+        self, name: str, args: EksGpuCapacityArgs
+    ) -> list[tuple[str, int, pulumi.Input[str], aws.ec2.LaunchTemplatePlacementArgs | None]]:
+        """(logical name, instances, capacity reservation id, placement) of each launch template
+        and node group."""
+        capacity, count = args["capacity"], args["group"].count
+        if capacity.capacity == "capacity-block":
+            # EC2 places Capacity Blocks in UltraClusters itself: no placement group.
+            return [
+                (f"{name}-block{i}", block.instances, block.reservation_id, None)
+                for i, block in enumerate(capacity.capacity_blocks)
+            ]
+        if capacity.reservation_id is not None and capacity.placement_group is not None:
+            placement = aws.ec2.LaunchTemplatePlacementArgs(group_name=capacity.placement_group)
+            return [(name, count, capacity.reservation_id, placement)]
+        placement_group = aws.ec2.PlacementGroup(
+            f"{name}-placement",
+            name=args["physical_name"],
+            strategy="cluster",
+            tags=args["tags"],
+            opts=self._opts(),
+        )
+        reservation = aws.ec2.CapacityReservation(
+            f"{name}-odcr",
+            instance_type=capacity.instance_type,
+            instance_platform="Linux/UNIX",
+            availability_zone=args["availability_zone"],
+            instance_count=count,
+            instance_match_criteria="targeted",
+            end_date_type="unlimited",
+            placement_group_arn=placement_group.arn,
+            tags=args["tags"],
+            opts=self._opts(),
+        )
+        placement = aws.ec2.LaunchTemplatePlacementArgs(group_name=placement_group.name)
+        return [(name, count, reservation.id, placement)]
+
+
 class EksClusterArgs(TypedDict):
     """Arguments of `EksCluster`.
 
@@ -205,7 +611,12 @@ class EksClusterArgs(TypedDict):
 
 
 class EksCluster(pulumi.ComponentResource):
-    """An EKS cluster with EFA GPU node groups, and the Kubernetes provider for it."""
+    """An EKS cluster with EFA GPU node groups, and the Kubernetes provider for it.
+
+    Its parts are child components: `EksNetwork` (VPC, subnets, NAT, EFA security group), `EksIam`
+    (cluster and node roles), `EksSystemNodes` (the CPU node group) and one `EksGpuCapacity` per
+    GPU node group; the cluster itself, its access entries and add-ons, the kubeconfig and the
+    provider are its own children. Resources that moved into a part keep their state by alias."""
 
     provider: k8s.Provider
     aws_provider: aws.Provider
@@ -218,16 +629,13 @@ class EksCluster(pulumi.ComponentResource):
     """The EKS cluster's name."""
     tags: dict[str, str]
     """Tags of every AWS resource of the cluster."""
-    vpc: aws.ec2.Vpc
-    """The fleet's VPC (the response store's subnets go into it)."""
+    network: EksNetwork
+    iam: EksIam
+    system_nodes: EksSystemNodes
+    gpu_capacity: dict[str, EksGpuCapacity]
+    """GPU capacity by fleet node group name."""
     cluster_security_group_id: pulumi.Output[str | None]
     """The security group EKS puts on every node of the cluster."""
-    efa_security_group: aws.ec2.SecurityGroup
-    launch_templates: dict[str, aws.ec2.LaunchTemplate]
-    """GPU launch templates by logical name."""
-    gpu_node_groups: dict[str, aws.eks.NodeGroup]
-    """GPU managed node groups by logical name."""
-    system_node_group: aws.eks.NodeGroup
 
     def __init__(self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llmd-fleet:cluster:EksCluster", name, {}, opts)
@@ -246,157 +654,23 @@ class EksCluster(pulumi.ComponentResource):
         )
         self.aws_provider = aws_provider
         child = pulumi.ResourceOptions(parent=self, provider=aws_provider)
+        part = pulumi.ResourceOptions(parent=self, providers={"aws": aws_provider})
 
         def opts_with(**kwargs: Any) -> pulumi.ResourceOptions:
             return pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(**kwargs))
 
-        # --- network: private subnets for nodes (capacity zone + a second zone for the control
-        # plane), public subnets for the NAT gateway and internet-facing load balancers.
-        cidrs = subnet_cidrs(eks.vpc_cidr)
-        vpc = aws.ec2.Vpc(
-            f"{name}-vpc",
-            cidr_block=eks.vpc_cidr,
-            enable_dns_hostnames=True,
-            enable_dns_support=True,
-            tags={**tags, "Name": cluster_name},
-            opts=child,
-        )
-        self.vpc = vpc
-        igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags=tags, opts=child)
-        zones = {"capacity": eks.availability_zone, "secondary": eks.secondary_availability_zone}
-        cluster_tag = {f"kubernetes.io/cluster/{cluster_name}": "shared"}
-        public: dict[str, aws.ec2.Subnet] = {}
-        private: dict[str, aws.ec2.Subnet] = {}
-        for role, zone in zones.items():
-            public[role] = aws.ec2.Subnet(
-                f"{name}-public-{role}",
-                vpc_id=vpc.id,
-                cidr_block=cidrs[f"public-{role}"],
-                availability_zone=zone,
-                map_public_ip_on_launch=False,
-                tags={
-                    **tags,
-                    **cluster_tag,
-                    "Name": f"{cluster_name}-public-{zone}",
-                    "kubernetes.io/role/elb": "1",
-                },
-                opts=child,
-            )
-            private[role] = aws.ec2.Subnet(
-                f"{name}-private-{role}",
-                vpc_id=vpc.id,
-                cidr_block=cidrs[f"private-{role}"],
-                availability_zone=zone,
-                tags={
-                    **tags,
-                    **cluster_tag,
-                    "Name": f"{cluster_name}-private-{zone}",
-                    "kubernetes.io/role/internal-elb": "1",
-                },
-                opts=child,
-            )
-        public_routes = aws.ec2.RouteTable(
-            f"{name}-public-routes",
-            vpc_id=vpc.id,
-            routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id)],
-            tags=tags,
-            opts=child,
-        )
-        # One NAT gateway, in the capacity zone where the GPU nodes pull images and weights.
-        nat_ip = aws.ec2.Eip(f"{name}-nat-ip", domain="vpc", tags=tags, opts=child)
-        nat = aws.ec2.NatGateway(
-            f"{name}-nat",
-            allocation_id=nat_ip.id,
-            subnet_id=public["capacity"].id,
-            tags=tags,
-            opts=opts_with(depends_on=[igw]),
-        )
-        private_routes = aws.ec2.RouteTable(
-            f"{name}-private-routes",
-            vpc_id=vpc.id,
-            routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", nat_gateway_id=nat.id)],
-            tags=tags,
-            opts=child,
-        )
-        for role in zones:
-            aws.ec2.RouteTableAssociation(
-                f"{name}-public-{role}-routes",
-                subnet_id=public[role].id,
-                route_table_id=public_routes.id,
-                opts=child,
-            )
-            aws.ec2.RouteTableAssociation(
-                f"{name}-private-{role}-routes",
-                subnet_id=private[role].id,
-                route_table_id=private_routes.id,
-                opts=child,
-            )
+        self.network = EksNetwork(name, {"eks": eks, "cluster_name": cluster_name, "tags": tags}, opts=part)
+        self.iam = EksIam(name, {"tags": tags}, opts=part)
 
-        # --- EFA security group: EFA's SRD traffic must be allowed to and from the group itself.
-        self.efa_security_group = aws.ec2.SecurityGroup(
-            f"{name}-efa",
-            vpc_id=vpc.id,
-            description="EFA: all traffic to and from members of this group",
-            tags={**tags, "Name": f"{cluster_name}-efa"},
-            opts=child,
-        )
-        aws.vpc.SecurityGroupIngressRule(
-            f"{name}-efa-ingress-self",
-            security_group_id=self.efa_security_group.id,
-            referenced_security_group_id=self.efa_security_group.id,
-            ip_protocol="-1",
-            description="EFA from group members",
-            opts=child,
-        )
-        aws.vpc.SecurityGroupEgressRule(
-            f"{name}-efa-egress-self",
-            security_group_id=self.efa_security_group.id,
-            referenced_security_group_id=self.efa_security_group.id,
-            ip_protocol="-1",
-            description="EFA to group members",
-            opts=child,
-        )
-        aws.vpc.SecurityGroupEgressRule(
-            f"{name}-efa-egress-all",
-            security_group_id=self.efa_security_group.id,
-            cidr_ipv4="0.0.0.0/0",
-            ip_protocol="-1",
-            description="Node egress (images, weights, AWS APIs)",
-            opts=child,
-        )
-
-        # --- IAM.
-        cluster_role = aws.iam.Role(
-            f"{name}-cluster-role", assume_role_policy=CLUSTER_TRUST_POLICY, tags=tags, opts=child
-        )
-        cluster_attachments = [
-            aws.iam.RolePolicyAttachment(
-                f"{name}-cluster-role-{arn.rsplit('/', 1)[1]}",
-                role=cluster_role.name,
-                policy_arn=arn,
-                opts=child,
-            )
-            for arn in CLUSTER_POLICIES
-        ]
-        node_role = aws.iam.Role(
-            f"{name}-node-role", assume_role_policy=NODE_TRUST_POLICY, tags=tags, opts=child
-        )
-        node_attachments = [
-            aws.iam.RolePolicyAttachment(
-                f"{name}-node-role-{arn.rsplit('/', 1)[1]}", role=node_role.name, policy_arn=arn, opts=child
-            )
-            for arn in NODE_POLICIES
-        ]
-
-        # --- the cluster: access entries only (API mode), private endpoint, public endpoint only
-        # for the listed CIDRs, every control-plane log type configured.
+        # The cluster: access entries only (API mode), private endpoint, public endpoint only for
+        # the listed CIDRs, every control-plane log type configured.
         self.cluster = aws.eks.Cluster(
             f"{name}-eks",
             name=cluster_name,
             version=args["kubernetes_version"],
-            role_arn=cluster_role.arn,
+            role_arn=self.iam.cluster_role.arn,
             vpc_config=aws.eks.ClusterVpcConfigArgs(
-                subnet_ids=[private["capacity"].id, private["secondary"].id],
+                subnet_ids=self.network.node_subnet_ids,
                 endpoint_private_access=True,
                 endpoint_public_access=bool(eks.public_access_cidrs),
                 public_access_cidrs=list(eks.public_access_cidrs) or None,
@@ -413,7 +687,7 @@ class EksCluster(pulumi.ComponentResource):
             # A replace or destroy of the cluster would take the whole fleet down with it.
             deletion_protection=True,
             tags=tags,
-            opts=opts_with(depends_on=cluster_attachments),
+            opts=opts_with(depends_on=self.iam.cluster_attachments),
         )
         for i, principal in enumerate(eks.admin_principal_arns):
             entry = aws.eks.AccessEntry(
@@ -447,106 +721,45 @@ class EksCluster(pulumi.ComponentResource):
 
         # Networking add-ons first: nodes only become Ready once the CNI runs on them.
         early = [addon(a, [self.cluster]) for a in ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")]
+        nodes_need: list[pulumi.Resource] = [*early, *self.iam.node_attachments]
         cluster_sg = self.cluster.vpc_config.cluster_security_group_id
         self.cluster_security_group_id = cluster_sg
-        node_sgs = pulumi.Output.all(cluster_sg, self.efa_security_group.id).apply(
+        node_sgs = pulumi.Output.all(cluster_sg, self.network.efa_security_group.id).apply(
             lambda ids: [i for i in ids if i]
         )
-
-        # --- the CPU system node group (router, gateway, controllers, CoreDNS), both zones.
-        system_lt = aws.ec2.LaunchTemplate(
-            f"{name}-system",
-            block_device_mappings=[_root_volume(eks.system_nodes.root_volume_gib)],
-            metadata_options=_metadata_options(),
-            tag_specifications=[
-                aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type="instance", tags=tags)
-            ],
-            tags=tags,
-            opts=child,
+        self.system_nodes = EksSystemNodes(
+            name,
+            {
+                "system_nodes": eks.system_nodes,
+                "cluster": self.cluster,
+                "node_role_arn": self.iam.node_role.arn,
+                "subnet_ids": self.network.node_subnet_ids,
+                "tags": tags,
+                "depends_on": nodes_need,
+            },
+            opts=part,
         )
-        self.system_node_group = aws.eks.NodeGroup(
-            f"{name}-system",
-            cluster_name=self.cluster.name,
-            version=self.cluster.version,
-            node_role_arn=node_role.arn,
-            subnet_ids=[private["capacity"].id, private["secondary"].id],
-            ami_type=SYSTEM_AMI_TYPE,
-            capacity_type="ON_DEMAND",
-            instance_types=[eks.system_nodes.instance_type],
-            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
-                id=system_lt.id, version=system_lt.latest_version.apply(_template_version)
-            ),
-            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                desired_size=eks.system_nodes.count,
-                min_size=eks.system_nodes.count,
-                max_size=eks.system_nodes.count,
-            ),
-            labels={"llmd-fleet.io/role": "system"},
-            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
-            tags=tags,
-            opts=opts_with(depends_on=[*early, *node_attachments]),
-        )
-        coredns = addon("coredns", [self.system_node_group])
-
-        # --- GPU capacity.
-        self.launch_templates = {}
-        self.gpu_node_groups = {}
-        for group_name, capacity in sorted(eks.gpu_nodes.items()):
-            group = args["node_groups"][group_name]
-            for unit, size, reservation, placement in self._capacity_units(
-                name, f"{cluster_name}-{group_name}", group_name, group, capacity, eks, tags, child
-            ):
-                lt = aws.ec2.LaunchTemplate(
-                    unit,
-                    instance_type=capacity.instance_type,
-                    network_interfaces=p5_network_interfaces(node_sgs),
-                    block_device_mappings=[_root_volume(capacity.root_volume_gib)],
-                    metadata_options=_metadata_options(),
-                    user_data=node_user_data(capacity.instance_store_raid0),
-                    capacity_reservation_specification=aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
-                        capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
-                            capacity_reservation_id=reservation
-                        )
-                    ),
-                    instance_market_options=(
-                        aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
-                        if capacity.capacity == "capacity-block"
-                        else None
-                    ),
-                    placement=placement,
-                    tag_specifications=[
-                        aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type="instance", tags=tags)
-                    ],
-                    tags=tags,
-                    opts=child,
-                )
-                self.launch_templates[unit] = lt
-                self.gpu_node_groups[unit] = aws.eks.NodeGroup(
-                    unit,
-                    cluster_name=self.cluster.name,
-                    version=self.cluster.version,
-                    node_role_arn=node_role.arn,
-                    # Only the capacity's zone: Capacity Blocks and ODCRs are zonal.
-                    subnet_ids=[private["capacity"].id],
-                    ami_type=GPU_AMI_TYPE,
-                    capacity_type="CAPACITY_BLOCK" if capacity.capacity == "capacity-block" else "ON_DEMAND",
-                    launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
-                        id=lt.id, version=lt.latest_version.apply(_template_version)
-                    ),
-                    scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                        desired_size=size, min_size=size, max_size=size
-                    ),
-                    labels={
-                        **group.node_labels,
-                        NODE_GROUP_LABEL: group_name,
-                        CAPACITY_LABEL: capacity.capacity,
-                    },
-                    taints=[aws.eks.NodeGroupTaintArgs(key=GPU_TAINT_KEY, effect="NO_SCHEDULE")],
-                    # Reserved capacity has no spare instance to surge into: replace in place.
-                    update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
-                    tags=tags,
-                    opts=opts_with(depends_on=[*early, *node_attachments]),
-                )
+        coredns = addon("coredns", [self.system_nodes.node_group])
+        self.gpu_capacity = {
+            group_name: EksGpuCapacity(
+                f"{name}-{group_name}",
+                {
+                    "group_name": group_name,
+                    "group": args["node_groups"][group_name],
+                    "capacity": capacity,
+                    "availability_zone": eks.availability_zone,
+                    "physical_name": f"{cluster_name}-{group_name}",
+                    "cluster": self.cluster,
+                    "node_role_arn": self.iam.node_role.arn,
+                    "subnet_id": self.network.private_subnets["capacity"].id,
+                    "security_group_ids": node_sgs,
+                    "tags": tags,
+                    "depends_on": nodes_need,
+                },
+                opts=part,
+            )
+            for group_name, capacity in sorted(eks.gpu_nodes.items())
+        }
 
         self.kubeconfig = pulumi.Output.secret(
             pulumi.Output.all(
@@ -562,58 +775,20 @@ class EksCluster(pulumi.ComponentResource):
             kubeconfig=self.kubeconfig,
             # Server-side apply lets the DisaggregatedSet controller and Pulumi own separate fields.
             enable_server_side_apply=True,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_node_group, coredns, *early]),
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[self.system_nodes.node_group, coredns, *early]
+            ),
         )
         self.register_outputs({"kubeconfig": self.kubeconfig, "clusterName": self.cluster.name})
 
-    def _capacity_units(
-        self,
-        name: str,
-        physical_name: str,
-        group_name: str,
-        group: NodeGroupConfig,
-        capacity: EksGpuCapacityConfig,
-        eks: EksTargetConfig,
-        tags: dict[str, str],
-        child: pulumi.ResourceOptions,
-    ) -> list[tuple[str, int, pulumi.Input[str], aws.ec2.LaunchTemplatePlacementArgs | None]]:
-        """(logical name, instances, capacity reservation id, placement) of each launch template
-        and node group of one fleet node group."""
-        if capacity.capacity == "capacity-block":
-            # EC2 places Capacity Blocks in UltraClusters itself: no placement group.
-            return [
-                (f"{name}-{group_name}-block{i}", block.instances, block.reservation_id, None)
-                for i, block in enumerate(capacity.capacity_blocks)
-            ]
-        if capacity.reservation_id is not None and capacity.placement_group is not None:
-            return [
-                (
-                    f"{name}-{group_name}",
-                    group.count,
-                    capacity.reservation_id,
-                    aws.ec2.LaunchTemplatePlacementArgs(group_name=capacity.placement_group),
-                )
-            ]
-        placement_group = aws.ec2.PlacementGroup(
-            f"{name}-{group_name}-placement", name=physical_name, strategy="cluster", tags=tags, opts=child
-        )
-        reservation = aws.ec2.CapacityReservation(
-            f"{name}-{group_name}-odcr",
-            instance_type=capacity.instance_type,
-            instance_platform="Linux/UNIX",
-            availability_zone=eks.availability_zone,
-            instance_count=group.count,
-            instance_match_criteria="targeted",
-            end_date_type="unlimited",
-            placement_group_arn=placement_group.arn,
-            tags=tags,
-            opts=child,
-        )
-        return [
-            (
-                f"{name}-{group_name}",
-                group.count,
-                reservation.id,
-                aws.ec2.LaunchTemplatePlacementArgs(group_name=placement_group.name),
-            )
-        ]
+    @property
+    def vpc(self) -> aws.ec2.Vpc:
+        """The fleet's VPC (the response store's subnets go into it)."""
+        return self.network.vpc
+
+    @property
+    def gpu_node_groups(self) -> dict[str, aws.eks.NodeGroup]:
+        """GPU managed node groups of every capacity, by logical name."""
+        return {
+            unit: g for capacity in self.gpu_capacity.values() for unit, g in capacity.node_groups.items()
+        }

@@ -15,6 +15,7 @@ Cloud resources use the typed pulumi_gcp argument classes, so an unknown argumen
 Nothing here reads the serving config: changing roles never touches the fleet's cloud inputs.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TypedDict
 
@@ -23,7 +24,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 import yaml
 
-from llmd_fleet.config.fleet import NodeGroupConfig, StackConfig
+from llmd_fleet.config.fleet import NodeGroupConfig
 from llmd_fleet.config.gke import MACHINE_SHAPES, GkeNodePoolConfig, GkeTargetConfig, compact_placement
 from llmd_fleet.conventions import GPU_TAINT_KEY
 from llmd_fleet.versions import versions
@@ -355,12 +356,17 @@ def kubeconfig(name: str, endpoint: str | None, ca_certificate: str | None) -> s
 class GkeClusterArgs(TypedDict):
     """Arguments of `GkeCluster`.
 
-    - `config` (required): the validated stack config; `target.gke` must be set (ValueError
-      otherwise), and `fleet.nodeGroups` gives one `GkeNodePool` per group.
+    - `gke` (required): the `target.gke` section (project, location, networks, pools).
+    - `node_groups` (required): `fleet.nodeGroups`, one `GkeNodePool` per group (each needs its
+      `target.gke.nodePools` entry; ValueError otherwise).
+
+    Nothing else of the stack reaches the cluster, so a serving change never touches a node pool.
     """
 
-    config: StackConfig
-    """The validated stack config; only `target` and `fleet.nodeGroups` are read."""
+    gke: GkeTargetConfig
+    """`target.gke`."""
+    node_groups: Mapping[str, NodeGroupConfig]
+    """`fleet.nodeGroups`: counts and node labels of the GPU groups."""
 
 
 class GkeCluster(pulumi.ComponentResource):
@@ -377,10 +383,10 @@ class GkeCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llmd-fleet:cluster:GkeCluster", name, {}, opts)
-        config = args["config"]
-        gke = config.target.gke
-        if gke is None:
-            raise ValueError("GkeCluster needs target.gke")
+        gke, groups = args["gke"], args["node_groups"]
+        unknown = sorted(set(groups) - set(gke.node_pools))
+        if unknown:
+            raise ValueError(f"GkeCluster {name}: no target.gke.nodePools entry for node groups {unknown}")
         child = pulumi.ResourceOptions(parent=self)
         net = gke.network
         self.network = GkeNetwork(f"{name}-network", {"gke": gke}, opts=child)
@@ -472,7 +478,6 @@ class GkeCluster(pulumi.ComponentResource):
             (vpc.name, subnet.name) for vpc, subnet in self.network.gpu_networks
         ]
         self.node_pools = {}
-        groups: dict[str, NodeGroupConfig] = config.fleet.node_groups
         for group_name, group in sorted(groups.items()):
             pool = gke.node_pools[group_name]
             self.node_pools[group_name] = GkeNodePool(

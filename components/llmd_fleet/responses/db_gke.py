@@ -22,8 +22,8 @@ from typing import TypedDict
 import pulumi
 import pulumi_gcp as gcp
 
-from llmd_fleet.config.fleet import StackConfig
-from llmd_fleet.config.responses import ResponsesGkeDatabaseConfig, gke_gateway_address
+from llmd_fleet.config.gke import GkeTargetConfig
+from llmd_fleet.config.responses import ResponsesConfig, ResponsesGkeDatabaseConfig, gke_gateway_address
 from llmd_fleet.responses.layer import ManagedDatabase, ReservedGatewayAddress
 from llmd_fleet.router.gateway import MANAGED_IMPLEMENTATIONS
 from llmd_fleet.versions import versions
@@ -41,26 +41,29 @@ def log_retention_days(backup_retention_days: int) -> int:
     return max(1, min(MAX_LOG_RETENTION_DAYS, backup_retention_days - 1))
 
 
-def gateway_address_name(config: StackConfig) -> str:
+def gateway_address_name(gke: GkeTargetConfig) -> str:
     """The GCE name of the managed gateway's reserved address."""
-    assert config.target.gke is not None
-    return f"{config.target.gke.name}-gateway"
+    return f"{gke.name}-gateway"
 
 
 class GkeResponsesArgs(TypedDict):
     """Arguments of `GkeResponses`. Every key is required.
 
-    - `config` (required): the validated stack config; `target.gke` and `responses` must be set
-      (ValueError otherwise), and the gateway's internal address is reserved only when
-      `gateway.implementation` is a managed one.
+    - `gke` (required): the `target.gke` section (project, region, name).
+    - `responses` (required): the `responses` section (the database's settings).
+    - `gateway_implementation` (required): `gateway.implementation`; the gateway's internal
+      address is reserved only for a managed one.
     - `network` (required): the fleet's primary VPC (id), peered for Private Service Access.
     - `subnet` (required): the node subnet (id) the gateway's address is reserved in.
     - `password` (required): the owner role's password, wrapped as a secret.
     """
 
-    config: StackConfig
-    """The validated stack config; only `target.gke`, `gateway.implementation` and `responses` are
-    read."""
+    gke: GkeTargetConfig
+    """`target.gke`."""
+    responses: ResponsesConfig
+    """`responses`."""
+    gateway_implementation: str
+    """`gateway.implementation`."""
     network: pulumi.Input[str]
     """The fleet's primary VPC (id)."""
     subnet: pulumi.Input[str]
@@ -78,10 +81,7 @@ class GkeResponses(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GkeResponsesArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llmd-fleet:responses:GkeResponses", name, {}, opts)
-        config = args["config"]
-        gke, responses = config.target.gke, config.responses
-        if gke is None or responses is None:
-            raise ValueError("GkeResponses needs target.gke and responses")
+        gke, responses = args["gke"], args["responses"]
         settings = responses.database.gke or ResponsesGkeDatabaseConfig()
         store = responses.database
         child = pulumi.ResourceOptions(parent=self)
@@ -159,9 +159,9 @@ class GkeResponses(pulumi.ComponentResource):
             opts=child,
         )
         reserved: ReservedGatewayAddress | None = None
-        if config.gateway.implementation in MANAGED_IMPLEMENTATIONS:
+        if args["gateway_implementation"] in MANAGED_IMPLEMENTATIONS:
             address = gke_gateway_address(responses, gke)
-            address_name = gateway_address_name(config)
+            address_name = gateway_address_name(gke)
             reservation = gcp.compute.Address(
                 f"{name}-gateway-address",
                 name=address_name,

@@ -4,6 +4,10 @@
     llmd-fleet render STACK [--out DIR]             synthesize under mocks into build/STACK/
     llmd-fleet check STACK [--crd-dir DIR]... [--policy-config FILE]
                                                     render, validate every manifest, run the policy pack
+    llmd-fleet bench STACK [--out DIR] [--stages N,N...] [--gateway-address IP] [--prometheus-url URL]
+                                                    render the agentic benchmark Job into
+                                                    build/bench/STACK/ and check it (docs/benchmark.md)
+    llmd-fleet bench-summary DIR|LOG|-              summarize a benchmark run's reports
     llmd-fleet twin up|down|status|e2e|build [STACK]  the control-plane twin (docs/twin.md)
     llmd-fleet policy-pack-path                     print the directory of the policy pack the
                                                     package ships (for pulumi --policy-pack)
@@ -86,7 +90,89 @@ def _parser() -> argparse.ArgumentParser:
         help="policy pack config, as `pulumi preview --policy-pack-config` takes it "
         "(default: policies/config/STACK.json when it exists)",
     )
+    bench = sub.add_parser(
+        "bench",
+        help="render the agentic benchmark Job of a stack (never part of pulumi up) and check it",
+    )
+    bench.add_argument("stack")
+    bench.add_argument("--out", type=Path, default=None, help="output directory (default: build/bench/STACK)")
+    bench.add_argument(
+        "--stages",
+        default=None,
+        help="concurrent agents per stage, ascending (default: 500,1000,2000,3000)",
+    )
+    bench.add_argument(
+        "--gateway-address",
+        default=None,
+        help="the gateway's IPv4 address; required for a managed gateway (gke-l7-rilb)",
+    )
+    bench.add_argument(
+        "--prometheus-url",
+        default=None,
+        help="Prometheus to read server metrics from (default: from observability.prometheus)",
+    )
+    summary = sub.add_parser("bench-summary", help="summarize a benchmark run's inference-perf reports")
+    summary.add_argument("source", help="report directory, the bench Job's log file, or - (stdin)")
     return parser
+
+
+def _bench(args: argparse.Namespace, root: Path, stacks_dir: Path) -> int:
+    """`llmd-fleet bench`: render the Job, its ConfigMap, NetworkPolicy and gateway Service, and
+    validate them like every rendered manifest; the stack program is not run."""
+    from llmd_fleet.tools.bench.workload import (
+        BenchError,
+        BenchOptions,
+        bench_files,
+        bench_name,
+        parse_stages,
+    )
+    from llmd_fleet.tools.check import check_manifests
+    from llmd_fleet.tools.outdir import write_atomically
+    from llmd_fleet.tools.stack_file import read_stack_file, stack_config
+
+    try:
+        config = stack_config(read_stack_file(stacks_dir, args.stack))
+        plan_fleet(config)  # a stack that does not plan does not deploy, and is not benchmarked
+        options = BenchOptions(gateway_address=args.gateway_address, prometheus_url=args.prometheus_url)
+        if args.stages is not None:
+            options = BenchOptions(
+                stages=parse_stages(args.stages),
+                gateway_address=args.gateway_address,
+                prometheus_url=args.prometheus_url,
+            )
+        out = args.out or root / "build" / "bench" / args.stack
+        ensure_replaceable(out)
+        files = bench_files(config, options)
+    except (ConfigError, PlanError, OutputDirError, BenchError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    write_atomically(files, out)
+    count, findings = check_manifests(out / "manifests", config.target.kubernetes_version, [])
+    for finding in findings:
+        print(f"INVALID {finding}")
+    bad = len({(f.file, f.object) for f in findings})
+    print(f"rendered the benchmark of {args.stack}: {len(files)} files in {out}")
+    print(f"checked {count} objects in {out / 'manifests'}: {count - bad} valid, {bad} invalid")
+    name, namespace = bench_name(config), config.serving.namespace
+    print(
+        f"run it:   kubectl apply -f {out / 'manifests'}\n"
+        f"follow:   kubectl logs -n {namespace} -f job/{name} -c inference-perf\n"
+        f"summary:  kubectl logs -n {namespace} job/{name} -c inference-perf | llmd-fleet bench-summary -\n"
+        f"clean up: kubectl delete -f {out / 'manifests'}"
+    )
+    return EXIT_INVALID_OUTPUT if findings else EXIT_OK
+
+
+def _bench_summary(source: str) -> int:
+    from llmd_fleet.tools.bench.report import ReportError, read, summarize, table
+
+    try:
+        rows = summarize(read(source, sys.stdin.read() if source == "-" else None))
+    except (ReportError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(table(rows))
+    return EXIT_OK
 
 
 def run(argv: list[str]) -> int:
@@ -101,8 +187,12 @@ def run(argv: list[str]) -> int:
 
         print(PACKAGE_DIR / "policies")
         return EXIT_OK
+    if args.command == "bench-summary":
+        return _bench_summary(args.source)
     root = _project_root()
     stacks_dir = args.stacks_dir or root / "stacks"
+    if args.command == "bench":
+        return _bench(args, root, stacks_dir)
     from llmd_fleet.tools.stack_file import read_stack_file, stack_config
 
     # Everything that can be refused is refused first, with no SDK imported yet: the stack file,
