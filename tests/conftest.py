@@ -26,6 +26,22 @@ def all_stacks() -> list[str]:
     return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in STACKS_DIR.glob("Pulumi.*.yaml"))
 
 
+def _serving(stack: str) -> dict[str, Any]:
+    return dict(stack_raw_config(stack).get("serving") or {})
+
+
+def vllm_stacks() -> list[str]:
+    """The GPU stacks: every stack but those whose serving pods run the simulator
+    (`serving.engine: simulator`, kind local only; tests/test_local_sim.py covers them)."""
+    simulated = {s for s in all_stacks() if _serving(s).get("engine") == "simulator"}
+    return [s for s in all_stacks() if s not in simulated]
+
+
+def responses_stacks() -> list[str]:
+    """The stacks with the Responses layer (`llmd-fleet:responses`)."""
+    return [s for s in all_stacks() if "responses" in stack_raw_config(s)]
+
+
 def stack_raw_config(stack: str = REFERENCE_STACK) -> dict[str, Any]:
     """The stack file's settings as parse_config takes them (keys without the namespace). Its
     `secure:` values are left out: they are secrets, which a program reads apart from the

@@ -22,7 +22,7 @@ from llmd_fleet.serving.pod import serving_pod_template
 from llmd_fleet.tools.cli import run
 from llmd_fleet.tools.synth import RecordingMocks, clean
 from llmd_fleet.versions import versions
-from tests.conftest import ENGINE_IMAGE, REFERENCE_STACK, all_stacks
+from tests.conftest import ENGINE_IMAGE, REFERENCE_STACK, vllm_stacks
 
 
 def _pairs(spec):
@@ -122,7 +122,7 @@ def _pod_templates(obj):
             yield role["spec"]["leaderWorkerTemplate"]["workerTemplate"]
 
 
-@pytest.mark.parametrize("stack", all_stacks())
+@pytest.mark.parametrize("stack", vllm_stacks())
 def test_every_claim_a_pod_names_exists(stack, tmp_path):
     assert run(["render", stack, "--out", str(tmp_path)]) == 0
     objects = list(_objects(tmp_path))

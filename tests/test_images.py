@@ -44,7 +44,7 @@ from llmd_fleet.tools.synth import (
     synthesize,
 )
 from llmd_fleet.versions import versions
-from tests.conftest import REPO, STACKS_DIR, all_stacks
+from tests.conftest import REPO, STACKS_DIR, vllm_stacks
 from tests.test_versions import _pattern, _raw, matrix_versions
 
 IMAGES = REPO / "images"
@@ -376,7 +376,7 @@ def _images_in(value: Any) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize("stack", all_stacks())
+@pytest.mark.parametrize("stack", vllm_stacks())
 def test_every_rendered_image_comes_from_the_matrix(stack):
     synthesis = synthesize(STACKS_DIR, stack)
     pulled = set().union(*(_images_in(clean(r.inputs)) for r in synthesis.resources))

@@ -32,6 +32,8 @@ NETWORK = {
     "gke-h100": Network("10.64.", "10.96.0.10", "172.16.0.2", 443),
     "eks-h100": Network("10.64.", "172.20.0.10", "10.64.3.20", 443),
     "onprem-h100-autoscale": Network("10.244.", "10.96.0.10", "192.168.10.5", 6443),
+    # kind: its default pod and Service ranges, the control-plane container on kind's Docker network.
+    "local-sim": Network("10.244.", "10.96.0.10", "172.18.0.2", 6443),
 }
 MANAGED_GATEWAY = {"gke-h100"}
 # Where each stack's response store answers (docs/responses.md): the CloudNativePG pods on-prem,
@@ -41,15 +43,19 @@ DATABASE = {
     "gke-h100": "cloud-sql",
     "eks-h100": "rds",
     "onprem-h100-autoscale": "postgres",
+    "local-sim": None,
 }
 SCRAPERS = {
     "onprem-h100": "monitoring",
     "gke-h100": "gmp-system",
     "eks-h100": "monitoring",
     "onprem-h100-autoscale": "monitoring",
+    "local-sim": "monitoring",
 }
 # Stacks that install KEDA (serving.autoscaling with keda: install) into this namespace.
 KEDA = {"onprem-h100-autoscale": "keda"}
+# Stacks whose serving pods run the simulator (serving.engine simulator): their own flow table.
+SIMULATOR_STACKS = {"local-sim"}
 
 
 def _template_labels(
@@ -91,7 +97,11 @@ def endpoints(stack: str, objects: list[dict[str, Any]]) -> dict[str, Endpoint]:
         "service-ip": Endpoint("service-ip", net.service),
         "api-server": Endpoint("api-server", net.api_ip),
         "gcp-health-check": Endpoint("gcp-health-check", "35.191.3.4"),
-        "agentic-api": in_ns("agentic-api", "3.40", _template_labels(objects, "Deployment", "agentic-api")),
+        "agentic-api": in_ns(
+            "agentic-api",
+            "3.40",
+            _template_labels(objects, "Deployment", "agentic-api") if DATABASE[stack] else {"app": "none"},
+        ),
         # CloudNativePG instance pods (the labels the operator sets), its operator, the backup store.
         "postgres": in_ns("postgres", "5.10", postgres),
         "postgres-2": in_ns("postgres-2", "5.11", {**postgres, "cnpg.io/instanceRole": "replica"}),
@@ -282,17 +292,55 @@ KEDA_FLOWS = [
     Flow("keda-stray", "model-hub", 80, False, "default deny covers KEDA's namespace"),
     Flow("prefill", "keda-metrics-adapter", 6443, False, "serving pods have no business with KEDA"),
 ]
+# The simulator stack (kind local): the same request path and scrapes; no KV events, no DP
+# supervisor, nothing from the model hub for the engines; no Responses layer.
+SIMULATOR_FLOWS = [
+    Flow("gateway", "decode", 8000, True, "the gateway sends requests to decode's sidecar"),
+    Flow("gateway", "prefill", 8001, True, "both prefill ranks are pool endpoints"),
+    Flow("gateway", "epp", 9002, True, "ext_proc: the gateway asks the EPP which rank"),
+    Flow("epp", "decode", 8001, True, "the EPP scrapes each rank's metrics on its client port"),
+    Flow("epp", "tokenizer", 8000, True, "the token producer renders prompts"),
+    Flow("epp", "api-server", 6443, True, "watches and the leader lease"),
+    Flow("decode", "prefill", 8000, True, "the sidecar runs the remote prefill"),
+    Flow("prefill", "prefill-2", 41231, True, "anything inside the fleet"),
+    Flow("prometheus", "prefill", 8001, True, "the simulator's metrics, rank 1"),
+    Flow("prometheus", "decode", 8200, True, "decode's simulator metrics behind the sidecar"),
+    Flow("prometheus", "epp", 9090, True, "EPP metrics"),
+    Flow("prometheus", "tokenizer", 8000, True, "tokenizer metrics"),
+    Flow("prefill", "kube-dns", 53, True, "DNS", "UDP"),
+    Flow("tokenizer", "kube-dns", 53, True, "DNS over TCP"),
+    Flow("epp", "kube-dns", 53, True, "DNS", "UDP"),
+    Flow("tokenizer", "model-hub", 443, True, "tokenizer files from the model hub"),
+    # Denied.
+    Flow("epp", "prefill", 5557, False, "no KV-event port: the simulator publishes none"),
+    Flow("epp", "decode", 5558, False, "no KV-event port: the simulator publishes none"),
+    Flow("prometheus", "decode", 8202, False, "no DP supervisor: engine ports only"),
+    Flow("prefill", "model-hub", 443, False, "the simulator downloads nothing"),
+    Flow("decode", "model-hub", 443, False, "the simulator downloads nothing"),
+    Flow("other-ns-pod", "prefill", 8000, False, "the simulator's API only through gateway or EPP"),
+    Flow("other-ns-pod", "decode", 8200, False, "decode's simulator behind its sidecar"),
+    Flow("impostor", "prefill", 5555, False, "the fleet's labels in another namespace are not the fleet"),
+    Flow("debug-pod", "prefill", 8000, False, "a stray pod in the serving namespace"),
+    Flow("client", "prefill", 8000, False, "no direct path from outside"),
+    Flow("client", "epp", 9002, False, "no direct path from outside"),
+    Flow("gateway", "decode", 8200, False, "the gateway goes through decode's sidecar"),
+    Flow("prefill", "epp", 9002, False, "serving pods do not call the EPP"),
+    Flow("prefill", "api-server", 6443, False, "serving pods have no API access"),
+    Flow("debug-pod", "model-hub", 443, False, "default deny covers the whole namespace"),
+]
 
 
 def flows(stack: str) -> list[Flow]:
+    if stack in SIMULATOR_STACKS:
+        return SIMULATOR_FLOWS + IN_CLUSTER_GATEWAY_FLOWS
     api_port = NETWORK[stack].api_port
     table = [
         f._replace(port=api_port) if f.destination == "api-server" and f.allowed else f
         for f in COMMON_FLOWS + (CLOUDNATIVE_PG_FLOWS if DATABASE[stack] == "postgres" else [])
     ]
-    table += [
-        f._replace(destination=DATABASE[stack]) if f.destination == "database" else f for f in RESPONSES_FLOWS
-    ]
+    database = DATABASE[stack]
+    assert database is not None, f"{stack} has the Responses layer"
+    table += [f._replace(destination=database) if f.destination == "database" else f for f in RESPONSES_FLOWS]
     if stack in MANAGED_GATEWAY:
         table += MANAGED_GATEWAY_FLOWS + RESPONSES_MANAGED_GATEWAY_FLOWS
     else:
@@ -428,7 +476,7 @@ def test_onprem_ranges_only_on_onprem_and_observability_namespace_is_a_dns_label
     raw["target"]["onprem"] = {}
     with pytest.raises(ConfigError) as caught:
         parse_config(raw)
-    assert ("llmd-fleet:target.onprem", "only for kind onprem") in caught.value.problems
+    assert ("llmd-fleet:target.onprem", "only for kind onprem or local") in caught.value.problems
     raw = stack_raw_config()
     raw["observability"] = {"namespace": "Monitoring; rm"}
     with pytest.raises(ConfigError) as caught:

@@ -24,7 +24,7 @@ from llmd_fleet.plan.observability import NIXL_XFER_TIME_TOP_BUCKET_S, plan_obse
 from llmd_fleet.router.endpoint_picker import RouterNames
 from llmd_fleet.tools.cli import run
 from llmd_fleet.versions import versions
-from tests.conftest import REPO, all_stacks, stack_raw_config
+from tests.conftest import REPO, all_stacks, stack_raw_config, vllm_stacks
 
 
 def _config(stack: str = "onprem-h100", **observability: Any):
@@ -59,7 +59,7 @@ def _kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 # --- config ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("stack", all_stacks())
+@pytest.mark.parametrize("stack", vllm_stacks())
 def test_nic_line_rate_and_scraper_default_per_target(stack):
     config = _config(stack)
     kind = config.target.kind

@@ -29,7 +29,7 @@ from llmd_fleet.tools.cli import run
 from llmd_fleet.tools.render import render_files
 from llmd_fleet.tools.synth import _SECRET_SIG, _SECRET_SIG_KEY, RecordingMocks, Synthesis, clean, synthesize
 from llmd_fleet.versions import version_tuple, versions
-from tests.conftest import STACKS_DIR, all_stacks, stack_raw_config
+from tests.conftest import STACKS_DIR, responses_stacks, stack_raw_config, vllm_stacks
 from tests.httproutes import route_request
 from tests.test_security import restricted_violations
 
@@ -101,13 +101,14 @@ def _objects(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, An
 
 
 def test_responses_is_on_in_every_reference_stack_with_a_backup_choice_on_prem():
-    for stack in all_stacks():
+    assert responses_stacks() == vllm_stacks(), "every GPU stack carries the Responses layer"
+    for stack in vllm_stacks():
         config = parse_config(_raw(stack))
         assert config.responses is not None, stack
     onprem = parse_config(_raw("onprem-h100")).responses
     assert onprem is not None and isinstance(onprem.backup, S3BackupConfig)
     # The stack files carry the password as a secret (a placeholder ciphertext).
-    for stack in all_stacks():
+    for stack in responses_stacks():
         assert set(_document(stack)["config"]["llmd-fleet:responsesDbPassword"]) == {"secure"}
 
 
@@ -287,7 +288,7 @@ def test_cloud_sql_keeps_fewer_days_of_logs_than_backups():
 # -- a /v1/responses request through the rendered objects -------------------------------------------
 
 
-@pytest.mark.parametrize("stack", all_stacks())
+@pytest.mark.parametrize("stack", responses_stacks())
 def test_a_responses_request_reaches_the_agentic_api_and_its_database_secret(stack, rendered):
     objects = rendered(stack)
     routes = [o for o in objects if o["kind"] == "HTTPRoute"]
@@ -319,7 +320,7 @@ def test_a_responses_request_reaches_the_agentic_api_and_its_database_secret(sta
     assert secret["stringData"] == {reference["key"]: "[secret]"}
 
 
-@pytest.mark.parametrize("stack", all_stacks())
+@pytest.mark.parametrize("stack", responses_stacks())
 def test_the_agentic_apis_own_requests_go_to_the_pool_through_the_gateway(stack, rendered):
     objects = rendered(stack)
     routes = [o for o in objects if o["kind"] == "HTTPRoute"]
@@ -566,7 +567,7 @@ def _render_dir(stack: str) -> str:
 # -- the agentic API's pods ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("stack", all_stacks())
+@pytest.mark.parametrize("stack", responses_stacks())
 def test_the_agentic_api_is_highly_available_and_hardened(stack, rendered):
     objects = rendered(stack)
     deployment = _objects(objects, "Deployment")["agentic-api"]
@@ -634,7 +635,7 @@ def _database_inputs(synthesis: Synthesis) -> dict[tuple[str, str], dict[str, An
     return found
 
 
-@pytest.mark.parametrize("stack", all_stacks())
+@pytest.mark.parametrize("stack", responses_stacks())
 def test_a_serving_change_replaces_no_database_resource(tmp_path, stack):
     before = _synthesis(stack)
     after = _synthesize_variant(tmp_path, stack, _serving_change)

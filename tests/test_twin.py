@@ -376,6 +376,18 @@ def test_apply_order_puts_namespaces_then_cluster_objects_first():
     ]
 
 
+def test_service_accounts_go_before_the_token_secrets_that_name_them():
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/service-account-token",
+        "metadata": {"name": "t", "annotations": {"kubernetes.io/service-account.name": "a"}},
+    }
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "a"}}
+    namespaced = {"v1/Secret": True, "v1/ServiceAccount": True}
+    assert [o["kind"] for o in e2e.apply_order([secret, account], namespaced)] == ["ServiceAccount", "Secret"]
+
+
 def test_server_added_counts_defaults_not_bookkeeping():
     rendered = {"metadata": {"name": "x"}, "spec": {"replicas": 2}}
     stored = {

@@ -43,7 +43,7 @@ from llmd_fleet.tools.vllm_check.selftest import (
     with_flag,
 )
 from llmd_fleet.versions import versions
-from tests.conftest import REFERENCE_STACK, REPO, all_stacks
+from tests.conftest import REFERENCE_STACK, REPO, vllm_stacks
 
 # --- Kubernetes $(VAR) expansion and the container environment -----------------------------------
 
@@ -176,7 +176,7 @@ def reference_lines(reference_manifests) -> list[CommandLine]:
     return lines
 
 
-@pytest.mark.parametrize("stack", all_stacks())
+@pytest.mark.parametrize("stack", vllm_stacks())
 def test_every_worker_of_every_role_is_extracted(stack, tmp_path):
     manifests = _render(stack, tmp_path)
     lines, findings = stack_command_lines(stack, manifests)

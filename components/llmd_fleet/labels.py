@@ -21,19 +21,24 @@ def common_labels(component: str, instance: str) -> dict[str, str]:
     }
 
 
-def serving_labels(instance: str, role: str, model_id: str, engine_version: str) -> dict[str, str]:
-    """Labels of a serving pod; `llm-d.ai/role` is what the router's prefill/decode filters read."""
-    return {
+def serving_labels(
+    instance: str, role: str, model_id: str, engine_version: str, engine: str = "vllm"
+) -> dict[str, str]:
+    """Labels of a serving pod; `llm-d.ai/role` is what the router's prefill/decode filters read.
+    A simulator pod (`engine` simulator) names itself and carries no accelerator labels."""
+    labels = {
         **common_labels("model-server", instance),
-        "app.kubernetes.io/name": "vllm",
+        "app.kubernetes.io/name": "vllm" if engine == "vllm" else "llm-d-inference-sim",
         "app.kubernetes.io/version": label_value(engine_version),
         "llm-d.ai/inference-serving": "true",
         "llm-d.ai/role": role,
         "llm-d.ai/model": label_value(model_id),
+        # The simulator answers as vLLM does: the router treats it as a vLLM engine.
         "llm-d.ai/engine-type": "vllm",
-        "llm-d.ai/accelerator-vendor": "nvidia",
-        "llm-d.ai/accelerator-variant": "h100",
     }
+    if engine == "vllm":
+        labels |= {"llm-d.ai/accelerator-vendor": "nvidia", "llm-d.ai/accelerator-variant": "h100"}
+    return labels
 
 
 def prefer_separate_nodes(selector: dict[str, str]) -> dict[str, object]:

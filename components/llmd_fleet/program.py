@@ -134,6 +134,7 @@ def _target(config: StackConfig, pulumi_config: pulumi.Config) -> _Target:
         return _gke_target(config)
     if config.target.kind == "eks":
         return _eks_target(config)
+    # onprem and local (a kind cluster): an existing cluster through the kubeconfig.
     cluster = OnPremCluster(
         "cluster",
         {
@@ -216,6 +217,13 @@ def _responses_database(
     ).database
 
 
+def _engine_image(config: StackConfig, image_build: ImageBuild | None) -> pulumi.Input[str]:
+    """The simulator's pinned image for `serving.engine: simulator`, else the serving image."""
+    if config.serving.engine == "simulator":
+        return versions().image("inference-sim").ref
+    return serving_image(config.target.kind, fabric_for(config.target.kind), image_build)
+
+
 def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
     """Declare every resource of the stack and its outputs."""
     pulumi_config = pulumi.Config()
@@ -251,7 +259,7 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
             "plan": plan,
             "hf_token": pulumi_config.get_secret("hfToken") if config.has_hf_token else None,
             # The one place the engine image comes from; a build makes serving wait for the push.
-            "engine_image": serving_image(config.target.kind, fabric_for(config.target.kind), image_build),
+            "engine_image": _engine_image(config, image_build),
             "install_gateway_crds": target.install_gateway_crds,
             "gateway_annotations": target.gateway_annotations,
             "serving_after": target.node_setup,

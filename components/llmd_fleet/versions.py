@@ -121,6 +121,8 @@ class BuildVersions(_Frozen):
     """gdrcopy release (user-space libgdrapi)."""
     efa_installer: str
     """AWS EFA installer release (EFA variant only)."""
+    modelexpress: str
+    """ModelExpress client (`modelexpress` package), installed beside vLLM."""
     cuda_arch: str
     """TORCH_CUDA_ARCH_LIST / CUDA architectures to compile for."""
     base_repository: str

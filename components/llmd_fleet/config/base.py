@@ -6,8 +6,8 @@ from pydantic.alias_generators import to_camel
 
 def camel_alias(field_name: str) -> str:
     """snake_case -> camelCase, keeping units and names readable (host_memory_gib ->
-    hostMemoryGiB, all2all_backend -> all2allBackend)."""
-    return to_camel(field_name).replace("Gib", "GiB").replace("all2All", "all2all")
+    hostMemoryGiB, memory_mib_per_rank -> memoryMiBPerRank, all2all_backend -> all2allBackend)."""
+    return to_camel(field_name).replace("Gib", "GiB").replace("Mib", "MiB").replace("all2All", "all2all")
 
 
 class ConfigModel(BaseModel):

@@ -34,6 +34,7 @@ from llmd_fleet.config.base import ConfigModel
 from llmd_fleet.config.eks import EksTargetConfig, eks_problems
 from llmd_fleet.config.gke import GkeTargetConfig, gke_problems
 from llmd_fleet.config.grammar import (
+    CookieName,
     DnsLabel,
     DnsSubdomain,
     GitRevision,
@@ -46,7 +47,7 @@ from llmd_fleet.config.grammar import (
     label_key_problem,
     one_of,
 )
-from llmd_fleet.config.images import ImagesConfig, images_config_problems
+from llmd_fleet.config.images import ImagesConfig, TargetKind, images_config_problems
 from llmd_fleet.config.responses import ResponsesConfig, password_problems, responses_problems
 from llmd_fleet.config.vllm_registry import REASONING_PARSERS, TOOL_CALL_PARSERS
 from llmd_fleet.conventions import DRANET_RDMA_CLASS
@@ -77,9 +78,10 @@ class _Model(ConfigModel):
 
 
 class Accelerator(StrEnum):
-    """GPU models the fleet sizes for."""
+    """GPU models the fleet sizes for, or `none` for the GPU-less nodes of kind local."""
 
     H100_80GB = "H100-80GB"
+    NONE = "none"
 
 
 # Usable HBM per GPU as the driver reports it (nvidia-smi: 81559 MiB on H100 SXM5 80GB).
@@ -87,7 +89,8 @@ HBM_MIB: dict[Accelerator, int] = {Accelerator.H100_80GB: 81559}
 
 
 class OnPremTargetConfig(_Model):
-    """An existing cluster's address ranges, which the stack cannot look up offline. Only the
+    """An existing cluster's address ranges (kind onprem or local), which the stack cannot look
+    up offline. Only the
     NetworkPolicies read them: the serving namespace may reach port 443 outside these ranges
     (the model hub), never a pod or a Service through that rule."""
 
@@ -103,26 +106,29 @@ class OnPremTargetConfig(_Model):
 class TargetConfig(_Model):
     """Where the fleet runs."""
 
-    kind: Literal["onprem", "gke", "eks"]
+    kind: TargetKind
     """Target platform. `onprem`: an existing Kubernetes cluster reached through a kubeconfig.
     `gke`: a GKE Standard cluster with A3 Mega GPU pools, created by the stack (`gke` section).
     `eks`: an EKS cluster with p5.48xlarge GPU node groups on EFA, created by the stack (`eks`
-    section)."""
+    section). `local`: an existing kind cluster on a laptop, reached through the kubeconfig like
+    onprem, with plain CPU nodes (no GPU drivers, no DRA claims) and `serving.engine: simulator`
+    (docs/local-sim.md)."""
     kubernetes_version: Annotated[str, Field(pattern=r"^1\.\d+(\.\d+)?$")]
     """Kubernetes version of the cluster (e.g. "1.34.2"); manifests are validated against it."""
     kubeconfig_context: Annotated[str, Field(pattern=r"^[^\x00-\x1f\x7f]{1,253}$")] | None = None
     """kubeconfig context to use; the kubeconfig's current context when unset."""
     gpu_driver: Literal["host", "gpu-operator"] = "host"
     """Where the NVIDIA driver comes from: preinstalled on the hosts (DGX OS, driver root /) or
-    the GPU Operator's driver container (/run/nvidia/driver)."""
+    the GPU Operator's driver container (/run/nvidia/driver). Must stay `host` (unused) on kind
+    local, whose nodes have no GPUs."""
     gke: GkeTargetConfig | None = None
     """kind gke: project, location, networks and node-pool capacity (llmd_fleet/config/gke.py)."""
     eks: EksTargetConfig | None = None
     """kind eks: region and zones, VPC, API access, system nodes and GPU capacity (Capacity
     Blocks or an ODCR) per fleet node group (llmd_fleet/config/eks.py)."""
     onprem: OnPremTargetConfig | None = None
-    """kind onprem: the cluster's pod and Service ranges (OnPremTargetConfig's defaults when
-    unset)."""
+    """kind onprem or local: the cluster's pod and Service ranges (OnPremTargetConfig's defaults
+    when unset; a kind cluster's own defaults are 10.244.0.0/16 and 10.96.0.0/16)."""
 
 
 class NodeGroupConfig(_Model):
@@ -131,13 +137,14 @@ class NodeGroupConfig(_Model):
     count: Annotated[int, Field(ge=1, le=4096)]
     """Number of nodes in the group."""
     accelerator: Annotated[Accelerator, Field(strict=False)] = Accelerator.H100_80GB
-    """GPU model of every node."""
-    gpus_per_node: Literal[8] = 8
-    """GPUs per node (HGX H100 boards carry 8)."""
-    host_memory_gib: Annotated[int, Field(ge=64, le=32768)]
-    """Host DRAM per node in GiB, as the kubelet reports it before reservations."""
-    cpus_per_node: Annotated[int, Field(ge=16, le=4096)]
-    """Logical CPUs per node."""
+    """GPU model of every node; `none` for the CPU nodes of kind local (and only there)."""
+    gpus_per_node: Literal[0, 8] = 8
+    """GPUs per node (HGX H100 boards carry 8); 0 exactly when `accelerator` is `none`."""
+    host_memory_gib: Annotated[int, Field(ge=2, le=32768)]
+    """Host DRAM per node in GiB, as the kubelet reports it before reservations (at least 64 on
+    GPU nodes; a kind node reports the laptop's memory)."""
+    cpus_per_node: Annotated[int, Field(ge=1, le=4096)]
+    """Logical CPUs per node (at least 16 on GPU nodes; a kind node reports the laptop's CPUs)."""
     nics_per_node: Annotated[int, Field(ge=1, le=64)] = 8
     """GPU-fabric NICs per node (RDMA/EFA/TCPXO), not counting the primary NIC."""
     nic_gbps: Annotated[int, Field(ge=1, le=3200)] | None = None
@@ -151,9 +158,10 @@ class NodeGroupConfig(_Model):
     """Logical CPUs kept for the OS, kubelet and node daemons."""
     node_labels: Labels = Field(default_factory=lambda: {"nvidia.com/gpu.present": "true"})
     """Labels every node of the group carries; serving pods select nodes by them."""
-    accelerator_allocation: Literal["dra", "device-plugin"] = "dra"
+    accelerator_allocation: Literal["dra", "device-plugin", "none"] = "dra"
     """How pods get GPUs and NICs, exactly one mechanism per group: `dra` (ResourceClaims,
-    resource.k8s.io/v1) or `device-plugin` (`nvidia.com/gpu` and `rdmaResource` limits)."""
+    resource.k8s.io/v1) or `device-plugin` (`nvidia.com/gpu` and `rdmaResource` limits); `none`
+    on GPU-less nodes (accelerator `none`, kind local): no claim, no device limit."""
     nic_device_class: DnsSubdomain | None = DRANET_RDMA_CLASS
     """DRA: DeviceClass of the fabric NICs claimed next to the GPUs. The default is the class this
     package creates over DRANET's RDMA NICs; null claims GPUs only (NICs reach pods another way)."""
@@ -396,6 +404,37 @@ class AutoscalingConfig(_Model):
         return role
 
 
+class SimulatorConfig(_Model):
+    """llm-d's inference simulator in place of vLLM (`serving.engine: simulator`): the timing it
+    emulates and what a pod of it requests. Flag names are the simulator's (llm-d-inference-sim
+    pkg/common/parser.go at the pinned tag, images/versions.toml; llmd_fleet/serving/simulator.py
+    builds the command line)."""
+
+    mode: Literal["random", "echo"] = "random"
+    """What the answers contain (`--mode`): `random` sentences, or `echo` the prompt back."""
+    prefill_overhead_ms: Annotated[int, Field(ge=0, le=60_000)] = 20
+    """Fixed part of a local prefill (`--prefill-overhead`)."""
+    prefill_time_per_token_us: Annotated[int, Field(ge=0, le=1_000_000)] = 20
+    """Prefill time per prompt token not found in the emulated prefix cache
+    (`--prefill-time-per-token`); 20 us makes a 195k-token turn take about 4 s."""
+    inter_token_latency_ms: Annotated[int, Field(ge=0, le=10_000)] = 20
+    """Time between two generated tokens (`--inter-token-latency`)."""
+    kv_cache_transfer_time_per_token_us: Annotated[int, Field(ge=0, le=1_000_000)] = 2
+    """Decode's time to load one prefilled token's KV from the prefill pod, the emulated NIXL
+    transfer of P/D (`--kv-cache-transfer-time-per-token`)."""
+    time_factor_under_load: Annotated[float, Field(ge=1, le=100)] = 1.0
+    """How much slower prefill and decode get when every sequence slot is busy
+    (`--time-factor-under-load`; 1 keeps the timing flat)."""
+    kv_cache_blocks: Annotated[int, Field(ge=1, le=16 * 1024 * 1024)] = 8192
+    """Blocks of `blockSize` tokens each rank's emulated prefix cache holds (`--kv-cache-size`);
+    the plan's KV room per rank, which sizes the router's prefix index as HBM does for vLLM."""
+    cpu_millis_per_rank: Annotated[int, Field(ge=10, le=64_000)] = 250
+    """CPU request and limit per data-parallel rank, in millicores (the simulator runs every rank
+    of a pod in one process)."""
+    memory_mib_per_rank: Annotated[int, Field(ge=32, le=65_536)] = 256
+    """Memory request and limit per data-parallel rank, in MiB."""
+
+
 class ServingConfig(_Model):
     """How the model is served."""
 
@@ -412,6 +451,13 @@ class ServingConfig(_Model):
     margin for teardown. New requests stop at once: the endpoint picker drops terminating pods
     (llm-d-router pkg/epp/controller/pod_reconciler.go). Agent turns outlive the default 30 s
     grace, so a rollout without a drain aborts them mid-stream."""
+    weight_loading: Literal["hub", "modelexpress"] = "hub"
+    """Where pods load the weights from. `hub`: every pod downloads them from the model hub.
+    `modelexpress`: pods that already serve the model send their weights GPU to GPU over the
+    fabric (NIXL) to pods that start, coordinated by a ModelExpress server the stack deploys; a
+    pod with no peer yet (a cold fleet) falls back to the hub. Needs `images.build` (the client is
+    in the wide-EP image). The startup probe grows by the peer-transfer attempts the plan sizes
+    (docs/llm-d-1.0.md)."""
     model_cache_gib: Annotated[int, Field(ge=16, le=65536)] = 1024
     """Node-local scratch per pod for the weights download and compile caches (an emptyDir
     with this size limit and the matching ephemeral-storage request)."""
@@ -421,6 +467,13 @@ class ServingConfig(_Model):
     """KV cache tiers below HBM."""
     autoscaling: AutoscalingConfig | None = None
     """Scale prefill and decode with KEDA (optional; absent: every role keeps `instances`)."""
+    engine: Literal["vllm", "simulator"] = "vllm"
+    """What runs in the serving pods: `vllm` (wide-EP vLLM on GPUs) or `simulator` (llm-d's
+    inference simulator on CPU nodes, the same roles, ranks, ports and P/D layout; kind local
+    only). Unset: `simulator` on kind local, `vllm` elsewhere."""
+    simulator: SimulatorConfig = Field(default_factory=SimulatorConfig)
+    """engine simulator: its emulated timing and pod size (SimulatorConfig's defaults when
+    unset)."""
 
 
 class PriorityClassConfig(_Model):
@@ -444,12 +497,30 @@ def _default_priority_classes() -> list["PriorityClassConfig"]:
 
 
 class SessionAffinityConfig(_Model):
-    """Keep a multi-turn agent on the decode endpoint that holds its KV."""
+    """Keep a multi-turn agent on the decode endpoint that holds its KV: the
+    session-affinity-scorer (`session_id` strategy) keyed by the first of `header`, `cookie` and
+    the coding agent's own session header that a request carries (docs/llm-d-1.0.md)."""
 
     enabled: bool = True
-    """Score endpoints by the session id header (session-affinity-scorer, `session_id` strategy)."""
+    """Score endpoints by the request's session key (session-affinity-scorer, `session_id` strategy)."""
     header: HttpHeaderName = "x-session-id"
-    """Request header carrying the agent's session id."""
+    """Request header carrying a client-chosen session id; the first source of the key."""
+    cookie: CookieName | None = None
+    """Cookie carrying the session id (read by the router's session-id-producer), tried after
+    `header`. Unset by default: no cookie source."""
+    agent_identity: bool = True
+    """Also key sessions by the coding agent's own session header (the router's agent-identity
+    plugin: `x-claude-code-session-id`, `x-session-affinity`, `session-id`, `session_id`), tried
+    after `header` and `cookie`. The same identity names the agent's flow for program-aware
+    fairness."""
+    agent_headers: Annotated[list[HttpHeaderName], Field(max_length=8)] = Field(default_factory=list)
+    """Extra agent session headers the agent-identity plugin checks before its built-in ones
+    (`additionalSessionHeaders`); none by default, at most 8."""
+    token_header: HttpHeaderName | None = "x-session-token"
+    """Response header that returns the session token (the serving endpoint, encoded) to the
+    client, which echoes it on its next turn: a second session-affinity-scorer with the
+    `encoded_endpoint_header` strategy. It needs no router state, so it also survives an EPP
+    failover. Default `x-session-token`; unset: nothing is returned."""
     ttl_seconds: Annotated[int, Field(ge=10, le=86400)] = 1800
     """How long a session is remembered after its last request (agents pause in tool calls)."""
 
@@ -482,8 +553,16 @@ class RouterConfig(_Model):
     """Session affinity for multi-turn agents."""
     flow_control: bool = True
     """Queue and prioritise requests in the router (the `flowControl` feature gate)."""
-    fairness: Literal["round-robin", "strict"] = "round-robin"
-    """Fairness between tenants (`x-llm-d-inference-fairness-id`) inside a priority band."""
+    fairness: Literal["program-aware", "round-robin", "strict"] = "program-aware"
+    """Fairness between flows inside a priority band. A flow is the `x-llm-d-inference-fairness-id`
+    header, else the agent identity (with `sessionAffinity.agentIdentity`), so each agent program
+    is a flow. `program-aware`: the router's program-aware-fairness policy (least attained
+    service in weighted tokens, idle programs decay); `round-robin`; `strict`: global strict."""
+    probabilistic_admission: bool = True
+    """Shed sheddable (negative-priority) requests before scheduling with a probability that rises
+    steeply with the pool's saturation (the router's probabilistic-admitter), with the same
+    queue-depth and KV-utilisation thresholds as flow control's saturation detector; non-negative
+    priorities are always admitted. Needs a negative-priority class."""
     priority_classes: Annotated[list[PriorityClassConfig], Field(min_length=1)] = Field(
         default_factory=_default_priority_classes
     )
@@ -519,12 +598,19 @@ class GatewayConfig(_Model):
 
 # Line rate of one GPU-fabric NIC per target, in Gb/s: ConnectX-7 (400 GbE / NDR) on-prem; A3 Mega
 # has 8 GPU NICs for 1,600 Gb/s; p5.48xlarge has 32 EFA for 3,200 Gb/s (shared/reference/cluster.md).
-NIC_GBPS_BY_TARGET: dict[str, int] = {"onprem": 400, "gke": 200, "eks": 100}
+# kind local has no GPU fabric: its nominal 10 Gb/s only fills the field (no KV moves over NIXL).
+NIC_GBPS_BY_TARGET: dict[str, int] = {"onprem": 400, "gke": 200, "eks": 100, "local": 10}
 
 PrometheusMode = Literal["operator", "gmp", "install", "none"]
 # Who scrapes the fleet when `observability.prometheus` is unset: GKE's managed collection
-# (Managed Service for Prometheus) is on by default there; elsewhere a prometheus-operator.
-PROMETHEUS_BY_TARGET: dict[str, PrometheusMode] = {"onprem": "operator", "gke": "gmp", "eks": "operator"}
+# (Managed Service for Prometheus) is on by default there; a laptop's kind cluster has no
+# prometheus-operator, so nothing is scraped there unless asked; elsewhere a prometheus-operator.
+PROMETHEUS_BY_TARGET: dict[str, PrometheusMode] = {
+    "onprem": "operator",
+    "gke": "gmp",
+    "eks": "operator",
+    "local": "none",
+}
 # GKE Standard runs the managed collectors in this namespace (Managed Service for Prometheus).
 GMP_NAMESPACE = "gmp-system"
 
@@ -626,6 +712,9 @@ _UNIT_SUFFIXES = (
     ("Fraction", "fraction"),
     ("Mtu", "bytes"),
     ("Port", "port number"),
+    ("Ms", "milliseconds"),
+    ("Us", "microseconds"),
+    ("Blocks", "blocks"),
 )
 _UNIT_NAMES = {
     "count": "nodes",
@@ -655,6 +744,9 @@ _UNIT_NAMES = {
     "maxInstances": "instances",
     "prefillTokensPerSecond": "tokens per second",
     "targetKvCacheUtilization": "fraction of the KV cache",
+    "cpuMillisPerRank": "millicores per data-parallel rank",
+    "memoryMiBPerRank": "MiB per data-parallel rank",
+    "timeFactorUnderLoad": "(slowdown factor)",
 }
 
 
@@ -754,6 +846,10 @@ def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset
         # GKE's managed gateway is the default there; an explicit choice is kept.
         gateway = config.gateway.model_copy(update={"implementation": "gke-l7-rilb"})
         config = config.model_copy(update={"gateway": gateway})
+    if config.target.kind == "local" and "engine" not in config.serving.model_fields_set:
+        # kind local has no GPUs: the simulator is its engine unless one is named (and refused).
+        serving = config.serving.model_copy(update={"engine": "simulator"})
+        config = config.model_copy(update={"serving": serving})
     config = _target_observability_defaults(config)
     problems = _semantic_problems(config)
     if problems:
@@ -853,12 +949,200 @@ def _onprem_target_problems(config: StackConfig) -> list[tuple[str, str]]:
     target, path = config.target, f"{PROJECT}:target.onprem"
     if target.onprem is None:
         return []
-    if target.kind != "onprem":
-        return [(path, "only for kind onprem")]
+    if target.kind not in ("onprem", "local"):
+        return [(path, "only for kind onprem or local")]
     pods, services = (ipaddress.IPv4Network(c) for c in (target.onprem.pod_cidr, target.onprem.service_cidr))
     if pods.overlaps(services):
         return [(f"{path}.serviceCidr", f"must not overlap podCidr {pods} (got {services})")]
     return []
+
+
+# The simulator's data-parallel ranks per process (llm-d-inference-sim v0.10.2
+# pkg/common/config.go validate: "data parallel size must be between 1 and 8") and the block
+# sizes its prefix cache accepts ("token block size should be one of ... 8, 16, 32, 64, 128").
+SIMULATOR_MAX_RANKS = 8
+SIMULATOR_BLOCK_SIZES = (8, 16, 32, 64, 128)
+# The old single-field bounds of a GPU node, now a rule for GPU nodes only (kind nodes are small).
+GPU_NODE_MIN_CPUS = 16
+GPU_NODE_MIN_MEMORY_GIB = 64
+
+
+def _local_node_group_problems(name: str, group: NodeGroupConfig) -> list[tuple[str, str]]:
+    """A node group of kind local: plain CPU nodes, no GPU, no accelerator mechanism."""
+    path = f"{PROJECT}:fleet.nodeGroups.{name}"
+    why = "kind local nodes have no GPUs"
+    problems: list[tuple[str, str]] = []
+    if group.accelerator != Accelerator.NONE:
+        problems.append((f"{path}.accelerator", f"must be none on kind local: {why}"))
+    if group.gpus_per_node != 0:
+        problems.append((f"{path}.gpusPerNode", f"must be 0 on kind local: {why}"))
+    if group.accelerator_allocation != "none":
+        problems.append(
+            (
+                f"{path}.acceleratorAllocation",
+                f"must be none on kind local: {why}, so a DRA GPU claim or an nvidia.com/gpu limit "
+                "would keep every serving pod Pending",
+            )
+        )
+    if group.nic_device_class is not None:
+        problems.append((f"{path}.nicDeviceClass", "must be null on kind local: no DRA claim carries NICs"))
+    if group.rdma_resource is not None:
+        problems.append((f"{path}.rdmaResource", "not used on kind local: there is no RDMA fabric"))
+    if "nvidia.com/gpu.present" in group.node_labels:
+        problems.append(
+            (
+                f"{path}.nodeLabels",
+                "must not select nvidia.com/gpu.present on kind local: no kind node carries it "
+                '(label the kind workers, e.g. llm-d.ai/local-sim: "true", and select that)',
+            )
+        )
+    return problems
+
+
+def _gpu_node_group_problems(name: str, group: NodeGroupConfig, kind: str) -> list[tuple[str, str]]:
+    """A node group of a GPU target: a GPU model, its GPUs and the host of an HGX node."""
+    path = f"{PROJECT}:fleet.nodeGroups.{name}"
+    problems: list[tuple[str, str]] = []
+    if group.accelerator == Accelerator.NONE:
+        problems.append((f"{path}.accelerator", f"none is only for kind local (the target is {kind})"))
+    elif group.gpus_per_node == 0:
+        problems.append((f"{path}.gpusPerNode", f"must be 8 for {group.accelerator} nodes (got 0)"))
+    if group.accelerator_allocation == "none":
+        problems.append(
+            (f"{path}.acceleratorAllocation", f"none is only for kind local (the target is {kind})")
+        )
+    if group.cpus_per_node < GPU_NODE_MIN_CPUS:
+        problems.append(
+            (
+                f"{path}.cpusPerNode",
+                f"must be >= {GPU_NODE_MIN_CPUS} CPUs on GPU nodes (got {group.cpus_per_node})",
+            )
+        )
+    if group.host_memory_gib < GPU_NODE_MIN_MEMORY_GIB:
+        problems.append(
+            (
+                f"{path}.hostMemoryGiB",
+                f"must be >= {GPU_NODE_MIN_MEMORY_GIB} GiB on GPU nodes (got {group.host_memory_gib})",
+            )
+        )
+    return problems
+
+
+def _local_problems(config: StackConfig) -> list[tuple[str, str]]:
+    """kind local: the simulator on CPU nodes; what only a GPU or cloud target has is refused.
+    Other targets: none of the local-only values."""
+    target = config.target
+    problems: list[tuple[str, str]] = []
+    engine_path = f"{PROJECT}:serving.engine"
+    if target.kind != "local":
+        for name, group in config.fleet.node_groups.items():
+            problems += _gpu_node_group_problems(name, group, target.kind)
+        if config.serving.engine == "simulator":
+            problems.append(
+                (
+                    engine_path,
+                    f"simulator is only for kind local (the target is {target.kind}): on GPU nodes it "
+                    "would hold every H100 without using one; try the layout on a kind cluster "
+                    "(docs/local-sim.md)",
+                )
+            )
+        return problems
+    for name, group in config.fleet.node_groups.items():
+        problems += _local_node_group_problems(name, group)
+    if config.serving.engine != "simulator":
+        problems.append(
+            (engine_path, "must be simulator on kind local: its nodes have no GPUs for vLLM (got 'vllm')")
+        )
+    if target.gpu_driver != "host":
+        problems.append((f"{PROJECT}:target.gpuDriver", "not used on kind local: its nodes have no GPUs"))
+    if config.images.build:
+        problems.append(
+            (
+                f"{PROJECT}:images.build",
+                "must be false on kind local: the simulator image is pinned in images/versions.toml, "
+                "nothing is built",
+            )
+        )
+    if config.responses is not None:
+        problems.append(
+            (
+                f"{PROJECT}:responses",
+                "not part of the kind local try-out (it needs a PostgreSQL operator and its backups); "
+                "remove the key",
+            )
+        )
+    return problems
+
+
+def _simulator_problems(config: StackConfig) -> list[tuple[str, str]]:
+    """engine simulator: what the pinned simulator can emulate (llmd_fleet/serving/simulator.py)."""
+    serving = config.serving
+    problems: list[tuple[str, str]] = []
+    if serving.engine != "simulator":
+        # On kind local the engine itself is refused already (_local_problems).
+        if "simulator" in serving.model_fields_set and config.target.kind != "local":
+            problems.append((f"{PROJECT}:serving.simulator", "only for engine simulator"))
+        return problems
+    if config.router.prefix_routing == "precise":
+        problems.append(
+            (
+                f"{PROJECT}:router.prefixRouting",
+                "must be approximate with engine simulator: the simulator dials its ZMQ endpoint "
+                "and names itself kv@<pod-ip>@<model> (llm-d-inference-sim "
+                "pkg/common/publisher.go, pkg/kv-cache/block_cache.go), while the precise producer "
+                "dials every rank and keys blocks by <pod-ip>:<rank port> (llm-d-router "
+                "preciseprefixcache/extractor.go), so no event would reach the index",
+            )
+        )
+    if serving.kv_tier.cpu_offload:
+        problems.append(
+            (
+                f"{PROJECT}:serving.kvTier.cpuOffload",
+                "must be false with engine simulator: the simulator has no CPU KV tier",
+            )
+        )
+    for role_name in ("prefill", "decode"):
+        role: RoleConfig = getattr(serving.roles, role_name)
+        path = f"{PROJECT}:serving.roles.{role_name}"
+        if role.tensor_parallel != 1:
+            problems.append(
+                (
+                    f"{path}.tensorParallel",
+                    f"must be 1 with engine simulator: each simulated rank is a whole engine "
+                    f"(got {role.tensor_parallel})",
+                )
+            )
+        if role.data_parallel % role.nodes_per_instance:
+            problems.append(
+                (
+                    f"{path}.dataParallel",
+                    f"must be a multiple of nodesPerInstance ({role.nodes_per_instance}) with engine "
+                    f"simulator: every pod of an instance runs the same number of ranks "
+                    f"(got {role.data_parallel})",
+                )
+            )
+        elif role.data_parallel // role.nodes_per_instance > SIMULATOR_MAX_RANKS:
+            problems.append(
+                (
+                    f"{path}.dataParallel",
+                    f"at most {SIMULATOR_MAX_RANKS} ranks per pod with engine simulator "
+                    f"(its --data-parallel-size is 1 to 8); got {role.data_parallel} ranks over "
+                    f"{role.nodes_per_instance} pods",
+                )
+            )
+        if role.mtp_tokens:
+            problems.append(
+                (f"{path}.mtpTokens", "must be 0 with engine simulator: it has no speculative decoding")
+            )
+        if role.block_size not in SIMULATOR_BLOCK_SIZES:
+            problems.append(
+                (
+                    f"{path}.blockSize",
+                    f"must be one of {list(SIMULATOR_BLOCK_SIZES)} with engine simulator "
+                    f"(got {role.block_size})",
+                )
+            )
+    return problems
 
 
 def _target_problems(config: StackConfig) -> list[tuple[str, str]]:
@@ -914,6 +1198,7 @@ def _node_group_problems(config: StackConfig) -> list[tuple[str, str]]:
             group.accelerator_allocation == "dra"
             and group.nic_device_class
             and group.nic_topology == "pcie-root-per-gpu"
+            and group.gpus_per_node
             and group.nics_per_node % group.gpus_per_node
         ):
             problems.append(
@@ -952,7 +1237,8 @@ def _role_problems(config: StackConfig) -> list[tuple[str, str]]:
             continue
         group = role_group
         gpus = role.nodes_per_instance * group.gpus_per_node
-        if role.tensor_parallel * role.data_parallel != gpus:
+        # GPU-less nodes (the simulator): ranks are processes, _simulator_problems bounds them.
+        if group.gpus_per_node and role.tensor_parallel * role.data_parallel != gpus:
             problems.append(
                 (
                     f"{path}.dataParallel",
@@ -961,7 +1247,9 @@ def _role_problems(config: StackConfig) -> list[tuple[str, str]]:
                     f"got {role.tensor_parallel} x {role.data_parallel}",
                 )
             )
-        if group.gpus_per_node % role.tensor_parallel or group.gpus_per_node // role.tensor_parallel < 2:
+        if group.gpus_per_node and (
+            group.gpus_per_node % role.tensor_parallel or group.gpus_per_node // role.tensor_parallel < 2
+        ):
             problems.append(
                 (
                     f"{path}.tensorParallel",
@@ -1040,6 +1328,19 @@ def _kv_tier_problems(config: StackConfig) -> list[tuple[str, str]]:
     return problems
 
 
+def _weight_loading_problems(config: StackConfig) -> list[tuple[str, str]]:
+    """ModelExpress needs its client, which only the wide-EP image carries."""
+    if config.serving.weight_loading == "modelexpress" and not config.images.build:
+        return [
+            (
+                f"{PROJECT}:serving.weightLoading",
+                "modelexpress needs images.build true: the ModelExpress client is installed in the "
+                "wide-EP image (images/Dockerfile.wide-ep), not in the upstream vLLM image",
+            )
+        ]
+    return []
+
+
 def _router_problems(config: StackConfig) -> list[tuple[str, str]]:
     """Router modes that hold fleet-wide, distinct priority classes."""
     problems: list[tuple[str, str]] = []
@@ -1065,6 +1366,14 @@ def _router_problems(config: StackConfig) -> list[tuple[str, str]]:
     if len(set(names)) != len(names):
         problems.append((f"{PROJECT}:router.priorityClasses", f"names must be unique (got {names})"))
     priorities = [c.priority for c in router.priority_classes]
+    if router.probabilistic_admission and not any(p < 0 for p in priorities):
+        problems.append(
+            (
+                f"{PROJECT}:router.probabilisticAdmission",
+                "sheds only negative-priority requests, and no priority class is negative; add a "
+                "sheddable class or set probabilisticAdmission false",
+            )
+        )
     if len(set(priorities)) != len(priorities):
         problems.append(
             (f"{PROJECT}:router.priorityClasses", f"each class needs its own priority (got {priorities})")
@@ -1206,10 +1515,13 @@ def _autoscaling_problems(config: StackConfig) -> list[tuple[str, str]]:
 # The cross-field rules, one per section, in the order their problems are reported.
 _SEMANTIC_RULES = (
     _target_problems,
+    _local_problems,
     _node_group_problems,
+    _simulator_problems,
     _model_problems,
     _role_problems,
     _kv_tier_problems,
+    _weight_loading_problems,
     _router_problems,
     _autoscaling_problems,
 )

@@ -148,6 +148,13 @@ def http_header_problem(value: str) -> str | None:
     return None
 
 
+def cookie_name_problem(value: str) -> str | None:
+    """A cookie name (an RFC 6265 token, narrowed to what a header value can carry unquoted)."""
+    if len(value) > 64 or not _matches(r"[A-Za-z0-9][A-Za-z0-9_-]*", value):
+        return "must be a cookie name of [A-Za-z0-9_-], starting with a letter or digit, at most 64 long"
+    return None
+
+
 # Host directories a pod must never mount: the OS, the kubelet's and the container runtimes' state
 # (a pod that writes there owns the node), and the kernel's virtual file systems.
 HOST_PATH_DENYLIST = (
@@ -295,6 +302,8 @@ ServedModelName = Annotated[str, _validator(served_name_problem)]
 """The model name clients send."""
 HttpHeaderName = Annotated[str, _validator(http_header_problem)]
 """A lowercase HTTP header name."""
+CookieName = Annotated[str, _validator(cookie_name_problem)]
+"""A cookie name."""
 HostPath = Annotated[str, _validator(host_path_problem)]
 """A host directory a pod may mount."""
 Ipv4Cidr = Annotated[str, _validator(ipv4_cidr_problem)]

@@ -14,7 +14,7 @@ Variant = Literal["ib", "efa"]
 does not go through the pod's verbs (GKE TCPXO: NCCL's plugin comes from the node). `efa`: AWS
 Elastic Fabric Adapter (libfabric)."""
 VARIANTS: tuple[Variant, ...] = ("ib", "efa")
-TargetKind = Literal["onprem", "gke", "eks"]
+TargetKind = Literal["onprem", "gke", "eks", "local"]
 """Where the fleet runs (the stack's target.kind)."""
 
 DEFAULT_REPOSITORY = "llmd-fleet"
@@ -80,11 +80,12 @@ def images_config_problems(
     if config.build and own_registry and config.registry is None:
         problems.append((f"{prefix}.registry", f"required when build is true on the {target_kind} target"))
     if not own_registry and (config.registry is not None or config.registry_username is not None):
+        pushes_to = {"gke": "the build pushes to Artifact Registry", "eks": "the build pushes to ECR"}
         problems.append(
             (
                 f"{prefix}.registry",
-                f"not used on {target_kind}: the build pushes to "
-                + ("Artifact Registry" if target_kind == "gke" else "ECR"),
+                f"not used on {target_kind}: "
+                + pushes_to.get(target_kind, "nothing is built there (the simulator image is pinned)"),
             )
         )
     root = prefix.rsplit(":", 1)[0]

@@ -59,6 +59,7 @@ def build_args(variant: Variant, matrix: VersionMatrix | None = None) -> dict[st
         "TORCH_VERSION": b.torch,
         "VLLM_VERSION": m.vllm.version,
         "NIXL_VERSION": b.nixl,
+        "MODELEXPRESS_VERSION": b.modelexpress,
         "NVSHMEM_VERSION": b.nvshmem,
         "DEEPEP_COMMIT": b.deepep,
         "GDRCOPY_VERSION": b.gdrcopy,

@@ -23,6 +23,12 @@ class Fabric:
     """Extra environment of the vLLM container (NCCL/UCX/NVSHMEM/libfabric settings)."""
     pod_annotations: tuple[tuple[str, str], ...] = ()
     """Annotations of serving pods (e.g. multi-network interfaces)."""
+    modelexpress_env: tuple[tuple[str, str], ...] = ()
+    """Environment of the ModelExpress client with `serving.weightLoading: modelexpress`: the NIXL
+    backend that moves the weights (MX_NIXL_BACKEND, default UCX) and NIC pinning."""
+    weight_gbps_per_gpu: int = 0
+    """Fabric line rate one GPU's weights can move at, in Gb/s (its NICs'), for the plan's
+    peer-transfer estimate."""
     image: str = "vllm"
     """Version-matrix image name of the serving image that supports this fabric."""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -41,6 +47,10 @@ INFINIBAND = Fabric(
         ("NCCL_SOCKET_IFNAME", "eth0"),
         ("GLOO_SOCKET_IFNAME", "eth0"),
     ),
+    # ModelExpress over UCX; `auto` pins each rank's UCX_NET_DEVICES to its NUMA-local HCA
+    # (modelexpress docs/DEPLOYMENT.md at the pinned tag, a workaround for openucx/ucx#11259).
+    modelexpress_env=(("MX_NIXL_BACKEND", "UCX"), ("MX_RDMA_NIC_PIN", "auto")),
+    weight_gbps_per_gpu=400,
 )
 
 # AWS p5.48xlarge: 32 EFA interfaces (4 per GPU, on the GPU's PCIe root), reached through
@@ -71,6 +81,10 @@ EFA = Fabric(
         ("NCCL_SOCKET_IFNAME", "eth0"),
         ("GLOO_SOCKET_IFNAME", "eth0"),
     ),
+    # LIBFABRIC on EFA: UCX can silently fall back to TCP there (modelexpress
+    # examples/p2p_transfer_k8s/client/vllm/aws_efa at the pinned tag). FI_PROVIDER=efa is set above.
+    modelexpress_env=(("MX_NIXL_BACKEND", "LIBFABRIC"),),
+    weight_gbps_per_gpu=4 * 100,
     extra={"efa_per_gpu": 4},
 )
 
@@ -83,6 +97,10 @@ TCPXO = Fabric(
     nixl_backends=("UCX",),
     engine_env=tcpxo.engine_env(nics=8),
     pod_annotations=tcpxo.pod_annotations(gpus=8, nics=8),
+    # No RDMA on A3 Mega: UCX moves weights over TCP on the GPU NICs, no NIC pinning (it probes IB
+    # HCAs only).
+    modelexpress_env=(("MX_NIXL_BACKEND", "UCX"),),
+    weight_gbps_per_gpu=200,
     extra={
         "sidecars": (tcpxo.rxdm_sidecar(),),
         "volumes": tuple(tcpxo.pod_volumes()),
@@ -90,7 +108,12 @@ TCPXO = Fabric(
     },
 )
 
-FABRICS: dict[str, Fabric] = {"onprem": INFINIBAND, "eks": EFA, "gke": TCPXO}
+# kind local: no GPU fabric. The simulator's P/D "transfer" is a timed wait on the decode pod
+# (serving.simulator.kvCacheTransferTimePerTokenUs); nothing moves over NIXL, so no backend, no
+# fabric env and no pod additions.
+LOCAL = Fabric(name="none", nixl_backends=())
+
+FABRICS: dict[str, Fabric] = {"onprem": INFINIBAND, "eks": EFA, "gke": TCPXO, "local": LOCAL}
 
 
 def fabric_for(target_kind: str) -> Fabric:

@@ -4,11 +4,15 @@ Everything a component needs to know about sizes is decided here, once, and test
 GPUs and data-parallel ranks per instance, the LeaderWorkerSet group size, the ports of every
 local rank, the start rank of every worker, and whether the model fits each GPU with room left
 for KV cache. A role that cannot hold the model fails the plan with a message that says why.
+
+With `serving.engine: simulator` (kind local) nothing is sized from HBM: the roles, ranks, start
+ranks and client ports are the same as vLLM's, each pod runs its ranks in one simulator process,
+and a rank's KV room is the simulator's emulated prefix cache (`simulator.kvCacheBlocks`).
 """
 
 import math
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, TypedDict
 
 from llmd_fleet.config.fleet import (
     HBM_MIB,
@@ -19,6 +23,8 @@ from llmd_fleet.config.fleet import (
     autoscaling_max_instances,
 )
 from llmd_fleet.plan.fabric import Fabric, fabric_for
+
+Engine = Literal["vllm", "simulator"]
 
 GIB = 1024**3
 GB = 10**9
@@ -65,6 +71,22 @@ NIXL_SIDE_CHANNEL_PORT = 5600
 # p2p KV tier (vLLM VLLM_P2P_SIDE_CHANNEL_PORT, also + global DP rank); 7777 is the routing
 # sidecar's default --p2p-connector-port, which must name the same base.
 P2P_PORT = 7777
+# ModelExpress client ports (serving.weightLoading: modelexpress), each + the GPU's device index
+# (modelexpress load_strategy/base.py and metadata/publish.py at the pinned tag): the NIXL listen port of
+# the weights (MX_METADATA_PORT, upstream default 5555, which is DP_RPC_PORT here) and the worker
+# gRPC server peers read tensor metadata from (MX_WORKER_GRPC_PORT, upstream default 6555).
+MX_METADATA_PORT = 5700
+MX_WORKER_GRPC_PORT = 6555
+# The ModelExpress server's gRPC port (its clients' MX_SERVER_ADDRESS).
+MX_SERVER_PORT = 8001
+# A target tries this many peer sources before it falls back to the hub (rdma_strategy.py
+# MAX_SOURCE_RETRIES at the pinned tag); each wedged source costs one MX_TRANSFER_TIMEOUT.
+MX_SOURCE_ATTEMPTS = 3
+# Share of the fabric's line rate a weight transfer is planned at, and the margin and floor of the
+# per-source timeout over that estimate.
+MX_FABRIC_EFFICIENCY = 0.5
+MX_TIMEOUT_MARGIN = 4
+MX_MIN_TRANSFER_TIMEOUT_S = 120
 
 
 class PlanError(Exception):
@@ -95,6 +117,50 @@ class MemoryPlan:
 
 
 @dataclass(frozen=True)
+class WeightLoadPlan:
+    """How a pod of a role gets its weights, and how long its startup probe waits for them."""
+
+    mode: Literal["hub", "modelexpress"]
+    hub_seconds: int
+    """The configured load budget from the hub (`serving.modelLoadMinutes`)."""
+    peer_transfer_seconds: float = 0.0
+    """modelexpress: estimated time to receive one GPU's weights from a peer (fabric line rate
+    x MX_FABRIC_EFFICIENCY); 0 for hub."""
+    transfer_timeout_seconds: int = 0
+    """modelexpress: MX_TRANSFER_TIMEOUT, the receive budget per peer source; 0 for hub."""
+    metadata_ports: tuple[int, ...] = ()
+    worker_grpc_ports: tuple[int, ...] = ()
+
+    @property
+    def startup_seconds(self) -> int:
+        """The startup probe's budget: the hub load, plus with ModelExpress every peer attempt a
+        pod may spend before it falls back to the hub (a cold fleet has no peer)."""
+        return self.hub_seconds + MX_SOURCE_ATTEMPTS * self.transfer_timeout_seconds
+
+
+def weight_load_plan(
+    config: StackConfig, memory: MemoryPlan, gpus_per_node: int, fabric: Fabric
+) -> WeightLoadPlan:
+    """The weight-loading plan of one role: the hub budget, and with ModelExpress the peer
+    transfer estimate, its per-source timeout and the client's ports."""
+    hub = config.serving.model_load_minutes * 60
+    if config.serving.weight_loading == "hub":
+        return WeightLoadPlan(mode="hub", hub_seconds=hub)
+    weights_gib = memory.replicated_weights_gib + memory.expert_weights_gib
+    rate = max(1, fabric.weight_gbps_per_gpu) * 1e9 * MX_FABRIC_EFFICIENCY / 8
+    estimate = weights_gib * 2**30 / rate
+    timeout = max(MX_MIN_TRANSFER_TIMEOUT_S, math.ceil(MX_TIMEOUT_MARGIN * estimate))
+    return WeightLoadPlan(
+        mode="modelexpress",
+        hub_seconds=hub,
+        peer_transfer_seconds=estimate,
+        transfer_timeout_seconds=timeout,
+        metadata_ports=tuple(MX_METADATA_PORT + i for i in range(gpus_per_node)),
+        worker_grpc_ports=tuple(MX_WORKER_GRPC_PORT + i for i in range(gpus_per_node)),
+    )
+
+
+@dataclass(frozen=True)
 class RolePlan:
     """Everything derived for one role."""
 
@@ -108,7 +174,8 @@ class RolePlan:
     expert_parallel: int
     dp_size_local: int
     engine_ports: tuple[int, ...]
-    supervisor_port: int
+    supervisor_port: int | None
+    """vLLM's DP supervisor (probes and health); None for the simulator, which has none."""
     sidecar_ports: tuple[int, ...]
     kv_events_ports: tuple[int, ...]
     nixl_side_channel_ports: tuple[int, ...]
@@ -141,6 +208,20 @@ class RolePlan:
     max_instances: int = 0
     """Most instances (the fixed count when not autoscaled): what node groups, surges, the
     router's index and the GPU budget are sized for."""
+    weights: WeightLoadPlan | None = None
+    """Weight loading and the startup budget; None only in hand-built plans (hub defaults)."""
+    engine: Engine = "vllm"
+    """What the engine container runs (`serving.engine`)."""
+    pod_cpu_millis: int = 0
+    """simulator: CPU request = limit of the engine container, in millicores (0 for vLLM, whose
+    `pod_cpus` are whole CPUs)."""
+    pod_memory_mib: int = 0
+    """simulator: memory request = limit of the engine container, in MiB (0 for vLLM)."""
+
+    @property
+    def startup_seconds(self) -> int:
+        """How long the startup probe (and VLLM_ENGINE_READY_TIMEOUT_S) allows."""
+        return self.weights.startup_seconds if self.weights is not None else 0
 
     @property
     def lws_size(self) -> int:
@@ -168,7 +249,7 @@ class RolePlan:
         """Every port a pod of this role listens on, by purpose (for collision checks)."""
         ports = {
             "engine": self.engine_ports,
-            "supervisor": (self.supervisor_port,),
+            "supervisor": (self.supervisor_port,) if self.supervisor_port is not None else (),
             "kv-events": self.kv_events_ports,
             "nixl": self.nixl_side_channel_ports,
             "p2p": self.p2p_ports,
@@ -176,6 +257,9 @@ class RolePlan:
         }
         if self.sidecar_ports:
             ports["sidecar"] = self.sidecar_ports
+        if self.weights is not None and self.weights.mode == "modelexpress":
+            ports["modelexpress-metadata"] = self.weights.metadata_ports
+            ports["modelexpress-worker"] = self.weights.worker_grpc_ports
         return ports
 
 
@@ -360,12 +444,122 @@ def _host_memory(
     return memory, shm_gib, dp_local * per_rank + shm_gib, problem
 
 
+def _simulator_role_plan(config: StackConfig, name: RoleName) -> tuple[RolePlan, list[tuple[str, str]]]:
+    """A role of the simulator: vLLM's roles, ranks, start ranks and client ports, no HBM.
+
+    The simulator starts its local ranks in one process on `--port + rank` (llm-d-inference-sim
+    pkg/llm-d-inference-sim/simulator.go at the pinned tag), so the engine ports are vLLM's; it has no DP
+    supervisor, DP handshake, NIXL side channel or bound KV-event socket, so those ports are not
+    planned (`dp_rpc_port` stays the constant and is opened by nothing)."""
+    role: RoleConfig = getattr(config.serving.roles, name)
+    group = config.fleet.node_groups[role.node_group]
+    sim = config.serving.simulator
+    path = f"{PROJECT}:serving"
+    problems: list[tuple[str, str]] = []
+    dp_local = max(1, role.data_parallel // role.nodes_per_instance)
+    engine_base = PREFILL_ENGINE_PORT if name == "prefill" else DECODE_ENGINE_PORT
+    kv_tokens = sim.kv_cache_blocks * role.block_size
+    if kv_tokens < role.max_model_len:
+        problems.append(
+            (
+                f"{path}.simulator.kvCacheBlocks",
+                f"{sim.kv_cache_blocks} blocks x {role.block_size} tokens = {kv_tokens} tokens per "
+                f"rank, fewer than serving.roles.{name}.maxModelLen {role.max_model_len}; raise "
+                "kvCacheBlocks or lower maxModelLen",
+            )
+        )
+    cpu_millis = dp_local * sim.cpu_millis_per_rank
+    memory_mib = dp_local * sim.memory_mib_per_rank
+    # The routing sidecar (decode) takes one more CPU and 1 GiB.
+    sidecar_millis = 1000 if name == "decode" else 0
+    node_millis = (group.cpus_per_node - group.system_reserved_cpus) * 1000
+    if cpu_millis + sidecar_millis > node_millis:
+        problems.append(
+            (
+                f"{path}.simulator.cpuMillisPerRank",
+                f"a pod needs {cpu_millis + sidecar_millis}m CPU ({dp_local} ranks x "
+                f"{sim.cpu_millis_per_rank}m{' + 1000m sidecar' if sidecar_millis else ''}) but a node "
+                f"of {role.node_group!r} offers {node_millis}m after system reservations",
+            )
+        )
+    node_mib = (group.host_memory_gib - group.system_reserved_memory_gib) * 1024
+    sidecar_mib = SIDECAR_MEMORY_GIB * 1024 if name == "decode" else 0
+    if memory_mib + sidecar_mib > node_mib:
+        problems.append(
+            (
+                f"{path}.simulator.memoryMiBPerRank",
+                f"a pod needs {memory_mib + sidecar_mib} MiB ({dp_local} ranks x "
+                f"{sim.memory_mib_per_rank} MiB{' + sidecar' if sidecar_mib else ''}) but a node of "
+                f"{role.node_group!r} offers {node_mib} MiB after system reservations",
+            )
+        )
+    memory = MemoryPlan(
+        hbm_gib=0.0,
+        usable_gib=0.0,
+        replicated_weights_gib=0.0,
+        expert_weights_gib=0.0,
+        reserve_gib=0.0,
+        kv_cache_gib=0.0,
+        kv_tokens=kv_tokens,
+        agent_contexts=kv_tokens / AGENT_CONTEXT_TOKENS,
+    )
+    plan = RolePlan(
+        name=name,
+        node_group=role.node_group,
+        instances=role.instances,
+        nodes_per_instance=role.nodes_per_instance,
+        gpus_per_node=0,
+        tensor_parallel=role.tensor_parallel,
+        data_parallel=role.data_parallel,
+        expert_parallel=role.expert_parallel,
+        dp_size_local=dp_local,
+        engine_ports=tuple(engine_base + i for i in range(dp_local)),
+        supervisor_port=None,
+        sidecar_ports=tuple(SIDECAR_PORT + i for i in range(dp_local)) if name == "decode" else (),
+        kv_events_ports=(),
+        nixl_side_channel_ports=(),
+        p2p_ports=(),
+        dp_rpc_port=DP_RPC_PORT,
+        start_ranks=tuple(w * dp_local for w in range(role.nodes_per_instance)),
+        memory=memory,
+        shm_gib=0,
+        pod_memory_gib=math.ceil(memory_mib / 1024),
+        pod_cpus=math.ceil(cpu_millis / 1000),
+        claim=None,
+        fabric=fabric_for(config.target.kind),
+        drain_seconds=config.serving.drain_seconds,
+        engine="simulator",
+        pod_cpu_millis=cpu_millis,
+        pod_memory_mib=memory_mib,
+        **_instance_range(config, name),
+    )
+    return plan, problems
+
+
+class _InstanceRange(TypedDict):
+    autoscaled: bool
+    min_instances: int
+    max_instances: int
+
+
+def _instance_range(config: StackConfig, name: RoleName) -> _InstanceRange:
+    """Whether the role autoscales, and the fewest and most instances it runs."""
+    role: RoleConfig = getattr(config.serving.roles, name)
+    scaling = config.serving.autoscaling.role(name) if config.serving.autoscaling is not None else None
+    autoscaled = scaling is not None and scaling.enabled
+    return {
+        "autoscaled": autoscaled,
+        "min_instances": scaling.min_instances if scaling is not None and autoscaled else role.instances,
+        "max_instances": autoscaling_max_instances(config.serving, name),
+    }
+
+
 def _role_plan(config: StackConfig, name: RoleName) -> tuple[RolePlan, list[tuple[str, str]]]:
+    if config.serving.engine == "simulator":
+        return _simulator_role_plan(config, name)
     role: RoleConfig = getattr(config.serving.roles, name)
     group = config.fleet.node_groups[role.node_group]
     path = f"{PROJECT}:serving.roles.{name}"
-    scaling = config.serving.autoscaling.role(name) if config.serving.autoscaling is not None else None
-    autoscaled = scaling is not None and scaling.enabled
     problems: list[tuple[str, str]] = []
     dp_local = group.gpus_per_node // role.tensor_parallel
     engine_base = PREFILL_ENGINE_PORT if name == "prefill" else DECODE_ENGINE_PORT
@@ -436,9 +630,8 @@ def _role_plan(config: StackConfig, name: RoleName) -> tuple[RolePlan, list[tupl
         claim=claim_shape(group),
         fabric=fabric_for(config.target.kind),
         drain_seconds=config.serving.drain_seconds,
-        autoscaled=autoscaled,
-        min_instances=scaling.min_instances if autoscaled and scaling is not None else role.instances,
-        max_instances=autoscaling_max_instances(config.serving, name),
+        **_instance_range(config, name),
+        weights=weight_load_plan(config, memory, group.gpus_per_node, fabric_for(config.target.kind)),
     )
     return plan, problems
 

@@ -90,7 +90,8 @@ def scraped_ports(role: RolePlan) -> tuple[int, ...]:
 def gbps_per_gpu(config: StackConfig, role: RolePlan) -> float:
     group = config.fleet.node_groups[role.node_group]
     assert group.nic_gbps is not None  # parse_config fills the target's default
-    return group.nics_per_node * group.nic_gbps / group.gpus_per_node
+    # GPU-less nodes (kind local): the node's whole nominal bandwidth, one engine per node.
+    return group.nics_per_node * group.nic_gbps / max(1, group.gpus_per_node)
 
 
 def kv_transfer_bound(config: StackConfig, plan: FleetPlan) -> KvTransferBound:

@@ -279,9 +279,11 @@ def tokenizer_deployment_spec(config: StackConfig, hf_token_secret: str | None) 
         env.append(
             {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": hf_token_secret, "key": "HF_TOKEN"}}}
         )
-    resources = {"cpu": "4", "memory": "12Gi"}
+    local = config.target.kind == "local"
+    # A laptop's kind cluster: one small tokenizer (it only tokenizes the try-out's prompts).
+    resources = {"cpu": "1", "memory": "4Gi"} if local else {"cpu": "4", "memory": "12Gi"}
     return {
-        "replicas": TOKENIZER_REPLICAS,
+        "replicas": 1 if local else TOKENIZER_REPLICAS,
         "selector": {"matchLabels": tokenizer_selector(config)},
         "template": {
             "metadata": {"labels": tokenizer_labels(config)},

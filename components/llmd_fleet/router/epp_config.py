@@ -97,10 +97,32 @@ TOKEN_PRODUCER = "token-producer"
 NOTIFICATION_SOURCE = "endpoint-notification-source"
 PREFIX_SCORER = "prefix-cache-scorer"
 SESSION_SCORER = "session-affinity-scorer"
+SESSION_TOKEN_SCORER = "session-token-scorer"
+AGENT_IDENTITY = "agent-identity"
+SESSION_COOKIE_PRODUCER = "session-id-producer"
+PROGRAM_FAIRNESS = "program-aware-fairness"
+ADMITTER = "probabilistic-admitter"
 DECIDER = "prefix-based-pd-decider"
 SATURATION = "utilization-detector"
 # Plugins llm-d-router marks Alpha; the EPP loads them only with --allow-experimental-plugins.
-EXPERIMENTAL_TYPES = frozenset({"session-affinity-scorer", "session-affinity-filter", "p2p-source-producer"})
+# At v0.10.0 (cmd/epp/runner/runner.go) agent-identity is Alpha too; session-id-producer,
+# program-aware-fairness and probabilistic-admitter are Beta.
+EXPERIMENTAL_TYPES = frozenset(
+    {"session-affinity-scorer", "session-affinity-filter", "p2p-source-producer", "agent-identity"}
+)
+# The request attribute the agent-identity plugin publishes (agentidentity.AgentIdentityKey).
+AGENT_IDENTITY_ATTRIBUTE = "agent-identity"
+# The attribute key a session-id-producer instance writes: DataKey "SessionIDDataKey/<instance
+# name>" (datalayer/attribute/session/data_types.go and interface/plugin/datakey.go at v0.10.0).
+SESSION_COOKIE_ATTRIBUTE = f"SessionIDDataKey/{SESSION_COOKIE_PRODUCER}"
+# Saturation thresholds shared by flow control's detector and the probabilistic admitter, so both
+# call the pool saturated at the same point: queues building, or KV caches nearly full.
+QUEUE_DEPTH_THRESHOLD = 5
+KV_CACHE_UTIL_THRESHOLD = 0.85
+# The admitter's shedding curve p = min(sat^power * k, 1) (probabilisticadmitter README at
+# v0.10.0; its defaults): nothing shed below ~0.15 saturation, everything sheddable at ~0.34.
+ADMISSION_POWER = 5.0
+ADMISSION_K = 300.0
 
 # Scorer weights. Prefix reuse dominates agent traffic (>=90% of each turn repeats the last), so
 # the prefix scorer carries the most weight; load scorers keep one hot prefix from piling every
@@ -108,6 +130,9 @@ EXPERIMENTAL_TYPES = frozenset({"session-affinity-scorer", "session-affinity-fil
 PREFIX_WEIGHT = 3.0
 LOAD_WEIGHT = 2.0
 SESSION_WEIGHT = 2.0
+# The echoed endpoint token only matters when the router's own session binding is gone (another
+# EPP replica after a failover, or an evicted binding): it breaks ties, it does not outvote load.
+SESSION_TOKEN_WEIGHT = 1.0
 NO_HIT_WEIGHT = 1.0
 # Tier weights: an HBM hit is free, a CPU-tier hit costs a host-to-device copy (tens of ms for a
 # long prefix) but still beats recomputing it; llm-d-router's defaults are 1.0 and 0.8.
@@ -119,9 +144,23 @@ CPU_PREFIX_SCORER = "cpu-prefix-cache-scorer"
 P2P_PRODUCER = "p2p-source-producer"
 
 
-def _fairness_plugin(router: RouterConfig) -> str:
-    return (
-        "round-robin-fairness-policy" if router.fairness == "round-robin" else "global-strict-fairness-policy"
+_FAIRNESS_TYPES = {
+    "program-aware": PROGRAM_FAIRNESS,
+    "round-robin": "round-robin-fairness-policy",
+    "strict": "global-strict-fairness-policy",
+}
+
+
+def _fairness_plugin(router: RouterConfig) -> Plugin:
+    kind = _FAIRNESS_TYPES[router.fairness]
+    if kind != PROGRAM_FAIRNESS:
+        return Plugin(name=kind, type=kind)
+    # Least attained service per program (agent); its idle state lives as long as a session does,
+    # so a returning agent is still known while its session binding is.
+    return Plugin(
+        name=kind,
+        type=kind,
+        parameters={"strategy": "las", "evictionTtlSeconds": router.session_affinity.ttl_seconds},
     )
 
 
@@ -138,7 +177,7 @@ def build_epp_config(config: StackConfig, plan: FleetPlan, tokenizer_url: str) -
     feature_gates, flow_plugins, flow_control = _flow_control(config, plan)
     return EndpointPickerConfig(
         feature_gates=feature_gates,
-        plugins=[*producers, *_scorers(config, plan), *profile_plugins, *flow_plugins],
+        plugins=[*producers, *_scorers(config, plan), *profile_plugins, *_admission(config), *flow_plugins],
         scheduling_profiles=[
             SchedulingProfile(name="prefill", plugins=prefill_profile),
             SchedulingProfile(name="decode", plugins=decode_profile),
@@ -331,20 +370,10 @@ def _profiles(config: StackConfig, plan: FleetPlan) -> tuple[list[PluginRef], li
             )
         )
     if router.session_affinity.enabled:
-        plugins.append(
-            Plugin(
-                name=SESSION_SCORER,
-                type="session-affinity-scorer",
-                parameters={
-                    "strategy": "session_id",
-                    "sessionIdConfig": {
-                        "sources": [{"header": router.session_affinity.header}],
-                        "evictionTtlSeconds": router.session_affinity.ttl_seconds,
-                    },
-                },
-            )
-        )
+        plugins += _session_plugins(router)
         decode_profile.append(PluginRef(plugin_ref=SESSION_SCORER, weight=SESSION_WEIGHT))
+        if router.session_affinity.token_header is not None:
+            decode_profile.append(PluginRef(plugin_ref=SESSION_TOKEN_SCORER, weight=SESSION_TOKEN_WEIGHT))
     decode_profile.append(PluginRef(plugin_ref="max-score-picker"))
     prefill_profile = [
         PluginRef(plugin_ref="prefill-filter"),
@@ -356,20 +385,104 @@ def _profiles(config: StackConfig, plan: FleetPlan) -> tuple[list[PluginRef], li
     return prefill_profile, decode_profile, plugins
 
 
+def session_key_sources(router: RouterConfig) -> list[dict[str, str]]:
+    """Where the session key comes from, first match wins: the client's header, its cookie (via
+    the session-id producer) and the coding agent's own session header (via agent-identity)."""
+    session = router.session_affinity
+    sources = [{"header": session.header}]
+    if session.cookie is not None:
+        sources.append({"attribute": SESSION_COOKIE_ATTRIBUTE})
+    if session.agent_identity:
+        sources.append({"attribute": AGENT_IDENTITY_ATTRIBUTE})
+    return sources
+
+
+def _session_plugins(router: RouterConfig) -> list[Plugin]:
+    """The session-affinity scorer keyed by `session_key_sources`, the plugins that publish its
+    attribute sources, and the scorer that returns an endpoint token to the client."""
+    session = router.session_affinity
+    plugins: list[Plugin] = []
+    if session.agent_identity:
+        plugins.append(
+            Plugin(
+                name=AGENT_IDENTITY,
+                type="agent-identity",
+                parameters={"additionalSessionHeaders": list(session.agent_headers)}
+                if session.agent_headers
+                else None,
+            )
+        )
+    if session.cookie is not None:
+        plugins.append(
+            Plugin(
+                name=SESSION_COOKIE_PRODUCER,
+                type="session-id-producer",
+                parameters={"cookieName": session.cookie},
+            )
+        )
+    plugins.append(
+        Plugin(
+            name=SESSION_SCORER,
+            type="session-affinity-scorer",
+            parameters={
+                "strategy": "session_id",
+                "sessionIdConfig": {
+                    "sources": session_key_sources(router),
+                    "evictionTtlSeconds": session.ttl_seconds,
+                },
+            },
+        )
+    )
+    if session.token_header is not None:
+        plugins.append(
+            Plugin(
+                name=SESSION_TOKEN_SCORER,
+                type="session-affinity-scorer",
+                parameters={
+                    "strategy": "encoded_endpoint_header",
+                    "encodedEndpointHeaderConfig": {"header": session.token_header},
+                },
+            )
+        )
+    return plugins
+
+
+def _admission(config: StackConfig) -> list[Plugin]:
+    """The probabilistic admitter (an Admitter: it runs before scheduling, flow control or not)."""
+    if not config.router.probabilistic_admission:
+        return []
+    return [
+        Plugin(
+            name=ADMITTER,
+            type="probabilistic-admitter",
+            parameters={
+                "queueDepthThreshold": QUEUE_DEPTH_THRESHOLD,
+                "kvCacheUtilThreshold": KV_CACHE_UTIL_THRESHOLD,
+                "power": ADMISSION_POWER,
+                "k": ADMISSION_K,
+            },
+        )
+    ]
+
+
 def _flow_control(config: StackConfig, plan: FleetPlan) -> tuple[list[str], list[Plugin], FlowControl | None]:
     """The flowControl feature gate, its policy plugins and the bands (none when it is off)."""
     router = config.router
     if not router.flow_control:
         return [], [], None
-    fairness = _fairness_plugin(router)
+    fairness_plugin = _fairness_plugin(router)
+    fairness = fairness_plugin.name
     plugins = [
-        Plugin(name=fairness, type=fairness),
+        fairness_plugin,
         Plugin(name="fcfs-ordering-policy", type="fcfs-ordering-policy"),
         # Saturated = queues building or KV caches nearly full; then bands start queueing.
         Plugin(
             name=SATURATION,
             type="utilization-detector",
-            parameters={"queueDepthThreshold": 5, "kvCacheUtilThreshold": 0.85},
+            parameters={
+                "queueDepthThreshold": QUEUE_DEPTH_THRESHOLD,
+                "kvCacheUtilThreshold": KV_CACHE_UTIL_THRESHOLD,
+            },
         ),
     ]
     band_bytes = dict(plan.router.band_max_bytes)

@@ -17,6 +17,8 @@ pod of the cluster, around the gateway and the router. The allowed flows:
 | every pod of the namespace | kube-dns | 53 UDP and TCP |
 | serving pods, tokenizer | outside the cluster's pod and Service ranges | TCP 443 (the model hub) |
 | anyone | gateway proxies | the listener port |
+| with `serving.weightLoading: modelexpress`: serving pods | the ModelExpress server | its gRPC port |
+| the ModelExpress server | the API server | TCP 443 and 6443 (its metadata lives in custom resources) |
 | with `llmd-fleet:responses`: the agentic API and its database | llmd_fleet/responses/network.py | |
 
 With `serving.autoscaling` and `keda: install`, KEDA's namespace gets its own policies
@@ -53,7 +55,7 @@ import pulumi_kubernetes as k8s
 
 from llmd_fleet.config.fleet import OnPremTargetConfig, StackConfig
 from llmd_fleet.labels import common_labels
-from llmd_fleet.plan.fleet import FleetPlan
+from llmd_fleet.plan.fleet import MX_SERVER_PORT, FleetPlan
 from llmd_fleet.plan.observability import prometheus_port
 from llmd_fleet.router.endpoint_picker import (
     GRPC_PORT,
@@ -65,6 +67,7 @@ from llmd_fleet.router.endpoint_picker import (
     tokenizer_selector,
 )
 from llmd_fleet.router.gateway import GATEWAY_NAME, IMPLEMENTATION_NAMESPACE, MANAGED_IMPLEMENTATIONS
+from llmd_fleet.serving.modelexpress import server_selector
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 """Set by the API server on every namespace (Kubernetes 1.22+): selects a namespace by name."""
@@ -173,7 +176,15 @@ class PolicyPorts:
 def policy_ports(plan: FleetPlan) -> PolicyPorts:
     return PolicyPorts(
         client=tuple(sorted({p for role in plan.roles for p in role.client_ports})),
-        engine=tuple(sorted({p for role in plan.roles for p in (*role.engine_ports, role.supervisor_port)})),
+        engine=tuple(
+            sorted(
+                {
+                    p
+                    for role in plan.roles
+                    for p in (*role.engine_ports, *([role.supervisor_port] if role.supervisor_port else []))
+                }
+            )
+        ),
         kv_events=tuple(sorted({p for role in plan.roles for p in role.kv_events_ports})),
     )
 
@@ -207,13 +218,16 @@ def network_policy_specs(config: StackConfig, plan: FleetPlan) -> dict[str, dict
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [
                 {"from": [*gateway, epp], "ports": _tcp(*ports.client)},
-                {"from": [epp], "ports": _tcp(*ports.kv_events)},
+                # No rule without ports: an empty `ports` would admit every port (the simulator
+                # publishes no KV events).
+                *([{"from": [epp], "ports": _tcp(*ports.kv_events)}] if ports.kv_events else []),
                 # DP RPC, NIXL, p2p KV, NCCL/Gloo bootstrap: any port inside the fleet.
                 {"from": [fleet]},
                 {"from": [monitoring], "ports": _tcp(*ports.engine)},
                 *([{"from": health_checks, "ports": _tcp(*ports.client)}] if health_checks else []),
             ],
-            "egress": [{"to": [fleet]}, *hub],
+            # The simulator downloads nothing (its own tokenizer, no weights): no hub egress.
+            "egress": [{"to": [fleet]}, *(hub if config.serving.engine == "vllm" else [])],
         },
         "endpoint-picker": {
             "podSelector": {"matchLabels": epp_selector(config)},
@@ -261,6 +275,17 @@ def network_policy_specs(config: StackConfig, plan: FleetPlan) -> dict[str, dict
                     "ports": _tcp(GATEWAY_XDS_PORT[implementation]),
                 },
             ],
+        }
+    if config.serving.weight_loading == "modelexpress":
+        # Peer weight transfers run serving pod to serving pod (open above); the server only
+        # answers the pods' gRPC and keeps its records through the API server.
+        server = _pods(server_selector(config))
+        specs["model-server"]["egress"].append({"to": [server], "ports": _tcp(MX_SERVER_PORT)})
+        specs["modelexpress-server"] = {
+            "podSelector": {"matchLabels": server_selector(config)},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": [fleet], "ports": _tcp(MX_SERVER_PORT)}],
+            "egress": [{"ports": _tcp(*API_SERVER_PORTS)}],
         }
     if config.responses is not None:
         # The agentic API and its database (llmd_fleet/responses/network.py).

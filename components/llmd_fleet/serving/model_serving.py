@@ -10,6 +10,7 @@ from llmd_fleet.labels import common_labels, serving_labels
 from llmd_fleet.plan.fleet import FleetPlan
 from llmd_fleet.platform.dra import claim_template_name, claim_template_spec
 from llmd_fleet.security.pod_context import pod_security_labels
+from llmd_fleet.serving.modelexpress import ModelExpressServer
 from llmd_fleet.serving.pod import PodInputs, disaggregated_set_spec
 from llmd_fleet.versions import versions
 
@@ -42,6 +43,8 @@ class ModelServing(pulumi.ComponentResource):
     """One DisaggregatedSet with a prefill and a decode role, each a multi-node LWS template."""
 
     disaggregated_set: k8s.apiextensions.CustomResource
+    modelexpress: ModelExpressServer | None
+    """The ModelExpress server, with `serving.weightLoading: modelexpress`."""
 
     def __init__(self, name: str, args: ModelServingArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llmd-fleet:serving:ModelServing", name, {}, opts)
@@ -59,7 +62,12 @@ class ModelServing(pulumi.ComponentResource):
                 # gateway proxies share this namespace: the InferencePool, its EPP and the pods
                 # it selects live together. The router's own pods would pass `restricted`
                 # (tests/test_security.py), so moving it out needs no change to its pods.
-                labels={**common_labels("serving", serving.name), **pod_security_labels("privileged")},
+                # The simulator's pods pass `restricted`; the namespace stays at `baseline` for
+                # the gateway proxies the implementation creates here (not rendered).
+                labels={
+                    **common_labels("serving", serving.name),
+                    **pod_security_labels("privileged" if serving.engine == "vllm" else "baseline"),
+                },
             ),
             opts=child,
         )
@@ -100,11 +108,23 @@ class ModelServing(pulumi.ComponentResource):
                     opts=after_namespace,
                 )
             )
-        engine_version = versions().vllm.version
+        # With ModelExpress, its server comes first: pods that start without it load from the hub.
+        self.modelexpress = None
+        if serving.weight_loading == "modelexpress":
+            self.modelexpress = ModelExpressServer(
+                f"{name}-modelexpress", {"config": config, "install_crds": True}, opts=after_namespace
+            )
+        engine_version = (
+            versions().image("inference-sim").tag
+            if serving.engine == "simulator"
+            else versions().vllm.version
+        )
         inputs: dict[str, PodInputs] = {
             role.name: PodInputs(
                 instance=serving.name,
-                labels=serving_labels(serving.name, role.name, config.model.id, engine_version),
+                labels=serving_labels(
+                    serving.name, role.name, config.model.id, engine_version, serving.engine
+                ),
                 hf_token_secret=HF_TOKEN_SECRET if token_secret is not None else None,
                 engine_image=args["engine_image"],
             )
@@ -123,7 +143,8 @@ class ModelServing(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=[namespace, *claim_templates]
-                + ([token_secret] if token_secret is not None else []),
+                + ([token_secret] if token_secret is not None else [])
+                + ([self.modelexpress] if self.modelexpress is not None else []),
             ),
         )
         self.register_outputs({"disaggregatedSet": serving.name})

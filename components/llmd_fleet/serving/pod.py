@@ -1,5 +1,6 @@
 """Serving pod templates and the DisaggregatedSet spec (pure builders, Kubernetes camelCase)."""
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -14,13 +15,25 @@ from llmd_fleet.platform.dra import claim_template_name, container_claims, pod_c
 from llmd_fleet.security.pod_context import (
     ENGINE_CAPABILITIES,
     ENGINE_SKIPS,
+    IMAGE_BY_TAG,
+    PULL_IF_NOT_PRESENT,
     RUNTIME_DEFAULT_SECCOMP,
     RXDM_SKIPS,
     Skip,
     capability_skips,
     skip_annotations,
 )
-from llmd_fleet.serving.vllm import CACHE_PATH, KV_TIER_PATH, SHM_PATH, TMP_PATH, engine_env, launch_script
+from llmd_fleet.serving.modelexpress import server_address
+from llmd_fleet.serving.simulator import TMP_SIZE_MIB, simulator_container
+from llmd_fleet.serving.vllm import (
+    CACHE_PATH,
+    KV_TIER_PATH,
+    SHM_PATH,
+    TMP_PATH,
+    engine_env,
+    launch_script,
+    startup_budget_seconds,
+)
 from llmd_fleet.versions import versions
 
 SIDECAR_NAME = "routing-proxy"
@@ -43,9 +56,9 @@ def _quantity_gi(gib: int) -> str:
     return f"{gib}Gi"
 
 
-def startup_failure_threshold(model_load_minutes: int) -> int:
-    """Startup-probe failures allowed so that the probe waits exactly the load budget."""
-    return model_load_minutes * 60 // PROBE_PERIOD_SECONDS
+def startup_failure_threshold(budget_seconds: int) -> int:
+    """Startup-probe failures allowed so that the probe waits at least the load budget."""
+    return math.ceil(budget_seconds / PROBE_PERIOD_SECONDS)
 
 
 def _engine_container(
@@ -75,6 +88,16 @@ def _engine_container(
         {"name": f"p2p-{i}", "containerPort": port, "protocol": "TCP"}
         for i, port in enumerate(plan.p2p_ports)
     ]
+    if plan.weights is not None and plan.weights.mode == "modelexpress":
+        # The ModelExpress client's NIXL listeners and metadata servers, one per GPU.
+        ports += [
+            {"name": f"mx-nixl-{i}", "containerPort": port, "protocol": "TCP"}
+            for i, port in enumerate(plan.weights.metadata_ports)
+        ]
+        ports += [
+            {"name": f"mx-grpc-{i}", "containerPort": port, "protocol": "TCP"}
+            for i, port in enumerate(plan.weights.worker_grpc_ports)
+        ]
     limits: dict[str, str] = {
         "cpu": str(plan.pod_cpus),
         "memory": _quantity_gi(plan.pod_memory_gib),
@@ -95,7 +118,16 @@ def _engine_container(
         "image": inputs.engine_image,
         "imagePullPolicy": "IfNotPresent",
         "command": ["/bin/bash", "-c", launch.script],
-        "env": engine_env(role, plan, serving.model_load_minutes, inputs.hf_token_secret, tier),
+        "env": engine_env(
+            role,
+            plan,
+            serving.model_load_minutes,
+            inputs.hf_token_secret,
+            tier,
+            modelexpress_address=server_address(serving.name, serving.namespace)
+            if serving.weight_loading == "modelexpress"
+            else None,
+        ),
         "ports": ports,
         "resources": resources,
         "securityContext": {
@@ -124,7 +156,9 @@ def _engine_container(
             "httpGet": {"path": "/health", "port": "supervisor"},
             "periodSeconds": PROBE_PERIOD_SECONDS,
             "timeoutSeconds": 5,
-            "failureThreshold": startup_failure_threshold(serving.model_load_minutes),
+            "failureThreshold": startup_failure_threshold(
+                startup_budget_seconds(plan, serving.model_load_minutes)
+            ),
         },
         "livenessProbe": {
             "httpGet": {"path": "/health", "port": "supervisor"},
@@ -178,8 +212,34 @@ def _sidecar_container(plan: RolePlan) -> dict[str, Any]:
     }
 
 
+def _simulator_pod_template(config: StackConfig, plan: RolePlan, inputs: PodInputs) -> dict[str, Any]:
+    """A simulator pod (kind local): the simulator and, on decode, the same routing sidecar;
+    restricted security, no GPU toleration, claim or fabric addition (llmd_fleet/serving/simulator.py)."""
+    role: RoleConfig = getattr(config.serving.roles, plan.name)
+    group = config.fleet.node_groups[plan.node_group]
+    image = inputs.engine_image
+    assert isinstance(image, str), "the simulator image is the pinned matrix ref, never a build output"
+    spec: dict[str, Any] = {
+        "enableServiceLinks": False,
+        "automountServiceAccountToken": False,
+        "securityContext": {"runAsNonRoot": True, "seccompProfile": dict(RUNTIME_DEFAULT_SECCOMP)},
+        "terminationGracePeriodSeconds": plan.drain_seconds + TEARDOWN_SECONDS,
+        "nodeSelector": dict(sorted(group.node_labels.items())),
+        "containers": [
+            simulator_container(config.model, role, plan, config.serving.simulator, image),
+        ],
+        "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": f"{TMP_SIZE_MIB}Mi"}}],
+    }
+    if plan.sidecar_ports:
+        spec["initContainers"] = [_sidecar_container(plan)]
+    annotations = skip_annotations((IMAGE_BY_TAG, PULL_IF_NOT_PRESENT))
+    return {"metadata": {"labels": dict(inputs.labels), "annotations": annotations}, "spec": spec}
+
+
 def serving_pod_template(config: StackConfig, plan: RolePlan, inputs: PodInputs) -> dict[str, Any]:
     """The pod template of every pod (leader and workers) of one role's LWS groups."""
+    if plan.engine == "simulator":
+        return _simulator_pod_template(config, plan, inputs)
     role: RoleConfig = getattr(config.serving.roles, plan.name)
     group = config.fleet.node_groups[plan.node_group]
     spec: dict[str, Any] = {

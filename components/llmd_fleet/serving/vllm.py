@@ -199,6 +199,10 @@ def vllm_serve_argv(
         argv += ["--tool-call-parser", model.tool_call_parser, "--enable-auto-tool-choice"]
     if model.reasoning_parser:
         argv += ["--reasoning-parser", model.reasoning_parser]
+    if plan.weights is not None and plan.weights.mode == "modelexpress":
+        # vLLM 0.33.0 registers this loader itself (model_executor/model_loader/__init__.py); it
+        # delegates to the ModelExpress client the image installs.
+        argv += ["--load-format", "modelexpress"]
     return argv
 
 
@@ -277,14 +281,42 @@ def launch_script(
     return Launch(argv=tuple(argv), script="\n".join(lines) + "\n")
 
 
+def startup_budget_seconds(plan: RolePlan, model_load_minutes: int) -> int:
+    """How long a pod may take to serve: the plan's budget for its weight-loading mode
+    (WeightLoadPlan.startup_seconds), or the configured load time for a hand-built plan."""
+    return plan.startup_seconds if plan.weights is not None else model_load_minutes * 60
+
+
+def modelexpress_env(plan: RolePlan, server_address: str) -> list[dict[str, Any]]:
+    """The ModelExpress client's environment (modelexpress envs.py at the pinned tag): its server, the
+    ports the plan keeps clear of the fleet's, the per-source transfer timeout the startup budget
+    counts on, and the fabric's NIXL backend."""
+    weights = plan.weights
+    if weights is None or weights.mode != "modelexpress":
+        return []
+    values = [
+        ("MX_SERVER_ADDRESS", server_address),
+        # Peers dial this host for tensor metadata; the pod IP, never a resolver's guess.
+        ("MX_WORKER_HOST", "$(POD_IP)"),
+        ("MX_METADATA_PORT", str(weights.metadata_ports[0])),
+        ("MX_WORKER_GRPC_PORT", str(weights.worker_grpc_ports[0])),
+        ("MX_TRANSFER_TIMEOUT", str(weights.transfer_timeout_seconds)),
+        *plan.fabric.modelexpress_env,
+    ]
+    return [{"name": name, "value": value} for name, value in values]
+
+
 def engine_env(
     role: RoleConfig,
     plan: RolePlan,
     model_load_minutes: int,
     hf_token_secret: str | None,
     tier: KvTierConfig | None = None,
+    modelexpress_address: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Environment of the vLLM container (Kubernetes EnvVar objects, camelCase)."""
+    """Environment of the vLLM container (Kubernetes EnvVar objects, camelCase).
+    `modelexpress_address` is the ModelExpress server (host:port) when the plan loads weights
+    with it."""
     env: list[dict[str, Any]] = [
         {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         # NIXL's side channel must advertise the pod IP, not a loopback or host address.
@@ -292,7 +324,10 @@ def engine_env(
         {"name": "DP_SIZE_LOCAL", "value": str(plan.dp_size_local)},
         {"name": "TP_SIZE", "value": str(plan.tensor_parallel)},
         # Engines come up only after the weights load; give the DP coordinator as long.
-        {"name": "VLLM_ENGINE_READY_TIMEOUT_S", "value": str(model_load_minutes * 60)},
+        {
+            "name": "VLLM_ENGINE_READY_TIMEOUT_S",
+            "value": str(startup_budget_seconds(plan, model_load_minutes)),
+        },
         {"name": "VLLM_USE_DEEP_GEMM", "value": "1"},
         {"name": "VLLM_RANDOMIZE_DP_DUMMY_INPUTS", "value": "1"},
         {"name": "VLLM_SKIP_P2P_CHECK", "value": "1"},
@@ -324,6 +359,8 @@ def engine_env(
     # up to SIDECAR_IDLE_CONN_TIMEOUT_S: the engine must keep them open longer (vLLM's default is
     # 5 s), or a proxy reuses a connection the engine already closed.
     env.append({"name": "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "value": str(ENGINE_KEEP_ALIVE_S)})
+    if modelexpress_address is not None:
+        env += modelexpress_env(plan, modelexpress_address)
     if plan.name == "decode" and (tokens := decode_max_tokens(role)) is not None:
         # DeepEP low-latency dispatch keeps a step's tokens in flight on each NVSHMEM QP; the
         # wide-EP guide sizes the queue (MAX_TOKENS + 1) x 2 for the decode batch.

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from llmd_fleet.plan.fleet import FleetPlan
+from llmd_fleet.plan.fleet import FleetPlan, RolePlan
 from llmd_fleet.tools.paths import CHECKOUT
 from llmd_fleet.tools.stack_file import SECRET_PLACEHOLDER
 from llmd_fleet.tools.synth import REDACTED, Recorded, Synthesis, clean
@@ -147,6 +147,16 @@ def _gib(value: float) -> str:
     return f"{value:.1f}"
 
 
+def _weights(role: RolePlan) -> str:
+    weights = role.weights
+    if weights is None or weights.mode == "hub":
+        return f"hub / {role.startup_seconds}"
+    return (
+        f"modelexpress (peer ~{weights.peer_transfer_seconds:.1f} s per GPU, "
+        f"{weights.transfer_timeout_seconds} s per source) / {role.startup_seconds}"
+    )
+
+
 def plan_table(plan: FleetPlan) -> str:
     """The plan as a Markdown table, one column per role."""
     rows: list[tuple[str, ...]] = [
@@ -174,11 +184,24 @@ def plan_table(plan: FleetPlan) -> str:
         ("client ports", *(_port_range(r.client_ports) for r in plan.roles)),
         (
             "engine ports / supervisor",
-            *(f"{_port_range(r.engine_ports)} / {r.supervisor_port}" for r in plan.roles),
+            *(f"{_port_range(r.engine_ports)} / {r.supervisor_port or 'none'}" for r in plan.roles),
         ),
         ("KV-event ports", *(_port_range(r.kv_events_ports) for r in plan.roles)),
         ("NIXL side-channel ports", *(_port_range(r.nixl_side_channel_ports) for r in plan.roles)),
         ("nodes / GPUs", *(f"{r.nodes} / {r.gpus}" for r in plan.roles)),
+    ]
+    if any(r.engine == "simulator" for r in plan.roles):
+        # Nothing is sized from HBM: the emulated prefix cache and the simulator pods' requests.
+        rows += [
+            ("emulated KV tokens per rank", *(f"{r.memory.kv_tokens:,}" for r in plan.roles)),
+            ("195k-token contexts per rank", *(f"{r.memory.agent_contexts:.2f}" for r in plan.roles)),
+            (
+                "simulator pod memory / CPU",
+                *(f"{r.pod_memory_mib}Mi / {r.pod_cpu_millis}m" for r in plan.roles),
+            ),
+        ]
+        return _tables(rows, plan)
+    rows += [
         (
             "HBM per GPU, usable (GiB)",
             *(f"{_gib(r.memory.hbm_gib)}, {_gib(r.memory.usable_gib)}" for r in plan.roles),
@@ -196,7 +219,13 @@ def plan_table(plan: FleetPlan) -> str:
             "pod memory / CPUs / shm",
             *(f"{r.pod_memory_gib}Gi / {r.pod_cpus} / {r.shm_gib}Gi" for r in plan.roles),
         ),
+        ("weight loading / startup budget (s)", *(_weights(r) for r in plan.roles)),
     ]
+    return _tables(rows, plan)
+
+
+def _tables(rows: list[tuple[str, ...]], plan: FleetPlan) -> str:
+    """The role table and the router's derived sizes, as Markdown."""
     header, *body = rows
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in body]
@@ -216,6 +245,8 @@ def plan_table(plan: FleetPlan) -> str:
 
 
 def _port_range(ports: tuple[int, ...]) -> str:
+    if not ports:
+        return "none"
     return f"{ports[0]}-{ports[-1]}" if len(ports) > 1 else str(ports[0])
 
 
@@ -224,6 +255,8 @@ def _diagram(synthesis: Synthesis) -> str:
     config, plan = synthesis.config, synthesis.plan
     decode, prefill = plan.role("decode"), plan.role("prefill")
     router = config.router
+    engine = "vLLM" if config.serving.engine == "vllm" else "simulator"
+    kv_moves = "KV blocks over NIXL" if engine == "vLLM" else "emulated KV transfer (timed)"
     lines = [
         "```mermaid",
         "flowchart LR",
@@ -232,17 +265,20 @@ def _diagram(synthesis: Synthesis) -> str:
         f'  epp{{{{"EPP x{router.replicas} ({router.mode}, {router.prefix_routing} prefix)"}}}}',
         f'  pool[("InferencePool {config.serving.name}: ports {_port_range(decode.client_ports)}")]',
         f'  dec["decode: {decode.instances} x DEP{decode.data_parallel}<br/>'
-        f'sidecar {_port_range(decode.client_ports)} -> vLLM {_port_range(decode.engine_ports)}"]',
+        f'sidecar {_port_range(decode.client_ports)} -> {engine} {_port_range(decode.engine_ports)}"]',
         f'  pre["prefill: {prefill.instances} x DEP{prefill.data_parallel}<br/>'
-        f'vLLM {_port_range(prefill.engine_ports)}"]',
+        f'{engine} {_port_range(prefill.engine_ports)}"]',
         "  client -->|HTTP| gw",
         "  gw -->|ext_proc: pick endpoints| epp",
         "  gw --> pool",
         "  pool -->|decode rank + prefill header| dec",
         "  dec -->|remote prefill when uncached > threshold| pre",
-        "  pre -.->|KV blocks over NIXL| dec",
-        f"  dec -.->|KV events ZMQ :{_port_range(decode.kv_events_ports)}| epp",
-        f"  pre -.->|KV events ZMQ :{_port_range(prefill.kv_events_ports)}| epp",
+        f"  pre -.->|{kv_moves}| dec",
+        *(
+            f"  {short} -.->|KV events ZMQ :{_port_range(role.kv_events_ports)}| epp"
+            for short, role in (("dec", decode), ("pre", prefill))
+            if role.kv_events_ports
+        ),
         "```",
     ]
     return "\n".join(lines)

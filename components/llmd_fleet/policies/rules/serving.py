@@ -1,13 +1,23 @@
-"""Serving pods: memory-backed /dev/shm, a startup probe that outlasts the model load, a memory
-limit that holds the CPU KV tier, and a grace period that outlasts the engine's drain."""
+"""Serving pods: every role runs an engine this pack can check, memory-backed /dev/shm, a startup
+probe that outlasts the model load, a memory limit that holds the CPU KV tier, a grace period that
+outlasts the engine's drain, and ModelExpress ports clear of the fleet's."""
 
 from typing import Any
 
 from pulumi_policy import EnforcementLevel, Severity
 
 from llmd_fleet.policies.rules._base import Resource, as_int, dig, gib, parse_quantity, resource_rule, schema
-from llmd_fleet.policies.rules._k8s import WORKLOAD_TYPES, Container, PodTemplate, container, env_literal
-from llmd_fleet.policies.rules._serve import ServeArgs, data_parallel_local, kv_connectors
+from llmd_fleet.policies.rules._config import GPU_RESOURCES
+from llmd_fleet.policies.rules._k8s import (
+    WORKLOAD_TYPES,
+    Container,
+    PodTemplate,
+    container,
+    device_plugin_gpus,
+    env_literal,
+    pod_templates,
+)
+from llmd_fleet.policies.rules._serve import ServeArgs, data_parallel_local, engine_ports, kv_connectors
 from llmd_fleet.policies.rules._serving import ServingRole, serving_roles
 
 SHM_PATH = "/dev/shm"
@@ -247,4 +257,136 @@ drain_fits_grace_period = resource_rule(
     tags=["serving", "availability"],
 )
 
-POLICIES = [serving_shm_memory_backed, startup_probe_budget, kv_tier_memory_limit, drain_fits_grace_period]
+# The ModelExpress client's port defaults (modelexpress envs.py at the tag images/versions.toml
+# pins); each base is + the GPU's device index.
+MX_PORT_DEFAULTS = {"MX_METADATA_PORT": 5555, "MX_WORKER_GRPC_PORT": 6555}
+# The port prefixes pod.py names the ModelExpress container ports with.
+MX_PORT_NAMES = ("mx-",)
+
+
+def _mx_ranges(role: ServingRole, engine: Container) -> dict[str, range] | None:
+    """The ModelExpress ports of a pod (by variable), or None when it does not load with it."""
+    if (role.args.value("--load-format") or "").lower() not in ("modelexpress", "mx"):
+        return None
+    local = data_parallel_local(role.args, role.group_size) or 1
+    gpus = local * (role.args.int_value("--tensor-parallel-size") or 1)
+    ranges = {}
+    for variable, default in MX_PORT_DEFAULTS.items():
+        base = as_int(env_literal(engine.spec, variable))
+        base = default if base is None else base
+        ranges[variable] = range(base, base + gpus)
+    return ranges
+
+
+def _fleet_ports(role: ServingRole, template: PodTemplate) -> dict[int, str]:
+    """Ports the pod's own containers and vLLM already use: every declared container port but the
+    ModelExpress ones, the API ports and the DP coordinator's RPC port."""
+    taken: dict[int, str] = {}
+    for spec in (template.spec.get("containers") or []) + (template.spec.get("initContainers") or []):
+        for port in (spec or {}).get("ports") or []:
+            name = str(port.get("name") or "")
+            number = as_int(port.get("containerPort"))
+            if number is not None and not name.startswith(MX_PORT_NAMES):
+                taken[number] = f"container port {name or number}"
+    for port in engine_ports(role.args, role.group_size) or []:
+        taken.setdefault(port, "the vLLM API")
+    rpc = role.args.int_value("--data-parallel-rpc-port")
+    if rpc is not None:
+        taken[rpc] = "--data-parallel-rpc-port"
+    return taken
+
+
+def _check_mx_ports(resource: Resource, cfg: dict[str, Any], report: Any) -> None:
+    for role in _roles(resource):
+        for template in role.templates:
+            engine = _engine(role, template)
+            ranges = None if engine is None else _mx_ranges(role, engine)
+            if not ranges:
+                continue
+            taken = _fleet_ports(role, template)
+            metadata, worker = ranges["MX_METADATA_PORT"], ranges["MX_WORKER_GRPC_PORT"]
+            for variable, ports in ranges.items():
+                clashes = sorted(p for p in ports if p in taken)
+                if clashes:
+                    report(
+                        f"{template.where()}: ModelExpress {variable} {ports.start}-{ports.stop - 1} "
+                        f"(one per GPU) collides with {', '.join(f'{p} ({taken[p]})' for p in clashes)}"
+                    )
+            if set(metadata) & set(worker):
+                report(
+                    f"{template.where()}: ModelExpress MX_METADATA_PORT {metadata.start}-"
+                    f"{metadata.stop - 1} overlaps MX_WORKER_GRPC_PORT {worker.start}-{worker.stop - 1}"
+                )
+
+
+modelexpress_ports_clear = resource_rule(
+    name="modelexpress-ports-clear",
+    description="A pod that loads weights with ModelExpress gives its per-GPU NIXL and metadata ports "
+    "room apart from every port the pod already uses.",
+    remediation="Set MX_METADATA_PORT and MX_WORKER_GRPC_PORT so that base .. base + GPUs - 1 misses the "
+    "pod's container ports and --data-parallel-rpc-port (the client's default 5555 is vLLM's usual "
+    "DP RPC port); llmd_fleet/plan/fleet.py picks them for the fleet.",
+    level=EnforcementLevel.MANDATORY,
+    severity=Severity.HIGH,
+    types=WORKLOAD_TYPES,
+    check=_check_mx_ports,
+    tags=["serving", "modelexpress"],
+)
+
+# The pod label that marks llm-d's inference simulator (`serving.engine: simulator`, kind local).
+SIMULATOR_NAME_LABEL = ("app.kubernetes.io/name", "llm-d-inference-sim")
+_GROUP_KINDS = ("DisaggregatedSet", "LeaderWorkerSet")
+
+
+def _group_prefix(template: PodTemplate) -> str:
+    return template.path.split(".leaderWorkerTemplate.")[0]
+
+
+def _check_engine_identified(resource: Resource, cfg: dict[str, Any], report: Any) -> None:
+    if resource.kind not in _GROUP_KINDS:
+        return
+    checked = {_group_prefix(t) for role in _roles(resource) for t in role.templates}
+    key, value = SIMULATOR_NAME_LABEL
+    for template in pod_templates(resource):
+        if _group_prefix(template) in checked:
+            continue
+        if template.labels.get(key) == value:
+            gpus = device_plugin_gpus(template.spec, cfg["gpuResources"])
+            claims = [c.get("name") for c in template.spec.get("resourceClaims") or []]
+            if gpus or claims:
+                report(
+                    f"{template.where()}: runs llm-d's inference simulator but takes GPUs "
+                    f"({gpus} device-plugin GPU(s), resource claims {claims}); the simulator uses "
+                    "none, so they would sit idle"
+                )
+            continue
+        report(
+            f"{template.where()}: runs neither `vllm serve` nor llm-d's inference simulator "
+            f"(pod label {key}={value}); this pack's serving rules read vLLM command lines, so "
+            "nothing about this role would be checked"
+        )
+
+
+serving_engine_identified = resource_rule(
+    name="serving-engine-identified",
+    description="Every LeaderWorkerSet-shaped serving role runs `vllm serve` (which the serving "
+    "rules check) or llm-d's inference simulator without GPUs, never something the pack cannot read.",
+    remediation="Run the engine as `vllm serve ...` in the pod's command (llmd_fleet/serving/vllm.py), "
+    "or the simulator with its `app.kubernetes.io/name: llm-d-inference-sim` label and no GPU "
+    "claim or limit (llmd_fleet/serving/simulator.py).",
+    level=EnforcementLevel.MANDATORY,
+    severity=Severity.MEDIUM,
+    types=WORKLOAD_TYPES,
+    check=_check_engine_identified,
+    config=schema({"gpuResources": GPU_RESOURCES}),
+    tags=["serving"],
+)
+
+POLICIES = [
+    serving_engine_identified,
+    serving_shm_memory_backed,
+    startup_probe_budget,
+    kv_tier_memory_limit,
+    drain_fits_grace_period,
+    modelexpress_ports_clear,
+]

@@ -37,6 +37,10 @@ def main(argv: list[str]) -> int:
         stacks = args.stacks or sorted(
             p.name[len("Pulumi.") : -len(".yaml")] for p in stacks_dir.glob("Pulumi.*.yaml")
         )
+        simulated = vllm.simulator_stacks(stacks_dir, stacks)
+        for stack in simulated:
+            print(f"{stack}: skipped: serving.engine is simulator, no vLLM registers metrics there")
+        stacks = [s for s in stacks if s not in simulated]
         configs = vllm.engine_configs(stacks_dir, stacks)
         try:
             extracted = vllm.extract(configs)

@@ -3,7 +3,8 @@ catalogue.json (`make check-vllm` runs this).
 
     python -m llmd_fleet.tools.metrics_catalogue vllm [--write] [STACK...]
 
-For each stack and role, the engine configuration that decides which metrics vLLM registers (the
+For each stack and role (stacks with `serving.engine: simulator` run no vLLM and add none), the
+engine configuration that decides which metrics vLLM registers (the
 role's --kv-transfer-config and its MTP speculative tokens) comes from the same builders the
 rendered command lines do (llmd_fleet/serving/vllm.py); the parser environment's vLLM then registers its
 metrics for each (llmd_fleet/tools/metrics_catalogue/vllm_extract.py). Exit 1 on any difference, unless
@@ -22,10 +23,19 @@ from llmd_fleet.tools.vllm_check import env
 SOURCE = "vllm"
 
 
+def simulator_stacks(stacks_dir: Path, stacks: list[str]) -> list[str]:
+    """The stacks whose serving pods run the simulator: no vLLM registers metrics there (the
+    simulator's families are llmd_fleet/serving/simulator.py SIMULATOR_METRICS)."""
+    return [s for s in stacks if stack_config(read_stack_file(stacks_dir, s)).serving.engine == "simulator"]
+
+
 def engine_configs(stacks_dir: Path, stacks: list[str]) -> list[dict[str, Any]]:
     configs: list[dict[str, Any]] = []
     for stack in stacks:
         config = stack_config(read_stack_file(stacks_dir, stack))
+        if config.serving.engine == "simulator":
+            # No vLLM runs there: its metrics are the simulator's (llmd_fleet/serving/simulator.py).
+            continue
         plan = plan_fleet(config)
         for role in plan.roles:
             role_config = getattr(config.serving.roles, role.name)

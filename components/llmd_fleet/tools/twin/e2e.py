@@ -74,14 +74,21 @@ def vendored_crds(directory: Path = CRD_DIR) -> list[dict[str, Any]]:
 
 
 def apply_order(objects: Sequence[dict[str, Any]], namespaced: dict[str, bool]) -> list[dict[str, Any]]:
-    """Namespaces first, then cluster-scoped objects, then namespaced ones (stable within each)."""
+    """Namespaces first, then cluster-scoped objects, then ServiceAccounts, then the other
+    namespaced objects (stable within each).
+
+    ServiceAccounts go before the rest as the program's `depends_on` orders them: the token
+    controller deletes a `kubernetes.io/service-account-token` Secret whose account does not exist
+    yet, so a Secret applied first can vanish before it is read back."""
 
     def rank(obj: dict[str, Any]) -> int:
         if obj["kind"] == "Namespace":
             return 0
         if obj["kind"] == "CustomResourceDefinition":
             return 1
-        return 3 if namespaced.get(f"{obj['apiVersion']}/{obj['kind']}", True) else 2
+        if not namespaced.get(f"{obj['apiVersion']}/{obj['kind']}", True):
+            return 2
+        return 3 if obj["kind"] == "ServiceAccount" else 4
 
     return sorted(objects, key=rank)
 

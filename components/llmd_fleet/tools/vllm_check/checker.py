@@ -115,6 +115,10 @@ class Vllm:
         self.reasoning_parsers = importlib.import_module("vllm.reasoning").ReasoningParserManager
         factory = importlib.import_module("vllm.distributed.kv_transfer.kv_connector.factory")
         self.connectors: Mapping[str, Any] = factory.KVConnectorFactory._registry
+        # The load formats vLLM can load with: get_model_loader() looks the value up in this map
+        # only when the engine loads weights, after the API server parsed the flag unchecked.
+        loaders = importlib.import_module("vllm.model_executor.model_loader")
+        self.load_formats: Mapping[str, Any] = loaders._LOAD_FORMAT_TO_MODEL_LOADER
         self.kv_transfer_config = config.KVTransferConfig
         self.cache_config = config.CacheConfig
         self.parallel_config = config.ParallelConfig
@@ -228,6 +232,16 @@ def parser_names(vllm: Vllm, args: argparse.Namespace) -> list[Problem]:
                 )
             )
     return problems
+
+
+def load_format(vllm: Vllm, args: argparse.Namespace) -> list[Problem]:
+    """`--load-format` against the loaders vLLM registers (a plugin could register more; the
+    fleet loads none, so a name missing here fails at weight loading)."""
+    value = str(getattr(args, "load_format", "auto")).lower()
+    names = sorted(vllm.load_formats)
+    if value in vllm.load_formats:
+        return []
+    return [Problem("--load-format", f"{value!r} is not a registered load format ({_names(names, value)})")]
 
 
 def kv_connectors(vllm: Vllm, config: Any, path: str = "") -> list[Problem]:
@@ -466,6 +480,7 @@ def check_line(vllm: Vllm, line: CommandLine) -> list[Problem]:
         except Exception as exc:
             problems.append(vllm.describe(exc))
         problems += parser_names(vllm, args)
+        problems += load_format(vllm, args)
         problems += kv_connectors(vllm, args.kv_transfer_config)
         problems += speculative(vllm, args)
         problems += engine_configs(vllm, args)

@@ -4,6 +4,10 @@ Reads build/<stack>/manifests (render first: `llmd-fleet render <stack>`), extra
 every vLLM container for every worker, builds (or reuses) the parser environment, and checks the
 stacks' command lines plus the self-test's broken ones in one checker process. Exit 0 when the
 self-test rejects every broken line for its reason and no stack has a finding; 1 otherwise.
+
+A stack whose config sets `serving.engine: simulator` runs no vLLM (llmd_fleet/serving/simulator.py)
+and is skipped, with that reason printed; its config is read and validated like every stack's,
+so a stack that cannot be read is an error, never a skip.
 """
 
 import argparse
@@ -11,6 +15,8 @@ import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from llmd_fleet.config.fleet import ConfigError
+from llmd_fleet.tools.stack_file import read_stack_file, stack_config
 from llmd_fleet.tools.vllm_check import env
 from llmd_fleet.tools.vllm_check.extract import stack_command_lines
 from llmd_fleet.tools.vllm_check.lines import CommandLine, Finding, Origin, Problem
@@ -74,8 +80,37 @@ def self_test_report(
     return out
 
 
-def check(stacks: Sequence[str], build_dir: Path) -> int:
+def skip_reason(stacks_dir: Path, stack: str) -> str | None:
+    """Why `stack` has no vLLM command line to check, or None when it must have some. Raises
+    ConfigError for a stack file that does not validate."""
+    config = stack_config(read_stack_file(stacks_dir, stack))
+    if config.serving.engine == "simulator":
+        return (
+            "serving.engine is simulator: its pods run llm-d-inference-sim, not vLLM "
+            "(llmd_fleet/serving/simulator.py), so there is no vllm serve command line"
+        )
+    return None
+
+
+def check(stacks: Sequence[str], build_dir: Path, stacks_dir: Path | None = None) -> int:
     version = env.vllm_version()
+    stacks_dir = stacks_dir or env.PROJECT_ROOT / "stacks"
+    skipped: dict[str, str] = {}
+    for stack in stacks:
+        try:
+            reason = skip_reason(stacks_dir, stack)
+        except ConfigError as exc:
+            print(f"error: {stack}: {exc}")
+            return 1
+        if reason is not None:
+            skipped[stack] = reason
+    for stack, reason in skipped.items():
+        print(f"{stack}: skipped: {reason}")
+    stacks = [s for s in stacks if s not in skipped]
+    if not stacks:
+        # Skips are never a pass: with nothing left there is nothing this check vouches for.
+        print("error: every stack was skipped: nothing was checked")
+        return 1
     lines: list[CommandLine] = []
     findings: list[Finding] = []
     per_stack: dict[str, list[CommandLine]] = {}

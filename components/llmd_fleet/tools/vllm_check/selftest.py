@@ -184,6 +184,13 @@ def broken_lines(base: CommandLine) -> list[BrokenLine]:
             "--block-size",
             "given 2 times",
         ),
+        (
+            # The older ModelExpress reading's source-side format; vLLM registers no such loader.
+            "unregistered load format",
+            (*argv, "--load-format", "mx-source"),
+            "--load-format",
+            "is not a registered load format",
+        ),
     ]
     out = [
         BrokenLine(name, replace(base, origin=_origin(base, name), argv=broken), flag, reason)

@@ -1,0 +1,104 @@
+"""The router checker's driver (llmd_fleet/tools/router_check): the conversations it sends for a
+rendered config, how it judges the checker's answers, and the wrapper module it builds. The
+checker itself runs the pinned router's code and needs its source (`make check-router`)."""
+
+import pytest
+
+from llmd_fleet.config.fleet import parse_config
+from llmd_fleet.plan.fleet import plan_fleet
+from llmd_fleet.router.epp_config import build_epp_config
+from llmd_fleet.tools.router_check.build import (
+    BuildError,
+    ensure,
+    router_tag,
+    wrapper_files,
+    wrapper_problem,
+)
+from llmd_fleet.tools.router_check.check import TURNS, conversations, evaluate
+
+TOKENIZER = "http://glm52-tokenizer.llm-d.svc:8000"
+
+
+def _config(raw_config, **router):
+    raw_config["router"] = router
+    config = parse_config(raw_config)
+    epp = build_epp_config(config, plan_fleet(config), TOKENIZER)
+    return epp.model_dump(by_alias=True, exclude_none=True)
+
+
+def _turns(routed, preferred, token=True):
+    """A conversation's answer: the first turn unbound, the later ones preferring `preferred`."""
+    headers = {"x-session-token": "ZGVjb2RlLTA="} if token else {}
+    first = {"routed": routed, "preferred": {"session-affinity-scorer": ""}, "responseHeaders": headers}
+    later = {
+        "routed": routed,
+        "preferred": {"session-affinity-scorer": preferred},
+        "responseHeaders": headers,
+    }
+    return [first] + [later] * (TURNS - 1)
+
+
+def _result(convs, preferred_for=lambda c: "decode-0"):
+    return {
+        "apiVersion": "llm-d.ai/v1alpha1",
+        "plugins": [
+            {"name": "agent-identity", "type": "agent-identity"},
+            {"name": "session-affinity-scorer", "type": "session-affinity-scorer"},
+            {"name": "session-token-scorer", "type": "session-affinity-scorer"},
+        ],
+        "conversations": {c.name: _turns("decode-0", preferred_for(c)) for c in convs},
+    }
+
+
+def test_reference_conversations_carry_real_agent_headers(raw_config):
+    convs = {c.name: c for c in conversations(_config(raw_config))}
+    assert convs["claude-code"].headers.keys() == {"x-claude-code-session-id"}
+    assert convs["codex"].headers.keys() == {"session-id"}
+    assert convs["opencode"].headers.keys() == {"x-session-affinity"}
+    assert all(
+        convs[n].keyed for n in ("claude-code", "codex", "codex-legacy", "opencode", "header-x-session-id")
+    )
+    assert not convs["no-session"].keyed
+
+
+def test_without_agent_identity_agent_headers_are_no_key(raw_config):
+    convs = {c.name: c for c in conversations(_config(raw_config, sessionAffinity={"agentIdentity": False}))}
+    assert not convs["claude-code"].keyed and convs["header-x-session-id"].keyed
+
+
+def test_cookie_conversation(raw_config):
+    convs = {c.name: c for c in conversations(_config(raw_config, sessionAffinity={"cookie": "llmd_s"}))}
+    assert convs["cookie-llmd_s"].headers == {"cookie": "theme=dark; llmd_s=sess-77"}
+
+
+def test_evaluate_passes_pinned_turns_and_fails_everything_else(raw_config):
+    config = _config(raw_config)
+    convs = conversations(config)
+    assert evaluate("s", config, convs, _result(convs)) == []
+    # A later turn that the session key does not keep on the first turn's endpoint.
+    drift = _result(convs, lambda c: "decode-1" if c.name == "codex" else "decode-0")
+    assert [p for p in evaluate("s", config, convs, drift) if "codex:" in p]
+    assert evaluate("s", config, convs, {"loaderError": "strict decoding error"}) == [
+        "s: the router's config loader refuses the config: strict decoding error"
+    ]
+    broken = _result(convs)
+    broken["plugins"][0]["error"] = 'json: unknown field "x"'
+    assert evaluate("s", config, convs, broken) == [
+        's: plugin agent-identity (agent-identity): json: unknown field "x"'
+    ]
+    untokened = _result(convs)
+    for name in untokened["conversations"]:
+        untokened["conversations"][name][0]["responseHeaders"] = {}
+    assert all("no session token" in p for p in evaluate("s", config, convs, untokened))
+
+
+def test_wrapper_requires_the_pinned_router():
+    files = wrapper_files()
+    assert wrapper_problem(router_tag(), files) is None
+    assert wrapper_problem("v9.9.9", files) is not None
+
+
+def test_no_source_is_an_error_not_a_pass(monkeypatch):
+    monkeypatch.delenv("LLMD_ROUTER_SOURCE", raising=False)
+    with pytest.raises(BuildError, match="LLMD_ROUTER_SOURCE is not set"):
+        ensure()
