@@ -31,19 +31,29 @@ NETWORK = {
     "onprem-h100": Network("10.244.", "10.96.0.10", "192.168.10.5", 6443),
     "gke-h100": Network("10.64.", "10.96.0.10", "172.16.0.2", 443),
     "eks-h100": Network("10.64.", "172.20.0.10", "10.64.3.20", 443),
+    "onprem-h100-autoscale": Network("10.244.", "10.96.0.10", "192.168.10.5", 6443),
     # kind: its default pod and Service ranges, the control-plane container on kind's Docker network.
     "local-sim": Network("10.244.", "10.96.0.10", "172.18.0.2", 6443),
 }
 MANAGED_GATEWAY = {"gke-h100"}
 # Where each stack's response store answers (docs/responses.md): the CloudNativePG pods on-prem,
 # an address in Cloud SQL's Private Service Access range (10.98.0.0/20), one in RDS's own subnets.
-DATABASE = {"onprem-h100": "postgres", "gke-h100": "cloud-sql", "eks-h100": "rds", "local-sim": None}
+DATABASE = {
+    "onprem-h100": "postgres",
+    "gke-h100": "cloud-sql",
+    "eks-h100": "rds",
+    "onprem-h100-autoscale": "postgres",
+    "local-sim": None,
+}
 SCRAPERS = {
     "onprem-h100": "monitoring",
     "gke-h100": "gmp-system",
     "eks-h100": "monitoring",
+    "onprem-h100-autoscale": "monitoring",
     "local-sim": "monitoring",
 }
+# Stacks that install KEDA (serving.autoscaling with keda: install) into this namespace.
+KEDA = {"onprem-h100-autoscale": "keda"}
 # Stacks whose serving pods run the simulator (serving.engine simulator): their own flow table.
 SIMULATOR_STACKS = {"local-sim"}
 
@@ -103,6 +113,22 @@ def endpoints(stack: str, objects: list[dict[str, Any]]) -> dict[str, Endpoint]:
         "rds": Endpoint("rds", "10.64.192.10"),
         # GKE: the internal address the stack reserves for the managed gateway.
         "gateway-address": Endpoint("gateway-address", "10.0.15.252"),
+        # KEDA's pods (the `app` labels of the keda chart's Deployments) in its namespace.
+        "keda-operator": in_ns("keda-operator", "11.10", {"app": "keda-operator"}, KEDA.get(stack, "keda")),
+        "keda-metrics-adapter": in_ns(
+            "keda-metrics-adapter",
+            "11.20",
+            {"app": "keda-operator-metrics-apiserver"},
+            KEDA.get(stack, "keda"),
+        ),
+        "keda-webhooks": in_ns(
+            "keda-webhooks", "11.30", {"app": "keda-admission-webhooks"}, KEDA.get(stack, "keda")
+        ),
+        "keda-stray": in_ns("keda-stray", "11.40", {"app": "debug"}, KEDA.get(stack, "keda")),
+        # A Prometheus in a namespace other than the scrapers'.
+        "other-prometheus": in_ns(
+            "other-prometheus", "9.20", {"app.kubernetes.io/name": "prometheus"}, "default"
+        ),
     }
     if stack not in SIMULATOR_STACKS:
         # The two preflight pods (Job completion index 0 listens, index 1 connects); the simulator
@@ -262,6 +288,30 @@ CLOUDNATIVE_PG_FLOWS = [
 ]
 
 
+# KEDA (stacks that install it): the operator queries Prometheus, the API server reaches the
+# metrics adapter (external metrics for the HPA) and the webhooks; nothing more.
+KEDA_FLOWS = [
+    Flow("keda-operator", "prometheus", 9090, True, "the triggers' PromQL queries"),
+    Flow("api-server", "keda-metrics-adapter", 6443, True, "the HPA's external metrics API"),
+    Flow("api-server", "keda-webhooks", 9443, True, "ScaledObject admission webhooks"),
+    Flow("keda-metrics-adapter", "keda-operator", 9666, True, "the adapter asks the operator's gRPC"),
+    Flow("keda-operator", "api-server", 6443, True, "watches, the leader lease, /scale writes"),
+    Flow("keda-metrics-adapter", "api-server", 6443, True, "delegated authn/authz"),
+    Flow("keda-webhooks", "api-server", 6443, True, "reads the scale targets it validates"),
+    Flow("keda-operator", "kube-dns", 53, True, "DNS", "UDP"),
+    Flow("keda-operator", "prometheus", 9091, False, "Prometheus's query port only"),
+    Flow("keda-operator", "other-prometheus", 9090, False, "only the scrapers' namespace's Prometheus"),
+    Flow("keda-operator", "prefill", 8000, False, "KEDA never talks to the engines"),
+    Flow("keda-operator", "epp", 9090, False, "KEDA reads the EPP's series from Prometheus, not the EPP"),
+    Flow("keda-operator", "model-hub", 80, False, "outside the cluster, the API server ports only"),
+    Flow("other-ns-pod", "keda-operator", 9666, False, "only the metrics adapter calls the operator"),
+    Flow("keda-stray", "keda-operator", 9666, False, "not even a stray pod of KEDA's namespace"),
+    Flow("keda-metrics-adapter", "prometheus", 9090, False, "only the operator queries Prometheus"),
+    Flow("keda-webhooks", "prometheus", 9090, False, "only the operator queries Prometheus"),
+    Flow("keda-metrics-adapter", "keda-webhooks", 9443, False, "no flow between adapter and webhooks"),
+    Flow("keda-stray", "model-hub", 80, False, "default deny covers KEDA's namespace"),
+    Flow("prefill", "keda-metrics-adapter", 6443, False, "serving pods have no business with KEDA"),
+]
 # The simulator stack (kind local): the same request path and scrapes; no KV events, no DP
 # supervisor, nothing from the model hub for the engines; no Responses layer.
 SIMULATOR_FLOWS = [
@@ -317,6 +367,11 @@ def flows(stack: str) -> list[Flow]:
         table += MANAGED_GATEWAY_FLOWS + RESPONSES_MANAGED_GATEWAY_FLOWS
     else:
         table += IN_CLUSTER_GATEWAY_FLOWS + RESPONSES_IN_CLUSTER_GATEWAY_FLOWS
+    if stack in KEDA:
+        table += [
+            f._replace(port=api_port) if f.destination == "api-server" and f.allowed else f
+            for f in KEDA_FLOWS
+        ]
     return table
 
 
@@ -351,11 +406,17 @@ def test_every_denial_comes_from_the_policies(stack, rendered):
         for f in flows(stack)
     )
     policies = [o for o in objects if o["kind"] == "NetworkPolicy"]
-    assert {p["metadata"]["namespace"] for p in policies} == {NAMESPACE}
-    default_deny = [
-        p for p in policies if p["spec"]["podSelector"] == {} and not {"ingress", "egress"} & set(p["spec"])
-    ]
-    assert len(default_deny) == 1 and default_deny[0]["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    namespaces = {NAMESPACE, *([KEDA[stack]] if stack in KEDA else [])}
+    assert {p["metadata"]["namespace"] for p in policies} == namespaces
+    for namespace in namespaces:
+        default_deny = [
+            p
+            for p in policies
+            if p["metadata"]["namespace"] == namespace
+            and p["spec"]["podSelector"] == {}
+            and not {"ingress", "egress"} & set(p["spec"])
+        ]
+        assert len(default_deny) == 1 and default_deny[0]["spec"]["policyTypes"] == ["Ingress", "Egress"]
 
 
 @pytest.mark.parametrize("stack", all_stacks())

@@ -1258,6 +1258,90 @@ def test_check_rejects_a_bad_policy_config(tmp_path, crd_dir, capsys):
     assert not (tmp_path / "out").exists()  # refused before anything was rendered
 
 
+AUTOSCALE_STACK = "onprem-h100-autoscale"
+SCALED_OBJECT = "keda.sh/v1alpha1:ScaledObject"
+
+
+@pytest.fixture(scope="module")
+def autoscaled() -> list[Recorded]:
+    """Every resource of the autoscaled variant of the reference stack."""
+    return list(synthesize(STACKS_DIR, AUTOSCALE_STACK).resources)
+
+
+def test_autoscaling_budget_counts_every_role_at_its_maximum_and_the_surge(autoscaled):
+    # prefill up to 5 x 32 GPUs, decode up to 5 x 64, plus one decode instance of surge: 544.
+    assert violations("autoscaling-within-gpu-budget", autoscaled, {"maxGpus": 544}) == []
+    (message,) = violations("autoscaling-within-gpu-budget", autoscaled, {"maxGpus": 512})
+    assert message.startswith(
+        "at their autoscaling maxima the workloads request 480 GPUs plus 64 for a rolling update's "
+        "surge, 544 in all, over the stack's budget of 512"
+    )
+    assert "role prefill: up to 5 instances, 20 pods x 8" in message
+    assert "role decode: up to 5 instances, 40 pods x 8" in message
+    # gpu-budget counts the External roles (which render no replicas) at the same maxima.
+    assert violations("gpu-budget", autoscaled, {"maxGpus": 544}) == []
+    (message,) = violations("gpu-budget", autoscaled, {"maxGpus": 512})
+    assert "surges 8 pods x 8 GPUs on top of the 480 GPUs in use, up to 544" in message
+    (message,) = violations("gpu-budget", autoscaled, {"maxGpus": 448})
+    assert "DisaggregatedSet llm-d/glm52: 480 (prefill 20 pods x 8, decode 40 pods x 8)" in message
+
+
+def test_autoscaling_budget_counts_the_preflight_before_serving_not_beside_it(autoscaled):
+    # The preflight's 16 GPUs run before any role starts, so the maxima alone fill the 544.
+    job = one(autoscaled, ":Job", "glm52-preflight")
+    assert violations("autoscaling-within-gpu-budget", autoscaled, {"maxGpus": 544}) == []
+
+    def ungated(inputs: dict[str, Any]) -> None:
+        del inputs["metadata"]["annotations"]["llmd-fleet.io/runs-before"]
+
+    (message,) = violations(
+        "autoscaling-within-gpu-budget", edited(autoscaled, job, ungated), {"maxGpus": 544}
+    )
+    assert "request 496 GPUs plus 64 for a rolling update's surge, 560 in all" in message
+    assert "Job llm-d/glm52-preflight: 2 pods x 8" in message
+
+
+def test_index_holders_count_autoscaled_roles_at_their_maxima(autoscaled):
+    # 5 x 32 prefill + 5 x 64 decode rank endpoints x 2 tiers = 960 holders at the maxima; the
+    # plan sizes podCacheSize 1200. At the starting 3 + 4 instances 704 would do.
+    assert violations("router-index-holders", autoscaled) == []
+    config_map = one(autoscaled, ":ConfigMap", "router-config")
+
+    def shrink(inputs: dict[str, Any]) -> None:
+        for key, text in inputs["data"].items():
+            inputs["data"][key] = text.replace("podCacheSize: 1200", "podCacheSize: 900")
+
+    (message,) = violations("router-index-holders", edited(autoscaled, config_map, shrink))
+    assert "keeps 900 holders per block key, but 480 rank endpoints x 2 tier(s) = 960" in message
+
+
+def test_autoscaling_budget_reads_the_scaled_objects_maximum(autoscaled):
+    prefill = one(autoscaled, SCALED_OBJECT, "prefill")
+    raised = edited(autoscaled, prefill, lambda inputs: inputs["spec"].update(maxReplicaCount=6))
+    (message,) = violations("autoscaling-within-gpu-budget", raised, {"maxGpus": 544})
+    assert "512 GPUs plus 64" in message and "role prefill: up to 6 instances, 24 pods x 8" in message
+    # KEDA's own default maximum (100) when the ScaledObject sets none.
+    unset = edited(autoscaled, prefill, lambda inputs: inputs["spec"].pop("maxReplicaCount"))
+    (message,) = violations("autoscaling-within-gpu-budget", unset, {"maxGpus": 544})
+    assert "role prefill: up to 100 instances, 400 pods x 8" in message
+
+
+def test_autoscaling_budget_refuses_an_external_role_nothing_bounds(autoscaled):
+    unbounded = [r for r in autoscaled if not (r.type.endswith(SCALED_OBJECT) and "decode" in r.name)]
+    (message,) = violations("autoscaling-within-gpu-budget", unbounded, {"maxGpus": 544})
+    assert message == (
+        "DisaggregatedSet llm-d/glm52 role decode: scales externally (scaling.mode External) but no "
+        "ScaledObject or HorizontalPodAutoscaler targets its DisaggregatedSetRoleScaler glm52-decode, "
+        "so nothing bounds how many instances it may run"
+    )
+
+
+def test_autoscaling_budget_does_not_apply_to_fixed_roles(reference):
+    # No External role: the gpu-budget rule covers the fleet.
+    assert violations("autoscaling-within-gpu-budget", reference, {"maxGpus": 8}) == []
+    assert violations("autoscaling-within-gpu-budget", reference) == []
+
+
 # ---------------------------------------------------------------------------------------------
 # Every serving role runs an engine the pack can read (vllm serve, or the simulator)
 # ---------------------------------------------------------------------------------------------

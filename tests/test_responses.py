@@ -608,6 +608,9 @@ def _serving_change(config: dict[str, Any]) -> None:
     serving["name"] = "glm52b"
     serving["roles"]["prefill"].update(instances=6, maxNumBatchedTokens=8192)
     serving["roles"]["decode"].update(maxNumSeqs=32, gpuMemoryUtilization=0.9)
+    if "autoscaling" in serving:
+        # An autoscaled prefill's range must still hold the new instance count.
+        serving["autoscaling"]["prefill"].update(maxInstances=6)
     config["llmd-fleet:router"] = {"replicas": 3}
 
 

@@ -8,8 +8,9 @@ The public API, by area (each subpackage matches a component type token `llmd-fl
 - cluster (targets): `OnPremCluster`, `GkeNetwork`, `GkeCluster`, `GkeNodePool`, `TcpxoNodeSetup`,
   `EksCluster` with its parts `EksNetwork`, `EksIam`, `EksSystemNodes`, `EksGpuCapacity`.
 - platform: `AcceleratorPlatform` (GPU and NIC DRA drivers), `LeaderWorkerSetController`.
-- serving: `ModelServing` (the prefill/decode DisaggregatedSet); `add_serving_layers` declares
-  serving, gateway, router and responses on any cluster and returns `ServingLayers`.
+- serving: `ModelServing` (the prefill/decode DisaggregatedSet), `Autoscaling` (KEDA and the
+  roles' ScaledObjects, with `serving.autoscaling`); `add_serving_layers` declares serving,
+  gateway, router and responses on any cluster and returns `ServingLayers`.
 - router and gateway: `Router` (the endpoint picker), `GatewayLayer`.
 - responses: `ResponsesLayer`, `GkeResponses`, `EksResponses`.
 - security and observability: `NetworkIsolation`, `Observability`.
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     from llmd_fleet.router.endpoint_picker import Router, RouterArgs
     from llmd_fleet.router.gateway import GatewayLayer, GatewayLayerArgs
     from llmd_fleet.security.network_policy import NetworkIsolation, NetworkIsolationArgs
+    from llmd_fleet.serving.autoscaling import Autoscaling, AutoscalingArgs
     from llmd_fleet.serving.layers import ServingLayers, ServingLayersArgs, add_serving_layers
     from llmd_fleet.serving.model_serving import ModelServing, ModelServingArgs
 
@@ -97,6 +99,8 @@ _EXPORTS: dict[str, str] = {
     "AcceleratorPlatformArgs": "llmd_fleet.platform.accelerators",
     "LeaderWorkerSetController": "llmd_fleet.platform.lws",
     "LeaderWorkerSetControllerArgs": "llmd_fleet.platform.lws",
+    "Autoscaling": "llmd_fleet.serving.autoscaling",
+    "AutoscalingArgs": "llmd_fleet.serving.autoscaling",
     "ModelServing": "llmd_fleet.serving.model_serving",
     "ModelServingArgs": "llmd_fleet.serving.model_serving",
     "ServingLayers": "llmd_fleet.serving.layers",
@@ -124,6 +128,8 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "AcceleratorPlatform",
     "AcceleratorPlatformArgs",
+    "Autoscaling",
+    "AutoscalingArgs",
     "ConfigError",
     "EksCluster",
     "EksClusterArgs",

@@ -327,6 +327,83 @@ class KvTierConfig(_Model):
     tier, the sidecar's P2P pull and the router's P2P source producer)."""
 
 
+KedaMode = Literal["install", "preinstalled"]
+
+
+class _RoleAutoscalingConfig(_Model):
+    """What both roles' autoscaling shares: bounds, polling and the scale-down cooldown."""
+
+    enabled: bool = False
+    """Scale this role with KEDA: its DisaggregatedSet role switches to `scaling.mode: External`
+    and a ScaledObject drives its DisaggregatedSetRoleScaler `<serving.name>-<role>`. Off by
+    default: the role keeps `instances` (the reference stacks are a fixed fleet)."""
+    min_instances: Annotated[int, Field(ge=1, le=4096)] = 1
+    """Fewest instances the autoscaler keeps (KEDA minReplicaCount). At least 1: a role at zero
+    needs a whole model load (`serving.modelLoadMinutes`) before it serves again."""
+    max_instances: Annotated[int, Field(ge=1, le=4096)] | None = None
+    """Most instances the autoscaler may run (KEDA maxReplicaCount); the role's `instances` when
+    unset. Every role's maximum, plus a rolling update's surge, must fit its node group, and the
+    policy pack holds it to the GPU budget (`autoscaling-within-gpu-budget`)."""
+    polling_interval_seconds: Annotated[int, Field(ge=5, le=600)] = 30
+    """How often KEDA evaluates the trigger (ScaledObject pollingInterval; KEDA's default 30)."""
+    cooldown_seconds: Annotated[int, Field(ge=60, le=3600)] | None = None
+    """How long the demand must stay low before an instance is removed: the HPA scale-down
+    stabilization window (and KEDA's cooldownPeriod). Must be longer than the model load time,
+    or a burst that returns soon after pays a full load again; at most 3600, the Kubernetes
+    bound of a stabilization window. Unset: modelLoadMinutes x 60 + 300, capped at 3600."""
+
+
+class PrefillAutoscalingConfig(_RoleAutoscalingConfig):
+    """Prefill scales on its backlog: the prompt tokens the endpoint picker has in flight on
+    prefill endpoints, in seconds of prefill work (docs/autoscaling.md)."""
+
+    target_backlog_seconds: Annotated[float, Field(gt=0, le=3600)] = 30
+    """Seconds of queued prefill work per instance the autoscaler aims at (the trigger's
+    threshold): in-flight prompt tokens / (instances x prefillTokensPerSecond)."""
+    prefill_tokens_per_second: Annotated[int, Field(ge=1, le=100_000_000)] | None = None
+    """Uncached prompt tokens one prefill instance computes per second at full load, which turns
+    in-flight tokens into seconds of backlog. No default, required when `enabled`: it depends on
+    the model, the parallelism and the prompt mix, so measure it on the fleet
+    (`sum(rate(vllm:prompt_tokens_total{role="prefill"}[5m]))` divided by the instances, at
+    saturation)."""
+
+
+class DecodeAutoscalingConfig(_RoleAutoscalingConfig):
+    """Decode scales on KV-cache usage: long agent contexts fill HBM before compute saturates."""
+
+    target_kv_cache_utilization: Annotated[float, Field(gt=0, le=1)] = 0.8
+    """Average KV-cache usage (vLLM `vllm:kv_cache_usage_perc`, 0..1) per instance the autoscaler
+    aims at (the trigger's threshold). Below 1 so that instances are added before the cache
+    preempts (the fleet's SLO is zero preemptions)."""
+
+
+class AutoscalingConfig(_Model):
+    """Per-role autoscaling with KEDA over the DisaggregatedSet's role scalers
+    (llmd_fleet/serving/autoscaling.py, docs/autoscaling.md)."""
+
+    keda: KedaMode = "install"
+    """`install`: the stack installs KEDA (chart pinned in images/versions.toml) into
+    `kedaNamespace`, with NetworkPolicies that admit only its flows; `preinstalled`: the cluster
+    already runs KEDA 2.x with the ScaledObject CRD (nothing is installed)."""
+    keda_namespace: DnsLabel = "keda"
+    """Namespace of the KEDA operator and its metrics adapter."""
+    prometheus_address: Annotated[str, Field(pattern=r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?$")] | None = (
+        None
+    )
+    """Prometheus query API the triggers read. Unset: the `prometheus-operated` Service of
+    `observability.namespace` (the Service prometheus-operator creates for its Prometheus
+    servers, port 9090), which needs `observability.prometheus` operator or install."""
+    prefill: PrefillAutoscalingConfig = Field(default_factory=PrefillAutoscalingConfig)
+    """Prefill's autoscaling (off by default)."""
+    decode: DecodeAutoscalingConfig = Field(default_factory=DecodeAutoscalingConfig)
+    """Decode's autoscaling (off by default)."""
+
+    def role(self, name: str) -> _RoleAutoscalingConfig:
+        """The autoscaling settings of role `name` (prefill or decode)."""
+        role: _RoleAutoscalingConfig = getattr(self, name)
+        return role
+
+
 class SimulatorConfig(_Model):
     """llm-d's inference simulator in place of vLLM (`serving.engine: simulator`): the timing it
     emulates and what a pod of it requests. Flag names are the simulator's (llm-d-inference-sim
@@ -415,6 +492,8 @@ class ServingConfig(_Model):
     """Prefill and decode roles."""
     kv_tier: KvTierConfig = Field(default_factory=KvTierConfig)
     """KV cache tiers below HBM."""
+    autoscaling: AutoscalingConfig | None = None
+    """Scale prefill and decode with KEDA (optional; absent: every role keeps `instances`)."""
     engine: Literal["vllm", "simulator"] = "vllm"
     """What runs in the serving pods: `vllm` (wide-EP vLLM on GPUs) or `simulator` (llm-d's
     inference simulator on CPU nodes, the same roles, ranks, ports and P/D layout; kind local
@@ -693,6 +772,10 @@ _UNIT_NAMES = {
     "localSsdCount": "disks",
     "nvshmemHeapGiB": "GiB",
     "nicGbps": "Gb/s",
+    "minInstances": "instances",
+    "maxInstances": "instances",
+    "prefillTokensPerSecond": "tokens per second",
+    "targetKvCacheUtilization": "fraction of the KV cache",
     "cpuMillisPerRank": "millicores per data-parallel rank",
     "memoryMiBPerRank": "MiB per data-parallel rank",
     "timeFactorUnderLoad": "(slowdown factor)",
@@ -1335,6 +1418,137 @@ def _router_problems(config: StackConfig) -> list[tuple[str, str]]:
     return problems
 
 
+# Kubernetes bounds of an HPA's behavior (autoscaling/v2 HPAScalingRules): a stabilization window
+# of at most one hour, a scaling policy's period of at most 30 minutes.
+HPA_MAX_STABILIZATION_SECONDS = 3600
+HPA_MAX_POLICY_PERIOD_SECONDS = 1800
+# Seconds after the drain a terminating serving pod is given for teardown (its grace period is
+# drainSeconds + this; llmd_fleet/serving/pod.py reads it from here).
+TEARDOWN_SECONDS = 60
+# The margin the default cooldown adds to the model load time.
+COOLDOWN_MARGIN_SECONDS = 300
+# Prometheus modes whose Prometheus servers prometheus-operator runs (and so fronts with its
+# `prometheus-operated` Service).
+_OPERATOR_PROMETHEUS = ("operator", "install")
+
+
+def autoscaling_cooldown_seconds(serving: ServingConfig, role: _RoleAutoscalingConfig) -> int:
+    """The role's scale-down cooldown: explicit, or the model load time plus a margin (capped at
+    the longest stabilization window Kubernetes accepts)."""
+    if role.cooldown_seconds is not None:
+        return role.cooldown_seconds
+    return min(serving.model_load_minutes * 60 + COOLDOWN_MARGIN_SECONDS, HPA_MAX_STABILIZATION_SECONDS)
+
+
+def autoscaling_max_instances(serving: ServingConfig, role_name: str) -> int:
+    """Most instances role `role_name` can run: its autoscaling maximum when it autoscales, else
+    its fixed `instances`."""
+    role: RoleConfig = getattr(serving.roles, role_name)
+    scaling = serving.autoscaling.role(role_name) if serving.autoscaling is not None else None
+    if scaling is None or not scaling.enabled:
+        return role.instances
+    return scaling.max_instances if scaling.max_instances is not None else role.instances
+
+
+def _autoscaling_problems(config: StackConfig) -> list[tuple[str, str]]:
+    """Bounds around the configured instances, room in the node groups for every maximum, a
+    cooldown longer than a model load, a drain a scale-down can wait for, and a Prometheus to
+    read."""
+    serving, scaling = config.serving, config.serving.autoscaling
+    if scaling is None:
+        return []
+    path = f"{PROJECT}:serving.autoscaling"
+    problems: list[tuple[str, str]] = []
+    enabled = [name for name in ("prefill", "decode") if scaling.role(name).enabled]
+    load_seconds = serving.model_load_minutes * 60
+    for name in enabled:
+        role: RoleConfig = getattr(serving.roles, name)
+        auto, role_path = scaling.role(name), f"{path}.{name}"
+        if auto.min_instances > role.instances:
+            problems.append(
+                (
+                    f"{role_path}.minInstances",
+                    f"must not exceed serving.roles.{name}.instances ({role.instances}), the count "
+                    f"the role starts at (got {auto.min_instances})",
+                )
+            )
+        if auto.max_instances is not None and auto.max_instances < role.instances:
+            problems.append(
+                (
+                    f"{role_path}.maxInstances",
+                    f"must be at least serving.roles.{name}.instances ({role.instances}) "
+                    f"(got {auto.max_instances})",
+                )
+            )
+        cooldown = autoscaling_cooldown_seconds(serving, auto)
+        if cooldown <= load_seconds:
+            got = f"got {auto.cooldown_seconds}" if auto.cooldown_seconds is not None else "the default"
+            problems.append(
+                (
+                    f"{role_path}.cooldownSeconds",
+                    f"must be longer than serving.modelLoadMinutes ({serving.model_load_minutes} min = "
+                    f"{load_seconds} s): an instance removed and needed again pays a whole model load; "
+                    f"at most {HPA_MAX_STABILIZATION_SECONDS} s, the longest HPA stabilization window "
+                    f"({got})",
+                )
+            )
+        if name == "prefill" and scaling.prefill.prefill_tokens_per_second is None:
+            problems.append(
+                (
+                    f"{role_path}.prefillTokensPerSecond",
+                    "required when prefill autoscales: it turns in-flight prompt tokens into seconds "
+                    "of backlog (measure it on the fleet, docs/autoscaling.md)",
+                )
+            )
+    if "prefill" in enabled and config.router.mode != "active-passive":
+        problems.append(
+            (
+                f"{path}.prefill.enabled",
+                "needs router.mode active-passive: prefill scales on the leader endpoint picker's "
+                "in-flight tokens, and active-active replicas each count only their own share",
+            )
+        )
+    if enabled and serving.drain_seconds + TEARDOWN_SECONDS > HPA_MAX_POLICY_PERIOD_SECONDS:
+        problems.append(
+            (
+                f"{PROJECT}:serving.drainSeconds",
+                f"must be at most {HPA_MAX_POLICY_PERIOD_SECONDS - TEARDOWN_SECONDS} with autoscaling: "
+                "a scale-down removes one instance per drain plus teardown, and an HPA policy "
+                f"period is at most {HPA_MAX_POLICY_PERIOD_SECONDS} s (got {serving.drain_seconds})",
+            )
+        )
+    if (
+        enabled
+        and scaling.prometheus_address is None
+        and config.observability.prometheus not in _OPERATOR_PROMETHEUS
+    ):
+        problems.append(
+            (
+                f"{path}.prometheusAddress",
+                "required unless observability.prometheus is operator or install (the default "
+                "address is prometheus-operator's prometheus-operated Service; got "
+                f"observability.prometheus {config.observability.prometheus})",
+            )
+        )
+    for group_name, group in sorted(config.fleet.node_groups.items()):
+        on_group = [n for n in ("prefill", "decode") if getattr(serving.roles, n).node_group == group_name]
+        peak = {
+            n: autoscaling_max_instances(serving, n) * getattr(serving.roles, n).nodes_per_instance
+            for n in on_group
+        }
+        scaled = [n for n in on_group if n in enabled]
+        if scaled and sum(peak.values()) > group.count:
+            detail = " + ".join(f"{n} {peak[n]}" for n in on_group)
+            problems.append(
+                (
+                    f"{path}.{scaled[-1]}.maxInstances",
+                    f"the roles' maxima need {sum(peak.values())} nodes ({detail}) but node group "
+                    f"{group_name!r} has {group.count}",
+                )
+            )
+    return problems
+
+
 # The cross-field rules, one per section, in the order their problems are reported.
 def _preflight_problems(config: StackConfig) -> list[tuple[str, str]]:
     """The preflight pairs two nodes of the one node group both roles run on."""
@@ -1378,6 +1592,7 @@ _SEMANTIC_RULES = (
     _weight_loading_problems,
     _router_problems,
     _preflight_problems,
+    _autoscaling_problems,
 )
 
 

@@ -12,9 +12,16 @@ and a rank's KV room is the simulator's emulated prefix cache (`simulator.kvCach
 
 import math
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, TypedDict
 
-from llmd_fleet.config.fleet import HBM_MIB, PROJECT, NodeGroupConfig, RoleConfig, StackConfig
+from llmd_fleet.config.fleet import (
+    HBM_MIB,
+    PROJECT,
+    NodeGroupConfig,
+    RoleConfig,
+    StackConfig,
+    autoscaling_max_instances,
+)
 from llmd_fleet.plan.fabric import Fabric, fabric_for
 
 Engine = Literal["vllm", "simulator"]
@@ -193,6 +200,14 @@ class RolePlan:
     group has a whole spare instance's nodes, see `rollout_for`)."""
     max_unavailable: int = 1
     """Rolling update: instances taken down at once (0 when surging)."""
+    autoscaled: bool = False
+    """Whether KEDA scales the role (`serving.autoscaling.<role>.enabled`); `instances` is then
+    where it starts, and the role's instances range over min_instances..max_instances."""
+    min_instances: int = 0
+    """Fewest instances (the fixed count when not autoscaled)."""
+    max_instances: int = 0
+    """Most instances (the fixed count when not autoscaled): what node groups, surges, the
+    router's index and the GPU budget are sized for."""
     weights: WeightLoadPlan | None = None
     """Weight loading and the startup budget; None only in hand-built plans (hub defaults)."""
     engine: Engine = "vllm"
@@ -298,7 +313,8 @@ class RouterPlan:
 
 def plan_router(config: StackConfig, roles: tuple["RolePlan", ...]) -> RouterPlan:
     router = config.router
-    endpoints = sum(r.instances * r.data_parallel for r in roles)
+    # Sized for the most instances the roles can run (autoscaled roles grow to their maximum).
+    endpoints = sum(r.max_instances * r.data_parallel for r in roles)
     cpu_tier = config.serving.kv_tier.cpu_offload and any(r.memory.cpu_tier_tokens > 0 for r in roles)
     tiers = 2 if cpu_tier else 1
     holders = math.ceil(endpoints * tiers * INDEX_HOLDER_HEADROOM)
@@ -515,8 +531,27 @@ def _simulator_role_plan(config: StackConfig, name: RoleName) -> tuple[RolePlan,
         engine="simulator",
         pod_cpu_millis=cpu_millis,
         pod_memory_mib=memory_mib,
+        **_instance_range(config, name),
     )
     return plan, problems
+
+
+class _InstanceRange(TypedDict):
+    autoscaled: bool
+    min_instances: int
+    max_instances: int
+
+
+def _instance_range(config: StackConfig, name: RoleName) -> _InstanceRange:
+    """Whether the role autoscales, and the fewest and most instances it runs."""
+    role: RoleConfig = getattr(config.serving.roles, name)
+    scaling = config.serving.autoscaling.role(name) if config.serving.autoscaling is not None else None
+    autoscaled = scaling is not None and scaling.enabled
+    return {
+        "autoscaled": autoscaled,
+        "min_instances": scaling.min_instances if scaling is not None and autoscaled else role.instances,
+        "max_instances": autoscaling_max_instances(config.serving, name),
+    }
 
 
 def _role_plan(config: StackConfig, name: RoleName) -> tuple[RolePlan, list[tuple[str, str]]]:
@@ -595,6 +630,7 @@ def _role_plan(config: StackConfig, name: RoleName) -> tuple[RolePlan, list[tupl
         claim=claim_shape(group),
         fabric=fabric_for(config.target.kind),
         drain_seconds=config.serving.drain_seconds,
+        **_instance_range(config, name),
         weights=weight_load_plan(config, memory, group.gpus_per_node, fabric_for(config.target.kind)),
     )
     return plan, problems
@@ -627,7 +663,12 @@ def plan_fleet(config: StackConfig) -> FleetPlan:
             )
     if problems:
         raise PlanError(problems)
-    spare = {use.name: use.nodes - use.used for use in uses}
+    # Surge room is what is left when every role runs its most instances.
+    spare = {
+        use.name: use.nodes
+        - sum(r.max_instances * r.nodes_per_instance for r in roles if r.node_group == use.name)
+        for use in uses
+    }
     for i, r in enumerate(roles):
         surge, unavailable = rollout_for(r, spare[r.node_group])
         roles[i] = replace(r, max_surge=surge, max_unavailable=unavailable)

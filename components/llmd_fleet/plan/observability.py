@@ -9,6 +9,7 @@ endpoint picker's leader Lease.
 
 import math
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from llmd_fleet.config.fleet import StackConfig
 from llmd_fleet.plan.fleet import GIB, FleetPlan, RoleName, RolePlan
@@ -33,7 +34,7 @@ class RoleTargets:
 
     name: RoleName
     pods: int
-    """Serving pods: instances x nodes per instance."""
+    """Serving pods: instances x nodes per instance (an autoscaled role's minimum instances)."""
     ranks: int
     """vLLM API servers, one per local DP rank, each a scrape target with its own /metrics."""
     ports: tuple[int, ...]
@@ -106,11 +107,12 @@ def kv_transfer_bound(config: StackConfig, plan: FleetPlan) -> KvTransferBound:
 def plan_observability(config: StackConfig, plan: FleetPlan) -> ObservabilityPlan:
     router = config.router
     rollout_minutes = config.serving.model_load_minutes + math.ceil(config.serving.drain_seconds / 60)
+    # An autoscaled role may run as few as its minimum, so the targets-down alert counts that.
     roles = tuple(
         RoleTargets(
             name=r.name,
-            pods=r.nodes,
-            ranks=r.nodes * r.dp_size_local,
+            pods=r.min_instances * r.nodes_per_instance,
+            ranks=r.min_instances * r.nodes_per_instance * r.dp_size_local,
             ports=scraped_ports(r),
             kv_tokens_per_rank=r.memory.kv_tokens,
             cpu_tier_gib_per_rank=r.memory.cpu_tier_gib,
@@ -134,3 +136,26 @@ def plan_observability(config: StackConfig, plan: FleetPlan) -> ObservabilityPla
 
 def gib(value: int) -> str:
     return f"{value / GIB:.1f} GiB"
+
+
+PROMETHEUS_OPERATED = "prometheus-operated"
+"""The Service prometheus-operator creates in front of the Prometheus servers of a namespace
+(prometheus-operator v0.93.0 pkg/prometheus/server/statefulset.go, port 9090 in
+pkg/prometheus/common.go)."""
+PROMETHEUS_PORT = 9090
+
+
+def prometheus_address(config: StackConfig) -> str:
+    """The Prometheus query API the triggers read: explicit, or prometheus-operator's
+    `prometheus-operated` Service in the observability namespace."""
+    scaling = config.serving.autoscaling
+    if scaling is not None and scaling.prometheus_address is not None:
+        return scaling.prometheus_address
+    namespace = config.observability.namespace
+    return f"http://{PROMETHEUS_OPERATED}.{namespace}.svc:{PROMETHEUS_PORT}"
+
+
+def prometheus_port(config: StackConfig) -> int:
+    """The TCP port of `prometheus_address` (the scheme's default when the URL names none)."""
+    url = urlsplit(prometheus_address(config))
+    return url.port or (443 if url.scheme == "https" else 80)

@@ -9,6 +9,7 @@ from pulumi_policy import EnforcementLevel, Policy, PolicyPack
 
 from llmd_fleet.policies.rules import (
     accelerators,
+    autoscaling,
     cloud,
     fleet_scale,
     parallelism,
@@ -28,6 +29,7 @@ def all_policies() -> list[Policy]:
     policies: list[Policy] = [
         *parallelism.POLICIES,
         *accelerators.POLICIES,
+        *autoscaling.POLICIES,
         *router.POLICIES,
         *fleet_scale.POLICIES,
         *serving.POLICIES,

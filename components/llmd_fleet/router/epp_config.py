@@ -172,6 +172,7 @@ def build_epp_config(config: StackConfig, plan: FleetPlan, tokenizer_url: str) -
     block keys are computed from the same tokens the engines hash.
     """
     producers, data_layer = _producers(config, plan, tokenizer_url)
+    producers += _load_producers(config)
     prefill_profile, decode_profile, profile_plugins = _profiles(config, plan)
     feature_gates, flow_plugins, flow_control = _flow_control(config, plan)
     return EndpointPickerConfig(
@@ -270,6 +271,28 @@ def _producers(
         ]
     )
     return plugins, data_layer
+
+
+INFLIGHT_PRODUCER = "inflight-load"
+
+
+def _load_producers(config: StackConfig) -> list[Plugin]:
+    """With prefill autoscaling: the in-flight load producer, whose `llm_d_epp_inflight_tokens`
+    (uncached prompt tokens in flight per endpoint) is prefill's scaling signal
+    (llmd_fleet/serving/autoscaling.py). It discounts cached prefixes with the same producer's
+    match info the scorers read (llm-d-router at the pinned tag,
+    pkg/epp/framework/plugins/requestcontrol/dataproducer/inflightload: type
+    `inflight-load-producer`, parameter `prefixMatchInfoProducerName`)."""
+    scaling = config.serving.autoscaling
+    if scaling is None or not scaling.prefill.enabled:
+        return []
+    return [
+        Plugin(
+            name=INFLIGHT_PRODUCER,
+            type="inflight-load-producer",
+            parameters={"prefixMatchInfoProducerName": _prefix_producer(config)},
+        )
+    ]
 
 
 def _scorers(config: StackConfig, plan: FleetPlan) -> list[Plugin]:

@@ -22,6 +22,21 @@ pod of the cluster, around the gateway and the router. The allowed flows:
 | with `serving.preflight`: preflight pod | the other preflight pod | the probe's metadata port |
 | with `llmd-fleet:responses`: the agentic API and its database | llmd_fleet/responses/network.py | |
 
+With `serving.autoscaling` and `keda: install`, KEDA's namespace gets its own policies
+(`keda_network_policy_specs`): deny everything, then
+
+| from | to | ports |
+|---|---|---|
+| KEDA operator | Prometheus pods of the observability namespace (with prometheusAddress: any) | its port |
+| the API server | KEDA metrics adapter (the external metrics API the HPA reads) | 6443 |
+| the API server | KEDA admission webhooks (ScaledObject validation) | 9443 |
+| KEDA metrics adapter | KEDA operator | gRPC 9666 |
+| every KEDA pod | the API server | TCP 443 and 6443, any address |
+| every KEDA pod | kube-dns | 53 UDP and TCP |
+
+The API server's address is not known offline, so the two flows from it admit any source on the
+adapter's and the webhooks' ports; nothing else reaches a KEDA pod.
+
 Between serving pods every port is open: vLLM's DP coordinator, torch.distributed (NCCL/Gloo
 bootstrap) and UCX's TCP transport pick ephemeral ports, so the named ports (DP RPC, NIXL side
 channel, p2p, KV events) are not all they use. RDMA, EFA and TCPXO traffic on the GPU NICs is not
@@ -42,6 +57,7 @@ import pulumi_kubernetes as k8s
 from llmd_fleet.config.fleet import OnPremTargetConfig, StackConfig
 from llmd_fleet.labels import common_labels
 from llmd_fleet.plan.fleet import MX_SERVER_PORT, FleetPlan
+from llmd_fleet.plan.observability import prometheus_port
 from llmd_fleet.router.endpoint_picker import (
     GRPC_PORT,
     HEALTH_PORT,
@@ -293,6 +309,72 @@ def network_policy_specs(config: StackConfig, plan: FleetPlan) -> dict[str, dict
             specs["gateway"]["egress"] += gateway_egress_rules(config)
         specs.update(responses_policy_specs(config, ranges))
     return specs
+
+
+# KEDA's pods and ports (the pinned kedacore/charts keda: the `app` labels of its Deployments, the
+# metrics adapter's `service.portHttpsTarget`, the operator's gRPC port the adapter dials through
+# `--metrics-service-address`, the webhooks' default `--port`).
+KEDA_OPERATOR = {"app": "keda-operator"}
+KEDA_METRICS_ADAPTER = {"app": "keda-operator-metrics-apiserver"}
+KEDA_WEBHOOKS = {"app": "keda-admission-webhooks"}
+KEDA_METRICS_API_PORT = 6443
+KEDA_OPERATOR_GRPC_PORT = 9666
+KEDA_WEBHOOK_PORT = 9443
+PROMETHEUS_POD = {"app.kubernetes.io/name": "prometheus"}
+"""Label prometheus-operator puts on every Prometheus server pod (v0.93.0
+pkg/prometheus/server/statefulset.go)."""
+
+
+def keda_network_policy_specs(config: StackConfig) -> dict[str, dict[str, Any]]:
+    """name suffix -> NetworkPolicy spec, for KEDA's namespace (only when the stack installs KEDA)."""
+    scaling = config.serving.autoscaling
+    assert scaling is not None
+    if scaling.prometheus_address is None:
+        # The default address: prometheus-operated of the observability namespace.
+        prometheus_peer: dict[str, Any] = {
+            "to": [{**_namespace(config.observability.namespace), **_pods(PROMETHEUS_POD)}],
+            "ports": _tcp(prometheus_port(config)),
+        }
+    else:
+        # An address the stack cannot resolve offline: its port, any destination.
+        prometheus_peer = {"ports": _tcp(prometheus_port(config))}
+    api_server = {"ports": _tcp(*API_SERVER_PORTS)}
+    return {
+        "default-deny": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]},
+        "dns": {
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [
+                {
+                    "to": [{**_namespace("kube-system"), **_pods(KUBE_DNS)}],
+                    "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+                }
+            ],
+        },
+        "operator": {
+            "podSelector": {"matchLabels": dict(KEDA_OPERATOR)},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": [_pods(KEDA_METRICS_ADAPTER)], "ports": _tcp(KEDA_OPERATOR_GRPC_PORT)}],
+            # The triggers' queries; watches, leader lease and the scale subresource writes.
+            "egress": [prometheus_peer, api_server],
+        },
+        "metrics-adapter": {
+            "podSelector": {"matchLabels": dict(KEDA_METRICS_ADAPTER)},
+            "policyTypes": ["Ingress", "Egress"],
+            # The API server's aggregation layer serves external.metrics.k8s.io from here.
+            "ingress": [{"ports": _tcp(KEDA_METRICS_API_PORT)}],
+            "egress": [
+                {"to": [_pods(KEDA_OPERATOR)], "ports": _tcp(KEDA_OPERATOR_GRPC_PORT)},
+                api_server,
+            ],
+        },
+        "webhooks": {
+            "podSelector": {"matchLabels": dict(KEDA_WEBHOOKS)},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"ports": _tcp(KEDA_WEBHOOK_PORT)}],
+            "egress": [api_server],
+        },
+    }
 
 
 class NetworkIsolationArgs(TypedDict):

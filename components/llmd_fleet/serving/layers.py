@@ -22,6 +22,7 @@ from llmd_fleet.responses.layer import ManagedDatabase, ResponsesLayer, gke_gate
 from llmd_fleet.router.endpoint_picker import Router
 from llmd_fleet.router.gateway import GatewayLayer
 from llmd_fleet.security.network_policy import NetworkIsolation
+from llmd_fleet.serving.autoscaling import Autoscaling
 from llmd_fleet.serving.model_serving import HF_TOKEN_SECRET, ModelServing
 from llmd_fleet.versions import versions
 
@@ -85,6 +86,9 @@ class ServingLayers:
     observability: Observability | None = None
     """Monitors, alerts, dashboards and the endpoint picker's metrics auth
     (llmd_fleet/observability/monitoring.py)."""
+    autoscaling: Autoscaling | None = None
+    """KEDA and the roles' ScaledObjects (llmd_fleet/serving/autoscaling.py), with
+    `serving.autoscaling` and at least one role enabled."""
 
 
 def add_serving_layers(args: ServingLayersArgs, provider: k8s.Provider) -> ServingLayers:
@@ -146,6 +150,13 @@ def add_serving_layers(args: ServingLayersArgs, provider: k8s.Provider) -> Servi
     observability = Observability(
         "observability", {"config": config, "plan": plan}, opts=on_cluster(serving, router)
     )
+    autoscaling = None
+    if any(role.autoscaled for role in plan.roles):
+        # The scalers exist once the DisaggregatedSet does; KEDA reads the router's and the
+        # engines' series from the Prometheus the observability layer feeds.
+        autoscaling = Autoscaling(
+            "autoscaling", {"config": config, "plan": plan}, opts=on_cluster(serving, router, observability)
+        )
     return ServingLayers(
         lws=lws,
         serving=serving,
@@ -154,4 +165,5 @@ def add_serving_layers(args: ServingLayersArgs, provider: k8s.Provider) -> Servi
         network=network,
         responses=responses,
         observability=observability,
+        autoscaling=autoscaling,
     )

@@ -7,7 +7,7 @@ from typing import Any
 
 import pulumi
 
-from llmd_fleet.config.fleet import NodeGroupConfig, RoleConfig, StackConfig
+from llmd_fleet.config.fleet import TEARDOWN_SECONDS, NodeGroupConfig, RoleConfig, StackConfig
 from llmd_fleet.conventions import GPU_RESOURCE as GPU_RESOURCE
 from llmd_fleet.plan.fleet import FleetPlan, RolePlan
 from llmd_fleet.plan.tcpxo import RXDM_NAME
@@ -37,8 +37,6 @@ from llmd_fleet.serving.vllm import (
 from llmd_fleet.versions import versions
 
 SIDECAR_NAME = "routing-proxy"
-TEARDOWN_SECONDS = 60
-"""Grace after the drain for process and device teardown."""
 ENGINE_NAME = "vllm"
 PROBE_PERIOD_SECONDS = 10
 
@@ -316,11 +314,17 @@ def disaggregated_set_spec(
     """spec of the DisaggregatedSet: one multi-node LWS template per role."""
     roles = []
     for plan in fleet.roles:
+        # An autoscaled role takes its replicas from its DisaggregatedSetRoleScaler, which KEDA
+        # drives (llmd_fleet/serving/autoscaling.py); LWS ignores spec.replicas then, and its
+        # webhook warns when one is set above 1, so none is rendered.
+        scaling = {"scaling": {"mode": "External"}} if plan.autoscaled else {}
+        replicas = {} if plan.autoscaled else {"replicas": plan.instances}
         roles.append(
             {
                 "name": plan.name,
+                **scaling,
                 "spec": {
-                    "replicas": plan.instances,
+                    **replicas,
                     # Workers start only once the leader exists: they need LWS_LEADER_ADDRESS.
                     "startupPolicy": "LeaderCreated",
                     "leaderWorkerTemplate": {

@@ -163,6 +163,16 @@ def plan_table(plan: FleetPlan) -> str:
         ("", *(r.name for r in plan.roles)),
         ("node group", *(r.node_group for r in plan.roles)),
         ("instances", *(str(r.instances) for r in plan.roles)),
+        *(
+            [
+                (
+                    "autoscaled (min..max instances)",
+                    *(f"{r.min_instances}..{r.max_instances}" if r.autoscaled else "no" for r in plan.roles),
+                )
+            ]
+            if any(r.autoscaled for r in plan.roles)
+            else []
+        ),
         ("nodes per instance (LWS size)", *(str(r.lws_size) for r in plan.roles)),
         ("GPUs per instance", *(str(r.gpus_per_instance) for r in plan.roles)),
         (

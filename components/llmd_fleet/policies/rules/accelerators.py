@@ -26,6 +26,7 @@ from llmd_fleet.policies.rules._k8s import (
     device_plugin_gpus,
     pod_templates,
 )
+from llmd_fleet.policies.rules._scaling import at_autoscaling_maxima
 from llmd_fleet.policies.rules._serving import pod_gpus
 
 _DRA_DRIVER_CHARTS = ("dra-driver-nvidia-gpu", "nvidia-dra-driver-gpu")
@@ -289,21 +290,39 @@ def runs_before(workload: Resource) -> tuple[str, str] | None:
     return (kind, name) if kind and name else None
 
 
+def runs_alone(template: PodTemplate, workloads: set[tuple[str, str, str]]) -> tuple[str, str] | None:
+    """The workload (kind, name) a template's Job finishes before, when that workload is in the
+    stack (`workloads`: (kind, namespace, name) of every object): its GPUs are counted on their
+    own, not on top of the workload's."""
+    before = runs_before(template.workload)
+    if before is not None and (before[0], template.workload.namespace, before[1]) in workloads:
+        return before
+    return None
+
+
+def stack_workloads(resources: list[Resource]) -> set[tuple[str, str, str]]:
+    """(kind, namespace, name) of every Kubernetes object of the stack."""
+    return {(r.kind, r.namespace, r.object_name) for r in resources if r.is_kubernetes_object}
+
+
 def _check_budget(resources: list[Resource], cfg: dict[str, Any], report: Report) -> None:
     budget = cfg["maxGpus"]
     if not budget:
         return
+    # Autoscaled roles count at their autoscaler's maximum (autoscaling-within-gpu-budget also
+    # refuses the ones nothing bounds).
+    resources = at_autoscaling_maxima(resources)
     cfg = with_stack_classes(resources, cfg)
     claims = claim_index(resources)
     usage: dict[str, tuple[Resource, int, list[str]]] = {}
     surges: list[tuple[PodTemplate, int]] = []
-    workloads = {(r.kind, r.namespace, r.object_name) for r in resources if r.is_kubernetes_object}
+    workloads = stack_workloads(resources)
     for template in all_pod_templates(resources):
         gpus = pod_gpus(template, claims, cfg)
         if not gpus or template.pods is None:
             continue
-        before = runs_before(template.workload)
-        if before is not None and (before[0], template.workload.namespace, before[1]) in workloads:
+        before = runs_alone(template, workloads)
+        if before is not None:
             # Done before the workload it precedes starts (the fabric preflight): on its own.
             if template.pods * gpus > budget:
                 report(

@@ -37,6 +37,7 @@ from llmd_fleet.policies.rules._k8s import (
     pod_templates,
     router_templates,
 )
+from llmd_fleet.policies.rules._scaling import at_autoscaling_maxima
 from llmd_fleet.policies.rules._serve import data_parallel_local, kv_connectors, serve_args
 from llmd_fleet.policies.rules._serving import serving_roles
 from llmd_fleet.policies.rules.router import _served_pods, epp_config, precise_producer
@@ -53,6 +54,8 @@ def _tiers(connectors: list[Any]) -> int:
 
 
 def _check_index_holders(resources: list[Resource], cfg: dict[str, Any], report: Report) -> None:
+    # Autoscaled roles hold blocks on every rank they may grow to.
+    resources = at_autoscaling_maxima(resources)
     pools = {
         (r.namespace, r.name): r for r in resources if r.is_kubernetes_object and r.kind == "InferencePool"
     }

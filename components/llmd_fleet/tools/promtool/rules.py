@@ -10,6 +10,11 @@ build/<stack>/manifests (render first), writes them as a Prometheus rule file, a
 3. the metric-name check: every metric a rule or a rendered dashboard (the ConfigMaps of
    Grafana's sidecar) reads is in the committed catalogue (infra/metrics_catalogue), counters with
    their `_total`.
+4. with `serving.autoscaling`: the PromQL of every rendered KEDA ScaledObject's prometheus
+   trigger through `check rules` (as recording rules), the name check, and `test rules` on
+   synthetic series: prefill's backlog counts the leader endpoint picker's prefill tokens only
+   (not the standby's stale series, not decode endpoints), decode's KV usage averages decode's
+   ranks only.
 
 Then a self-test proves the checks can fail: a rule with broken PromQL must be refused by
 `check rules`, a test that expects an alert on the healthy series must fail `test rules`, and a
@@ -26,6 +31,7 @@ from typing import Any
 
 import yaml
 
+from llmd_fleet.config.fleet import StackConfig
 from llmd_fleet.observability.alerts import fleet_alerts, promtool_tests
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.plan.observability import plan_observability
@@ -121,11 +127,139 @@ def check_stack(promtool: Path, root: Path, stack: str, work: Path) -> list[str]
         if not names
         else f"{stack}: metric-name check FAILED"
     )
+    problems += check_scaling_queries(promtool, manifests, config, directory)
     rules = sum(len(g["rules"]) for g in groups)
     alerts = len(fleet_alerts(config, obs))
     print(
         f"{stack}: {rules} rules ({alerts} alerts) pass promtool check rules; "
         f"{len(tests['tests'])} unit tests {'pass' if not problems else 'FAILED'}"
+    )
+    return problems
+
+
+def rendered_scaling_queries(manifests: Path) -> dict[str, str]:
+    """ScaledObject name -> the query of its prometheus trigger."""
+    queries: dict[str, str] = {}
+    for path in sorted(manifests.rglob("scaledobject-*.yaml")):
+        obj = yaml.safe_load(path.read_text())
+        for trigger in obj["spec"]["triggers"]:
+            if trigger.get("type") == "prometheus":
+                queries[obj["metadata"]["name"]] = trigger["metadata"]["query"]
+    return queries
+
+
+def scaling_query_tests(config: StackConfig, rule_file: str) -> dict[str, Any]:
+    """promtool unit tests of the scaling queries (recorded as `scaling:<role>`): which series
+    they may read and which they must not."""
+    ns, pool = config.serving.namespace, config.serving.name
+    scaling = config.serving.autoscaling
+    assert scaling is not None
+    lease = plan_observability(config, plan_fleet(config)).leader_lease
+    tests: list[dict[str, Any]] = []
+    if scaling.prefill.enabled:
+        rate = scaling.prefill.prefill_tokens_per_second
+        assert rate is not None
+
+        def tokens(epp: str, endpoint: str, value: int) -> dict[str, str]:
+            labels = (
+                f'namespace="{ns}", pod="{epp}", endpoint_name="{endpoint}", producer_name="inflight-load"'
+            )
+            return {"series": f"llm_d_epp_inflight_tokens{{{labels}}}", "values": f"{value}+0x5"}
+
+        series = [
+            # The leader: two prefill ranks' in-flight prompt tokens, and a decode endpoint's.
+            tokens(f"{pool}-epp-0", f"{pool}-0-5d8f7c6b9-prefill-0-rank-0", 3 * rate),
+            tokens(f"{pool}-epp-0", f"{pool}-0-5d8f7c6b9-prefill-1-3", rate),
+            tokens(f"{pool}-epp-0", f"{pool}-0-7f9c8d6a5-decode-0", 50 * rate),
+        ]
+        expected = 4.0
+        if lease is not None:
+            # The standby still exports a stale, larger series (llm-d-router #2529).
+            series.append(tokens(f"{pool}-epp-1", f"{pool}-0-5d8f7c6b9-prefill-0-rank-0", 40 * rate))
+            for epp, leader in ((f"{pool}-epp-0", 1), (f"{pool}-epp-1", 0)):
+                labels = f'namespace="{ns}", pod="{epp}", name="{lease}"'
+                series.append(
+                    {"series": f"leader_election_master_status{{{labels}}}", "values": f"{leader}+0x5"}
+                )
+        tests.append(
+            {
+                "interval": "1m",
+                "input_series": series,
+                "promql_expr_test": [
+                    {
+                        "expr": "scaling:prefill",
+                        "eval_time": "2m",
+                        "exp_samples": [{"labels": "scaling:prefill", "value": expected}],
+                    }
+                ],
+            }
+        )
+        # No request in flight: zero backlog, not an empty result.
+        tests.append(
+            {
+                "interval": "1m",
+                "input_series": [{"series": f'up{{namespace="{ns}"}}', "values": "1+0x5"}],
+                "promql_expr_test": [
+                    {
+                        "expr": "scaling:prefill",
+                        "eval_time": "2m",
+                        "exp_samples": [{"labels": "scaling:prefill", "value": 0}],
+                    }
+                ],
+            }
+        )
+    if scaling.decode.enabled:
+
+        def usage(role: str, pod: str, engine: int, value: float) -> dict[str, str]:
+            labels = f'namespace="{ns}", role="{role}", pod="{pod}", engine="{engine}"'
+            return {"series": f"vllm:kv_cache_usage_perc{{{labels}}}", "values": f"{value}+0x5"}
+
+        tests.append(
+            {
+                "interval": "1m",
+                "input_series": [
+                    usage("decode", f"{pool}-decode-0", 0, 0.5),
+                    usage("decode", f"{pool}-decode-0", 1, 0.75),
+                    usage("decode", f"{pool}-decode-1", 0, 1),
+                    # Prefill's cache does not count.
+                    usage("prefill", f"{pool}-prefill-0", 0, 0.01),
+                ],
+                "promql_expr_test": [
+                    {
+                        "expr": "scaling:decode",
+                        "eval_time": "2m",
+                        "exp_samples": [{"labels": "scaling:decode", "value": 0.75}],
+                    }
+                ],
+            }
+        )
+    return {"rule_files": [rule_file], "evaluation_interval": "1m", "tests": tests}
+
+
+def check_scaling_queries(promtool: Path, manifests: Path, config: StackConfig, work: Path) -> list[str]:
+    """With `serving.autoscaling`: the ScaledObjects' PromQL through promtool and the catalogue."""
+    queries = rendered_scaling_queries(manifests)
+    if config.serving.autoscaling is None or not queries:
+        return []
+    rules = []
+    for name, query in sorted(queries.items()):
+        role = name.removeprefix(f"{config.serving.name}-")
+        rules.append({"record": f"scaling:{role}", "expr": query})
+    _dump(work / "scaling.yaml", {"groups": [{"name": "scaling", "rules": rules}]})
+    _dump(work / "scaling-tests.yaml", scaling_query_tests(config, "scaling.yaml"))
+    problems = [
+        f"{config.serving.name}: {problem}" for q in queries.values() for problem in catalogue().problems(q)
+    ]
+    code, out = _run(promtool, "check", "rules", "scaling.yaml", cwd=work)
+    if code != 0:
+        problems.append(f"promtool check rules (ScaledObject queries):\n{out}")
+    code, out = _run(promtool, "test", "rules", "scaling-tests.yaml", cwd=work)
+    if code != 0:
+        problems.append(f"promtool test rules (ScaledObject queries):\n{out}")
+    print(
+        f"{len(queries)} ScaledObject queries pass promtool check and their unit tests"
+        if not problems
+        else "ScaledObject queries FAILED"
     )
     return problems
 
