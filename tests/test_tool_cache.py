@@ -1,5 +1,6 @@
 """The one way tool environments and binaries are built into the cache."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -41,3 +42,30 @@ def test_an_interrupted_or_failed_build_leaves_nothing_and_is_redone(tmp_path):
 def test_keys_separate_their_parts():
     assert tool_cache.cache_key(b"ab", b"c") != tool_cache.cache_key(b"a", b"bc")
     assert len(tool_cache.cache_key(b"x")) == 16
+
+
+def test_build_announced_builds_once_and_says_what_and_how_long(tmp_path, capsys):
+    target = tmp_path / "env"
+    built: list[Path] = []
+
+    def build(path: Path) -> None:
+        path.mkdir()
+        built.append(path)
+
+    tool_cache.build_announced(target, "demo 1.0 environment", build, "demo==1.0\n", " (note)")
+    err = capsys.readouterr().err
+    assert f"building the demo 1.0 environment in {target}" in err
+    assert re.search(r"demo 1\.0 environment ready in \d+ s \(note\)", err)
+    tool_cache.build_announced(target, "demo 1.0 environment", build, "demo==1.0\n")
+    assert built == [target] and capsys.readouterr().err == ""
+
+
+def test_print_path_main_prints_the_path_or_the_error_and_exits_1(tmp_path, capsys):
+    assert tool_cache.print_path_main(lambda: tmp_path, ValueError) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path)
+
+    def broken() -> Path:
+        raise ValueError("no wheel for this Python")
+
+    assert tool_cache.print_path_main(broken, ValueError) == 1
+    assert capsys.readouterr().err.strip() == "error: no wheel for this Python"

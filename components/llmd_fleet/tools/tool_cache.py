@@ -13,6 +13,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -69,6 +70,33 @@ def build_once(target: Path, build: Callable[[Path], None], marker: str) -> floa
             raise
         (target / COMPLETE).write_text(marker)
         return time.monotonic() - started
+
+
+def build_announced(
+    target: Path, what: str, build: Callable[[Path], None], marker: str, note: str = ""
+) -> None:
+    """`build_once`, saying on stderr what is built where and, once built, how long it took
+    (`note` is added to that line)."""
+
+    def build_here(path: Path) -> None:
+        print(f"building the {what} in {path}", file=sys.stderr, flush=True)
+        build(path)
+
+    elapsed = build_once(target, build_here, marker)
+    if elapsed is not None:
+        print(f"{what} ready in {elapsed:.0f} s{note}", file=sys.stderr)
+
+
+def print_path_main(ensure: Callable[[], Path], error: type[Exception]) -> int:
+    """A tool environment's command line: build it if needed and print the path to use, or the
+    build's error and exit 1."""
+    try:
+        path = ensure()
+    except error as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(path)
+    return 0
 
 
 def go_version() -> str:

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from llmd_fleet.tools.paths import SOURCE_ROOT
-from llmd_fleet.tools.tool_cache import build_once, cache_key, cache_root
+from llmd_fleet.tools.tool_cache import build_announced, cache_key, cache_root
 from llmd_fleet.tools.vllm_check.env import EnvError, child_environ, step
 
 # The build steps, as hashed into the key: change this text when the steps change.
@@ -133,13 +133,12 @@ def ensure(version: str | None = None) -> Path:
     version = version or inference_perf_version()
     target = env_dir(version)
 
-    def build_here(target: Path) -> None:
-        print(f"building the inference-perf {version} environment in {target}", file=sys.stderr, flush=True)
-        build(target, version)
-
-    elapsed = build_once(target, build_here, f"inference-perf=={version}\n")
-    if elapsed is not None:
-        print(f"inference-perf environment ready in {elapsed:.0f} s", file=sys.stderr)
+    build_announced(
+        target,
+        f"inference-perf {version} environment",
+        lambda path: build(path, version),
+        f"inference-perf=={version}\n",
+    )
     return interpreter(target)
 
 

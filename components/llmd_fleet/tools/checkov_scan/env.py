@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from llmd_fleet.tools.tool_cache import build_once, cache_key, cache_root
+from llmd_fleet.tools.tool_cache import build_announced, cache_key, cache_root, print_path_main
 from llmd_fleet.tools.vllm_check.env import EnvError, base_python, step
 
 PYTHON_VERSION = (3, 11)
@@ -65,24 +65,14 @@ def ensure(version: str | None = None) -> Path:
     version = version or checkov_version()
     target = env_dir(version)
 
-    def build_here(target: Path) -> None:
-        print(f"building the checkov {version} environment in {target}", file=sys.stderr, flush=True)
-        build(target, version)
-
-    elapsed = build_once(target, build_here, f"checkov=={version}\n")
-    if elapsed is not None:
-        print(f"checkov environment ready in {elapsed:.0f} s", file=sys.stderr)
+    build_announced(
+        target, f"checkov {version} environment", lambda path: build(path, version), f"checkov=={version}\n"
+    )
     return executable(target)
 
 
 def main() -> int:
-    try:
-        checkov = ensure()
-    except EnvError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(checkov)
-    return 0
+    return print_path_main(ensure, EnvError)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from llmd_fleet.tools.tool_cache import build_once, cache_key, cache_root
+from llmd_fleet.tools.tool_cache import build_announced, cache_key, cache_root, print_path_main
 from llmd_fleet.tools.vllm_check.env import EnvError, base_python, step
 
 PYTHON_VERSION = (3, 11)
@@ -88,24 +88,17 @@ def ensure() -> Path:
     nixl, cuda_major, numpy = pins()
     target = env_dir()
 
-    def build_here(target: Path) -> None:
-        print(f"building the NIXL {nixl} probe environment in {target}", file=sys.stderr, flush=True)
-        build(target, nixl, cuda_major, numpy)
-
-    elapsed = build_once(target, build_here, " ".join(requirements(nixl, cuda_major, numpy)) + "\n")
-    if elapsed is not None:
-        print(f"NIXL probe environment ready in {elapsed:.0f} s", file=sys.stderr)
+    build_announced(
+        target,
+        f"NIXL {nixl} probe environment",
+        lambda path: build(path, nixl, cuda_major, numpy),
+        " ".join(requirements(nixl, cuda_major, numpy)) + "\n",
+    )
     return interpreter(target)
 
 
 def main() -> int:
-    try:
-        python = ensure()
-    except EnvError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(python)
-    return 0
+    return print_path_main(ensure, EnvError)
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from llmd_fleet.tools.paths import CHECKOUT, SOURCE_ROOT
-from llmd_fleet.tools.tool_cache import build_once, cache_key
+from llmd_fleet.tools.tool_cache import build_announced, cache_key, print_path_main
 from llmd_fleet.tools.tool_cache import cache_root as cache_root
 
 HERE = Path(__file__).resolve().parent
@@ -277,24 +277,18 @@ def ensure(version: str | None = None) -> Path:
     torch = torch_source()
     target = env_dir(version, torch)
 
-    def build_here(target: Path) -> None:
-        print(f"building the vLLM {version} parser environment in {target}", file=sys.stderr, flush=True)
-        build(target, version, torch)
-
-    elapsed = build_once(target, build_here, f"vllm=={version}\n")
-    if elapsed is not None:
-        print(f"parser environment ready in {elapsed:.0f} s (torch: {torch.identity})", file=sys.stderr)
+    build_announced(
+        target,
+        f"vLLM {version} parser environment",
+        lambda path: build(path, version, torch),
+        f"vllm=={version}\n",
+        f" (torch: {torch.identity})",
+    )
     return interpreter(target)
 
 
 def main() -> int:
-    try:
-        python = ensure()
-    except EnvError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(python)
-    return 0
+    return print_path_main(ensure, EnvError)
 
 
 if __name__ == "__main__":
