@@ -18,8 +18,8 @@ from llmd_fleet.tools.synth import RecordingMocks
 from tests.conftest import ENGINE_IMAGE, stack_raw_config, vllm_stacks
 
 # The fabric of each stack's target and its NICs (stacks/*.yaml, plan/fabric.py, NIC_GBPS_BY_TARGET).
-BACKEND = {"onprem-h100": "UCX", "gke-h100": "UCX", "eks-h100": "LIBFABRIC"}
-NIC_GBPS = {"onprem-h100": "400", "gke-h100": "200", "eks-h100": "100"}
+BACKEND = {"onprem-h100": "UCX", "onprem-h100-autoscale": "UCX", "gke-h100": "UCX", "eks-h100": "LIBFABRIC"}
+NIC_GBPS = {"onprem-h100": "400", "onprem-h100-autoscale": "400", "gke-h100": "200", "eks-h100": "100"}
 
 
 def _one(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
