@@ -30,7 +30,14 @@ def _set(raw: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     return raw
 
 
-_DELETE = object()
+class _Delete:
+    """Marks a key to delete; its repr keeps test ids the same in every process (pytest-xdist)."""
+
+    def __repr__(self) -> str:
+        return "<delete>"
+
+
+_DELETE = _Delete()
 
 # (path to change, new value, key path the error must name, words the message must contain)
 BAD_INPUTS = [

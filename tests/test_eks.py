@@ -465,7 +465,14 @@ def _set(raw: dict[str, Any], path: str, value: Any) -> None:
         node[last] = value
 
 
-_DELETE = object()
+class _Delete:
+    """Marks a key to delete; its repr keeps test ids the same in every process (pytest-xdist)."""
+
+    def __repr__(self) -> str:
+        return "<delete>"
+
+
+_DELETE = _Delete()
 _GPU = "target.eks.gpuNodes.h100"
 
 
