@@ -135,6 +135,24 @@ def _tcp(*ports: int) -> list[dict[str, Any]]:
     return [{"protocol": "TCP", "port": port} for port in sorted(set(ports))]
 
 
+def _deny_all_but_dns() -> dict[str, dict[str, Any]]:
+    """The first two policies of a namespace: everything not allowed by a later policy is refused,
+    in both directions, and every pod may resolve names through the cluster DNS."""
+    return {
+        "default-deny": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]},
+        "dns": {
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [
+                {
+                    "to": [{**_namespace("kube-system"), **_pods(KUBE_DNS)}],
+                    "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+                }
+            ],
+        },
+    }
+
+
 def _namespace(name: str) -> dict[str, Any]:
     return {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: name}}}
 
@@ -204,18 +222,7 @@ def network_policy_specs(config: StackConfig, plan: FleetPlan) -> dict[str, dict
     hub = [{"to": [_outside_cluster(ranges)], "ports": _tcp(MODEL_HUB_PORT)}]
 
     specs: dict[str, dict[str, Any]] = {
-        # Everything not allowed below is refused, in both directions.
-        "default-deny": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]},
-        "dns": {
-            "podSelector": {},
-            "policyTypes": ["Egress"],
-            "egress": [
-                {
-                    "to": [{**_namespace("kube-system"), **_pods(KUBE_DNS)}],
-                    "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
-                }
-            ],
-        },
+        **_deny_all_but_dns(),
         "model-server": {
             "podSelector": {"matchLabels": pool_selector(config)},
             "policyTypes": ["Ingress", "Egress"],
@@ -340,17 +347,7 @@ def keda_network_policy_specs(config: StackConfig) -> dict[str, dict[str, Any]]:
         prometheus_peer = {"ports": _tcp(prometheus_port(config))}
     api_server = {"ports": _tcp(*API_SERVER_PORTS)}
     return {
-        "default-deny": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]},
-        "dns": {
-            "podSelector": {},
-            "policyTypes": ["Egress"],
-            "egress": [
-                {
-                    "to": [{**_namespace("kube-system"), **_pods(KUBE_DNS)}],
-                    "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
-                }
-            ],
-        },
+        **_deny_all_but_dns(),
         "operator": {
             "podSelector": {"matchLabels": dict(KEDA_OPERATOR)},
             "policyTypes": ["Ingress", "Egress"],

@@ -80,6 +80,22 @@ ENGINE_CAPABILITIES = ("IPC_LOCK", "SYS_RAWIO")
 register) their transfer buffers beyond the memlock limit; SYS_RAWIO lets NVSHMEM's IBGDA and
 GDRCopy map the NIC and GPU BARs."""
 
+
+def engine_security_context() -> dict[str, object]:
+    """The security context of a container that registers fabric memory (the engines, the fabric
+    preflight probe). Added capabilities take effect only for UID 0 (Kubernetes sets no ambient
+    capabilities) and the built wide-EP image defaults to a non-root user, so it runs as root
+    explicitly, whichever image it is: root with only ENGINE_CAPABILITIES, no privilege escalation
+    and a read-only root file system."""
+    return {
+        "runAsUser": 0,
+        "runAsGroup": 0,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"], "add": list(ENGINE_CAPABILITIES)},
+    }
+
+
 _ENGINE_ROOT = (
     "vLLM runs as UID 0 because IPC_LOCK and SYS_RAWIO take effect only for root: Kubernetes "
     "grants no ambient capabilities to a non-root process"

@@ -13,7 +13,6 @@ from llmd_fleet.plan.fleet import FleetPlan, RolePlan
 from llmd_fleet.plan.tcpxo import RXDM_NAME
 from llmd_fleet.platform.dra import claim_template_name, container_claims, pod_claims
 from llmd_fleet.security.pod_context import (
-    ENGINE_CAPABILITIES,
     ENGINE_SKIPS,
     IMAGE_BY_TAG,
     PULL_IF_NOT_PRESENT,
@@ -21,6 +20,7 @@ from llmd_fleet.security.pod_context import (
     RXDM_SKIPS,
     Skip,
     capability_skips,
+    engine_security_context,
     skip_annotations,
 )
 from llmd_fleet.serving.modelexpress import server_address
@@ -130,18 +130,9 @@ def _engine_container(
         ),
         "ports": ports,
         "resources": resources,
-        "securityContext": {
-            # IPC_LOCK pins RDMA/NIXL buffers; SYS_RAWIO lets NVSHMEM/GDRCopy map the NIC BARs.
-            # Added capabilities take effect only for UID 0 (Kubernetes sets no ambient
-            # capabilities), and the built wide-EP image defaults to a non-root user, so the
-            # engine runs as root explicitly, whichever image it is: root with only these two
-            # capabilities, no privilege escalation and a read-only root file system.
-            "runAsUser": 0,
-            "runAsGroup": 0,
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"], "add": list(ENGINE_CAPABILITIES)},
-        },
+        # Root with IPC_LOCK (pins RDMA/NIXL buffers) and SYS_RAWIO (NVSHMEM/GDRCopy map the
+        # NIC BARs) only.
+        "securityContext": engine_security_context(),
         "volumeMounts": [
             {"name": "dshm", "mountPath": SHM_PATH},
             {"name": "cache", "mountPath": CACHE_PATH},

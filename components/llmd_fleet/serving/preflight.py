@@ -37,10 +37,10 @@ from llmd_fleet.plan.fleet import FleetPlan, RolePlan
 from llmd_fleet.platform.dra import claim_template_name, container_claims, pod_claims
 from llmd_fleet.preflight import probe
 from llmd_fleet.security.pod_context import (
-    ENGINE_CAPABILITIES,
     ENGINE_SKIPS,
     RUNTIME_DEFAULT_SECCOMP,
     capability_skips,
+    engine_security_context,
     skip_annotations,
 )
 
@@ -171,13 +171,7 @@ def probe_pod_template(config: StackConfig, plan: FleetPlan, image: pulumi.Input
         "ports": [{"name": PORT_NAME, "containerPort": PORT, "protocol": "TCP"}],
         "resources": resources,
         # As the engine: root with IPC_LOCK (registering pinned buffers) and SYS_RAWIO only.
-        "securityContext": {
-            "runAsUser": 0,
-            "runAsGroup": 0,
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"], "add": list(ENGINE_CAPABILITIES)},
-        },
+        "securityContext": engine_security_context(),
         "volumeMounts": [
             {"name": "probe", "mountPath": PROBE_MOUNT, "readOnly": True},
             {"name": "tmp", "mountPath": "/tmp"},
