@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llmd_fleet.tools.paths import CHECKOUT
+from llmd_fleet.tools.stack_file import stack_names
 
 ROOT = CHECKOUT
 BARE_IMPORT = "import pulumi, pulumi_kubernetes"
@@ -61,7 +62,7 @@ def cli(*args: str) -> list[str]:
 
 
 def stacks() -> list[str]:
-    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+    return stack_names(ROOT / "stacks")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,6 +12,7 @@ import shutil
 import sys
 
 from llmd_fleet.tools.paths import CHECKOUT
+from llmd_fleet.tools.stack_file import stack_names
 
 ROOT = CHECKOUT
 GOLDEN = ROOT / "tests" / "golden"
@@ -19,7 +20,7 @@ STACKS = ROOT / "stacks"
 
 
 def stacks() -> list[str]:
-    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in STACKS.glob("Pulumi.*.yaml"))
+    return stack_names(STACKS)
 
 
 def rendered(stack: str) -> dict[str, str]:

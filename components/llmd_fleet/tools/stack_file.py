@@ -64,12 +64,17 @@ def stack_file_path(stacks_dir: Path, stack: str) -> Path:
     return stacks_dir / f"Pulumi.{stack}.yaml"
 
 
+def stack_names(stacks_dir: Path) -> list[str]:
+    """The stacks with a `Pulumi.<stack>.yaml` in `stacks_dir`, sorted."""
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in stacks_dir.glob("Pulumi.*.yaml"))
+
+
 def read_stack_file(stacks_dir: Path, stack: str) -> StackFile:
     """Read stacks/Pulumi.<stack>.yaml. Objects become JSON text and `secure:` values a
     placeholder, exactly the shapes the Pulumi CLI hands a Python program."""
     path = stack_file_path(stacks_dir, stack)
     if not path.is_file():
-        known = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in stacks_dir.glob("Pulumi.*.yaml"))
+        known = stack_names(stacks_dir)
         raise ConfigError([("stack", f"no stack file {path} (stacks: {', '.join(known) or 'none'})")])
     try:
         document = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader) or {}

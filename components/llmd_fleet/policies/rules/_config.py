@@ -20,3 +20,11 @@ NIC_DEVICE_CLASSES: dict[str, Any] = {
     "default": ["mrdma.google.com", "netdev.google.com", "efa.networking.k8s.aws", "dra.net", "rdma.dra.net"],
     "description": "DRA DeviceClasses whose devices are GPU-fabric NICs (DRANET and managed variants).",
 }
+
+MAX_GPUS: dict[str, Any] = {
+    "type": "integer",
+    "minimum": 0,
+    "default": 0,
+    "description": "GPU budget of the stack (0: no budget, the policy does not apply).",
+}
+"""The `maxGpus` setting of the GPU-budget rules (gpu-budget, autoscaling-within-gpu-budget)."""

@@ -8,7 +8,7 @@ from pulumi_policy import EnforcementLevel, Severity
 
 from llmd_fleet.conventions import RUNS_BEFORE_ANNOTATION
 from llmd_fleet.policies.rules._base import Report, Resource, as_int, dig, resource_rule, schema, stack_rule
-from llmd_fleet.policies.rules._config import GPU_DEVICE_CLASSES, GPU_RESOURCES, NIC_DEVICE_CLASSES
+from llmd_fleet.policies.rules._config import GPU_DEVICE_CLASSES, GPU_RESOURCES, MAX_GPUS, NIC_DEVICE_CLASSES
 from llmd_fleet.policies.rules._dra import (
     DeviceRequest,
     claim_devices,
@@ -395,12 +395,7 @@ gpu_budget = stack_rule(
     check=_check_budget,
     config=schema(
         {
-            "maxGpus": {
-                "type": "integer",
-                "minimum": 0,
-                "default": 0,
-                "description": "GPU budget of the stack (0: no budget, the policy does not apply).",
-            },
+            "maxGpus": MAX_GPUS,
             "countNodePools": {
                 "type": "boolean",
                 "default": True,

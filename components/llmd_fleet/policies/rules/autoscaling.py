@@ -14,7 +14,7 @@ from typing import Any
 from pulumi_policy import EnforcementLevel, Severity
 
 from llmd_fleet.policies.rules._base import Report, Resource, schema, stack_rule
-from llmd_fleet.policies.rules._config import GPU_DEVICE_CLASSES, GPU_RESOURCES
+from llmd_fleet.policies.rules._config import GPU_DEVICE_CLASSES, GPU_RESOURCES, MAX_GPUS
 from llmd_fleet.policies.rules._dra import claim_index, with_stack_classes
 from llmd_fleet.policies.rules._k8s import PodTemplate, all_pod_templates
 from llmd_fleet.policies.rules._scaling import ROLE_SCALER_KIND, autoscaler_maxima, external_roles
@@ -88,12 +88,7 @@ autoscaling_within_gpu_budget = stack_rule(
     check=_check_autoscaling_budget,
     config=schema(
         {
-            "maxGpus": {
-                "type": "integer",
-                "minimum": 0,
-                "default": 0,
-                "description": "GPU budget of the stack (0: no budget, the policy does not apply).",
-            },
+            "maxGpus": MAX_GPUS,
             "gpuResources": GPU_RESOURCES,
             "gpuDeviceClasses": GPU_DEVICE_CLASSES,
         }

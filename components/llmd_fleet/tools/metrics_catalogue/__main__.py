@@ -9,6 +9,7 @@ from typing import Any
 
 from llmd_fleet.tools.metrics_catalogue import router, vllm
 from llmd_fleet.tools.metrics_catalogue.catalogue import CATALOGUE
+from llmd_fleet.tools.stack_file import stack_names
 
 
 def _write(families: dict[str, Any], source: str, note: dict[str, Any] | None = None) -> None:
@@ -34,9 +35,7 @@ def main(argv: list[str]) -> int:
     committed = json.loads(CATALOGUE.read_text())["families"]
     if args.command == "vllm":
         stacks_dir = Path("stacks")
-        stacks = args.stacks or sorted(
-            p.name[len("Pulumi.") : -len(".yaml")] for p in stacks_dir.glob("Pulumi.*.yaml")
-        )
+        stacks = args.stacks or stack_names(stacks_dir)
         simulated = vllm.simulator_stacks(stacks_dir, stacks)
         for stack in simulated:
             print(f"{stack}: skipped: serving.engine is simulator, no vLLM registers metrics there")

@@ -37,7 +37,7 @@ from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.plan.observability import plan_observability
 from llmd_fleet.tools.metrics_catalogue.catalogue import catalogue
 from llmd_fleet.tools.promtool.build import BuildError, ensure
-from llmd_fleet.tools.stack_file import read_stack_file, stack_config
+from llmd_fleet.tools.stack_file import read_stack_file, stack_config, stack_names
 
 RULE_KINDS = {("monitoring.coreos.com/v1", "PrometheusRule"), ("monitoring.googleapis.com/v1", "Rules")}
 
@@ -309,9 +309,7 @@ def self_test(promtool: Path, work: Path) -> list[str]:
 
 def main(argv: list[str]) -> int:
     root = Path.cwd()
-    stacks = argv or sorted(
-        p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (root / "stacks").glob("Pulumi.*.yaml")
-    )
+    stacks = argv or stack_names(root / "stacks")
     try:
         promtool = ensure()
     except BuildError as exc:

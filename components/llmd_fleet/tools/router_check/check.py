@@ -31,6 +31,7 @@ import yaml
 
 from llmd_fleet.router.epp_config import SESSION_SCORER, SESSION_TOKEN_SCORER
 from llmd_fleet.tools.router_check.build import BuildError, ensure, router_tag
+from llmd_fleet.tools.stack_file import stack_names
 
 # Session ids in the shapes each agent sends them: Claude Code a UUID, Codex a UUIDv7, OpenCode a
 # `ses_` id. Every turn of a conversation repeats its agent's header, as the agents do.
@@ -159,9 +160,7 @@ def check_stack(binary: Path, root: Path, stack: str) -> tuple[str, list[str]]:
 
 def main(argv: list[str]) -> int:
     root = Path.cwd()
-    stacks = argv or sorted(
-        p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (root / "stacks").glob("Pulumi.*.yaml")
-    )
+    stacks = argv or stack_names(root / "stacks")
     try:
         binary = ensure()
     except BuildError as exc:
