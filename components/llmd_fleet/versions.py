@@ -86,6 +86,12 @@ class TwinVersions(_Frozen):
     """k8s.io/kubernetes module version (kube-apiserver, scheduler, controller-manager, kubectl)."""
     kwok: str
     """sigs.k8s.io/kwok module version."""
+    pulumi_cli: str = Field(alias="pulumi-cli")
+    """github.com/pulumi/pulumi/pkg/v3 module version (the Pulumi CLI of the engine run)."""
+    kubernetes_provider: str = Field(alias="kubernetes-provider")
+    """github.com/pulumi/pulumi-kubernetes/provider/v4 module version (a pseudo-version)."""
+    kubernetes_provider_tag: str = Field(alias="kubernetes-provider-tag")
+    """The upstream tag of that pseudo-version's commit (what the provider's code is)."""
 
 
 class BundledVersions(_Frozen):

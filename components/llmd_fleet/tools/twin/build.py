@@ -12,11 +12,13 @@ the right version already on PATH is used instead of building. Builds run one at
 file lock, and each prints its duration.
 """
 
+import json
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from llmd_fleet.tools import tool_cache
@@ -24,9 +26,12 @@ from llmd_fleet.tools.tool_cache import COMPLETE as COMPLETE
 from llmd_fleet.tools.tool_cache import cache_root as cache_root
 from llmd_fleet.tools.twin.modules import (
     GOMOD_DIR,
+    KUBERNETES_PROVIDER,
+    PULUMI_CLI,
     Binary,
     Wrapper,
     local_replaces,
+    upstream_pins,
     upstream_gomod,
     wrapper_gomod,
     wrapper_ok,
@@ -49,8 +54,10 @@ def go_version() -> str:
 
 def build_key(wrapper: Wrapper, files: dict[str, bytes], go: str) -> str:
     """16 hex digits over everything that decides the binaries of `wrapper`."""
+    generated = (b"-overlay with generated embeds",) if wrapper.generate is not None else ()
     return tool_cache.cache_key(
         RECIPE.encode(),
+        *generated,
         go.encode(),
         wrapper.name.encode(),
         " ".join(wrapper.ldflags).encode(),
@@ -86,9 +93,10 @@ def reports_version(output: str, version: str) -> bool:
 
 
 def on_path(binary: Binary, version: str) -> Path | None:
-    """`binary` from PATH when it reports `version`, else None."""
+    """`binary` from PATH when it reports `version`, else None (always None for a binary that
+    has no version arguments: a plugin, which PATH does not hold)."""
     found = shutil.which(binary.name)
-    if not found:
+    if not found or not binary.version_args:
         return None
     try:
         out = subprocess.run(
@@ -99,9 +107,35 @@ def on_path(binary: Binary, version: str) -> Path | None:
     return Path(found) if reports_version(out.stdout + out.stderr, version) else None
 
 
-def _go_build(wrapper: Wrapper, binary: Binary, out: Path, log: Path) -> None:
+def module_dir(wrapper: Wrapper) -> Path:
+    """The upstream module's directory in the module cache (downloaded, checksum verified against
+    the wrapper's go.sum)."""
+    out = subprocess.run(
+        ["go", "mod", "download", "-json", wrapper.module],
+        cwd=wrapper.directory,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    info = json.loads(out.stdout or "{}")
+    if out.returncode != 0 or "Dir" not in info:
+        raise BuildError(f"{wrapper.name}: go mod download {wrapper.module}: {info.get('Error') or out.stderr}")
+    return Path(info["Dir"])
+
+
+def overlay_args(wrapper: Wrapper, target: Path) -> list[str]:
+    """`-overlay <file>` with the files `wrapper.generate` makes (under `target`), or nothing."""
+    if wrapper.generate is None:
+        return []
+    replace = wrapper.generate(module_dir(wrapper), target / "generated")
+    overlay = target / "generated" / "overlay.json"
+    overlay.write_text(json.dumps({"Replace": replace}, indent=1))
+    return ["-overlay", str(overlay)]
+
+
+def _go_build(wrapper: Wrapper, binary: Binary, out: Path, log: Path, extra: Sequence[str] = ()) -> None:
     ldflags = " ".join(("-s", "-w", *wrapper.ldflags))
-    if tool_cache.go_build(binary.package, out, wrapper.directory, ldflags, log) != 0:
+    if tool_cache.go_build(binary.package, out, wrapper.directory, ldflags, log, extra) != 0:
         tail = log.read_text().splitlines()[-15:]
         raise BuildError(f"{wrapper.name}: go build {binary.package} failed:\n" + "\n".join(tail))
 
@@ -128,9 +162,10 @@ def _build(wrapper: Wrapper, target: Path, verbose: bool) -> None:
     target.mkdir(parents=True)
     log = target.with_name(target.name + ".log")
     log.write_text("")
+    extra = overlay_args(wrapper, target)
     for binary in wrapper.binaries:
         began = time.monotonic()
-        _go_build(wrapper, binary, target / binary.name, log)
+        _go_build(wrapper, binary, target / binary.name, log, extra)
         if verbose:
             print(
                 f"twin build: {binary.name} {wrapper.version} in {time.monotonic() - began:.0f} s",
@@ -149,6 +184,9 @@ def regenerate(name: str) -> None:
         wrapper = wrappers(kubernetes_replaces=pins)[name]
     elif name == "etcd":
         wrapper = wrappers(etcd_replaces=pins)[name]
+    elif current.module in (PULUMI_CLI, KUBERNETES_PROVIDER):
+        replaces, forks = upstream_pins(upstream)
+        wrapper = replace(current, replaces=replaces, forks=forks)
     else:
         wrapper = current
     directory = GOMOD_DIR / name

@@ -1,7 +1,8 @@
 """The Go modules the twin builds, and the small wrapper modules that build them.
 
-Each binary comes from a Go module at a version pinned once: [twin] of images/versions.toml, or,
-for the Pulumi pieces, the Python SDK's version in uv.lock. Several upstream modules carry
+Each binary comes from a Go module at a version pinned once in [twin] of images/versions.toml; the
+Kubernetes provider is stamped and registered as the version the `pulumi-kubernetes` SDK of uv.lock
+requests (engine.py). Several upstream modules carry
 `replace` directives that point at sibling directories of their own repository; the go command
 refuses `go install module@version` for those and ignores the replaces of a dependency. So every
 module is built from a wrapper module of ours under llmd_fleet/tools/twin/gomod/<name>/: a go.mod that
@@ -18,7 +19,7 @@ import json
 import re
 import subprocess
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,6 +72,13 @@ class Wrapper:
     """The statement our main.go runs (with `main_import` imported under its package name)."""
     reported_version: str = ""
     """What the binaries print for their version (the check that takes a binary from PATH)."""
+    forks: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    """Module path -> (other module, version): upstream's replaces by a fork, carried over (the
+    go command ignores a dependency's replaces)."""
+    generate: Callable[[Path, Path], dict[str, str]] | None = None
+    """For a module whose main package embeds files upstream generates and its module zip lacks:
+    (the module's directory in the module cache, a scratch directory) -> a `go build -overlay`
+    Replace map (file the package embeds -> the file generated into the scratch directory)."""
 
     @property
     def module_path(self) -> str:
@@ -153,9 +161,10 @@ def wrapper_gomod(wrapper: Wrapper) -> str:
     """The go.mod we write before `go mod tidy`: module, go line, the one requirement, the pins."""
     lines = [GENERATED, "", f"module {wrapper.module_path}", "", f"go {GO_DIRECTIVE}", ""]
     lines.append(f"require {wrapper.module} {wrapper.version}")
-    if wrapper.replaces:
+    if wrapper.replaces or wrapper.forks:
         lines += ["", "replace ("]
-        lines += [f"\t{old} => {old} {ver}" for old, ver in sorted(wrapper.replaces.items())]
+        pins = {old: (old, ver) for old, ver in wrapper.replaces.items()} | dict(wrapper.forks)
+        lines += [f"\t{old} => {new} {ver}" for old, (new, ver) in sorted(pins.items())]
         lines.append(")")
     return "\n".join(lines) + "\n"
 
@@ -196,8 +205,8 @@ def wrapper_ok(wrapper: Wrapper, committed_gomod: str) -> list[str]:
             f"{wrapper.name}: requires {wrapper.module} {requires.get(wrapper.module)}, "
             f"the matrix pins {wrapper.version}"
         )
-    replaces = {old: ver for old, (_new, ver) in parse_replaces(committed_gomod).items()}
-    if replaces != dict(wrapper.replaces):
+    expected = {old: (old, ver) for old, ver in wrapper.replaces.items()} | dict(wrapper.forks)
+    if parse_replaces(committed_gomod) != expected:
         problems.append(f"{wrapper.name}: replace directives differ from the pinned ones")
     return problems
 
@@ -226,10 +235,114 @@ def _kubernetes_ldflags(version: str) -> tuple[str, ...]:
     return tuple(flags)
 
 
+PULUMI_CLI = "github.com/pulumi/pulumi/pkg/v3"
+KUBERNETES_PROVIDER = "github.com/pulumi/pulumi-kubernetes/provider/v4"
+PROVIDER_COMMAND = "cmd/pulumi-resource-kubernetes"
+# (file the provider's main package embeds, the upstream file it is generated from)
+PROVIDER_EMBEDS = (("schema-embed.json", "schema.json"), ("terraform-mapping-embed.json", "terraform-mapping.json"))
+
+
+def provider_embeds(plugin_version: str, module_dir: Path, scratch: Path) -> dict[str, str]:
+    """The two files upstream's `go generate` writes into the provider's command directory (not in
+    the module zip): the schema with its `version` set to the plugin version, and the Terraform
+    mapping, both as compact JSON. Returns the `go build -overlay` Replace map."""
+    command = module_dir / PROVIDER_COMMAND
+    scratch.mkdir(parents=True, exist_ok=True)
+    overlay = {}
+    for embedded, source in PROVIDER_EMBEDS:
+        document = json.loads((command / source).read_text())
+        if embedded == "schema-embed.json":
+            document["version"] = plugin_version
+        out = scratch / embedded
+        out.write_text(json.dumps(document, separators=(",", ":")))
+        overlay[str(command / embedded)] = str(out)
+    return overlay
+
+
+def _bound_provider_embeds(plugin_version: str) -> Callable[[Path, Path], dict[str, str]]:
+    def generate(module_dir: Path, scratch: Path) -> dict[str, str]:
+        return provider_embeds(plugin_version, module_dir, scratch)
+
+    return generate
+
+
+def engine_wrappers(twin_versions: Mapping[str, str], plugin_version: str) -> dict[str, Wrapper]:
+    """The Pulumi CLI and the Kubernetes provider of the engine run. Their replaces (the sibling
+    SDK modules pinned to the versions upstream requires, upstream's forks) are read from the
+    committed go.mod; `plugin_version` is what the provider is stamped and registered as."""
+    cli, provider = twin_versions["pulumi_cli"], twin_versions["kubernetes_provider"]
+    cli_replaces, cli_forks = _committed_pins("pulumi")
+    provider_replaces, provider_forks = _committed_pins("kubernetes-provider")
+    return {
+        "pulumi": Wrapper(
+            name="pulumi",
+            module=PULUMI_CLI,
+            version=cli,
+            binaries=(Binary("pulumi", f"{PULUMI_CLI}/cmd/pulumi", ("version",)),),
+            replaces=cli_replaces,
+            forks=cli_forks,
+            ldflags=(f"-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version={cli}",),
+            reported_version=cli,
+        ),
+        "kubernetes-provider": Wrapper(
+            name="kubernetes-provider",
+            module=KUBERNETES_PROVIDER,
+            version=provider,
+            # A plugin, never looked up on PATH (no version arguments): engine.py takes an
+            # installed plugin of the right version from the user's plugin directory instead.
+            binaries=(Binary("pulumi-resource-kubernetes", f"{KUBERNETES_PROVIDER}/{PROVIDER_COMMAND}", ()),),
+            replaces=provider_replaces,
+            forks=provider_forks,
+            ldflags=(f"-X {KUBERNETES_PROVIDER}/pkg/version.Version={plugin_version}",),
+            reported_version=plugin_version,
+            generate=_bound_provider_embeds(plugin_version),
+        ),
+    }
+
+
+def upstream_pins(upstream_gomod: str) -> tuple[dict[str, str], dict[str, tuple[str, str]]]:
+    """For the engine wrappers: each module upstream replaces with a local directory, pinned to the
+    version upstream itself requires of it; and upstream's replaces by another module (forks)."""
+    requires = parse_requires(upstream_gomod)
+    pins = local_replaces(upstream_gomod, {old: requires[old] for old in _local_olds(upstream_gomod)})
+    forks = {
+        old: (new, version)
+        for old, (new, version) in parse_replaces(upstream_gomod).items()
+        if not new.startswith(("./", "../")) and version is not None and new != old
+    }
+    return pins, dict(sorted(forks.items()))
+
+
+def _local_olds(upstream_gomod: str) -> list[str]:
+    return [
+        old
+        for old, (new, _v) in parse_replaces(upstream_gomod).items()
+        if new.startswith(("./", "../")) and "FORBIDDEN" not in new
+    ]
+
+
+def _committed_pins(name: str) -> tuple[dict[str, str], dict[str, tuple[str, str]]]:
+    """(same-module pins, forks) of the committed go.mod of wrapper `name`."""
+    path = GOMOD_DIR / name / "go.mod"
+    if not path.is_file():
+        return {}, {}
+    pins: dict[str, str] = {}
+    forks: dict[str, tuple[str, str]] = {}
+    for old, (new, version) in parse_replaces(path.read_text()).items():
+        if version is None:
+            continue
+        if new == old:
+            pins[old] = version
+        else:
+            forks[old] = (new, version)
+    return pins, forks
+
+
 def wrappers(
     twin_versions: Mapping[str, str] | None = None,
     kubernetes_replaces: Sequence[str] | None = None,
     etcd_replaces: Sequence[str] | None = None,
+    plugin_version: str | None = None,
 ) -> dict[str, Wrapper]:
     """Every wrapper the twin knows, at the matrix's versions. The replaced-module lists come
     from the committed go.mod files unless given (regeneration passes the upstream lists)."""
@@ -280,6 +393,14 @@ def wrappers(
             # kwok's source carries its own version (pkg/consts.Version), no stamping needed;
             # `kwok --version` prints it with its v.
             reported_version=kwok,
+        ),
+        **(
+            engine_wrappers(
+                twin_versions,
+                plugin_version if plugin_version is not None else uv_lock_version("pulumi-kubernetes"),
+            )
+            if "pulumi_cli" in twin_versions
+            else {}
         ),
     }
 
