@@ -31,8 +31,8 @@ from llmd_fleet.tools.twin.modules import (
     Binary,
     Wrapper,
     local_replaces,
-    upstream_pins,
     upstream_gomod,
+    upstream_pins,
     wrapper_gomod,
     wrapper_ok,
     wrapper_sources,
@@ -119,7 +119,9 @@ def module_dir(wrapper: Wrapper) -> Path:
     )
     info = json.loads(out.stdout or "{}")
     if out.returncode != 0 or "Dir" not in info:
-        raise BuildError(f"{wrapper.name}: go mod download {wrapper.module}: {info.get('Error') or out.stderr}")
+        raise BuildError(
+            f"{wrapper.name}: go mod download {wrapper.module}: {info.get('Error') or out.stderr}"
+        )
     return Path(info["Dir"])
 
 

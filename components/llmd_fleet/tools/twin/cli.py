@@ -4,6 +4,8 @@
     python -m llmd_fleet.tools.twin status                          what runs, nodes ready, slices
     python -m llmd_fleet.tools.twin down                            stop it, delete its etcd data
     python -m llmd_fleet.tools.twin e2e [STACK] [--apiserver-only]  up, assert by reading the API server, down
+    python -m llmd_fleet.tools.twin engine [STACK]                  the Pulumi engine into the running twin:
+                                                                    preview, up, second up, update, destroy
     python -m llmd_fleet.tools.twin build [NAME ...]                build or reuse the binaries (cache)
     python -m llmd_fleet.tools.twin gomod [NAME ...]                regenerate the wrapper Go modules
 
@@ -27,6 +29,10 @@ def main(argv: Sequence[str]) -> int:
         from llmd_fleet.tools.twin.cluster import main as cluster_main
 
         return cluster_main(argv)
+    if command == "engine":
+        from llmd_fleet.tools.twin.engine import main as engine_main
+
+        return engine_main(argv[1:])
     if command == "e2e":
         from llmd_fleet.tools.twin.e2e import main as e2e_main
 

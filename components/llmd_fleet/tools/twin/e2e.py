@@ -1,6 +1,6 @@
 """`make e2e`: bring the twin up, put a stack into it, and assert by reading the API server.
 
-    python -m llmd_fleet.tools.twin e2e [STACK] [--apiserver-only] [--keep]
+    python -m llmd_fleet.tools.twin e2e [STACK] [--apiserver-only] [--keep] [--no-engine]
 
 1. `twin up` (built binaries from the cache; nodes from the stack when the node side is there);
 2. every vendored CRD (schemas/crds/) applied server-side and Established;
@@ -21,7 +21,11 @@
    controller manager makes their ResourceClaims, the scheduler allocates them against the
    fake nodes' ResourceSlices and binds the pods, kwok marks them Ready. Read back: pods bound,
    claims allocated, each GPU paired with the NIC on its pcieRoot, one pod per node.
-6. `twin down` (unless --keep).
+6. with the node side, the stack's objects deleted again and the program deployed by the Pulumi
+   engine into the same twin (engine_e2e.py, engine.py): preview, up, the checks of 4 and 5 and
+   the Deployments on what the engine created, a second up with no changes, an in-place update,
+   destroy leaving nothing (skipped with --no-engine);
+7. `twin down` (unless --keep).
 
 Helm releases and remote manifests are not applied (their charts and URLs need the network);
 the vendored CRDs stand in for the remote CRD bundles. Exit status 1 when an assertion fails.
@@ -54,6 +58,8 @@ POD_TIMEOUT_S = 600
 class Report:
     figures: list[tuple[str, str]] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    """Lines printed as they are at the end (the `engine:` steps)."""
 
     def figure(self, name: str, value: str) -> None:
         self.figures.append((name, value))
@@ -464,7 +470,7 @@ def _exists(kube: Kube, path: str) -> bool:
     return True
 
 
-def run(stack: str, apiserver_only: bool, keep: bool) -> Report:
+def run(stack: str, apiserver_only: bool, keep: bool, engine: bool = True) -> Report:
     report = Report()
     if cluster.state_path().is_file():
         cluster.down()
@@ -493,6 +499,10 @@ def run(stack: str, apiserver_only: bool, keep: bool) -> Report:
             _schedule(kube, objects, report)
             print("e2e: Deployments and PodDisruptionBudgets (controller manager, scheduler, kwok)")
             _deployments(kube, objects, report)
+            if engine:
+                from llmd_fleet.tools.twin import engine_e2e
+
+                engine_e2e.run(kube, stack, objects, report)
         else:
             report.figure("scheduling", "skipped (API server only)")
     finally:
@@ -505,10 +515,20 @@ def run(stack: str, apiserver_only: bool, keep: bool) -> Report:
 def main(argv: Sequence[str]) -> int:
     positional = [a for a in argv if not a.startswith("--")]
     stack = positional[0] if positional else cluster.DEFAULT_STACK
-    report = run(stack, "--apiserver-only" in argv, "--keep" in argv)
+    from llmd_fleet.config.fleet import ConfigError
+    from llmd_fleet.tools.stack_file import read_stack_file
+
+    try:
+        read_stack_file(PROJECT_ROOT / "stacks", stack)
+    except ConfigError as error:
+        print(f"e2e: {error}", file=sys.stderr)
+        return 2
+    report = run(stack, "--apiserver-only" in argv, "--keep" in argv, "--no-engine" not in argv)
     print("\ne2e figures")
     for name, value in report.figures:
         print(f"  {name}: {value}")
+    for line in report.lines:
+        print(line)
     if report.failures:
         print(f"\ne2e: {len(report.failures)} failure(s)", file=sys.stderr)
         for failure in report.failures:

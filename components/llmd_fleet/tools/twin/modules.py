@@ -239,7 +239,10 @@ PULUMI_CLI = "github.com/pulumi/pulumi/pkg/v3"
 KUBERNETES_PROVIDER = "github.com/pulumi/pulumi-kubernetes/provider/v4"
 PROVIDER_COMMAND = "cmd/pulumi-resource-kubernetes"
 # (file the provider's main package embeds, the upstream file it is generated from)
-PROVIDER_EMBEDS = (("schema-embed.json", "schema.json"), ("terraform-mapping-embed.json", "terraform-mapping.json"))
+PROVIDER_EMBEDS = (
+    ("schema-embed.json", "schema.json"),
+    ("terraform-mapping-embed.json", "terraform-mapping.json"),
+)
 
 
 def provider_embeds(plugin_version: str, module_dir: Path, scratch: Path) -> dict[str, str]:
