@@ -90,10 +90,11 @@ checkov: ## checkov over every rendered stack, serving pod templates included (p
 
 # The control-plane twin (docs/twin.md): etcd, kube-apiserver, kube-scheduler,
 # kube-controller-manager and kwok built from Go modules into a cache outside the repository, run on
-# loopback with TWIN_STACK's nodes simulated. Needs Go and the Go module proxy on a cold cache.
+# loopback with TWIN_STACK's nodes simulated; the Pulumi CLI and Kubernetes provider of the engine
+# run likewise. Needs Go and the Go module proxy on a cold cache.
 TWIN_STACK ?= onprem-h100
 
-.PHONY: twin twin-build twin-up twin-down twin-status e2e
+.PHONY: twin twin-build twin-up twin-down twin-status e2e engine
 twin: twin-up ## Try the whole fleet without a cloud: start the twin with TWIN_STACK's fake nodes
 
 twin-build: ## Build (or reuse) the twin's binaries; each cold build prints its duration
@@ -110,3 +111,6 @@ twin-status: ## What the twin runs, API server readiness, nodes Ready, ResourceS
 
 e2e: ## Put TWIN_STACK into a fresh twin and assert by reading the API server; prints the figures
 	$(UV) run --frozen python -m llmd_fleet.tools.twin e2e $(TWIN_STACK)
+
+engine: ## With the twin up (make twin): TWIN_STACK through the Pulumi engine (preview, up, second up, update, destroy)
+	$(UV) run --frozen python -m llmd_fleet.tools.twin engine $(TWIN_STACK)
