@@ -475,6 +475,10 @@ def run(stack: str, apiserver_only: bool, keep: bool, engine: bool = True) -> Re
     if cluster.state_path().is_file():
         cluster.down()
     started = time.monotonic()
+    if engine and not apiserver_only:
+        from llmd_fleet.tools.twin import engine_e2e
+
+        engine = engine_e2e.prepare(report)
     state = cluster.up(stack, apiserver_only)
     try:
         kube = cluster.client(state=state)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from llmd_fleet.tools.twin import build, e2e
-from llmd_fleet.tools.twin.engine import EngineError, objects_left, run_engine
+from llmd_fleet.tools.twin.engine import EngineError, ensure_tools, objects_left, run_engine
 from llmd_fleet.tools.twin.kube import ApiError, Kube
 
 WIPE_TIMEOUT_S = 180
@@ -29,6 +29,17 @@ class EngineReport(e2e.Report):
 
     def check(self, ok: bool, message: str) -> None:
         super().check(ok, ENGINE_PREFIX + message)
+
+
+def prepare(report: e2e.Report) -> bool:
+    """Build (or reuse) the engine's binaries before the twin starts; False (recorded as a failure)
+    when they cannot be had, and the rest of e2e runs without the engine."""
+    try:
+        ensure_tools()
+    except build.BuildError as error:
+        report.check(False, f"{ENGINE_PREFIX}{error}")
+        return False
+    return True
 
 
 def wipe(kube: Kube, objects: Sequence[dict[str, Any]], report: e2e.Report) -> None:
