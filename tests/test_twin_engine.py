@@ -152,6 +152,20 @@ def test_engine_config_copies_the_stack_drops_ciphertext_and_preinstalls_the_pla
         engine.engine_config({"config": None})
 
 
+def test_sections_that_ask_for_a_chart_are_switched_to_the_clusters_own():
+    config = {
+        "llmd-fleet:serving": {"autoscaling": {"keda": "install"}},
+        "llmd-fleet:observability": {"prometheus": "install"},
+    }
+    assert engine.preinstalled_switches(config) == [
+        "llmd-fleet:serving.autoscaling.keda: install -> preinstalled",
+        "llmd-fleet:observability.prometheus: install -> operator",
+    ]
+    assert config["llmd-fleet:serving"]["autoscaling"]["keda"] == "preinstalled"
+    assert engine.preinstalled_switches(config) == []
+    assert engine.preinstalled_switches({"llmd-fleet:serving": {"roles": {}}}) == []
+
+
 def test_run_secrets_cover_the_kubeconfig_the_token_and_every_secure_key():
     values = engine.run_secrets(["llmd-fleet:responsesDbPassword"], "apiVersion: v1\n", lambda n: "x" * n)
     assert values == {

@@ -187,6 +187,29 @@ def engine_config(stack_document: Mapping[str, Any]) -> tuple[dict[str, Any], li
     return config, sorted(secure)
 
 
+# Sections that ask the stack to release a chart, which `preinstalled` refuses: in the twin, the
+# vendored CRDs stand in for the chart, so the engine run switches each to the cluster's own
+# (section key, path, value asked for, value used).
+PREINSTALLED_SWITCHES = (
+    (f"{PROJECT}:serving", ("autoscaling", "keda"), "install", "preinstalled"),
+    (f"{PROJECT}:observability", ("prometheus",), "install", "operator"),
+)
+
+
+def preinstalled_switches(config: dict[str, Any]) -> list[str]:
+    """Switch, in place, each section of `config` that asks for a chart to what the twin provides;
+    returns what was switched (`key.path: old -> new`)."""
+    switched = []
+    for key, path, asked, used in PREINSTALLED_SWITCHES:
+        node = config.get(key)
+        for part in path[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and node.get(path[-1]) == asked:
+            node[path[-1]] = used
+            switched.append(f"{key}.{'.'.join(path)}: {asked} -> {used}")
+    return switched
+
+
 def run_secrets(secure_keys: Sequence[str], kubeconfig: str, token: Callable[[int], str]) -> dict[str, str]:
     """The secrets of the engine run, made now: the twin's kubeconfig, an hfToken (so the token
     Secret path runs), and a fresh value for every `secure:` key of the stack file."""
@@ -394,6 +417,7 @@ class Engine:
         path = stack_file_path(root / "stacks", stack)
         document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         self.config, secure = engine_config(document)
+        self.switched = preinstalled_switches(self.config)
         kubeconfig = cluster.twin_dir(root) / "kubeconfig"
         if not kubeconfig.is_file():
             raise EngineError(f"{kubeconfig} is missing: start the twin first (`make twin`)")
@@ -536,6 +560,8 @@ def run_engine(
         f"Pulumi CLI {engine.tools.cli}; Kubernetes provider ({provider}) {engine.tools.provider}, "
         f"registered as {PROVIDER_PLUGIN} {engine.tools.plugin_version}"
     )
+    for switch in engine.switched:
+        run.note(f"config for a preinstalled platform: {switch}")
     run.say(step_line(engine.preview()))
     run.say(step_line(engine.up()))
     deployment = engine.export()
