@@ -5,7 +5,6 @@ state edits before destroy. `make e2e` runs the engine itself."""
 
 import base64
 import json
-from pathlib import Path
 
 import pytest
 
@@ -70,21 +69,52 @@ def test_the_provider_key_differs_from_a_build_without_generated_embeds():
     )
 
 
-def test_provider_embeds_set_the_schema_version_and_overlay_the_command_directory(tmp_path):
+def test_provider_embeds_set_the_schema_version_in_the_module_copy(tmp_path):
     command = tmp_path / "module" / modules.PROVIDER_COMMAND
     command.mkdir(parents=True)
     (command / "schema.json").write_text(
         json.dumps({"name": "kubernetes", "version": "0.0.0", "x": [1, 2]}, indent=2)
     )
     (command / "terraform-mapping.json").write_text('{\n  "a": {"b": 1}\n}\n')
-    overlay = modules.provider_embeds("4.34.2", tmp_path / "module", tmp_path / "scratch")
-    assert set(overlay) == {str(command / "schema-embed.json"), str(command / "terraform-mapping-embed.json")}
-    schema = Path(overlay[str(command / "schema-embed.json")])
-    assert schema.parent == tmp_path / "scratch"
-    assert json.loads(schema.read_text()) == {"name": "kubernetes", "version": "4.34.2", "x": [1, 2]}
-    assert "\n" not in schema.read_text()
-    assert Path(overlay[str(command / "terraform-mapping-embed.json")]).read_text() == '{"a":{"b":1}}'
-    assert not (command / "schema-embed.json").exists(), "the module cache is never written"
+    written = modules.provider_embeds("4.34.2", tmp_path / "module")
+    assert written == [command / "schema-embed.json", command / "terraform-mapping-embed.json"]
+    schema = (command / "schema-embed.json").read_text()
+    assert json.loads(schema) == {"name": "kubernetes", "version": "4.34.2", "x": [1, 2]}
+    assert "\n" not in schema
+    assert (command / "terraform-mapping-embed.json").read_text() == '{"a":{"b":1}}'
+
+
+def test_a_wrapper_with_generated_files_builds_from_a_scratch_copy(monkeypatch, tmp_path):
+    """The committed wrapper is copied under the target with a writable copy of the module and
+    `replace <module> => ./module`; a wrapper without generated files builds where it is."""
+    module = tmp_path / "cache" / "mod"
+    (module / "cmd").mkdir(parents=True)
+    (module / "cmd" / "schema.json").write_text("{}")
+    (module / "cmd" / "schema.json").chmod(0o444)
+    wrapper_dir = tmp_path / "wrapper"
+    wrapper_dir.mkdir()
+    (wrapper_dir / "go.mod").write_text(
+        "module llmd-fleet.invalid/twin/x\n\ngo 1.26\n\nrequire example.invalid/m v1.0.0\n"
+    )
+    (wrapper_dir / "go.sum").write_text("")
+    (wrapper_dir / "tools.go").write_text("package tools\n")
+    monkeypatch.setattr(modules, "GOMOD_DIR", tmp_path)
+    seen = []
+    wrapper = modules.Wrapper(
+        name="wrapper", module="example.invalid/m", version="v1.0.0", binaries=(), generate=seen.append
+    )
+    monkeypatch.setattr(build, "module_dir", lambda w: module)
+    target = tmp_path / "target"
+    target.mkdir()
+    src = build.build_dir(wrapper, target)
+    assert src == target / "src"
+    assert seen == [src / "module"]
+    assert (src / "module" / "cmd" / "schema.json").stat().st_mode & 0o200
+    assert "replace example.invalid/m => ./module" in (src / "go.mod").read_text()
+    assert "replace" not in (wrapper_dir / "go.mod").read_text(), "the committed wrapper is not changed"
+    from dataclasses import replace
+
+    assert build.build_dir(replace(wrapper, generate=None), target) == wrapper_dir
 
 
 UPSTREAM = """module github.com/example/pkg/v3

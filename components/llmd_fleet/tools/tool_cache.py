@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -107,15 +107,10 @@ def go_version() -> str:
     ).stdout.strip()
 
 
-def go_build(
-    package: str, out: Path, module_dir: Path, ldflags: str, log: Path, extra: Sequence[str] = ()
-) -> int:
+def go_build(package: str, out: Path, module_dir: Path, ldflags: str, log: Path) -> int:
     """`go build` of `package` from the wrapper module in `module_dir` (its go.sum as committed,
-    no edits) into `out`, appending the command and its output to `log`; the exit status. `extra`
-    goes before the package (e.g. `-overlay <file>`)."""
-    command = [
-        "go", "build", "-mod=readonly", "-trimpath", "-ldflags", ldflags, *extra, "-o", str(out), package,
-    ]  # fmt: skip
+    no edits) into `out`, appending the command and its output to `log`; the exit status."""
+    command = ["go", "build", "-mod=readonly", "-trimpath", "-ldflags", ldflags, "-o", str(out), package]
     with log.open("a") as handle:
         handle.write(f"$ {' '.join(command)}\n")
         handle.flush()

@@ -54,7 +54,9 @@ def go_version() -> str:
 
 def build_key(wrapper: Wrapper, files: dict[str, bytes], go: str) -> str:
     """16 hex digits over everything that decides the binaries of `wrapper`."""
-    generated = (b"-overlay with generated embeds",) if wrapper.generate is not None else ()
+    generated = (
+        (b"module copied, embeds generated, replaced by ./module",) if wrapper.generate is not None else ()
+    )
     return tool_cache.cache_key(
         RECIPE.encode(),
         *generated,
@@ -125,19 +127,28 @@ def module_dir(wrapper: Wrapper) -> Path:
     return Path(info["Dir"])
 
 
-def overlay_args(wrapper: Wrapper, target: Path) -> list[str]:
-    """`-overlay <file>` with the files `wrapper.generate` makes (under `target`), or nothing."""
+def build_dir(wrapper: Wrapper, target: Path) -> Path:
+    """Where `wrapper` builds: its own directory, or, for a wrapper whose module needs generated
+    files, a scratch copy under `target` (`src/`) holding a writable copy of the module
+    (`src/module/`, the generated files written into it) and `replace <module> => ./module`."""
     if wrapper.generate is None:
-        return []
-    replace = wrapper.generate(module_dir(wrapper), target / "generated")
-    overlay = target / "generated" / "overlay.json"
-    overlay.write_text(json.dumps({"Replace": replace}, indent=1))
-    return ["-overlay", str(overlay)]
+        return wrapper.directory
+    source = module_dir(wrapper)
+    src = target / "src"
+    src.mkdir()
+    for name, data in wrapper_files(wrapper).items():
+        (src / name).write_bytes(data)
+    shutil.copytree(source, src / "module")
+    for path in [src / "module", *(src / "module").rglob("*")]:
+        path.chmod(path.stat().st_mode | 0o200)
+    wrapper.generate(src / "module")
+    subprocess.run(["go", "mod", "edit", f"-replace={wrapper.module}=./module"], cwd=src, check=True)
+    return src
 
 
-def _go_build(wrapper: Wrapper, binary: Binary, out: Path, log: Path, extra: Sequence[str] = ()) -> None:
+def _go_build(wrapper: Wrapper, binary: Binary, out: Path, log: Path, directory: Path) -> None:
     ldflags = " ".join(("-s", "-w", *wrapper.ldflags))
-    if tool_cache.go_build(binary.package, out, wrapper.directory, ldflags, log, extra) != 0:
+    if tool_cache.go_build(binary.package, out, directory, ldflags, log) != 0:
         tail = log.read_text().splitlines()[-15:]
         raise BuildError(f"{wrapper.name}: go build {binary.package} failed:\n" + "\n".join(tail))
 
@@ -164,10 +175,10 @@ def _build(wrapper: Wrapper, target: Path, verbose: bool) -> None:
     target.mkdir(parents=True)
     log = target.with_name(target.name + ".log")
     log.write_text("")
-    extra = overlay_args(wrapper, target)
+    directory = build_dir(wrapper, target)
     for binary in wrapper.binaries:
         began = time.monotonic()
-        _go_build(wrapper, binary, target / binary.name, log, extra)
+        _go_build(wrapper, binary, target / binary.name, log, directory)
         if verbose:
             print(
                 f"twin build: {binary.name} {wrapper.version} in {time.monotonic() - began:.0f} s",

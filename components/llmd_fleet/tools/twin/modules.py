@@ -75,10 +75,11 @@ class Wrapper:
     forks: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     """Module path -> (other module, version): upstream's replaces by a fork, carried over (the
     go command ignores a dependency's replaces)."""
-    generate: Callable[[Path, Path], dict[str, str]] | None = None
+    generate: Callable[[Path], None] | None = None
     """For a module whose main package embeds files upstream generates and its module zip lacks:
-    (the module's directory in the module cache, a scratch directory) -> a `go build -overlay`
-    Replace map (file the package embeds -> the file generated into the scratch directory)."""
+    writes them into a writable copy of the module (its directory given), which the build then
+    uses through `replace <module> => ./module` in a scratch copy of the wrapper (the module cache
+    is read-only, and `go build -overlay` refuses files beneath it)."""
 
     @property
     def module_path(self) -> str:
@@ -245,26 +246,25 @@ PROVIDER_EMBEDS = (
 )
 
 
-def provider_embeds(plugin_version: str, module_dir: Path, scratch: Path) -> dict[str, str]:
-    """The two files upstream's `go generate` writes into the provider's command directory (not in
-    the module zip): the schema with its `version` set to the plugin version, and the Terraform
-    mapping, both as compact JSON. Returns the `go build -overlay` Replace map."""
+def provider_embeds(plugin_version: str, module_dir: Path) -> list[Path]:
+    """Write the two files upstream's `go generate` writes into the provider's command directory
+    (not in the module zip): the schema with its `version` set to the plugin version, and the
+    Terraform mapping, both as compact JSON. `module_dir` is a writable copy of the module."""
     command = module_dir / PROVIDER_COMMAND
-    scratch.mkdir(parents=True, exist_ok=True)
-    overlay = {}
+    written = []
     for embedded, source in PROVIDER_EMBEDS:
         document = json.loads((command / source).read_text())
         if embedded == "schema-embed.json":
             document["version"] = plugin_version
-        out = scratch / embedded
+        out = command / embedded
         out.write_text(json.dumps(document, separators=(",", ":")))
-        overlay[str(command / embedded)] = str(out)
-    return overlay
+        written.append(out)
+    return written
 
 
-def _bound_provider_embeds(plugin_version: str) -> Callable[[Path, Path], dict[str, str]]:
-    def generate(module_dir: Path, scratch: Path) -> dict[str, str]:
-        return provider_embeds(plugin_version, module_dir, scratch)
+def _bound_provider_embeds(plugin_version: str) -> Callable[[Path], None]:
+    def generate(module_dir: Path) -> None:
+        provider_embeds(plugin_version, module_dir)
 
     return generate
 
