@@ -5,6 +5,8 @@ state edits before destroy. `make e2e` runs the engine itself."""
 
 import base64
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -99,7 +101,7 @@ def test_a_wrapper_with_generated_files_builds_from_a_scratch_copy(monkeypatch, 
     (wrapper_dir / "go.sum").write_text("")
     (wrapper_dir / "tools.go").write_text("package tools\n")
     monkeypatch.setattr(modules, "GOMOD_DIR", tmp_path)
-    seen = []
+    seen: list[Path] = []
     wrapper = modules.Wrapper(
         name="wrapper", module="example.invalid/m", version="v1.0.0", binaries=(), generate=seen.append
     )
@@ -161,7 +163,7 @@ def test_upstream_pins_take_the_required_version_and_carry_forks():
 # --- stack config and secrets ----------------------------------------------------------------------
 
 
-STACK = {
+STACK: dict[str, Any] = {
     "config": {
         "llmd-fleet:target": {"kind": "onprem"},
         "serving": {"roles": {"decode": {"maxNumSeqs": 64}}},
@@ -291,7 +293,7 @@ def test_step_failures_name_what_went_wrong():
 # --- the state -------------------------------------------------------------------------------------
 
 
-DEPLOYMENT = {
+DEPLOYMENT: dict[str, Any] = {
     "resources": [
         {"urn": "urn:pulumi:s::llmd-fleet::pulumi:pulumi:Stack::llmd-fleet-s", "type": "pulumi:pulumi:Stack"},
         {
