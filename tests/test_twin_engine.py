@@ -185,7 +185,7 @@ def test_engine_config_copies_the_stack_drops_ciphertext_and_preinstalls_the_pla
 
 
 def test_sections_that_ask_for_a_chart_are_switched_to_the_clusters_own():
-    config = {
+    config: dict[str, Any] = {
         "llmd-fleet:serving": {"autoscaling": {"keda": "install"}},
         "llmd-fleet:observability": {"prometheus": "install"},
     }
