@@ -546,6 +546,28 @@ def objects_left(kube: Any, objects: Sequence[dict[str, Any]], grace_s: float = 
     return remaining
 
 
+def ensure_platform(kube: Any) -> int:
+    """What a preinstalled platform provides and the twin stands in for: every vendored CRD
+    (schemas/crds/, applied server-side and Established) and the `gpu.nvidia.com` DeviceClass of
+    the NVIDIA DRA driver's chart (`twin up` makes it too). Idempotent; returns the CRD count."""
+    from llmd_fleet.tools.twin import e2e, nodes
+    from llmd_fleet.tools.twin.kube import wait_for
+
+    crds = e2e.vendored_crds()
+    for obj in [*crds, nodes.gpu_device_class()]:
+        kube.apply(obj)
+
+    def established() -> bool:
+        for crd in crds:
+            conditions = (kube.read(crd).get("status") or {}).get("conditions") or []
+            if not any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+                return False
+        return True
+
+    wait_for("CRDs Established", established, timeout=60)
+    return len(crds)
+
+
 def run_engine(
     stack: str,
     after_up: Callable[[list[dict[str, Any]]], None] | None = None,
@@ -554,6 +576,9 @@ def run_engine(
     """preview, up, [after_up(objects)], second up, update, destroy against the running twin."""
     run = EngineRun()
     kube = cluster.client(root)
+    run.note(
+        f"preinstalled platform (twin): {ensure_platform(kube)} vendored CRDs, DeviceClass gpu.nvidia.com"
+    )
     engine = Engine(stack, root)
     provider = "built" if engine.tools.provider_built else "installed"
     run.note(
