@@ -319,11 +319,9 @@ DEPLOYMENT: dict[str, Any] = {
 }
 
 
-def test_protected_resources_are_listed_and_unprotected_in_a_copy():
+def test_protected_resources_are_listed():
     assert engine.protected_urns(DEPLOYMENT) == [DEPLOYMENT["resources"][1]["urn"]]
-    cleared = engine.unprotected(DEPLOYMENT)
-    assert engine.protected_urns(cleared) == []
-    assert DEPLOYMENT["resources"][1]["protect"] is True
+    assert engine.protected_urns({"resources": []}) == []
 
 
 def test_the_kubernetes_objects_of_a_state():

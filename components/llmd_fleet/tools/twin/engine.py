@@ -347,14 +347,6 @@ def protected_urns(deployment: Mapping[str, Any]) -> list[str]:
     return [r["urn"] for r in deployment.get("resources", []) if r.get("protect")]
 
 
-def unprotected(deployment: Mapping[str, Any]) -> dict[str, Any]:
-    """The same state with every `protect` flag cleared (what `pulumi state unprotect --all` does)."""
-    copy: dict[str, Any] = json.loads(json.dumps(deployment))
-    for resource in copy.get("resources", []):
-        resource.pop("protect", None)
-    return copy
-
-
 def kubernetes_objects(deployment: Mapping[str, Any]) -> list[dict[str, Any]]:
     """apiVersion/kind/metadata (name, namespace) of every Kubernetes object a state holds."""
     found = []
@@ -492,24 +484,37 @@ class Engine:
         self._write_config(changed)
         return self.up("update"), old, new
 
+    def cli(self, *args: str) -> str:
+        """A CLI command on this stack, in the workspace (its backend, PULUMI_HOME, passphrase)."""
+        command = [str(self.tools.cli), *args, "--stack", self.stack_name, "--non-interactive"]
+        done = subprocess.run(
+            command,
+            cwd=self.work_dir,
+            env={**os.environ, **self.env},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise EngineError(f"pulumi {' '.join(args)}: {done.stderr.strip() or done.stdout.strip()}")
+        return done.stdout
+
     def export(self) -> dict[str, Any]:
-        deployment: dict[str, Any] = dict(self.stack.export_stack().deployment or {})
+        """`pulumi stack export` as stored: secrets stay ciphertext (the Automation API's
+        export_stack passes --show-secrets, which decrypts them)."""
+        deployment: dict[str, Any] = json.loads(self.cli("stack", "export"))["deployment"]
         return deployment
 
     def state_text(self) -> str:
-        """The exported state and the backend's state file(s) on disk, as text."""
-        files = sorted(p for p in state_dir().rglob("*.json") if p.is_file())
+        """The exported state and every file of the backend on disk (state, backups, history)."""
+        files = sorted(p for p in state_dir().rglob("*") if p.is_file())
         return json.dumps(self.export()) + "".join(p.read_text(errors="replace") for p in files)
 
     def unprotect(self) -> list[str]:
-        """Clear every `protect` flag of the state (pulumi state unprotect); returns the URNs."""
-        from pulumi.automation import Deployment
-
-        exported = self.stack.export_stack()
-        deployment = dict(exported.deployment or {})
-        urns = protected_urns(deployment)
-        if urns:
-            self.stack.import_stack(Deployment(version=exported.version, deployment=unprotected(deployment)))
+        """`pulumi state unprotect` for every resource the state protects; returns the URNs."""
+        urns = protected_urns(self.export())
+        for urn in urns:
+            self.cli("state", "unprotect", urn, "--yes")
         return urns
 
     def destroy(self, left: Callable[[], int]) -> Step:
