@@ -596,7 +596,7 @@ def run_engine(
     run.say(step_line(engine.up()))
     deployment = engine.export()
     run.created = kubernetes_objects(deployment)
-    run.note(f"Kubernetes objects in the state after up: {len(run.created)} (read back from the twin)")
+    run.note(f"Kubernetes objects in the state after up: {len(run.created)}")
     leaks = leaked_secrets(engine.state_text(), engine.secrets)
     names = ", ".join(key.split(":", 1)[1] for key in sorted(engine.secrets))
     encrypted = len(engine.secrets) - len(leaks)
