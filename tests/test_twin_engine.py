@@ -198,6 +198,14 @@ def test_sections_that_ask_for_a_chart_are_switched_to_the_clusters_own():
     assert engine.preinstalled_switches({"llmd-fleet:serving": {"roles": {}}}) == []
 
 
+def test_a_stack_naming_a_context_is_pointed_at_the_twins():
+    config: dict[str, Any] = {"llmd-fleet:target": {"kind": "local", "kubeconfigContext": "kind-llmd"}}
+    switched = engine.twin_context(config, "current-context: llmd-fleet-twin\n")
+    assert switched == ["llmd-fleet:target.kubeconfigContext: kind-llmd -> llmd-fleet-twin"]
+    assert config["llmd-fleet:target"]["kubeconfigContext"] == "llmd-fleet-twin"
+    assert engine.twin_context({"llmd-fleet:target": {"kind": "onprem"}}, "current-context: x\n") == []
+
+
 def test_run_secrets_cover_the_kubeconfig_the_token_and_every_secure_key():
     values = engine.run_secrets(["llmd-fleet:responsesDbPassword"], "apiVersion: v1\n", lambda n: "x" * n)
     assert values == {

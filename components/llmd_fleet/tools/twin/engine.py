@@ -196,6 +196,17 @@ PREINSTALLED_SWITCHES = (
 )
 
 
+def twin_context(config: dict[str, Any], kubeconfig_text: str) -> list[str]:
+    """Point a stack that names a kubeconfig context (local-sim: `kind-llmd`) at the twin's
+    kubeconfig's current context instead; returns what was switched."""
+    target = config.get(f"{PROJECT}:target")
+    if not isinstance(target, dict) or "kubeconfigContext" not in target:
+        return []
+    current = (yaml.safe_load(kubeconfig_text) or {}).get("current-context")
+    old, target["kubeconfigContext"] = target["kubeconfigContext"], current
+    return [f"{PROJECT}:target.kubeconfigContext: {old} -> {current}"]
+
+
 def preinstalled_switches(config: dict[str, Any]) -> list[str]:
     """Switch, in place, each section of `config` that asks for a chart to what the twin provides;
     returns what was switched (`key.path: old -> new`)."""
@@ -414,6 +425,7 @@ class Engine:
         if not kubeconfig.is_file():
             raise EngineError(f"{kubeconfig} is missing: start the twin first (`make twin`)")
         self.secrets = run_secrets(secure, kubeconfig.read_text(), secrets.token_hex)
+        self.switched += twin_context(self.config, kubeconfig.read_text())
         self.tools = ensure_tools(verbose)
         directory = engine_dir(root)
         shutil.rmtree(directory, ignore_errors=True)
@@ -591,7 +603,7 @@ def run_engine(
         f"registered as {PROVIDER_PLUGIN} {engine.tools.plugin_version}"
     )
     for switch in engine.switched:
-        run.note(f"config for a preinstalled platform: {switch}")
+        run.note(f"config for the twin: {switch}")
     run.say(step_line(engine.preview()))
     run.say(step_line(engine.up()))
     deployment = engine.export()
@@ -660,10 +672,12 @@ def main(argv: Sequence[str]) -> int:
     if not cluster.state_path().is_file():
         print("twin engine: the twin is not up: `make twin` (TWIN_STACK=<stack>) first", file=sys.stderr)
         return 2
+    from pulumi.automation.errors import CommandError
+
     try:
         run = run_engine(stack)
-    except (EngineError, build.BuildError) as error:
-        print(f"twin engine: {error}", file=sys.stderr)
+    except (EngineError, build.BuildError, CommandError) as error:
+        print(f"twin engine: {str(error).strip()}", file=sys.stderr)
         return 1
     for problem in run.problems:
         print(f"  FAIL {problem}", file=sys.stderr)

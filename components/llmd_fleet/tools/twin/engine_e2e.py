@@ -75,9 +75,11 @@ def run(kube: Kube, stack: str, rendered: Sequence[dict[str, Any]], report: e2e.
         e2e._deployments(kube, live, engine_report)
 
     print(f"e2e: {stack} through the Pulumi engine (preview, up, second up, update, destroy)")
+    from pulumi.automation.errors import CommandError
+
     try:
         outcome = run_engine(stack, after_up=after_up)
-    except (EngineError, build.BuildError) as error:
+    except (EngineError, build.BuildError, CommandError) as error:
         report.check(False, f"{ENGINE_PREFIX}{error}")
         return
     report.lines.extend(outcome.lines)
