@@ -358,3 +358,9 @@ def test_an_unknown_stack_is_one_clear_error(capsys):
     err = capsys.readouterr().err
     assert "no-such-stack" in err and "Traceback" not in err
     assert len([line for line in err.splitlines() if line.startswith("twin engine:")]) == 1
+
+
+def test_a_cloud_stack_is_refused_with_one_clear_error(capsys):
+    assert engine.main(["gke-h100"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "kind gke" in err and "Traceback" not in err

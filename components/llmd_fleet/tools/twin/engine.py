@@ -45,6 +45,8 @@ from llmd_fleet.tools.twin.modules import uv_lock_version, wrappers
 
 PROJECT = "llmd-fleet"
 PROVIDER_PLUGIN = "kubernetes"
+# Target kinds whose stacks deploy into an existing cluster, so into the twin.
+TWIN_KINDS = ("onprem", "local")
 # What the engine run adds to the stack's config: the twin provides the CRDs, DeviceClasses and
 # controllers the third-party charts and URLs would install.
 PLATFORM_KEY = "platform"
@@ -665,9 +667,17 @@ def main(argv: Sequence[str]) -> int:
     positional = [a for a in argv if not a.startswith("--")]
     stack = positional[0] if positional else cluster.DEFAULT_STACK
     try:
-        read_stack_file(cluster.PROJECT_ROOT / "stacks", stack)
+        stack_file = read_stack_file(cluster.PROJECT_ROOT / "stacks", stack)
     except ConfigError as error:
         print(f"twin engine: {error}", file=sys.stderr)
+        return 2
+    kind = json.loads(stack_file.values.get(f"{PROJECT}:target", "{}")).get("kind")
+    if kind not in TWIN_KINDS:
+        print(
+            f"twin engine: {stack} is kind {kind}: the engine run deploys kinds "
+            f"{' and '.join(TWIN_KINDS)} into the twin (a {kind} stack creates cloud resources)",
+            file=sys.stderr,
+        )
         return 2
     if not cluster.state_path().is_file():
         print("twin engine: the twin is not up: `make twin` (TWIN_STACK=<stack>) first", file=sys.stderr)
