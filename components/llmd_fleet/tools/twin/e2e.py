@@ -478,7 +478,7 @@ def run(stack: str, apiserver_only: bool, keep: bool, engine: bool = True) -> Re
     if engine and not apiserver_only:
         from llmd_fleet.tools.twin import engine_e2e
 
-        engine = engine_e2e.prepare(report)
+        engine = engine_e2e.prepare(stack, report)
     state = cluster.up(stack, apiserver_only)
     try:
         kube = cluster.client(state=state)

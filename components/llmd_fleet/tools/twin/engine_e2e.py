@@ -6,12 +6,20 @@ the DisaggregatedSet's pods (created by the twin as a stand-in for the LWS contr
 engine's DisaggregatedSet) with their claims and GPU/NIC pairing, the Deployments and PDBs.
 """
 
+import json
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from llmd_fleet.tools.twin import build, e2e
-from llmd_fleet.tools.twin.engine import EngineError, ensure_tools, objects_left, run_engine
+from llmd_fleet.tools.twin.engine import (
+    PROJECT,
+    TWIN_KINDS,
+    EngineError,
+    ensure_tools,
+    objects_left,
+    run_engine,
+)
 from llmd_fleet.tools.twin.kube import ApiError, Kube
 
 WIPE_TIMEOUT_S = 180
@@ -31,9 +39,17 @@ class EngineReport(e2e.Report):
         super().check(ok, ENGINE_PREFIX + message)
 
 
-def prepare(report: e2e.Report) -> bool:
+def prepare(stack: str, report: e2e.Report) -> bool:
     """Build (or reuse) the engine's binaries before the twin starts; False (recorded as a failure)
-    when they cannot be had, and the rest of e2e runs without the engine."""
+    when they cannot be had, and the rest of e2e runs without the engine. A gke or eks stack
+    creates cloud resources: no engine run for it (False, said as a figure)."""
+    from llmd_fleet.tools.stack_file import read_stack_file
+
+    values = read_stack_file(e2e.PROJECT_ROOT / "stacks", stack).values
+    kind = json.loads(values.get(f"{PROJECT}:target", "{}")).get("kind")
+    if kind not in TWIN_KINDS:
+        report.figure(f"{ENGINE_PREFIX}run", f"skipped (kind {kind} creates cloud resources)")
+        return False
     try:
         ensure_tools()
     except build.BuildError as error:
