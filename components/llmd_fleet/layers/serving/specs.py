@@ -1,0 +1,33 @@
+"""Pure facts of the serving pods other layers refer to."""
+
+from dataclasses import dataclass
+
+from llmd_fleet.plan.fleet import FleetPlan
+
+
+@dataclass(frozen=True)
+class PolicyPorts:
+    """The fleet's ports, from the plan."""
+
+    client: tuple[int, ...]
+    """The pool's target ports: prefill engines, decode routing sidecars."""
+    engine: tuple[int, ...]
+    """Every vLLM API server port (each serves /metrics) and the DP supervisors."""
+    kv_events: tuple[int, ...]
+    """KV-event publishers the endpoint picker subscribes to."""
+
+
+def policy_ports(plan: FleetPlan) -> PolicyPorts:
+    return PolicyPorts(
+        client=tuple(sorted({p for role in plan.roles for p in role.client_ports})),
+        engine=tuple(
+            sorted(
+                {
+                    p
+                    for role in plan.roles
+                    for p in (*role.engine_ports, *([role.supervisor_port] if role.supervisor_port else []))
+                }
+            )
+        ),
+        kv_events=tuple(sorted({p for role in plan.roles for p in role.kv_events_ports})),
+    )

@@ -1,0 +1,216 @@
+"""Dependencies point one way: base <- config <- plan <- builders and components <- program <- tools,
+and no two modules import each other, however indirectly.
+
+The package's folders are its tiers (README, "Module map"). The lower tiers are pure (no Pulumi,
+no cloud SDK) and import nothing above them, so the config and the plan can be used, tested and
+checked without the SDKs. Every module of `llmd_fleet` is read with `ast`, imports inside functions
+included: an import that points up, or one that closes a cycle, fails here, not in review.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+PACKAGE = REPO / "components" / "llmd_fleet"
+TIER_NAMES = ("base", "config", "plan", "builders/components", "program", "tools")
+# Modules of the base tier (facts every tier shares) besides `llmd_fleet.core`; the config package's
+# own base modules are base too, so the plan and the builders can take a grammar or a registry
+# without the models.
+BASE = {
+    "llmd_fleet.versions",
+    "llmd_fleet.conventions",
+    "llmd_fleet.labels",
+    "llmd_fleet.config.grammar",
+    "llmd_fleet.config.base",
+    "llmd_fleet.config.vllm_registry",
+}
+# Subpackage -> tier; the areas of the runtime library (one per type-token area) and the in-cluster
+# layers share tier 3.
+AREAS = {
+    "core": 0,
+    "config": 1,
+    "plan": 2,
+    # The preflight probe: self-contained (it runs alone in the serving image), pure.
+    "preflight": 2,
+    **dict.fromkeys(
+        (
+            "cluster",
+            "platform",
+            "security",
+            "observability",
+            "serving",
+            "router",
+            "responses",
+            "images",
+            "layers",
+        ),
+        3,
+    ),
+    "tools": 5,
+    "policies": 5,
+}
+PURE = 2  # tiers up to this one import no Pulumi and no cloud SDK
+
+
+def tier(module: str) -> int:
+    """The tier of a module of the package (`llmd_fleet.a.b`)."""
+    if module in BASE:
+        return 0
+    parts = module.split(".")
+    if parts[:2] == ["llmd_fleet", "program"]:
+        return 4
+    if len(parts) >= 2 and parts[1] in AREAS:
+        return AREAS[parts[1]]
+    if module == "llmd_fleet":
+        return 3  # the API facade re-exports components
+    raise AssertionError(f"{module} has no tier: add it to BASE or AREAS in tests/test_dependencies.py")
+
+
+def module_name(path: Path) -> str:
+    relative = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(relative.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports(path: Path) -> list[str]:
+    """Modules a file imports at run time (absolute names; `from llmd_fleet.a import b` counts
+    `llmd_fleet.a.b` when b is a module). Imports under `if TYPE_CHECKING:` are left out."""
+    tree = ast.parse(path.read_text())
+    typing_only: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            typing_only |= {id(child) for stmt in node.body for child in ast.walk(stmt)}
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.append(node.module)
+            for alias in node.names:
+                candidate = PACKAGE.parent / f"{node.module}.{alias.name}".replace(".", "/")
+                if candidate.with_suffix(".py").is_file() or candidate.is_dir():
+                    found.append(f"{node.module}.{alias.name}")
+    return found
+
+
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+def test_every_module_has_a_tier():
+    assert len(MODULES) > 60
+    for path in MODULES:
+        tier(module_name(path))
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_import_points_up(path):
+    own = tier(module_name(path))
+    for imported in imports(path):
+        if imported.split(".")[0] == "llmd_fleet":
+            assert tier(imported) <= own, (
+                f"{module_name(path)} ({TIER_NAMES[own]}) imports {imported} ({TIER_NAMES[tier(imported)]})"
+            )
+        if own <= PURE:
+            assert not imported.startswith(("pulumi", "grafana")), (
+                f"{module_name(path)} is a pure {TIER_NAMES[own]} module but imports {imported}"
+            )
+        assert imported.split(".")[0] not in ("components", "infra", "policies", "tests"), (
+            f"{module_name(path)} imports {imported}: the package imports only itself"
+        )
+
+
+def test_the_facade_imports_nothing_at_import_time():
+    """`import llmd_fleet` stays cheap: the public names load on first use."""
+    assert [m for m in imports(PACKAGE / "__init__.py") if m.startswith("llmd_fleet")] == []
+
+
+def test_the_check_sees_an_upward_import(tmp_path):
+    """The rule is not vacuous: a config module importing a builder is caught."""
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "from llmd_fleet.platform.dra import claim_template_spec\nfrom llmd_fleet.serving import pod\n"
+    )
+    upward = [m for m in imports(bad) if m.startswith("llmd_fleet") and tier(m) > AREAS["config"]]
+    assert upward == ["llmd_fleet.platform.dra", "llmd_fleet.serving", "llmd_fleet.serving.pod"]
+
+
+def test_pure_tiers_import_without_the_sdks():
+    """Importing the config and the plan loads no Pulumi module (checked in a fresh interpreter)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, llmd_fleet.core.netpol, llmd_fleet.config.fleet, llmd_fleet.plan.fleet,"
+        " llmd_fleet.plan.observability;"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('pulumi', 'pulumi_kubernetes'));"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def package_graph() -> dict[str, set[str]]:
+    """module -> the package's modules it imports (`llmd_fleet.a` for a package's __init__)."""
+    names = {module_name(path): path for path in MODULES}
+    return {name: {m for m in imports(path) if m in names and m != name} for name, path in names.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            successor = next(successors, None)
+            if successor is not None:
+                if successor not in index:
+                    index[successor] = low[successor] = len(index)
+                    stack.append(successor)
+                    on_stack.add(successor)
+                    work.append((successor, iter(sorted(graph.get(successor, ())))))
+                elif successor in on_stack:
+                    low[node] = min(low[node], index[successor])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_import_cycle_between_modules():
+    """No module imports itself through others, at import time or inside a function (the import
+    a function defers is still a dependency: it only hides the cycle from the interpreter)."""
+    assert cycles(package_graph()) == []
+
+
+def test_the_cycle_check_sees_a_cycle():
+    """The check is not vacuous: a cycle through a third module is found, a diamond is not one."""
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b", "c"}, "b": {"d"}, "c": {"d"}, "d": set()}) == []
