@@ -124,6 +124,23 @@ def test_a_tarball_that_is_no_git_archive_is_refused(tmp_path):
     assert not isinstance(refused.value, SnapshotMissing)
 
 
+def test_a_prefixed_git_archive_unpacks_to_the_repository_root(tmp_path):
+    commit = "71f4f0999f95b96c49a9d0c4afbd18dfdb943c26"
+    archive = tmp_path / "llm-d-router-v0.10.0.tar.gz"
+    with tarfile.open(archive, "w:gz", format=tarfile.PAX_FORMAT, pax_headers={"comment": commit}) as tar:
+        folder = tarfile.TarInfo("llm-d-router-v0.10.0")
+        folder.type = tarfile.DIRTYPE
+        tar.addfile(folder)
+        body = b"module github.com/llm-d/llm-d-router\n"
+        info = tarfile.TarInfo("llm-d-router-v0.10.0/go.mod")
+        info.size = len(body)
+        tar.addfile(info, io.BytesIO(body))
+    snapshot = source_snapshot.find("LLMD_NO_SUCH_VARIABLE", archive.name, "v0.10.0", shared=tmp_path)
+    snapshot.export(tmp_path / "router-src")
+    assert (tmp_path / "router-src" / "go.mod").read_bytes() == body
+    assert sorted(p.name for p in tmp_path.iterdir()) == [archive.name, "router-src"]
+
+
 def test_a_git_archive_tarball_gives_its_commit_and_unpacks_safely(tmp_path):
     commit = "71f4f0999f95b96c49a9d0c4afbd18dfdb943c26"
     archive = tmp_path / "llm-d-router-v0.10.0.tar.gz"

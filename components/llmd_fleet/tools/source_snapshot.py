@@ -15,6 +15,7 @@ into the cache key of what is built from it.
 import hashlib
 import io
 import os
+import shutil
 import subprocess
 import tarfile
 from dataclasses import dataclass
@@ -48,19 +49,27 @@ class Snapshot:
         return self.path.is_file()
 
     def export(self, into: Path) -> None:
-        """Unpack the source into `into` (created), refusing links and paths that leave it."""
-        into.mkdir(parents=True, exist_ok=True)
+        """Unpack the source into `into` (which must not exist), refusing links and paths that
+        leave it. A tarball made with `git archive --prefix=<name>/` has its one top folder
+        removed, so `into` is the repository's root either way."""
+        staging = into.with_name(into.name + ".unpacking")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
         if self.is_tarball:
             with tarfile.open(self.path) as tar:
-                tar.extractall(into, filter="data")
-            return
-        archive = subprocess.run(
-            ["git", "-C", str(self.path), "archive", "--format=tar", self.commit],
-            capture_output=True,
-            check=True,
-        ).stdout
-        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-            tar.extractall(into, filter="data")
+                tar.extractall(staging, filter="data")
+        else:
+            archive = subprocess.run(
+                ["git", "-C", str(self.path), "archive", "--format=tar", self.commit],
+                capture_output=True,
+                check=True,
+            ).stdout
+            with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+                tar.extractall(staging, filter="data")
+        entries = list(staging.iterdir())
+        root = entries[0] if len(entries) == 1 and entries[0].is_dir() else staging
+        root.rename(into)
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def tarball_commit(path: Path) -> str:
