@@ -69,7 +69,7 @@ promtool: ## promtool (pinned, built from the Prometheus module into a cache) ch
 	$(UV) run --frozen python -m llmd_fleet.tools.promtool check $(STACKS)
 
 .PHONY: check-router
-check-router: ## The pinned llm-d router's own config loader, 1.0 plugin factories and session-key path on every rendered EPP config (needs LLMD_ROUTER_SOURCE, a git repository of llm-d/llm-d-router)
+check-router: ## The pinned llm-d router's own config loader, 1.0 plugin factories and session-key path on every rendered EPP config (router source: LLMD_ROUTER_SOURCE or ../shared/src; "not run" without one)
 	@set -e; for s in $(STACKS); do $(UV) run --frozen llmd-fleet render $$s; done
 	$(UV) run --frozen python -m llmd_fleet.tools.router_check $(STACKS)
 

@@ -137,6 +137,7 @@ def test_whole_program_uses_one_provider(engine, raw_config):
         types = sorted({r.type for r in engine.created})
         assert "kubernetes:helm.sh/v3:Release" in types and "kubernetes:core/v1:Namespace" in types
 
+    assert fleet.lws is not None  # the reference stack installs its platform
     return pulumi.Output.all(fleet.serving.disaggregated_set.urn, fleet.lws.release.urn).apply(check)
 
 

@@ -43,7 +43,8 @@ class Fleet:
     """The top-level components of a stack."""
 
     cluster: "OnPremCluster | GkeCluster | EksCluster"
-    lws: LeaderWorkerSetController
+    lws: LeaderWorkerSetController | None
+    """The LWS controller the stack releases; None with `target.platform: preinstalled`."""
     serving: ModelServing
     gateway: GatewayLayer
     router: Router
@@ -246,6 +247,7 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
                 or (("dranet", versions().chart("dranet"), "kube-system") if uses_dranet else None),
                 "nic_device_class": (DRANET_RDMA_CLASS, DRANET_RDMA_SELECTOR) if uses_dranet else None,
                 "critical_priority": target.critical_priority,
+                "install_drivers": config.target.installs_platform,
             },
             opts=pulumi.ResourceOptions(
                 providers={"kubernetes": cluster.provider}, depends_on=target.node_setup

@@ -103,6 +103,9 @@ class OnPremTargetConfig(_Model):
     kubeadm's."""
 
 
+PlatformMode = Literal["install", "preinstalled"]
+
+
 class TargetConfig(_Model):
     """Where the fleet runs."""
 
@@ -117,6 +120,14 @@ class TargetConfig(_Model):
     """Kubernetes version of the cluster (e.g. "1.34.2"); manifests are validated against it."""
     kubeconfig_context: Annotated[str, Field(pattern=r"^[^\x00-\x1f\x7f]{1,253}$")] | None = None
     """kubeconfig context to use; the kubeconfig's current context when unset."""
+    platform: PlatformMode = "install"
+    """Who installs the cluster-wide software the fleet runs on. `install`: the stack releases it
+    (GPU Operator, NVIDIA DRA driver, DRANET, the LWS controller, the gateway's CRDs and
+    controller, KEDA, the CloudNativePG operator, the router's and ModelExpress' CRD bundles),
+    each at the version matrix's pin. `preinstalled`: the cluster already runs them (most on-prem
+    clusters, a shared platform team's cluster, the twin) and the stack declares only its own
+    objects; the NIC DeviceClass the stack names is still created. Kinds onprem and local only:
+    a gke or eks cluster is created by the stack and has nothing installed (docs/deploy.md)."""
     gpu_driver: Literal["host", "gpu-operator"] = "host"
     """Where the NVIDIA driver comes from: preinstalled on the hosts (DGX OS, driver root /) or
     the GPU Operator's driver container (/run/nvidia/driver). Must stay `host` (unused) on kind
@@ -129,6 +140,11 @@ class TargetConfig(_Model):
     onprem: OnPremTargetConfig | None = None
     """kind onprem or local: the cluster's pod and Service ranges (OnPremTargetConfig's defaults
     when unset; a kind cluster's own defaults are 10.244.0.0/16 and 10.96.0.0/16)."""
+
+    @property
+    def installs_platform(self) -> bool:
+        """Whether the stack releases the third-party cluster software (`platform: install`)."""
+        return self.platform == "install"
 
 
 class NodeGroupConfig(_Model):
@@ -384,7 +400,8 @@ class AutoscalingConfig(_Model):
     keda: KedaMode = "install"
     """`install`: the stack installs KEDA (chart pinned in images/versions.toml) into
     `kedaNamespace`, with NetworkPolicies that admit only its flows; `preinstalled`: the cluster
-    already runs KEDA 2.x with the ScaledObject CRD (nothing is installed)."""
+    already runs KEDA 2.x with the ScaledObject CRD (nothing is installed). Unset under
+    `target.platform: preinstalled`, it is preinstalled."""
     keda_namespace: DnsLabel = "keda"
     """Namespace of the KEDA operator and its metrics adapter."""
     prometheus_address: Annotated[str, Field(pattern=r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?$")] | None = (
@@ -933,6 +950,14 @@ def _managed_cluster_problems(
         problems.append((f"{path}.gpuDriver", f"must be host on {kind}: {driver_source}"))
     if target.kubeconfig_context is not None:
         problems.append((f"{path}.kubeconfigContext", f"not used on {kind}: the stack builds the kubeconfig"))
+    if target.platform != "install":
+        problems.append(
+            (
+                f"{path}.platform",
+                f"must be install on {kind}: the stack creates the cluster, so nothing is preinstalled "
+                "(preinstalled is for kind onprem or local)",
+            )
+        )
     return problems
 
 
@@ -1182,10 +1207,37 @@ def _simulator_problems(config: StackConfig) -> list[tuple[str, str]]:
     return problems
 
 
+def _preinstalled_platform_problems(config: StackConfig) -> list[tuple[str, str]]:
+    """A preinstalled platform installs no third-party chart: a section asking for one is a
+    contradiction, not a choice to guess at."""
+    if config.target.installs_platform:
+        return []
+    why = "with target.platform: preinstalled the stack releases no third-party chart"
+    problems = []
+    if config.observability.prometheus == "install":
+        problems.append(
+            (
+                f"{PROJECT}:observability.prometheus",
+                f"must not be install (kube-prometheus-stack) {why}; use operator (the cluster's "
+                "prometheus-operator) or none",
+            )
+        )
+    scaling = config.serving.autoscaling
+    if scaling is not None and "keda" in scaling.model_fields_set and scaling.keda == "install":
+        problems.append(
+            (
+                f"{PROJECT}:serving.autoscaling.keda",
+                f"must be preinstalled (or unset) {why}",
+            )
+        )
+    return problems
+
+
 def _target_problems(config: StackConfig) -> list[tuple[str, str]]:
     """The target sections against the target kind; images, Responses, the Kubernetes version."""
     problems: list[tuple[str, str]] = _gke_target_problems(config) + _eks_target_problems(config)
     problems += _onprem_target_problems(config)
+    problems += _preinstalled_platform_problems(config)
     if config.observability.prometheus == "gmp" and config.target.kind != "gke":
         problems.append(
             (

@@ -43,6 +43,8 @@ class AcceleratorPlatformArgs(TypedDict):
       none is created when unset.
     - `critical_priority` (default `True`): whether the DRA driver's pods keep the chart's
       system-*-critical priority classes; False clears them.
+    - `install_drivers` (default `True`): release the GPU Operator, the DRA driver and the NIC
+      driver; False (`target.platform: preinstalled`) declares only the NIC DeviceClass.
     """
 
     driver_root: str
@@ -60,6 +62,9 @@ class AcceleratorPlatformArgs(TypedDict):
     critical_priority: NotRequired[bool]
     """Whether the DRA driver's pods may use the system-*-critical priority classes outside
     kube-system (default True; GKE allows them only in kube-system)."""
+    install_drivers: NotRequired[bool]
+    """Whether the drivers are released by the stack (default True) or already run on the
+    cluster (False): the NIC DeviceClass is ours either way."""
 
 
 class AcceleratorPlatform(pulumi.ComponentResource):
@@ -74,6 +79,23 @@ class AcceleratorPlatform(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         labels = common_labels("accelerators", name)
         self.releases = []
+        if args.get("install_drivers", True):
+            self._release_drivers(name, args, labels)
+        device_class = args.get("nic_device_class")
+        if device_class is not None:
+            class_name, selector = device_class
+            k8s.resource.v1.DeviceClass(
+                f"{name}-nic-device-class",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=class_name, labels=labels),
+                spec=cast(k8s.resource.v1.DeviceClassSpecArgsDict, device_class_spec(selector)),
+                opts=child,
+            )
+        self.register_outputs({})
+
+    def _release_drivers(self, name: str, args: AcceleratorPlatformArgs, labels: dict[str, str]) -> None:
+        """The GPU Operator (when asked), the NVIDIA DRA driver and the NIC driver, each in its
+        privileged namespace."""
+        child = pulumi.ResourceOptions(parent=self)
         dra_depends: list[pulumi.Resource] = []
         operator = args.get("gpu_operator")
         if operator is not None:
@@ -131,13 +153,3 @@ class AcceleratorPlatform(pulumi.ComponentResource):
                     child,
                 )
             )
-        device_class = args.get("nic_device_class")
-        if device_class is not None:
-            class_name, selector = device_class
-            k8s.resource.v1.DeviceClass(
-                f"{name}-nic-device-class",
-                metadata=k8s.meta.v1.ObjectMetaArgs(name=class_name, labels=labels),
-                spec=cast(k8s.resource.v1.DeviceClassSpecArgsDict, device_class_spec(selector)),
-                opts=child,
-            )
-        self.register_outputs({})

@@ -586,14 +586,8 @@ class ResponsesLayer(pulumi.ComponentResource):
                 )
         self.register_outputs({"service": names.api})
 
-    def _cloudnative_pg(
-        self, name: str, config: StackConfig, password: pulumi.Output[str]
-    ) -> k8s.apiextensions.CustomResource:
-        """The operator (its own namespace, Pod Security `restricted`), the owner Secret, the
-        Cluster and, with a backup store, its daily ScheduledBackup."""
-        responses = config.responses
-        assert responses is not None
-        names = responses_names(config)
+    def _cnpg_operator(self, name: str) -> k8s.helm.v3.Release:
+        """The CloudNativePG operator's namespace and pinned release."""
         namespace = k8s.core.v1.Namespace(
             f"{name}-cnpg-namespace",
             metadata=k8s.meta.v1.ObjectMetaArgs(
@@ -607,7 +601,7 @@ class ResponsesLayer(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )
-        operator = pinned_release(
+        return pinned_release(
             f"{name}-cnpg",
             CNPG_RELEASE,
             versions().chart("cloudnative-pg"),
@@ -615,6 +609,17 @@ class ResponsesLayer(pulumi.ComponentResource):
             cnpg_operator_values(),
             pulumi.ResourceOptions(parent=self, depends_on=[namespace]),
         )
+
+    def _cloudnative_pg(
+        self, name: str, config: StackConfig, password: pulumi.Output[str]
+    ) -> k8s.apiextensions.CustomResource:
+        """The operator (its own namespace, Pod Security `restricted`; not with a preinstalled
+        platform), the owner Secret, the Cluster and, with a backup store, its daily
+        ScheduledBackup."""
+        responses = config.responses
+        assert responses is not None
+        names = responses_names(config)
+        operator = self._cnpg_operator(name) if config.target.installs_platform else None
         labels = common_labels("response-store", responses.name)
         owner = k8s.core.v1.Secret(
             f"{name}-postgres-owner",
@@ -636,7 +641,9 @@ class ResponsesLayer(pulumi.ComponentResource):
             ),
             spec=cnpg_cluster_spec(config),
             # The database: a replace would start an empty one.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[operator, owner], protect=True),
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[owner, *([operator] if operator is not None else [])], protect=True
+            ),
         )
         if isinstance(responses.backup, S3BackupConfig):
             k8s.apiextensions.CustomResource(

@@ -196,7 +196,9 @@ class GatewayLayerArgs(TypedDict):
     - `pool_name` (required): the InferencePool the HTTPRoute sends traffic to; also the route's
       name.
     - `install_crds` (required): install the Gateway API and inference-extension CRDs; the
-      llm-d-router CRDs are installed either way.
+      llm-d-router CRDs are installed either way. With `target.platform: preinstalled` no CRD
+      bundle, namespace or chart of the implementation is declared, only the Gateway, the route
+      and (GKE) the backend policies.
     - `infrastructure_annotations` (default: none): annotations the implementation copies onto
       what it generates for the Gateway (`spec.infrastructure`).
     - `addresses` (default: none): the Gateway's `spec.addresses`.
@@ -230,7 +232,9 @@ class GatewayLayer(pulumi.ComponentResource):
         implementation = config.gateway.implementation
         child = pulumi.ResourceOptions(parent=self)
         crds: list[pulumi.Resource] = []
-        manifests = CRD_MANIFESTS if args["install_crds"] else ALWAYS_INSTALLED_CRDS
+        # A preinstalled platform runs the gateway controller and every CRD bundle already.
+        installs = config.target.installs_platform
+        manifests = (CRD_MANIFESTS if args["install_crds"] else ALWAYS_INSTALLED_CRDS) if installs else ()
         for manifest in manifests:
             crds.append(
                 k8s.yaml.v2.ConfigFile(
@@ -240,7 +244,7 @@ class GatewayLayer(pulumi.ComponentResource):
         releases: list[pulumi.Resource] = []
         namespace = IMPLEMENTATION_NAMESPACE.get(implementation, "")
         ns: list[pulumi.Resource] = []
-        if implementation not in MANAGED_IMPLEMENTATIONS:
+        if installs and implementation not in MANAGED_IMPLEMENTATIONS:
             ns.append(
                 k8s.core.v1.Namespace(
                     f"{name}-{implementation}-namespace",
@@ -258,7 +262,7 @@ class GatewayLayer(pulumi.ComponentResource):
                     opts=child,
                 )
             )
-        for chart_name, values in implementation_values(implementation).items():
+        for chart_name, values in (implementation_values(implementation) if installs else {}).items():
             releases.append(
                 pinned_release(
                     f"{name}-{chart_name}",

@@ -214,7 +214,8 @@ class Autoscaling(pulumi.ComponentResource):
         assert scaling is not None
         pool = config.serving.name
         crds: list[pulumi.Resource] = []
-        if scaling.keda == "install":
+        # A preinstalled platform brings its own KEDA, whatever `keda` says.
+        if scaling.keda == "install" and config.target.installs_platform:
             namespace = k8s.core.v1.Namespace(
                 f"{name}-keda-namespace",
                 metadata=k8s.meta.v1.ObjectMetaArgs(

@@ -75,7 +75,8 @@ class ServingLayers:
     """What `add_serving_layers` declared: one component per layer (`responses` only with
     `llmd-fleet:responses`)."""
 
-    lws: LeaderWorkerSetController
+    lws: LeaderWorkerSetController | None
+    """The LWS controller release; None where the cluster runs it (`target.platform: preinstalled`)."""
     serving: ModelServing
     gateway: GatewayLayer
     router: Router
@@ -104,11 +105,15 @@ def add_serving_layers(args: ServingLayersArgs, provider: k8s.Provider) -> Servi
     def on_cluster(*after: pulumi.Resource) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions(providers={"kubernetes": provider}, depends_on=list(after))
 
-    lws = LeaderWorkerSetController("lws", {"chart": versions().chart("lws")}, opts=on_cluster())
+    lws = (
+        LeaderWorkerSetController("lws", {"chart": versions().chart("lws")}, opts=on_cluster())
+        if config.target.installs_platform
+        else None
+    )
     serving = ModelServing(
         config.serving.name,
         {"config": config, "plan": plan, "hf_token": hf_token, "engine_image": args["engine_image"]},
-        opts=on_cluster(lws, *args.get("serving_after", [])),
+        opts=on_cluster(*([lws] if lws is not None else []), *args.get("serving_after", [])),
     )
     gateway = GatewayLayer(
         "gateway",

@@ -114,7 +114,9 @@ class ModelServing(pulumi.ComponentResource):
         self.modelexpress = None
         if serving.weight_loading == "modelexpress":
             self.modelexpress = ModelExpressServer(
-                f"{name}-modelexpress", {"config": config, "install_crds": True}, opts=after_namespace
+                f"{name}-modelexpress",
+                {"config": config, "install_crds": config.target.installs_platform},
+                opts=after_namespace,
             )
         # The fabric preflight (llmd_fleet/serving/preflight.py) on the same claim templates; with
         # gateServing the DisaggregatedSet is created only once its Job has completed.

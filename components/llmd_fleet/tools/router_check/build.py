@@ -3,32 +3,31 @@
     python -m llmd_fleet.tools.router_check build      build (or reuse) it and print its path
 
 The Go module proxy does not serve `github.com/llm-d/llm-d-router`, so the wrapper module in
-llmd_fleet/tools/router_check/gomod replaces it with `./router-src`: the router's source exported
-at build time from a git repository of llm-d/llm-d-router named by `$LLMD_ROUTER_SOURCE` (a bare
-or working repository), at the tag of `[images.endpoint-picker]` in images/versions.toml. Nothing
-of the router's source is kept in this repository. Every other module comes from the proxy, at
-the versions go.sum pins. The binary goes to `<cache>/router-check-<tag>-<key>/routercheck`
-(<cache> as for the other tools: `$LLMD_FLEET_CACHE_DIR`, else `~/.cache/llmd-fleet`); the key
-hashes the recipe, the tag, the commit it names, the Go version and the wrapper's files.
+llmd_fleet/tools/router_check/gomod replaces it with `./router-src`: the router's source unpacked at
+build time from a snapshot (tools/source_snapshot.py): `$LLMD_ROUTER_SOURCE` (a git repository of
+llm-d/llm-d-router, read at the tag, or a `git archive` tarball), else
+`../shared/src/llm-d-router-<tag>.tar.gz` beside the checkout. The tag is `[images.endpoint-picker]`
+of images/versions.toml. Nothing of the router's source is kept in this repository. Every other
+module comes from the proxy, at the versions go.sum pins. The binary goes to
+`<cache>/router-check-<tag>-<key>/routercheck` (<cache> as for the other tools:
+`$LLMD_FLEET_CACHE_DIR`, else `~/.cache/llmd-fleet`); the key hashes the recipe, the tag, the
+snapshot's commit and sha256, the Go version and the wrapper's files.
 """
 
-import io
-import os
 import shutil
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
-from llmd_fleet.tools import tool_cache
+from llmd_fleet.tools import source_snapshot, tool_cache
 from llmd_fleet.versions import versions
 
 GOMOD_DIR = Path(__file__).resolve().parent / "gomod"
 MODULE = "github.com/llm-d/llm-d-router"
 SOURCE_ENV = "LLMD_ROUTER_SOURCE"
 # The build steps, as hashed into the key: change this text when the steps change.
-RECIPE = (
-    "git archive <tag> into router-src; go build -mod=readonly -trimpath -ldflags '-s -w' -o routercheck ."
+RECIPE = "snapshot of <tag> unpacked into router-src; " + (
+    "go build -mod=readonly -trimpath -ldflags '-s -w' -o routercheck ."
 )
 
 
@@ -57,36 +56,20 @@ def wrapper_problem(tag: str, files: dict[str, bytes]) -> str | None:
     return None
 
 
-def source_repository() -> Path:
-    value = os.environ.get(SOURCE_ENV, "")
-    if not value:
-        raise BuildError(
-            f"${SOURCE_ENV} is not set: the router checker builds from a git repository of "
-            f"llm-d/llm-d-router (the Go module proxy does not serve {MODULE}); not run"
-        )
-    return Path(value)
+class SourceMissing(BuildError):
+    """No router source snapshot: the check is not run (and says so), which is not a failure."""
 
 
-def tag_commit(repository: Path, tag: str) -> str:
-    result = subprocess.run(
-        ["git", "-C", str(repository), "rev-parse", "--verify", f"{tag}^{{commit}}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise BuildError(
-            f"{repository} has no tag {tag} ([images.endpoint-picker].tag): {result.stderr.strip()}"
-        )
-    return result.stdout.strip()
-
-
-def export_source(repository: Path, commit: str, into: Path) -> None:
-    archive = subprocess.run(
-        ["git", "-C", str(repository), "archive", "--format=tar", commit], capture_output=True, check=True
-    ).stdout
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(into, filter="data")
+def router_source(tag: str) -> source_snapshot.Snapshot:
+    try:
+        return source_snapshot.find(SOURCE_ENV, f"llm-d-router-{tag}.tar.gz", tag)
+    except source_snapshot.SnapshotMissing as exc:
+        raise SourceMissing(
+            f"{exc} (the Go module proxy does not serve {MODULE}; set ${SOURCE_ENV} to a git "
+            "repository or `git archive` tarball of llm-d/llm-d-router)"
+        ) from None
+    except source_snapshot.SnapshotError as exc:
+        raise BuildError(str(exc)) from None
 
 
 def ensure() -> Path:
@@ -95,8 +78,8 @@ def ensure() -> Path:
     files = wrapper_files()
     if problem := wrapper_problem(tag, files):
         raise BuildError(problem)
-    repository = source_repository()
-    commit = tag_commit(repository, tag)
+    source = router_source(tag)
+    commit = source.commit
     try:
         go = tool_cache.go_version()
     except (OSError, subprocess.CalledProcessError) as exc:
@@ -105,6 +88,7 @@ def ensure() -> Path:
         RECIPE.encode(),
         tag.encode(),
         commit.encode(),
+        source.digest.encode(),
         go.encode(),
         *(item for name in sorted(files) for item in (name.encode(), files[name])),
     )
@@ -114,7 +98,7 @@ def ensure() -> Path:
         target.mkdir(parents=True)
         for name, content in files.items():
             (target / name).write_bytes(content)
-        export_source(repository, commit, target / "router-src")
+        source.export(target / "router-src")
         log = target.with_name(target.name + ".log")
         log.write_text("")
         print(

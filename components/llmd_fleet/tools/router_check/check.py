@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from llmd_fleet.router.epp_config import SESSION_SCORER, SESSION_TOKEN_SCORER
-from llmd_fleet.tools.router_check.build import BuildError, ensure, router_tag
+from llmd_fleet.tools.router_check.build import BuildError, SourceMissing, ensure, router_tag
 from llmd_fleet.tools.stack_file import stack_names
 
 # Session ids in the shapes each agent sends them: Claude Code a UUID, Codex a UUIDv7, OpenCode a
@@ -163,6 +163,11 @@ def main(argv: list[str]) -> int:
     stacks = argv or stack_names(root / "stacks")
     try:
         binary = ensure()
+    except SourceMissing as exc:
+        # Without the router's source nothing can be checked; say so plainly, and do not fail
+        # the runs (a fresh clone) that cannot have it.
+        print(f"router check: not run: {exc}")
+        return 0
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
