@@ -204,6 +204,74 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def area(module: str) -> str:
+    """A module's area: its subpackage (`llmd_fleet.layers` for every layer's slice); a top-level
+    module is an area of its own."""
+    return ".".join(module.split(".")[:2])
+
+
+def slice_of(module: str) -> str | None:
+    """The layer slice a module belongs to (`llmd_fleet.layers.router`), if any."""
+    parts = module.split(".")
+    return ".".join(parts[:3]) if parts[1:2] == ["layers"] and len(parts) > 3 else None
+
+
+def test_no_import_cycle_between_areas():
+    """No two areas depend on each other: an area can be read, tested and changed with only what
+    lies below it."""
+    graph: dict[str, set[str]] = {}
+    for module, imported in package_graph().items():
+        graph.setdefault(area(module), set()).update(area(m) for m in imported if area(m) != area(module))
+    assert cycles(graph) == []
+
+
+def test_slices_meet_only_through_their_specs():
+    """A layer refers to another layer only through that layer's `specs.py` (its names, selectors,
+    ports and peers), never its flows or its component. Traffic runs both ways between layers (the
+    gateway reaches the engines, whose policy admits the gateway), so slices may know each other's
+    specs; specs import no flows and no component, which keeps the modules free of cycles."""
+    for module, imported in package_graph().items():
+        if slice_of(module) is None:
+            continue  # the cores (security/isolation.py, program.py) take each layer's flows and component
+        for target in imported:
+            if slice_of(target) not in (None, slice_of(module)):
+                assert target.endswith(".specs"), f"{module} imports {target}: import its slice's specs"
+
+
+PURE_FILES = ("flows", "specs", "config", "rules")
+"""Files of a slice that build data only; `component.py` and the like declare resources."""
+
+
+def is_pure(module: str) -> bool:
+    return tier(module) <= PURE or (slice_of(module) is not None and module.rsplit(".", 1)[-1] in PURE_FILES)
+
+
+def test_pure_files_import_no_pulumi_module():
+    """The config, the plan, the base and every slice's flows and specs load no Pulumi or cloud SDK,
+    not even through another module of the package (they are tested and reused without one)."""
+    graph = package_graph()
+    sdk = {
+        module
+        for module in graph
+        if any(m.startswith(("pulumi", "grafana")) for m in imports(PACKAGE.parent / module_path(module)))
+    }
+    pure = [m for m in graph if is_pure(m)]
+    assert "llmd_fleet.layers.router.flows" in pure
+    for module in pure:
+        reached: set[str] = set()
+        todo = [module]
+        while todo:
+            for imported in graph[todo.pop()] - reached:
+                reached.add(imported)
+                todo.append(imported)
+        assert not reached & sdk, f"{module} is pure but imports {sorted(reached & sdk)}, which load Pulumi"
+
+
+def module_path(module: str) -> Path:
+    path = Path(*module.split("."))
+    return path / "__init__.py" if (PACKAGE.parent / path).is_dir() else path.with_suffix(".py")
+
+
 def test_no_import_cycle_between_modules():
     """No module imports itself through others, at import time or inside a function (the import
     a function defers is still a dependency: it only hides the cycle from the interpreter)."""

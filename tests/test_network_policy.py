@@ -9,7 +9,7 @@ import pytest
 
 from llmd_fleet.config.fleet import ConfigError, parse_config
 from llmd_fleet.plan.fleet import plan_fleet
-from llmd_fleet.security.network_policy import cluster_ranges, network_policy_specs, union
+from llmd_fleet.security.isolation import cluster_ranges, network_policy_specs, union
 from tests.conftest import all_stacks, stack_raw_config
 from tests.netpol import Cluster, Endpoint
 

@@ -31,20 +31,15 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from llmd_fleet.config.fleet import GMP_NAMESPACE, StackConfig
+from llmd_fleet.core.pod_context import pod_security_labels
 from llmd_fleet.labels import common_labels
+from llmd_fleet.layers.router.specs import METRICS_PORT, TOKENIZER_PORT, epp_selector, tokenizer_selector
 from llmd_fleet.observability.alerts import rule_groups
 from llmd_fleet.observability.dashboards import DASHBOARD_LABEL, dashboard_json, fleet_dashboards
 from llmd_fleet.plan.fleet import FleetPlan, RoleName
 from llmd_fleet.plan.observability import ObservabilityPlan, plan_observability
 from llmd_fleet.platform.helm import pinned_release
-from llmd_fleet.router.endpoint_picker import (
-    METRICS_PORT,
-    TOKENIZER_PORT,
-    RouterNames,
-    epp_selector,
-    tokenizer_selector,
-)
-from llmd_fleet.security.pod_context import pod_security_labels
+from llmd_fleet.router.endpoint_picker import RouterNames
 from llmd_fleet.versions import versions
 
 PROMETHEUS_OPERATOR_API = "monitoring.coreos.com/v1"

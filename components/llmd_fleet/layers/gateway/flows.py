@@ -11,17 +11,18 @@ istio); a managed gateway (GKE's) runs no proxy pod in the namespace.
 """
 
 from llmd_fleet.config.fleet import StackConfig
-from llmd_fleet.core.netpol import ClusterRanges, Peer, PolicySpec, namespace, pods, tcp
-from llmd_fleet.layers.serving.specs import policy_ports
+from llmd_fleet.core.netpol import ClusterRanges, PolicySpec, namespace, pods, tcp
+from llmd_fleet.layers.gateway.specs import (
+    GATEWAY_NAME,
+    GATEWAY_NAME_LABEL,
+    GATEWAY_POLICY,
+    IMPLEMENTATION_NAMESPACE,
+    MANAGED_IMPLEMENTATIONS,
+)
+from llmd_fleet.layers.router.specs import GRPC_PORT, epp_selector
+from llmd_fleet.layers.serving.specs import policy_ports, pool_selector
 from llmd_fleet.plan.fleet import FleetPlan
-from llmd_fleet.router.endpoint_picker import GRPC_PORT, epp_selector, pool_selector
-from llmd_fleet.router.gateway import GATEWAY_NAME, IMPLEMENTATION_NAMESPACE, MANAGED_IMPLEMENTATIONS
 
-GATEWAY = "gateway"
-"""The proxies' policy; optional layers add their flows to it (Responses)."""
-GATEWAY_NAME_LABEL = "gateway.networking.k8s.io/gateway-name"
-"""Label in-cluster gateway implementations put on the proxy pods of a Gateway (agentgateway's
-deployer, Istio's gateway template)."""
 GATEWAY_XDS_PORT = {"agentgateway": 9978, "istio": 15012}
 """Where a gateway proxy gets its configuration: agentgateway's controller xDS (chart value
 controller.service.ports.agwGrpc), istiod's xDS and CA."""
@@ -29,29 +30,12 @@ GATEWAY_METRICS_PORT = 15020
 """Prometheus port of agentgateway and Istio gateway proxies."""
 
 
-def gateway_proxies() -> Peer:
-    """The Gateway's proxy pods in this namespace (in-cluster implementations)."""
-    return pods({GATEWAY_NAME_LABEL: GATEWAY_NAME})
-
-
-def gateway_peers(config: StackConfig, ranges: ClusterRanges) -> list[Peer]:
-    """Where gateway traffic comes from: the Gateway's proxy pods in this namespace, or for a
-    managed gateway its proxies' subnet."""
-    if config.gateway.implementation in MANAGED_IMPLEMENTATIONS:
-        peers = [{"ipBlock": {"cidr": cidr}} for cidr in ranges.gateway_sources]
-    else:
-        peers = [gateway_proxies()]
-    # An empty `from` would admit every source.
-    assert peers, "a gateway without sources"
-    return peers
-
-
 def flows(config: StackConfig, plan: FleetPlan, ranges: ClusterRanges) -> dict[str, PolicySpec]:
     implementation = config.gateway.implementation
     if implementation in MANAGED_IMPLEMENTATIONS:
         return {}
     return {
-        GATEWAY: {
+        GATEWAY_POLICY: {
             "podSelector": {"matchLabels": {GATEWAY_NAME_LABEL: GATEWAY_NAME}},
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [

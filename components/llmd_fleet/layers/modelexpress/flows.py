@@ -11,17 +11,18 @@ through the API server.
 
 from llmd_fleet.config.fleet import StackConfig
 from llmd_fleet.core.netpol import API_SERVER_PORTS, ClusterRanges, PolicySpec, pods, tcp
-from llmd_fleet.layers.serving.flows import MODEL_SERVER
+from llmd_fleet.layers.modelexpress.specs import server_selector
+from llmd_fleet.layers.serving.specs import MODEL_SERVER_POLICY, pool_selector
 from llmd_fleet.plan.fleet import MX_SERVER_PORT, FleetPlan
-from llmd_fleet.router.endpoint_picker import pool_selector
-from llmd_fleet.serving.modelexpress import server_selector
 
 
 def flows(config: StackConfig, plan: FleetPlan, ranges: ClusterRanges) -> dict[str, PolicySpec]:
     if config.serving.weight_loading != "modelexpress":
         return {}
     return {
-        MODEL_SERVER: {"egress": [{"to": [pods(server_selector(config))], "ports": tcp(MX_SERVER_PORT)}]},
+        MODEL_SERVER_POLICY: {
+            "egress": [{"to": [pods(server_selector(config))], "ports": tcp(MX_SERVER_PORT)}]
+        },
         "modelexpress-server": {
             "podSelector": {"matchLabels": server_selector(config)},
             "policyTypes": ["Ingress", "Egress"],

@@ -10,8 +10,8 @@ probe (llmd_fleet/serving/preflight.py).
 
 from llmd_fleet.config.fleet import StackConfig
 from llmd_fleet.core.netpol import ClusterRanges, PolicySpec, pods, tcp
+from llmd_fleet.layers.preflight.specs import PORT, probe_selector
 from llmd_fleet.plan.fleet import FleetPlan
-from llmd_fleet.serving.preflight import PORT, probe_selector
 
 
 def flows(config: StackConfig, plan: FleetPlan, ranges: ClusterRanges) -> dict[str, PolicySpec]:

@@ -37,9 +37,8 @@ from llmd_fleet.core.netpol import (
     pods,
     tcp,
 )
-from llmd_fleet.layers.gateway.flows import GATEWAY, gateway_peers, gateway_proxies
-from llmd_fleet.plan.fleet import FleetPlan
-from llmd_fleet.responses.layer import (
+from llmd_fleet.layers.gateway.specs import GATEWAY_POLICY, gateway_peers, gateway_proxies
+from llmd_fleet.layers.responses.specs import (
     AGENTIC_API_PORT,
     CNPG_METRICS_PORT,
     CNPG_NAMESPACE,
@@ -49,6 +48,7 @@ from llmd_fleet.responses.layer import (
     database_selector,
     is_managed_gateway,
 )
+from llmd_fleet.plan.fleet import FleetPlan
 
 
 def database_peers(config: StackConfig) -> list[Peer]:
@@ -88,7 +88,7 @@ def flows(config: StackConfig, plan: FleetPlan, ranges: ClusterRanges) -> dict[s
     specs: dict[str, PolicySpec] = {}
     if not is_managed_gateway(config):
         # The in-cluster proxies route /v1/responses and /v1/conversations to the agentic API.
-        specs[GATEWAY] = {"egress": [{"to": [agentic], "ports": tcp(AGENTIC_API_PORT)}]}
+        specs[GATEWAY_POLICY] = {"egress": [{"to": [agentic], "ports": tcp(AGENTIC_API_PORT)}]}
     specs["agentic-api"] = {
         "podSelector": {"matchLabels": agentic_api_selector(responses)},
         "policyTypes": ["Ingress", "Egress"],

@@ -22,18 +22,17 @@ from llmd_fleet.core.netpol import (
     pods,
     tcp,
 )
-from llmd_fleet.layers.gateway.flows import gateway_peers
-from llmd_fleet.layers.serving.specs import policy_ports
-from llmd_fleet.plan.fleet import FleetPlan
-from llmd_fleet.router.endpoint_picker import (
+from llmd_fleet.layers.gateway.specs import gateway_peers
+from llmd_fleet.layers.router.specs import (
     GRPC_PORT,
     HEALTH_PORT,
     METRICS_PORT,
     TOKENIZER_PORT,
     epp_selector,
-    pool_selector,
     tokenizer_selector,
 )
+from llmd_fleet.layers.serving.specs import policy_ports, pool_selector
+from llmd_fleet.plan.fleet import FleetPlan
 
 
 def flows(config: StackConfig, plan: FleetPlan, ranges: ClusterRanges) -> dict[str, PolicySpec]:

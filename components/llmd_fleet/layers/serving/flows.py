@@ -25,13 +25,10 @@ from llmd_fleet.core.netpol import (
     pods,
     tcp,
 )
-from llmd_fleet.layers.gateway.flows import gateway_peers
-from llmd_fleet.layers.serving.specs import policy_ports
+from llmd_fleet.layers.gateway.specs import gateway_peers
+from llmd_fleet.layers.router.specs import epp_selector
+from llmd_fleet.layers.serving.specs import MODEL_SERVER_POLICY, policy_ports, pool_selector
 from llmd_fleet.plan.fleet import FleetPlan
-from llmd_fleet.router.endpoint_picker import epp_selector, pool_selector
-
-MODEL_SERVER = "model-server"
-"""The serving pods' policy; optional layers add their flows to it (ModelExpress)."""
 
 
 def flows(config: StackConfig, plan: FleetPlan, ranges: ClusterRanges) -> dict[str, PolicySpec]:
@@ -42,7 +39,7 @@ def flows(config: StackConfig, plan: FleetPlan, ranges: ClusterRanges) -> dict[s
     # The simulator downloads nothing (its own tokenizer, no weights): no hub egress.
     downloads = [model_hub_egress(ranges)] if config.serving.engine == "vllm" else []
     return {
-        MODEL_SERVER: {
+        MODEL_SERVER_POLICY: {
             "podSelector": {"matchLabels": pool_selector(config)},
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [

@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass
 
+from llmd_fleet.config.fleet import StackConfig
 from llmd_fleet.plan.fleet import FleetPlan
 
 
@@ -31,3 +32,12 @@ def policy_ports(plan: FleetPlan) -> PolicyPorts:
         ),
         kv_events=tuple(sorted({p for role in plan.roles for p in role.kv_events_ports})),
     )
+
+
+def pool_selector(config: StackConfig) -> dict[str, str]:
+    """Labels that select every serving pod (both roles) of this stack's DisaggregatedSet."""
+    return {"llm-d.ai/inference-serving": "true", "app.kubernetes.io/instance": config.serving.name}
+
+
+MODEL_SERVER_POLICY = "model-server"
+"""The serving pods' policy; optional layers add their flows to it (ModelExpress)."""

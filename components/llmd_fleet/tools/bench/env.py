@@ -173,7 +173,7 @@ def validate(python: Path, workloads: dict[str, str]) -> dict[str, str | None]:
 
 def main(argv: list[str]) -> int:
     from llmd_fleet.config.fleet import ConfigError
-    from llmd_fleet.router.gateway import MANAGED_IMPLEMENTATIONS
+    from llmd_fleet.layers.gateway.specs import MANAGED_IMPLEMENTATIONS
     from llmd_fleet.tools.bench.workload import BenchError, BenchOptions, workload
     from llmd_fleet.tools.render import to_yaml
     from llmd_fleet.tools.stack_file import read_stack_file, stack_config

@@ -27,11 +27,15 @@ from typing import Any
 from llmd_fleet.config.fleet import StackConfig
 from llmd_fleet.config.grammar import ipv4_address_problem
 from llmd_fleet.core.netpol import dns_egress, model_hub_egress, namespace, tcp
+from llmd_fleet.core.pod_context import restricted_container_context, restricted_pod_context
 from llmd_fleet.labels import common_labels
-from llmd_fleet.layers.gateway.flows import GATEWAY_NAME_LABEL, gateway_proxies
-from llmd_fleet.router.gateway import GATEWAY_NAME, MANAGED_IMPLEMENTATIONS
-from llmd_fleet.security.network_policy import cluster_ranges
-from llmd_fleet.security.pod_context import restricted_container_context, restricted_pod_context
+from llmd_fleet.layers.gateway.specs import (
+    GATEWAY_NAME,
+    GATEWAY_NAME_LABEL,
+    MANAGED_IMPLEMENTATIONS,
+    gateway_proxies,
+)
+from llmd_fleet.security.isolation import cluster_ranges
 from llmd_fleet.serving.model_serving import HF_TOKEN_SECRET
 from llmd_fleet.versions import versions
 

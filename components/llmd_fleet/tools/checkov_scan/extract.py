@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from llmd_fleet.security.pod_context import SKIP_PREFIX
+from llmd_fleet.core.pod_context import SKIP_PREFIX
 
 TEMPLATE_KEYS = (("leaderTemplate", "leader"), ("workerTemplate", "worker"))
 
