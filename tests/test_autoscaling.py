@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from devtools.metrics_catalogue.catalogue import catalogue
 from llmd_fleet.config.fleet import ConfigError, parse_config
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.router.epp_config import build_epp_config
@@ -18,7 +19,6 @@ from llmd_fleet.serving.autoscaling import (
     scaled_object_spec,
 )
 from llmd_fleet.tools.check import CrdSchemas
-from llmd_fleet.tools.metrics_catalogue.catalogue import catalogue
 from llmd_fleet.versions import versions
 from tests.conftest import CRD_DIR, stack_raw_config
 

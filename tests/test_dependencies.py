@@ -8,6 +8,7 @@ included: an import that points up, or one that closes a cycle, fails here, not 
 """
 
 import ast
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -121,7 +122,7 @@ def test_no_import_points_up(path):
             assert not imported.startswith(("pulumi", "grafana")), (
                 f"{module_name(path)} is a pure {TIER_NAMES[own]} module but imports {imported}"
             )
-        assert imported.split(".")[0] not in ("components", "infra", "policies", "tests"), (
+        assert imported.split(".")[0] not in ("components", "devtools", "infra", "policies", "tests"), (
             f"{module_name(path)} imports {imported}: the package imports only itself"
         )
 
@@ -282,3 +283,12 @@ def test_the_cycle_check_sees_a_cycle():
     """The check is not vacuous: a cycle through a third module is found, a diamond is not one."""
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b", "c"}, "b": {"d"}, "c": {"d"}, "d": set()}) == []
+
+
+def test_dev_tooling_lives_outside_the_package():
+    """The wheel packs components/llmd_fleet whole, so repository tooling stays out of it by living
+    in devtools/: no Go module, twin or upstream-tool check inside the package."""
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert pyproject["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"] == ["components/llmd_fleet"]
+    assert not list(PACKAGE.rglob("go.mod"))
+    assert not [p for p in PACKAGE.rglob("*") if p.name in ("twin", "vllm_check", "promtool", "golden.py")]

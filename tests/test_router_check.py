@@ -1,4 +1,4 @@
-"""The router checker's driver (llmd_fleet/tools/router_check): the conversations it sends for a
+"""The router checker's driver (devtools/router_check): the conversations it sends for a
 rendered config, how it judges the checker's answers, and the wrapper module it builds. The
 checker itself runs the pinned router's code and needs its source (`make check-router`)."""
 
@@ -7,20 +7,20 @@ import tarfile
 
 import pytest
 
-from llmd_fleet.config.fleet import parse_config
-from llmd_fleet.plan.fleet import plan_fleet
-from llmd_fleet.router.epp_config import build_epp_config
-from llmd_fleet.tools import source_snapshot
-from llmd_fleet.tools.router_check.build import (
+from devtools import source_snapshot
+from devtools.router_check.build import (
     SourceMissing,
     ensure,
     router_tag,
     wrapper_files,
     wrapper_problem,
 )
-from llmd_fleet.tools.router_check.check import TURNS, conversations, evaluate
-from llmd_fleet.tools.router_check.check import main as check_main
-from llmd_fleet.tools.source_snapshot import SnapshotError, SnapshotMissing
+from devtools.router_check.check import TURNS, conversations, evaluate
+from devtools.router_check.check import main as check_main
+from devtools.source_snapshot import SnapshotError, SnapshotMissing
+from llmd_fleet.config.fleet import parse_config
+from llmd_fleet.plan.fleet import plan_fleet
+from llmd_fleet.router.epp_config import build_epp_config
 
 TOKENIZER = "http://glm52-tokenizer.llm-d.svc:8000"
 
