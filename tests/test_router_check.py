@@ -114,28 +114,28 @@ def test_no_source_is_not_run_and_says_why(monkeypatch, tmp_path, capsys):
 
 
 def test_a_tarball_that_is_no_git_archive_is_refused(tmp_path):
-    plain = tmp_path / "llm-d-router-v0.10.0.tar.gz"
+    plain = tmp_path / "llm-d-router-v9.9.9.tar.gz"
     with tarfile.open(plain, "w:gz") as tar:
         info = tarfile.TarInfo("go.mod")
         tar.addfile(info, io.BytesIO(b""))
     with pytest.raises(SnapshotError, match="not a `git archive` tarball") as refused:
-        source_snapshot.find("LLMD_NO_SUCH_VARIABLE", plain.name, "v0.10.0", shared=tmp_path)
+        source_snapshot.find("LLMD_NO_SUCH_VARIABLE", plain.name, "v9.9.9", shared=tmp_path)
     # Present but unusable is a failure, not a check that could not run.
     assert not isinstance(refused.value, SnapshotMissing)
 
 
 def test_a_prefixed_git_archive_unpacks_to_the_repository_root(tmp_path):
     commit = "71f4f0999f95b96c49a9d0c4afbd18dfdb943c26"
-    archive = tmp_path / "llm-d-router-v0.10.0.tar.gz"
+    archive = tmp_path / "llm-d-router-v9.9.9.tar.gz"
     with tarfile.open(archive, "w:gz", format=tarfile.PAX_FORMAT, pax_headers={"comment": commit}) as tar:
-        folder = tarfile.TarInfo("llm-d-router-v0.10.0")
+        folder = tarfile.TarInfo("llm-d-router-v9.9.9")
         folder.type = tarfile.DIRTYPE
         tar.addfile(folder)
         body = b"module github.com/llm-d/llm-d-router\n"
-        info = tarfile.TarInfo("llm-d-router-v0.10.0/go.mod")
+        info = tarfile.TarInfo("llm-d-router-v9.9.9/go.mod")
         info.size = len(body)
         tar.addfile(info, io.BytesIO(body))
-    snapshot = source_snapshot.find("LLMD_NO_SUCH_VARIABLE", archive.name, "v0.10.0", shared=tmp_path)
+    snapshot = source_snapshot.find("LLMD_NO_SUCH_VARIABLE", archive.name, "v9.9.9", shared=tmp_path)
     snapshot.export(tmp_path / "router-src")
     assert (tmp_path / "router-src" / "go.mod").read_bytes() == body
     assert sorted(p.name for p in tmp_path.iterdir()) == [archive.name, "router-src"]
@@ -143,7 +143,7 @@ def test_a_prefixed_git_archive_unpacks_to_the_repository_root(tmp_path):
 
 def test_a_git_archive_tarball_gives_its_commit_and_unpacks_safely(tmp_path):
     commit = "71f4f0999f95b96c49a9d0c4afbd18dfdb943c26"
-    archive = tmp_path / "llm-d-router-v0.10.0.tar.gz"
+    archive = tmp_path / "llm-d-router-v9.9.9.tar.gz"
     with tarfile.open(archive, "w:gz", format=tarfile.PAX_FORMAT, pax_headers={"comment": commit}) as tar:
         body = b"module github.com/llm-d/llm-d-router\n"
         info = tarfile.TarInfo("go.mod")
@@ -152,7 +152,7 @@ def test_a_git_archive_tarball_gives_its_commit_and_unpacks_safely(tmp_path):
         escape = tarfile.TarInfo("../outside")
         escape.size = 1
         tar.addfile(escape, io.BytesIO(b"x"))
-    snapshot = source_snapshot.find("LLMD_NO_SUCH_VARIABLE", archive.name, "v0.10.0", shared=tmp_path)
+    snapshot = source_snapshot.find("LLMD_NO_SUCH_VARIABLE", archive.name, "v9.9.9", shared=tmp_path)
     assert snapshot.commit == commit and len(snapshot.digest) == 64
     with pytest.raises(tarfile.OutsideDestinationError):
         snapshot.export(tmp_path / "src")
