@@ -72,8 +72,8 @@ def test_the_check_fails_on_a_stack_that_reads_a_wrong_name():
 def test_every_rule_and_dashboard_reads_catalogued_metrics(stack):
     config = stack_config(read_stack_file(STACKS_DIR, stack))
     obs = plan_observability(config, plan_fleet(config))
-    expressions = [a.expr for a in fleet_alerts(config, obs)]
-    expressions += [q for board in fleet_dashboards(config, obs) for q in dashboard_queries(board)]
+    expressions = [a.expr for a in fleet_alerts(obs)]
+    expressions += [q for board in fleet_dashboards(obs) for q in dashboard_queries(board)]
     problems = [p for expr in expressions for p in catalogue().problems(expr)]
     assert not problems, problems
 

@@ -108,7 +108,7 @@ def check_stack(promtool: Path, root: Path, stack: str, work: Path) -> list[str]
     directory = work / stack
     directory.mkdir(parents=True)
     _dump(directory / "rules.yaml", {"groups": groups})
-    tests = promtool_tests(config, obs, "rules.yaml")
+    tests = promtool_tests(obs, "rules.yaml")
     _dump(directory / "tests.yaml", tests)
     problems = []
     code, out = _run(promtool, "check", "rules", "rules.yaml", cwd=directory)
@@ -129,7 +129,7 @@ def check_stack(promtool: Path, root: Path, stack: str, work: Path) -> list[str]
     )
     problems += check_scaling_queries(promtool, manifests, config, directory)
     rules = sum(len(g["rules"]) for g in groups)
-    alerts = len(fleet_alerts(config, obs))
+    alerts = len(fleet_alerts(obs))
     print(
         f"{stack}: {rules} rules ({alerts} alerts) pass promtool check rules; "
         f"{len(tests['tests'])} unit tests {'pass' if not problems else 'FAILED'}"

@@ -236,12 +236,12 @@ def epp_metrics_auth_rules() -> list[dict[str, Any]]:
     ]
 
 
-def dashboard_config_maps(config: StackConfig, obs: ObservabilityPlan) -> dict[str, dict[str, str]]:
+def dashboard_config_maps(obs: ObservabilityPlan) -> dict[str, dict[str, str]]:
     """ConfigMap name -> data, one per dashboard."""
-    pool = config.serving.name
+    pool = obs.pool
     return {
-        f"{pool}-dashboard-{board.key}": {f"{pool}-{board.key}.json": dashboard_json(config, board)}
-        for board in fleet_dashboards(config, obs)
+        f"{pool}-dashboard-{board.key}": {f"{pool}-{board.key}.json": dashboard_json(pool, board)}
+        for board in fleet_dashboards(obs)
     }
 
 
@@ -282,7 +282,7 @@ class Observability(pulumi.ComponentResource):
             )
 
         if config.observability.dashboards:
-            for cm_name, data in dashboard_config_maps(config, obs).items():
+            for cm_name, data in dashboard_config_maps(obs).items():
                 k8s.core.v1.ConfigMap(
                     f"{name}-{cm_name.removeprefix(pool + '-')}",
                     metadata=k8s.meta.v1.ObjectMetaArgs(
@@ -375,7 +375,7 @@ class Observability(pulumi.ComponentResource):
             subjects=[{"kind": "ServiceAccount", "name": names["account"], "namespace": ns}],
             opts=child,
         )
-        groups = rule_groups(config, obs)
+        groups = rule_groups(obs)
         if mode == "gmp":
             # GKE's managed collector reads the reader token to scrape the endpoint picker.
             k8s.rbac.v1.Role(
