@@ -47,46 +47,46 @@ test-wheel: ## Build the wheel, install it into a clean virtualenv outside the r
 
 .PHONY: docs golden
 docs: ## Regenerate docs/configuration.md from the config models
-	$(UV) run --frozen python -m llmd_fleet.tools.config_reference
+	$(UV) run --frozen python -m devtools.config_reference
 
 golden: ## Refresh the golden rendered output of every stack under tests/golden/ (review the diff)
-	$(UV) run --frozen python -m llmd_fleet.tools.golden
+	$(UV) run --frozen python -m devtools.golden
 
 .PHONY: bench-cli
 bench-cli: ## Time render and check of every stack as ratios to the bare SDK import (docs/performance.md)
-	$(UV) run --frozen python -m llmd_fleet.tools.bench_cli
+	$(UV) run --frozen python -m devtools.bench_cli
 
 .PHONY: check-vllm
 check-vllm: ## Check every rendered vLLM command line with the pinned vLLM's own parser (cached env)
-	$(UV) run --frozen python -m llmd_fleet.tools.vllm_check.env
+	$(UV) run --frozen python -m devtools.vllm_check.env
 	@set -e; for s in $(STACKS); do $(UV) run --frozen llmd-fleet render $$s; done
-	$(UV) run --frozen python -m llmd_fleet.tools.vllm_check $(STACKS)
-	$(UV) run --frozen python -m llmd_fleet.tools.metrics_catalogue vllm $(STACKS)
+	$(UV) run --frozen python -m devtools.vllm_check $(STACKS)
+	$(UV) run --frozen python -m devtools.metrics_catalogue vllm $(STACKS)
 
 .PHONY: promtool
 promtool: ## promtool (pinned, built from the Prometheus module into a cache) checks and unit-tests every stack's alert rules; metric names against the catalogue
 	@set -e; for s in $(STACKS); do $(UV) run --frozen llmd-fleet render $$s; done
-	$(UV) run --frozen python -m llmd_fleet.tools.promtool check $(STACKS)
+	$(UV) run --frozen python -m devtools.promtool check $(STACKS)
 
 .PHONY: check-router
-check-router: ## The pinned llm-d router's own config loader, 1.0 plugin factories and session-key path on every rendered EPP config (needs LLMD_ROUTER_SOURCE, a git repository of llm-d/llm-d-router)
+check-router: ## The pinned llm-d router's own config loader, 1.0 plugin factories and session-key path on every rendered EPP config (router source: LLMD_ROUTER_SOURCE or ../shared/src; "not run" without one)
 	@set -e; for s in $(STACKS); do $(UV) run --frozen llmd-fleet render $$s; done
-	$(UV) run --frozen python -m llmd_fleet.tools.router_check $(STACKS)
+	$(UV) run --frozen python -m devtools.router_check $(STACKS)
 
 .PHONY: bench-workload
 bench-workload: ## Validate every stack's benchmark workload with the pinned inference-perf's own config models (cached env, its own Python)
-	$(UV) run --frozen python -m llmd_fleet.tools.bench.env $(STACKS)
+	$(UV) run --frozen python -m devtools.bench.env $(STACKS)
 
 .PHONY: preflight-probe
 preflight-probe: ## The fabric preflight probe over the pinned NIXL (UCX, host memory, two local agents; cached env)
-	$(UV) run --frozen python -m llmd_fleet.tools.preflight_probe.env
+	$(UV) run --frozen python -m devtools.preflight_probe.env
 	$(UV) run --frozen pytest -m nixl tests/test_preflight_probe.py
 
 .PHONY: checkov
 checkov: ## checkov over every rendered stack, serving pod templates included (pinned, cached env)
-	$(UV) run --frozen python -m llmd_fleet.tools.checkov_scan.env
+	$(UV) run --frozen python -m devtools.checkov_scan.env
 	@set -e; for s in $(STACKS); do $(UV) run --frozen llmd-fleet render $$s; done
-	$(UV) run --frozen python -m llmd_fleet.tools.checkov_scan $(STACKS)
+	$(UV) run --frozen python -m devtools.checkov_scan $(STACKS)
 
 # The control-plane twin (docs/twin.md): etcd, kube-apiserver, kube-scheduler,
 # kube-controller-manager and kwok built from Go modules into a cache outside the repository, run on
@@ -98,19 +98,19 @@ TWIN_STACK ?= onprem-h100
 twin: twin-up ## Try the whole fleet without a cloud: start the twin with TWIN_STACK's fake nodes
 
 twin-build: ## Build (or reuse) the twin's binaries; each cold build prints its duration
-	$(UV) run --frozen python -m llmd_fleet.tools.twin build
+	$(UV) run --frozen python -m devtools.twin build
 
 twin-up: ## Start the twin (API server, scheduler, controller manager, kwok, fake nodes) on loopback
-	$(UV) run --frozen python -m llmd_fleet.tools.twin up $(TWIN_STACK)
+	$(UV) run --frozen python -m devtools.twin up $(TWIN_STACK)
 
 twin-down: ## Stop the twin and delete its etcd data
-	$(UV) run --frozen python -m llmd_fleet.tools.twin down
+	$(UV) run --frozen python -m devtools.twin down
 
 twin-status: ## What the twin runs, API server readiness, nodes Ready, ResourceSlices
-	$(UV) run --frozen python -m llmd_fleet.tools.twin status
+	$(UV) run --frozen python -m devtools.twin status
 
 e2e: ## Put TWIN_STACK into a fresh twin and assert by reading the API server; prints the figures
-	$(UV) run --frozen python -m llmd_fleet.tools.twin e2e $(TWIN_STACK)
+	$(UV) run --frozen python -m devtools.twin e2e $(TWIN_STACK)
 
 engine: ## With the twin up (make twin): TWIN_STACK through the Pulumi engine (preview, up, second up, update, destroy)
-	$(UV) run --frozen python -m llmd_fleet.tools.twin engine $(TWIN_STACK)
+	$(UV) run --frozen python -m devtools.twin engine $(TWIN_STACK)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from devtools.metrics_catalogue.catalogue import catalogue
 from llmd_fleet.config.fleet import ConfigError, parse_config
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.router.epp_config import build_epp_config
@@ -18,7 +19,6 @@ from llmd_fleet.serving.autoscaling import (
     scaled_object_spec,
 )
 from llmd_fleet.tools.check import CrdSchemas
-from llmd_fleet.tools.metrics_catalogue.catalogue import catalogue
 from llmd_fleet.versions import versions
 from tests.conftest import CRD_DIR, stack_raw_config
 
@@ -283,9 +283,9 @@ def test_only_the_enabled_role_gets_a_scaled_object(tmp_path):
 
 
 def test_keda_operator_egress_follows_the_prometheus_address(raw):
-    from llmd_fleet.security.network_policy import keda_network_policy_specs
+    from llmd_fleet.layers.autoscaling.flows import keda_namespace_flows
 
-    default = keda_network_policy_specs(parse_config(raw))["operator"]["egress"][0]
+    default = keda_namespace_flows(parse_config(raw))["operator"]["egress"][0]
     assert default == {
         "to": [
             {
@@ -297,6 +297,6 @@ def test_keda_operator_egress_follows_the_prometheus_address(raw):
     }
     explicit = _set(raw, "serving.autoscaling.prometheusAddress", "https://thanos.example.internal")
     # An address the stack cannot resolve offline: its port (https: 443), any destination.
-    assert keda_network_policy_specs(parse_config(explicit))["operator"]["egress"][0] == {
+    assert keda_namespace_flows(parse_config(explicit))["operator"]["egress"][0] == {
         "ports": [{"protocol": "TCP", "port": 443}]
     }

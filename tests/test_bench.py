@@ -410,7 +410,7 @@ def test_summary_of_a_missing_path_exits_2(tmp_path, capsys):
 
 
 def test_the_preemption_counter_is_in_the_metric_catalogue():
-    from llmd_fleet.tools.metrics_catalogue.catalogue import load
+    from devtools.metrics_catalogue.catalogue import load
 
     assert load().problem(report.PREEMPTION_METRIC) is None
 
@@ -419,15 +419,15 @@ def test_the_preemption_counter_is_in_the_metric_catalogue():
 
 
 def test_the_environment_key_follows_the_pinned_version():
-    from llmd_fleet.tools.bench import env
+    from devtools.bench import env
 
     assert env.env_key("0.0.1") != env.env_key("0.0.2")
     assert env.env_dir().name == f"inference-perf-{env.env_key(env.inference_perf_version())}"
 
 
 def test_without_the_pinned_python_the_build_fails_and_says_why(monkeypatch, tmp_path):
-    from llmd_fleet.tools.bench import env
-    from llmd_fleet.tools.vllm_check.env import EnvError
+    from devtools.bench import env
+    from devtools.vllm_check.env import EnvError
 
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(env, "_runs_as", lambda python: False)
@@ -437,7 +437,7 @@ def test_without_the_pinned_python_the_build_fails_and_says_why(monkeypatch, tmp
 
 
 def test_the_validation_entry_refuses_a_stack_that_cannot_bench(tmp_path, capsys, monkeypatch):
-    from llmd_fleet.tools.bench import env
+    from devtools.bench import env
 
     monkeypatch.setenv("LLMD_FLEET_STACKS_DIR", str(STACKS_DIR))
     assert env.main(["no-such-stack"]) == 2

@@ -9,10 +9,10 @@ from typing import Any
 
 import yaml
 
-from llmd_fleet.tools.checkov_scan import env
-from llmd_fleet.tools.checkov_scan.cli import checkov_command
-from llmd_fleet.tools.checkov_scan.extract import pod_templates, strip_skips, write_scan_dir
-from llmd_fleet.tools.checkov_scan.report import NO_REASON, figures, parse, problems
+from devtools.checkov_scan import env
+from devtools.checkov_scan.cli import checkov_command
+from devtools.checkov_scan.extract import pod_templates, strip_skips, write_scan_dir
+from devtools.checkov_scan.report import NO_REASON, figures, parse, problems
 from llmd_fleet.versions import versions
 from tests.conftest import REPO
 
@@ -182,7 +182,7 @@ def test_the_tool_environment_is_keyed_by_the_pinned_version_and_lives_outside_t
 
 def test_make_checkov_runs_in_ci_after_the_vllm_check():
     makefile = (REPO / "Makefile").read_text()
-    assert "\ncheckov:" in makefile and "python -m llmd_fleet.tools.checkov_scan $(STACKS)" in makefile
+    assert "\ncheckov:" in makefile and "python -m devtools.checkov_scan $(STACKS)" in makefile
     steps = [
         line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines() if line.startswith("make")
     ]

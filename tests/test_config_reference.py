@@ -1,6 +1,6 @@
 """The configuration reference is generated from the config models and committed; it must match."""
 
-from llmd_fleet.tools import config_reference
+from devtools import config_reference
 
 
 def test_the_committed_configuration_reference_matches_the_models():

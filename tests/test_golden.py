@@ -3,7 +3,7 @@ change to it is visible in review. Refresh on purpose with `make golden`."""
 
 import pytest
 
-from llmd_fleet.tools import golden
+from devtools import golden
 
 
 @pytest.mark.parametrize("stack", golden.stacks())

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
+from devtools.vllm_check.extract import launch, stub_bin
 from llmd_fleet.config.fleet import ConfigError, ModelConfig, StackConfig, parse_config, unit_of
 from llmd_fleet.config.grammar import (
     HOST_PATH_DENYLIST,
@@ -28,7 +29,6 @@ from llmd_fleet.plan.fleet import KV_EVENTS_PORT, plan_fleet
 from llmd_fleet.serving.vllm import SCRIPT_VARIABLES, launch_script, vllm_serve_argv
 from llmd_fleet.tools.cli import run
 from llmd_fleet.tools.outdir import OUTPUT_MARKER
-from llmd_fleet.tools.vllm_check.extract import launch, stub_bin
 from tests.conftest import REFERENCE_STACK, REPO, STACKS_DIR, stack_raw_config
 
 # --- One message per class of bad input, naming the key -------------------------------------------

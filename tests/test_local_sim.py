@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from devtools.vllm_check import cli
+from devtools.vllm_check.extract import stack_command_lines
 from llmd_fleet.config.fleet import ConfigError, parse_config
 from llmd_fleet.plan.fleet import PlanError, plan_fleet
 from llmd_fleet.serving.simulator import SIMULATOR_FLAGS, SIMULATOR_METRICS
-from llmd_fleet.tools.vllm_check import cli
-from llmd_fleet.tools.vllm_check.extract import stack_command_lines
 from llmd_fleet.versions import versions
 from tests.conftest import REFERENCE_STACK, STACKS_DIR, stack_raw_config
 

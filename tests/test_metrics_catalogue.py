@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 
+from devtools.metrics_catalogue.catalogue import CATALOGUE, Catalogue, catalogue
+from devtools.metrics_catalogue.promql import PromqlError, metric_names
+from devtools.metrics_catalogue.router import documented, exposed
+from devtools.metrics_catalogue.vllm import differences, engine_configs
+from devtools.promtool.build import BuildError, build_key, release, wrapper_problem
 from llmd_fleet.observability.alerts import fleet_alerts
 from llmd_fleet.observability.dashboards import dashboard_queries, fleet_dashboards
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.plan.observability import plan_observability
-from llmd_fleet.tools.metrics_catalogue.catalogue import CATALOGUE, Catalogue, catalogue
-from llmd_fleet.tools.metrics_catalogue.promql import PromqlError, metric_names
-from llmd_fleet.tools.metrics_catalogue.router import documented, exposed
-from llmd_fleet.tools.metrics_catalogue.vllm import differences, engine_configs
-from llmd_fleet.tools.promtool.build import BuildError, build_key, release, wrapper_problem
 from llmd_fleet.tools.stack_file import read_stack_file, stack_config
 from tests.conftest import STACKS_DIR, all_stacks
 
@@ -72,8 +72,8 @@ def test_the_check_fails_on_a_stack_that_reads_a_wrong_name():
 def test_every_rule_and_dashboard_reads_catalogued_metrics(stack):
     config = stack_config(read_stack_file(STACKS_DIR, stack))
     obs = plan_observability(config, plan_fleet(config))
-    expressions = [a.expr for a in fleet_alerts(config, obs)]
-    expressions += [q for board in fleet_dashboards(config, obs) for q in dashboard_queries(board)]
+    expressions = [a.expr for a in fleet_alerts(obs)]
+    expressions += [q for board in fleet_dashboards(obs) for q in dashboard_queries(board)]
     problems = [p for expr in expressions for p in catalogue().problems(expr)]
     assert not problems, problems
 
@@ -163,7 +163,7 @@ def test_promtool_module_tags_and_wrapper():
 
 
 def test_the_committed_wrapper_builds_the_pinned_module():
-    from llmd_fleet.tools.promtool.build import GOMOD_DIR, wrapper_files
+    from devtools.promtool.build import GOMOD_DIR, wrapper_files
     from llmd_fleet.versions import versions
 
     assert wrapper_problem(versions().tools.promtool, wrapper_files()) is None

@@ -9,7 +9,7 @@ import pytest
 
 from llmd_fleet.config.fleet import ConfigError, parse_config
 from llmd_fleet.plan.fleet import plan_fleet
-from llmd_fleet.security.network_policy import cluster_ranges, network_policy_specs
+from llmd_fleet.security.isolation import cluster_ranges, network_policy_specs, union
 from tests.conftest import all_stacks, stack_raw_config
 from tests.netpol import Cluster, Endpoint
 
@@ -549,3 +549,16 @@ def test_evaluator_semantics():
     expr = {"matchExpressions": [{"key": "app", "operator": "In", "values": ["db"]}]}
     cluster = Cluster((_policy({"podSelector": expr, "ingress": [{}]}),))
     assert cluster.allows(outside, db, 1) and cluster.allows(other, db, 2)
+
+
+def test_layers_add_rules_only_to_a_policy_another_layer_defines():
+    """The union keeps each policy's owner: a later layer's rules follow the owner's, and rules for
+    a policy no layer defines, or a second definition, are refused."""
+    owner = {"model-server": {"podSelector": {}, "policyTypes": ["Egress"], "egress": [{"to": ["fleet"]}]}}
+    extra = {"model-server": {"egress": [{"to": ["server"]}]}}
+    assert union([owner, extra])["model-server"]["egress"] == [{"to": ["fleet"]}, {"to": ["server"]}]
+    assert owner["model-server"]["egress"] == [{"to": ["fleet"]}]
+    with pytest.raises(AssertionError, match="before a layer defines it"):
+        union([extra, owner])
+    with pytest.raises(AssertionError, match="defined by two layers"):
+        union([owner, owner])

@@ -120,7 +120,7 @@ def test_kv_transfer_bound_follows_the_slower_nic_share():
 def test_alert_thresholds_come_from_the_plan():
     config = _config()
     obs = _obs(config)
-    alerts = {a.name: a for a in fleet_alerts(config, obs)}
+    alerts = {a.name: a for a in fleet_alerts(obs)}
     assert alerts["NixlTransferSlow"].expr.endswith(f"> {obs.kv_transfer.bound_seconds:g}")
     assert alerts["PrefillRanksNotReady"].expr.endswith("< 224")
     assert alerts["DecodeRanksNotReady"].expr.endswith("< 320")
@@ -143,7 +143,7 @@ def test_alerts_follow_the_features_of_the_stack():
         raw["serving"]["roles"][role]["mtpTokens"] = 0
     raw["serving"]["kvTier"] = {"cpuOffload": False, "peerToPeer": False}
     config = parse_config(raw)
-    names = {a.name for a in fleet_alerts(config, _obs(config))}
+    names = {a.name for a in fleet_alerts(_obs(config))}
     assert not names & {
         "EppLeaderMissing",
         "MtpAcceptanceCollapse",
@@ -158,13 +158,13 @@ def test_alerts_follow_the_features_of_the_stack():
 def test_every_alert_has_severity_runbook_metric_and_two_unit_tests(stack):
     config = _config(stack)
     obs = _obs(config)
-    alerts = fleet_alerts(config, obs)
+    alerts = fleet_alerts(obs)
     assert len({a.name for a in alerts}) == len(alerts)
-    for rule in rule_groups(config, obs)[0]["rules"]:
+    for rule in rule_groups(obs)[0]["rules"]:
         assert rule["labels"]["severity"] in {"critical", "warning"}, rule["alert"]
         assert set(rule["annotations"]) == {"summary", "runbook", "metric", "threshold"}, rule["alert"]
         assert all(rule["annotations"].values()), rule["alert"]
-    tests = promtool_tests(config, obs, "rules.yaml")["tests"]
+    tests = promtool_tests(obs, "rules.yaml")["tests"]
     for alert in alerts:
         (fires,) = [t for t in tests if t["name"] == f"{alert.name} fires"]
         (silent,) = [t for t in tests if t["name"] == f"{alert.name} stays silent on a healthy fleet"]
@@ -297,9 +297,9 @@ def test_monitor_labels_reach_every_monitor_and_rule(tmp_path):
 def test_dashboards_render_deterministically_with_the_issue_figures():
     config = _config()
     obs = _obs(config)
-    boards = {b.key: b for b in fleet_dashboards(config, obs)}
+    boards = {b.key: b for b in fleet_dashboards(obs)}
     for board in boards.values():
-        assert dashboard_json(config, board) == dashboard_json(config, board)
+        assert dashboard_json(obs.pool, board) == dashboard_json(obs.pool, board)
     fleet = " ".join(dashboard_queries(boards["fleet"]))
     for metric in (
         "vllm:generation_tokens_total",
@@ -327,10 +327,10 @@ def test_docs_list_every_dashboard_panel_and_alert():
     docs = (REPO / "docs" / "observability.md").read_text()
     config = _config()
     obs = _obs(config)
-    for board in fleet_dashboards(config, obs):
+    for board in fleet_dashboards(obs):
         for panel in board.panels():
             assert f"| {board.key} | {panel.title} |" in docs, (board.key, panel.title)
-    for alert in fleet_alerts(config, obs):
+    for alert in fleet_alerts(obs):
         assert f"| `{alert.name}` | {alert.severity} |" in docs, alert.name
 
 

@@ -161,7 +161,7 @@ def test_gate_off_skips_the_await_and_drops_the_runs_before_claim():
 def test_disabled_renders_no_preflight_object():
     dependencies = _serve({"enabled": False})
     assert not [u for u in dependencies if "preflight" in u]
-    from llmd_fleet.security.network_policy import network_policy_specs
+    from llmd_fleet.security.isolation import network_policy_specs
 
     raw = copy.deepcopy(stack_raw_config())
     raw["serving"]["preflight"] = {"enabled": False}

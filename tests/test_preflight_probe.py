@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from devtools.preflight_probe import env
+from devtools.tool_cache import is_complete
 from llmd_fleet.preflight import probe
-from llmd_fleet.tools.preflight_probe import env
-from llmd_fleet.tools.tool_cache import is_complete
 
 pytestmark = pytest.mark.nixl
 
@@ -37,7 +37,7 @@ def python() -> Path:
     if not is_complete(target):
         pytest.fail(
             f"the NIXL probe environment {target} is not built: run `make preflight-probe` "
-            "(python -m llmd_fleet.tools.preflight_probe.env builds it)"
+            "(python -m devtools.preflight_probe.env builds it)"
         )
     return env.interpreter(target)
 

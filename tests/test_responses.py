@@ -24,7 +24,8 @@ from llmd_fleet.config.responses import (
     database_subnet_cidrs,
     default_gateway_address,
 )
-from llmd_fleet.responses.layer import GATEWAY_NAME_LABEL, database_url
+from llmd_fleet.layers.gateway.specs import GATEWAY_NAME_LABEL
+from llmd_fleet.responses.layer import database_url
 from llmd_fleet.tools.cli import run
 from llmd_fleet.tools.render import render_files
 from llmd_fleet.tools.synth import _SECRET_SIG, _SECRET_SIG_KEY, RecordingMocks, Synthesis, clean, synthesize

@@ -7,6 +7,7 @@ import pytest
 
 from llmd_fleet.config.fleet import ConfigError, parse_config
 from llmd_fleet.labels import serving_labels
+from llmd_fleet.layers.serving.specs import pool_selector
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.router.endpoint_picker import (
     Router,
@@ -15,7 +16,6 @@ from llmd_fleet.router.endpoint_picker import (
     epp_deployment_spec,
     epp_rbac_rules,
     inference_pool_spec,
-    pool_selector,
 )
 from llmd_fleet.router.epp_config import EndpointPickerConfig, build_epp_config, epp_cpus
 from llmd_fleet.router.gateway import GatewayLayer, http_route_spec

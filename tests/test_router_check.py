@@ -1,20 +1,26 @@
-"""The router checker's driver (llmd_fleet/tools/router_check): the conversations it sends for a
+"""The router checker's driver (devtools/router_check): the conversations it sends for a
 rendered config, how it judges the checker's answers, and the wrapper module it builds. The
 checker itself runs the pinned router's code and needs its source (`make check-router`)."""
 
+import io
+import tarfile
+
 import pytest
 
-from llmd_fleet.config.fleet import parse_config
-from llmd_fleet.plan.fleet import plan_fleet
-from llmd_fleet.router.epp_config import build_epp_config
-from llmd_fleet.tools.router_check.build import (
-    BuildError,
+from devtools import source_snapshot
+from devtools.router_check.build import (
+    SourceMissing,
     ensure,
     router_tag,
     wrapper_files,
     wrapper_problem,
 )
-from llmd_fleet.tools.router_check.check import TURNS, conversations, evaluate
+from devtools.router_check.check import TURNS, conversations, evaluate
+from devtools.router_check.check import main as check_main
+from devtools.source_snapshot import SnapshotError, SnapshotMissing
+from llmd_fleet.config.fleet import parse_config
+from llmd_fleet.plan.fleet import plan_fleet
+from llmd_fleet.router.epp_config import build_epp_config
 
 TOKENIZER = "http://glm52-tokenizer.llm-d.svc:8000"
 
@@ -98,7 +104,56 @@ def test_wrapper_requires_the_pinned_router():
     assert wrapper_problem("v9.9.9", files) is not None
 
 
-def test_no_source_is_an_error_not_a_pass(monkeypatch):
-    monkeypatch.delenv("LLMD_ROUTER_SOURCE", raising=False)
-    with pytest.raises(BuildError, match="LLMD_ROUTER_SOURCE is not set"):
+def test_no_source_is_not_run_and_says_why(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("LLMD_ROUTER_SOURCE", str(tmp_path / "absent"))
+    with pytest.raises(SourceMissing, match="does not exist"):
         ensure()
+    assert check_main(["onprem-h100"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("router check: not run: ") and "all pass" not in out
+
+
+def test_a_tarball_that_is_no_git_archive_is_refused(tmp_path):
+    plain = tmp_path / "llm-d-router-v9.9.9.tar.gz"
+    with tarfile.open(plain, "w:gz") as tar:
+        info = tarfile.TarInfo("go.mod")
+        tar.addfile(info, io.BytesIO(b""))
+    with pytest.raises(SnapshotError, match="not a `git archive` tarball") as refused:
+        source_snapshot.find("LLMD_NO_SUCH_VARIABLE", plain.name, "v9.9.9", shared=tmp_path)
+    # Present but unusable is a failure, not a check that could not run.
+    assert not isinstance(refused.value, SnapshotMissing)
+
+
+def test_a_prefixed_git_archive_unpacks_to_the_repository_root(tmp_path):
+    commit = "71f4f0999f95b96c49a9d0c4afbd18dfdb943c26"
+    archive = tmp_path / "llm-d-router-v9.9.9.tar.gz"
+    with tarfile.open(archive, "w:gz", format=tarfile.PAX_FORMAT, pax_headers={"comment": commit}) as tar:
+        folder = tarfile.TarInfo("llm-d-router-v9.9.9")
+        folder.type = tarfile.DIRTYPE
+        tar.addfile(folder)
+        body = b"module github.com/llm-d/llm-d-router\n"
+        info = tarfile.TarInfo("llm-d-router-v9.9.9/go.mod")
+        info.size = len(body)
+        tar.addfile(info, io.BytesIO(body))
+    snapshot = source_snapshot.find("LLMD_NO_SUCH_VARIABLE", archive.name, "v9.9.9", shared=tmp_path)
+    snapshot.export(tmp_path / "router-src")
+    assert (tmp_path / "router-src" / "go.mod").read_bytes() == body
+    assert sorted(p.name for p in tmp_path.iterdir()) == [archive.name, "router-src"]
+
+
+def test_a_git_archive_tarball_gives_its_commit_and_unpacks_safely(tmp_path):
+    commit = "71f4f0999f95b96c49a9d0c4afbd18dfdb943c26"
+    archive = tmp_path / "llm-d-router-v9.9.9.tar.gz"
+    with tarfile.open(archive, "w:gz", format=tarfile.PAX_FORMAT, pax_headers={"comment": commit}) as tar:
+        body = b"module github.com/llm-d/llm-d-router\n"
+        info = tarfile.TarInfo("go.mod")
+        info.size = len(body)
+        tar.addfile(info, io.BytesIO(body))
+        escape = tarfile.TarInfo("../outside")
+        escape.size = 1
+        tar.addfile(escape, io.BytesIO(b"x"))
+    snapshot = source_snapshot.find("LLMD_NO_SUCH_VARIABLE", archive.name, "v9.9.9", shared=tmp_path)
+    assert snapshot.commit == commit and len(snapshot.digest) == 64
+    with pytest.raises(tarfile.OutsideDestinationError):
+        snapshot.export(tmp_path / "src")
+    assert not (tmp_path / "outside").exists()

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from llmd_fleet.config.fleet import parse_config
+from llmd_fleet.core.pod_context import SKIP_PREFIX, Skip, pod_security_labels, skip_annotations
 from llmd_fleet.router.endpoint_picker import RouterNames, epp_args, epp_rbac_rules
-from llmd_fleet.security.pod_context import SKIP_PREFIX, Skip, pod_security_labels, skip_annotations
 from llmd_fleet.tools.synth import clean, synthesize
 from llmd_fleet.versions import versions
 from tests.conftest import STACKS_DIR, all_stacks, stack_raw_config, vllm_stacks

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from llmd_fleet.tools import golden
+from devtools import golden
 
 STATE_DIR = Path(__file__).parent / "fixtures" / "state"
 RELEASED = sorted(p.stem for p in STATE_DIR.glob("*.txt"))

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from llmd_fleet.tools import tool_cache
+from devtools import tool_cache
 
 
 def test_build_once_builds_marks_complete_and_then_reuses(tmp_path):

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from llmd_fleet.tools.twin import build, engine, modules
+from devtools.twin import build, engine, modules
 from llmd_fleet.versions import versions
 
 # --- wrapper modules -------------------------------------------------------------------------------

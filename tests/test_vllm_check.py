@@ -12,10 +12,9 @@ from typing import Any, cast
 import pytest
 import yaml
 
-from llmd_fleet.tools.cli import run
-from llmd_fleet.tools.vllm_check import cli, env
-from llmd_fleet.tools.vllm_check.deps import mismatches
-from llmd_fleet.tools.vllm_check.extract import (
+from devtools.vllm_check import cli, env
+from devtools.vllm_check.deps import mismatches
+from devtools.vllm_check.extract import (
     LaunchError,
     Pod,
     container_env,
@@ -25,8 +24,8 @@ from llmd_fleet.tools.vllm_check.extract import (
     stack_command_lines,
     stub_bin,
 )
-from llmd_fleet.tools.vllm_check.lines import CommandLine, Finding, Origin, Problem, blamed_flag
-from llmd_fleet.tools.vllm_check.ports import (
+from devtools.vllm_check.lines import CommandLine, Finding, Origin, Problem, blamed_flag
+from devtools.vllm_check.ports import (
     Binding,
     PodLaunch,
     SideChannel,
@@ -34,7 +33,7 @@ from llmd_fleet.tools.vllm_check.ports import (
     offset_endpoint_port,
     port_problems,
 )
-from llmd_fleet.tools.vllm_check.selftest import (
+from devtools.vllm_check.selftest import (
     BrokenLine,
     broken_lines,
     flag_value,
@@ -42,6 +41,7 @@ from llmd_fleet.tools.vllm_check.selftest import (
     verdicts,
     with_flag,
 )
+from llmd_fleet.tools.cli import run
 from llmd_fleet.versions import versions
 from tests.conftest import REFERENCE_STACK, REPO, vllm_stacks
 
@@ -293,7 +293,7 @@ def test_two_side_channels_on_one_base_collide_on_every_rank():
 
 
 def test_side_channels_of_nested_connectors():
-    from llmd_fleet.tools.vllm_check.checker import side_channels
+    from devtools.vllm_check.checker import side_channels
 
     nixl = {"kv_connector": "NixlConnector", "kv_role": "kv_consumer"}
     offload = {
@@ -546,7 +546,7 @@ def test_env_lives_in_the_cache_outside_the_repository(monkeypatch, tmp_path):
 def test_vllm_version_comes_only_from_the_matrix():
     version = versions().vllm.version
     assert env.vllm_version() == version
-    for path in sorted((REPO / "components" / "llmd_fleet" / "tools" / "vllm_check").iterdir()):
+    for path in sorted((REPO / "devtools" / "vllm_check").iterdir()):
         if path.is_file() and path.suffix in (".py", ".txt", ".md"):
             assert version not in path.read_text(), f"{path} hard-codes the vLLM version"
     requirements = env.REQUIREMENTS.read_text() + env.NO_DEPS_REQUIREMENTS.read_text()
@@ -561,7 +561,7 @@ def test_child_processes_run_isolated_with_the_project_root_only(monkeypatch):
     environ = env.child_environ(VLLM_TARGET_DEVICE="cpu")
     assert "VIRTUAL_ENV" not in environ and "HF_HUB_OFFLINE" not in environ
     assert environ["VLLM_TARGET_DEVICE"] == "cpu"
-    command = env.module_command(Path("/env/bin/python"), "llmd_fleet.tools.vllm_check.checker", "--smoke")
+    command = env.module_command(Path("/env/bin/python"), "devtools.vllm_check.checker", "--smoke")
     assert command[:3] == ["/env/bin/python", "-I", "-c"] and command[-1] == "--smoke"
     # The child imports llmd_fleet from its source root (components/ in a checkout), nothing else.
     assert repr(str(REPO / "components")) in command[3]

@@ -70,11 +70,27 @@ def test_one_namespace_in_site_packages(installed: Path) -> None:
     assert (site / "llmd_fleet" / "versions.toml").is_file()
     assert (site / "llmd_fleet" / "policies" / "PulumiPolicy.yaml").is_file()
     assert list((site / "llmd_fleet" / "tools" / "schemas" / "crds").rglob("*.yaml"))
-    for generic in ("components", "infra", "policies", "tests", "examples"):
+    for generic in ("components", "devtools", "infra", "policies", "tests", "examples"):
         assert not (site / generic).exists(), f"the wheel installs a top-level {generic!r}"
     record = next(site.glob("llmd_fleet-*.dist-info")) / "RECORD"
     tops = {line.split("/")[0] for line in record.read_text().splitlines()}
     assert {t for t in tops if not t.endswith(".dist-info") and t != ".."} == {"llmd_fleet"}
+
+
+def test_no_dev_tooling_ships(installed: Path, tmp_path: Path) -> None:
+    """The wheel holds the library and the user CLI only: none of devtools/ (the twin, the checks
+    against pinned upstream tools and their Go modules, the generators), and `llmd-fleet twin`
+    says where it runs instead of failing on an import."""
+    record = next(_site_packages(installed).glob("llmd_fleet-*.dist-info")) / "RECORD"
+    files = [line.split(",")[0] for line in record.read_text().splitlines()]
+    dev = {"twin", "vllm_check", "router_check", "promtool", "checkov_scan", "metrics_catalogue", "golden.py"}
+    assert not [f for f in files if set(f.split("/")) & dev or f.endswith(("go.mod", "go.sum"))]
+    env = _env(installed)
+    result = subprocess.run(
+        [str(installed / "bin" / "llmd-fleet"), "twin", "status"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2 and "runs from a checkout" in result.stderr, result.stderr
 
 
 def test_the_public_api_imports_from_the_installed_package(installed: Path, tmp_path: Path) -> None:

@@ -55,14 +55,14 @@ if TYPE_CHECKING:
     from llmd_fleet.plan.fleet import FleetPlan, PlanError, plan_fleet
     from llmd_fleet.platform.accelerators import AcceleratorPlatform, AcceleratorPlatformArgs
     from llmd_fleet.platform.lws import LeaderWorkerSetController, LeaderWorkerSetControllerArgs
+    from llmd_fleet.program import ServingLayers, ServingLayersArgs, add_serving_layers
     from llmd_fleet.responses.db_eks import EksResponses, EksResponsesArgs
     from llmd_fleet.responses.db_gke import GkeResponses, GkeResponsesArgs
     from llmd_fleet.responses.layer import ResponsesLayer, ResponsesLayerArgs
     from llmd_fleet.router.endpoint_picker import Router, RouterArgs
     from llmd_fleet.router.gateway import GatewayLayer, GatewayLayerArgs
-    from llmd_fleet.security.network_policy import NetworkIsolation, NetworkIsolationArgs
+    from llmd_fleet.security.isolation import NetworkIsolation, NetworkIsolationArgs
     from llmd_fleet.serving.autoscaling import Autoscaling, AutoscalingArgs
-    from llmd_fleet.serving.layers import ServingLayers, ServingLayersArgs, add_serving_layers
     from llmd_fleet.serving.model_serving import ModelServing, ModelServingArgs
 
 # Public name -> the module that defines it.
@@ -103,9 +103,9 @@ _EXPORTS: dict[str, str] = {
     "AutoscalingArgs": "llmd_fleet.serving.autoscaling",
     "ModelServing": "llmd_fleet.serving.model_serving",
     "ModelServingArgs": "llmd_fleet.serving.model_serving",
-    "ServingLayers": "llmd_fleet.serving.layers",
-    "ServingLayersArgs": "llmd_fleet.serving.layers",
-    "add_serving_layers": "llmd_fleet.serving.layers",
+    "ServingLayers": "llmd_fleet.program",
+    "ServingLayersArgs": "llmd_fleet.program",
+    "add_serving_layers": "llmd_fleet.program",
     "Router": "llmd_fleet.router.endpoint_picker",
     "RouterArgs": "llmd_fleet.router.endpoint_picker",
     "GatewayLayer": "llmd_fleet.router.gateway",
@@ -116,8 +116,8 @@ _EXPORTS: dict[str, str] = {
     "GkeResponsesArgs": "llmd_fleet.responses.db_gke",
     "EksResponses": "llmd_fleet.responses.db_eks",
     "EksResponsesArgs": "llmd_fleet.responses.db_eks",
-    "NetworkIsolation": "llmd_fleet.security.network_policy",
-    "NetworkIsolationArgs": "llmd_fleet.security.network_policy",
+    "NetworkIsolation": "llmd_fleet.security.isolation",
+    "NetworkIsolationArgs": "llmd_fleet.security.isolation",
     "Observability": "llmd_fleet.observability.monitoring",
     "ObservabilityArgs": "llmd_fleet.observability.monitoring",
     "ImageBuild": "llmd_fleet.images.build",

@@ -64,17 +64,17 @@ class ToolVersions(_Frozen):
     """[tools]: checkers that run in their own cached environment, outside the project's lock."""
 
     checkov: str
-    """checkov release `make checkov` installs (llmd_fleet/tools/checkov_scan/env.py)."""
+    """checkov release `make checkov` installs (devtools/checkov_scan/env.py)."""
     promtool: str
     """github.com/prometheus/prometheus module version `make promtool` builds cmd/promtool from
     (infra/promtool); Prometheus 3.x is tagged v0.3xx.y there."""
     inference_perf: str = Field(alias="inference-perf")
     """inference-perf release: the load generator of `llmd-fleet bench` and the config models
-    `make bench-workload` validates its workload with (llmd_fleet/tools/bench/env.py)."""
+    `make bench-workload` validates its workload with (devtools/bench/env.py)."""
     inference_perf_python: str = Field(alias="inference-perf-python")
     """Python minor (`X.Y`) the inference-perf environment is built from."""
     preflight_numpy: str = Field(alias="preflight-numpy")
-    """numpy of the preflight probe's test environment (llmd_fleet/tools/preflight_probe/env.py)."""
+    """numpy of the preflight probe's test environment (devtools/preflight_probe/env.py)."""
 
 
 class TwinVersions(_Frozen):

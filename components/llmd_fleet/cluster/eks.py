@@ -41,7 +41,7 @@ CAPACITY_LABEL = "llmd-fleet.io/capacity"
 ADDONS = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent", "coredns")
 """EKS managed add-ons, pinned in images/versions.toml [software] as `eks-addon-<name>`."""
 ADDON_CONFIGURATION = {
-    # The VPC CNI enforces NetworkPolicies (llmd_fleet/security/network_policy.py) only with its network
+    # The VPC CNI enforces NetworkPolicies (llmd_fleet/security/isolation.py) only with its network
     # policy agent turned on (EKS user guide, "Configure your cluster for Kubernetes network
     # policies"; VPC CNI 1.14 or newer).
     "vpc-cni": json.dumps({"enableNetworkPolicy": "true"}),

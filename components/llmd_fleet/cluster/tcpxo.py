@@ -20,13 +20,13 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from llmd_fleet.cluster.tcpxo_security import NODE_AGENT_SKIPS
-from llmd_fleet.labels import common_labels
-from llmd_fleet.plan.tcpxo import APERTURE_DEVICES, GKE_DRIVER_ROOT, network_names
-from llmd_fleet.security.pod_context import (
+from llmd_fleet.core.pod_context import (
     RUNTIME_DEFAULT_SECCOMP,
     restricted_container_context,
     skip_annotations,
 )
+from llmd_fleet.labels import common_labels
+from llmd_fleet.plan.tcpxo import APERTURE_DEVICES, GKE_DRIVER_ROOT, network_names
 from llmd_fleet.versions import versions
 
 NAMESPACE = "kube-system"

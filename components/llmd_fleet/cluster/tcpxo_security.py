@@ -1,5 +1,5 @@
 """Why each GKE node agent of llmd_fleet/cluster/tcpxo.py keeps its privileges: the checkov checks its
-DaemonSet fails on purpose, each with the constraint behind it (llmd_fleet/security/pod_context.py explains
+DaemonSet fails on purpose, each with the constraint behind it (llmd_fleet/core/pod_context.py explains
 the annotation format). Pure data.
 
 All three run in kube-system in the host's network and PID namespaces as privileged root, the
@@ -9,7 +9,7 @@ nvidia-driver-installer/cos/daemonset-preloaded.yaml). NetworkPolicies do not ap
 host-network pods, and the runtime applies no seccomp filter to a privileged container.
 """
 
-from llmd_fleet.security.pod_context import IMAGE_BY_TAG, PULL_IF_NOT_PRESENT, Skip
+from llmd_fleet.core.pod_context import IMAGE_BY_TAG, PULL_IF_NOT_PRESENT, Skip
 
 _PRIVILEGED_ROOT = (
     "a privileged node agent runs as root with every capability and a writable root; it has no "

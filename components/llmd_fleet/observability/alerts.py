@@ -15,7 +15,6 @@ below, each with its reason.
 from dataclasses import dataclass, field
 from typing import Any
 
-from llmd_fleet.config.fleet import StackConfig
 from llmd_fleet.plan.fleet import GIB
 from llmd_fleet.plan.observability import KV_TRANSFER_SLACK, QUEUE_BYTES_WARN_FRACTION, ObservabilityPlan
 
@@ -105,10 +104,10 @@ def _fmt(value: float) -> str:
     return f"{value:g}"
 
 
-def fleet_alerts(config: StackConfig, obs: ObservabilityPlan) -> tuple[Alert, ...]:
+def fleet_alerts(obs: ObservabilityPlan) -> tuple[Alert, ...]:
     """Every alert of the stack, in a fixed order."""
-    ns = config.serving.namespace
-    pool = config.serving.name
+    ns = obs.namespace
+    pool = obs.pool
     decode = {"namespace": ns, "role": "decode", "pod": f"{pool}-decode-0", "engine": "3"}
     prefill = {"namespace": ns, "role": "prefill", "pod": f"{pool}-prefill-0", "engine": "1"}
     epp = {"namespace": ns, "component": "endpoint-picker", "pod": f"{pool}-epp-0"}
@@ -411,25 +410,25 @@ def fleet_alerts(config: StackConfig, obs: ObservabilityPlan) -> tuple[Alert, ..
     return tuple(alerts)
 
 
-def rule_groups(config: StackConfig, obs: ObservabilityPlan) -> list[dict[str, Any]]:
+def rule_groups(obs: ObservabilityPlan) -> list[dict[str, Any]]:
     """The `groups` of a PrometheusRule or GMP Rules spec."""
-    return [{"name": RULE_GROUP, "rules": [a.rule() for a in fleet_alerts(config, obs)]}]
+    return [{"name": RULE_GROUP, "rules": [a.rule() for a in fleet_alerts(obs)]}]
 
 
-def promtool_tests(config: StackConfig, obs: ObservabilityPlan, rule_file: str) -> dict[str, Any]:
+def promtool_tests(obs: ObservabilityPlan, rule_file: str) -> dict[str, Any]:
     """A promtool unit-test file: per alert one test where it fires and one where it is silent.
 
     The <Role>RanksNotReady tests are generated from the plan's target count: every rank up is
     healthy, one rank short fires."""
     tests: list[dict[str, Any]] = []
-    alerts = fleet_alerts(config, obs)
+    alerts = fleet_alerts(obs)
     for alert in alerts:
         expected = {"severity": alert.severity, **alert.labels, **alert.result_labels}
         firing_series = list(alert.firing)
         healthy_series = list(alert.healthy)
         if alert.name.endswith("RanksNotReady"):
             role = next(r for r in obs.roles if r.name == alert.labels["role"])
-            ns = config.serving.namespace
+            ns = obs.namespace
             healthy_series = [
                 Series(
                     f'up{{namespace="{ns}", role="{role.name}", pod="p{i // 8}", engine="{i}"}}', "1+0x200"

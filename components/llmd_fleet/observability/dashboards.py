@@ -21,7 +21,6 @@ from grafana_foundation_sdk.builders import timeseries as gts
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.dashboard import DataSourceRef, Threshold, ThresholdsMode
 
-from llmd_fleet.config.fleet import StackConfig
 from llmd_fleet.plan.observability import ObservabilityPlan
 
 DASHBOARD_LABEL = {"grafana_dashboard": "1"}
@@ -75,9 +74,9 @@ def _q(expr: str, legend: str = "") -> tuple[Query, ...]:
 class _Sel:
     """Label matchers of the stack's series."""
 
-    def __init__(self, config: StackConfig):
-        self.ns = config.serving.namespace
-        self.pool = config.serving.name
+    def __init__(self, obs: ObservabilityPlan):
+        self.ns = obs.namespace
+        self.pool = obs.pool
 
     def __call__(self, **labels: str) -> str:
         parts = [f'namespace="{self.ns}"'] + [
@@ -90,8 +89,8 @@ def _ratio(num: str, den: str) -> str:
     return f"sum(rate({num}[{RATE}])) / sum(rate({den}[{RATE}]))"
 
 
-def fleet_dashboard(config: StackConfig, obs: ObservabilityPlan) -> Dashboard:
-    s = _Sel(config)
+def fleet_dashboard(obs: ObservabilityPlan) -> Dashboard:
+    s = _Sel(obs)
     any_ns = s()
     pre = s(role="prefill")
     sections = [
@@ -338,13 +337,11 @@ def fleet_dashboard(config: StackConfig, obs: ObservabilityPlan) -> Dashboard:
             ),
         ),
     ]
-    return Dashboard("fleet", f"llm-d fleet {config.serving.name}: overview", tuple(sections))
+    return Dashboard("fleet", f"llm-d fleet {obs.pool}: overview", tuple(sections))
 
 
-def role_dashboard(
-    config: StackConfig, obs: ObservabilityPlan, role: Literal["prefill", "decode"]
-) -> Dashboard:
-    s = _Sel(config)
+def role_dashboard(obs: ObservabilityPlan, role: Literal["prefill", "decode"]) -> Dashboard:
+    s = _Sel(obs)
     sel = s(role=role)
     targets = obs.role(role)
     rank = "{{pod}} rank {{engine}}"
@@ -477,13 +474,13 @@ def role_dashboard(
             ),
         ),
     ]
-    return Dashboard(role, f"llm-d fleet {config.serving.name}: {role} ranks", tuple(sections))
+    return Dashboard(role, f"llm-d fleet {obs.pool}: {role} ranks", tuple(sections))
 
 
-def router_dashboard(config: StackConfig, obs: ObservabilityPlan) -> Dashboard:
-    s = _Sel(config)
+def router_dashboard(obs: ObservabilityPlan) -> Dashboard:
+    s = _Sel(obs)
     epp = s(component="endpoint-picker")
-    pool = s(name=config.serving.name)
+    pool = s(name=obs.pool)
     band_bytes = max((b for _, b in obs.band_max_bytes), default=0)
     sections = [
         Section(
@@ -632,15 +629,15 @@ def router_dashboard(config: StackConfig, obs: ObservabilityPlan) -> Dashboard:
             ),
         ),
     ]
-    return Dashboard("router", f"llm-d fleet {config.serving.name}: router", tuple(sections))
+    return Dashboard("router", f"llm-d fleet {obs.pool}: router", tuple(sections))
 
 
-def fleet_dashboards(config: StackConfig, obs: ObservabilityPlan) -> tuple[Dashboard, ...]:
+def fleet_dashboards(obs: ObservabilityPlan) -> tuple[Dashboard, ...]:
     return (
-        fleet_dashboard(config, obs),
-        role_dashboard(config, obs, "prefill"),
-        role_dashboard(config, obs, "decode"),
-        router_dashboard(config, obs),
+        fleet_dashboard(obs),
+        role_dashboard(obs, "prefill"),
+        role_dashboard(obs, "decode"),
+        router_dashboard(obs),
     )
 
 
@@ -658,13 +655,13 @@ def _panel_builder(panel: Panel, panel_id: int) -> Any:
     return builder
 
 
-def dashboard_json(config: StackConfig, board: Dashboard) -> str:
+def dashboard_json(pool: str, board: Dashboard) -> str:
     """The dashboard model as Grafana stores it, with sorted keys."""
-    uid = f"llmd-{config.serving.name}-{board.key}"
+    uid = f"llmd-{pool}-{board.key}"
     builder = (
         gdash.Dashboard(board.title)
         .uid(uid)
-        .tags(["llm-d", "llmd-fleet", config.serving.name])
+        .tags(["llm-d", "llmd-fleet", pool])
         .refresh("30s")
         .time("now-3h", "now")
         .timezone("utc")

@@ -116,7 +116,7 @@ def _panel_query(boards: dict[str, Dashboard], key: str, title: str) -> str:
 def live_table(config: StackConfig, plan: FleetPlan) -> str:
     """The figures as a Markdown table."""
     obs = plan_observability(config, plan)
-    boards = {b.key: b for b in fleet_dashboards(config, obs)}
+    boards = {b.key: b for b in fleet_dashboards(obs)}
     lines = ["| figure | plan | metric | dashboard / panel | query |", "|---|---|---|---|---|"]
     for row in live_figures(config, plan):
         query = _panel_query(boards, row.dashboard, row.panel).replace("|", "\\|")

@@ -31,20 +31,15 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from llmd_fleet.config.fleet import GMP_NAMESPACE, StackConfig
+from llmd_fleet.core.pod_context import pod_security_labels
 from llmd_fleet.labels import common_labels
+from llmd_fleet.layers.router.specs import METRICS_PORT, TOKENIZER_PORT, epp_selector, tokenizer_selector
 from llmd_fleet.observability.alerts import rule_groups
 from llmd_fleet.observability.dashboards import DASHBOARD_LABEL, dashboard_json, fleet_dashboards
 from llmd_fleet.plan.fleet import FleetPlan, RoleName
 from llmd_fleet.plan.observability import ObservabilityPlan, plan_observability
 from llmd_fleet.platform.helm import pinned_release
-from llmd_fleet.router.endpoint_picker import (
-    METRICS_PORT,
-    TOKENIZER_PORT,
-    RouterNames,
-    epp_selector,
-    tokenizer_selector,
-)
-from llmd_fleet.security.pod_context import pod_security_labels
+from llmd_fleet.router.endpoint_picker import RouterNames
 from llmd_fleet.versions import versions
 
 PROMETHEUS_OPERATOR_API = "monitoring.coreos.com/v1"
@@ -241,12 +236,12 @@ def epp_metrics_auth_rules() -> list[dict[str, Any]]:
     ]
 
 
-def dashboard_config_maps(config: StackConfig, obs: ObservabilityPlan) -> dict[str, dict[str, str]]:
+def dashboard_config_maps(obs: ObservabilityPlan) -> dict[str, dict[str, str]]:
     """ConfigMap name -> data, one per dashboard."""
-    pool = config.serving.name
+    pool = obs.pool
     return {
-        f"{pool}-dashboard-{board.key}": {f"{pool}-{board.key}.json": dashboard_json(config, board)}
-        for board in fleet_dashboards(config, obs)
+        f"{pool}-dashboard-{board.key}": {f"{pool}-{board.key}.json": dashboard_json(pool, board)}
+        for board in fleet_dashboards(obs)
     }
 
 
@@ -287,7 +282,7 @@ class Observability(pulumi.ComponentResource):
             )
 
         if config.observability.dashboards:
-            for cm_name, data in dashboard_config_maps(config, obs).items():
+            for cm_name, data in dashboard_config_maps(obs).items():
                 k8s.core.v1.ConfigMap(
                     f"{name}-{cm_name.removeprefix(pool + '-')}",
                     metadata=k8s.meta.v1.ObjectMetaArgs(
@@ -380,7 +375,7 @@ class Observability(pulumi.ComponentResource):
             subjects=[{"kind": "ServiceAccount", "name": names["account"], "namespace": ns}],
             opts=child,
         )
-        groups = rule_groups(config, obs)
+        groups = rule_groups(obs)
         if mode == "gmp":
             # GKE's managed collector reads the reader token to scrape the endpoint picker.
             k8s.rbac.v1.Role(

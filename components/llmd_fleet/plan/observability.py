@@ -63,6 +63,10 @@ class KvTransferBound:
 
 @dataclass(frozen=True)
 class ObservabilityPlan:
+    namespace: str
+    """The serving namespace: every series the alerts and dashboards select is in it."""
+    pool: str
+    """The serving pool's name (`serving.name`): pod names and dashboard titles carry it."""
     roles: tuple[RoleTargets, ...]
     kv_transfer: KvTransferBound
     endpoints: int
@@ -123,6 +127,8 @@ def plan_observability(config: StackConfig, plan: FleetPlan) -> ObservabilityPla
     elects = router.mode == "active-passive" and router.replicas > 1
     lease = f"epp-{config.serving.namespace}-{config.serving.name}.llm-d.ai" if elects else None
     return ObservabilityPlan(
+        namespace=config.serving.namespace,
+        pool=config.serving.name,
         roles=roles,
         kv_transfer=kv_transfer_bound(config, plan),
         endpoints=plan.router.endpoints,

@@ -6,6 +6,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from llmd_fleet.conventions import GPU_TAINT_KEY
+from llmd_fleet.core.pod_context import pod_security_labels
 from llmd_fleet.labels import common_labels
 from llmd_fleet.platform.dra import (
     DRA_DRIVER_NAMESPACE,
@@ -15,7 +16,6 @@ from llmd_fleet.platform.dra import (
     gpu_operator_values,
 )
 from llmd_fleet.platform.helm import pinned_release
-from llmd_fleet.security.pod_context import pod_security_labels
 from llmd_fleet.versions import Chart
 
 

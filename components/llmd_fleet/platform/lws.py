@@ -5,9 +5,9 @@ from typing import TypedDict
 import pulumi
 import pulumi_kubernetes as k8s
 
+from llmd_fleet.core.pod_context import pod_security_labels
 from llmd_fleet.labels import common_labels
 from llmd_fleet.platform.helm import pinned_release
-from llmd_fleet.security.pod_context import pod_security_labels
 from llmd_fleet.versions import Chart
 
 LWS_NAMESPACE = "lws-system"

@@ -26,7 +26,8 @@ from llmd_fleet.config.responses import (
     ResponsesEksDatabaseConfig,
     database_subnet_cidrs,
 )
-from llmd_fleet.responses.layer import POSTGRES_PORT, ManagedDatabase
+from llmd_fleet.layers.responses.specs import POSTGRES_PORT
+from llmd_fleet.responses.layer import ManagedDatabase
 from llmd_fleet.versions import versions
 
 BACKUP_WINDOW = "03:00-04:00"

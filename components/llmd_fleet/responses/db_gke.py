@@ -24,8 +24,8 @@ import pulumi_gcp as gcp
 
 from llmd_fleet.config.gke import GkeTargetConfig
 from llmd_fleet.config.responses import ResponsesConfig, ResponsesGkeDatabaseConfig, gke_gateway_address
+from llmd_fleet.layers.gateway.specs import MANAGED_IMPLEMENTATIONS
 from llmd_fleet.responses.layer import ManagedDatabase, ReservedGatewayAddress
-from llmd_fleet.router.gateway import MANAGED_IMPLEMENTATIONS
 from llmd_fleet.versions import versions
 
 SERVICE_NETWORKING = "servicenetworking.googleapis.com"

@@ -30,17 +30,7 @@ import pulumi_kubernetes as k8s
 
 from llmd_fleet.config.fleet import StackConfig
 from llmd_fleet.config.responses import ResponsesConfig, S3BackupConfig
-from llmd_fleet.labels import common_labels, prefer_separate_nodes
-from llmd_fleet.platform.helm import pinned_release
-from llmd_fleet.router.gateway import (
-    GATEWAY_NAME,
-    GKE_POLICY_API_VERSION,
-    LOG_EVERY_REQUEST,
-    MANAGED_IMPLEMENTATIONS,
-    MAX_DRAINING_SECONDS,
-    pool_ref,
-)
-from llmd_fleet.security.pod_context import (
+from llmd_fleet.core.pod_context import (
     IMAGE_BY_TAG,
     PULL_IF_NOT_PRESENT,
     Skip,
@@ -49,25 +39,29 @@ from llmd_fleet.security.pod_context import (
     restricted_pod_context,
     skip_annotations,
 )
+from llmd_fleet.labels import common_labels, prefer_separate_nodes
+from llmd_fleet.layers.gateway.specs import GATEWAY_NAME, GATEWAY_NAME_LABEL
+from llmd_fleet.layers.responses.specs import (
+    AGENTIC_API_PORT,
+    CNPG_NAMESPACE,
+    POSTGRES_PORT,
+    agentic_api_selector,
+    is_managed_gateway,
+)
+from llmd_fleet.platform.helm import pinned_release
+from llmd_fleet.router.gateway import (
+    GKE_POLICY_API_VERSION,
+    LOG_EVERY_REQUEST,
+    MAX_DRAINING_SECONDS,
+    pool_ref,
+)
 from llmd_fleet.versions import versions
 
-AGENTIC_API_PORT = 9000
-"""The agentic API's HTTP port (llm-d guides/agentic-api manifests: containerPort and Service)."""
-POSTGRES_PORT = 5432
-CNPG_STATUS_PORT = 8000
-"""CloudNativePG's instance manager status endpoint; the operator polls it (CNPG security docs,
-"Exposed Ports")."""
-CNPG_METRICS_PORT = 9187
-CNPG_NAMESPACE = "cnpg-system"
 CNPG_RELEASE = "cnpg"
-CNPG_CLUSTER_LABEL = "cnpg.io/cluster"
-"""Label CloudNativePG puts on every pod of a Cluster."""
 CNPG_RELOAD_LABEL = "cnpg.io/reload"
 """A Secret with this label is re-read by the operator as soon as it changes (role passwords)."""
 RESPONSES_PATHS = ("/v1/responses", "/v1/conversations")
 """What clients send to the agentic API; everything else goes to the InferencePool as before."""
-GATEWAY_NAME_LABEL = "gateway.networking.k8s.io/gateway-name"
-"""Label agentgateway and Istio put on a Gateway's proxy pods (the NetworkPolicies select it too)."""
 GKE_UPSTREAM_DOMAIN = "gateway.internal"
 """GKE: the upstream host is `<name>-upstream.gateway.internal`, resolved by `hostAliases` only."""
 BACKUP_SCHEDULE = "0 0 3 * * *"
@@ -134,10 +128,6 @@ def responses_names(config: StackConfig) -> ResponsesNames:
     return ResponsesNames(config.responses.name, config.serving.namespace)
 
 
-def is_managed_gateway(config: StackConfig) -> bool:
-    return config.gateway.implementation in MANAGED_IMPLEMENTATIONS
-
-
 def database_url(user: str, password: str, host: str, port: int, database: str) -> str:
     """The libpq connection URI the agentic API reads from DATABASE_URL. The password is
     percent-encoded (it may hold ':', '@', '/', '#'); TLS is required (RDS for PostgreSQL 15+
@@ -146,17 +136,8 @@ def database_url(user: str, password: str, host: str, port: int, database: str) 
     return f"postgresql://{credentials}@{host}:{port}/{quote(database, safe='')}?sslmode=require"
 
 
-def agentic_api_selector(responses: ResponsesConfig) -> dict[str, str]:
-    return {"app.kubernetes.io/component": "agentic-api", "app.kubernetes.io/instance": responses.name}
-
-
 def agentic_api_labels(responses: ResponsesConfig) -> dict[str, str]:
     return {**common_labels("agentic-api", responses.name), "app.kubernetes.io/name": "agentic-api"}
-
-
-def database_selector(responses: ResponsesConfig) -> dict[str, str]:
-    """Every PostgreSQL pod of the on-prem Cluster (the label CloudNativePG sets)."""
-    return {CNPG_CLUSTER_LABEL: f"{responses.name}-postgres"}
 
 
 def upstream_url(config: StackConfig) -> str:

@@ -14,23 +14,28 @@ import pulumi_kubernetes as k8s
 
 from llmd_fleet.config.fleet import StackConfig
 from llmd_fleet.conventions import POOL_GROUP as POOL_GROUP
-from llmd_fleet.labels import common_labels, prefer_separate_nodes
-from llmd_fleet.plan.fleet import FleetPlan
-from llmd_fleet.router.epp_config import build_epp_config, epp_cpus, needs_experimental_plugins
-from llmd_fleet.security.pod_context import (
+from llmd_fleet.core.pod_context import (
     EPP_SKIPS,
     TOKENIZER_SKIPS,
     restricted_container_context,
     restricted_pod_context,
     skip_annotations,
 )
+from llmd_fleet.labels import common_labels, prefer_separate_nodes
+from llmd_fleet.layers.router.specs import (
+    GRPC_PORT,
+    HEALTH_PORT,
+    METRICS_PORT,
+    TOKENIZER_PORT,
+    epp_selector,
+    tokenizer_selector,
+)
+from llmd_fleet.layers.serving.specs import pool_selector
+from llmd_fleet.plan.fleet import FleetPlan
+from llmd_fleet.router.epp_config import build_epp_config, epp_cpus, needs_experimental_plugins
 from llmd_fleet.versions import versions
 
-TOKENIZER_PORT = 8000
 TOKENIZER_REPLICAS = 2
-GRPC_PORT = 9002
-HEALTH_PORT = 9003
-METRICS_PORT = 9090
 CONFIG_DIR = "/config"
 TOKENIZER_CACHE = "/var/cache"
 CONFIG_FILE = "epp.yaml"
@@ -62,22 +67,10 @@ class RouterNames:
         return f"epp-{self.namespace}-{self.pool}.llm-d.ai"
 
 
-def pool_selector(config: StackConfig) -> dict[str, str]:
-    """Labels that select every serving pod (both roles) of this stack's DisaggregatedSet."""
-    return {"llm-d.ai/inference-serving": "true", "app.kubernetes.io/instance": config.serving.name}
-
-
 def epp_labels(config: StackConfig) -> dict[str, str]:
     return {
         **common_labels("endpoint-picker", config.serving.name),
         "app.kubernetes.io/name": "llm-d-router-endpoint-picker",
-    }
-
-
-def epp_selector(config: StackConfig) -> dict[str, str]:
-    return {
-        "app.kubernetes.io/component": "endpoint-picker",
-        "app.kubernetes.io/instance": config.serving.name,
     }
 
 
@@ -253,10 +246,6 @@ def epp_rbac_rules(config: StackConfig) -> list[dict[str, Any]]:
 
 def tokenizer_labels(config: StackConfig) -> dict[str, str]:
     return {**common_labels("tokenizer", config.serving.name), "app.kubernetes.io/name": "vllm-render"}
-
-
-def tokenizer_selector(config: StackConfig) -> dict[str, str]:
-    return {"app.kubernetes.io/component": "tokenizer", "app.kubernetes.io/instance": config.serving.name}
 
 
 def tokenizer_deployment_spec(config: StackConfig, hf_token_secret: str | None) -> dict[str, Any]:

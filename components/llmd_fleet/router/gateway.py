@@ -9,21 +9,18 @@ import pulumi_kubernetes as k8s
 from pulumi_kubernetes import _utilities as k8s_utilities
 
 from llmd_fleet.config.fleet import GatewayConfig, StackConfig
+from llmd_fleet.core.pod_context import pod_security_labels
 from llmd_fleet.labels import common_labels
+from llmd_fleet.layers.gateway.specs import GATEWAY_NAME, IMPLEMENTATION_NAMESPACE, MANAGED_IMPLEMENTATIONS
 from llmd_fleet.platform.helm import pinned_release
 from llmd_fleet.router.endpoint_picker import POOL_GROUP
-from llmd_fleet.security.pod_context import pod_security_labels
 from llmd_fleet.versions import versions
 
-GATEWAY_NAME = "llm-d-inference-gateway"
 GATEWAY_CLASS = {"agentgateway": "agentgateway", "istio": "istio", "gke-l7-rilb": "gke-l7-rilb"}
-IMPLEMENTATION_NAMESPACE = {"agentgateway": "agentgateway-system", "istio": "istio-system"}
 CRD_MANIFESTS = ("gateway-api", "inference-extension", "llm-d-router-crds")
 # CRDs no platform ships: the InferenceObjective CRD of llm-d-router (GKE, from the fleet's minimum
 # Kubernetes version on, pre-installs the Gateway API and InferencePool CRDs, not this one).
 ALWAYS_INSTALLED_CRDS = ("llm-d-router-crds",)
-# Managed implementations: the platform runs the controller, the stack installs nothing for it.
-MANAGED_IMPLEMENTATIONS = frozenset({"gke-l7-rilb"})
 # GKE's gateway controller: the InferencePool's backend service is configured through its
 # networking.gke.io policies, not through the HTTPRoute.
 GKE_IMPLEMENTATIONS = frozenset({"gke-l7-rilb"})

@@ -1,1 +1,1 @@
-"""Pod security contexts and network isolation (type token `llmd-fleet:security:NetworkIsolation`)."""
+"""Network isolation of the serving namespace (type token `llmd-fleet:security:NetworkIsolation`)."""

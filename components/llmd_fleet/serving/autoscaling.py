@@ -52,12 +52,12 @@ from llmd_fleet.config.fleet import (
     StackConfig,
     autoscaling_cooldown_seconds,
 )
+from llmd_fleet.core.pod_context import pod_security_labels
 from llmd_fleet.labels import common_labels
+from llmd_fleet.layers.autoscaling.flows import keda_namespace_flows
 from llmd_fleet.plan.fleet import FleetPlan, RoleName, RolePlan
 from llmd_fleet.plan.observability import plan_observability, prometheus_address
 from llmd_fleet.platform.helm import pinned_release
-from llmd_fleet.security.network_policy import keda_network_policy_specs
-from llmd_fleet.security.pod_context import pod_security_labels
 from llmd_fleet.versions import versions
 
 KEDA_CHART = "keda"
@@ -234,7 +234,7 @@ class Autoscaling(pulumi.ComponentResource):
                     pulumi.ResourceOptions(parent=self, depends_on=[namespace]),
                 )
             )
-            for suffix, spec in keda_network_policy_specs(config).items():
+            for suffix, spec in keda_namespace_flows(config).items():
                 k8s.networking.v1.NetworkPolicy(
                     f"{name}-keda-{suffix}",
                     metadata=k8s.meta.v1.ObjectMetaArgs(

@@ -6,10 +6,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from llmd_fleet.config.fleet import StackConfig
+from llmd_fleet.core.pod_context import pod_security_labels
 from llmd_fleet.labels import common_labels, serving_labels
 from llmd_fleet.plan.fleet import FleetPlan
 from llmd_fleet.platform.dra import claim_template_name, claim_template_spec
-from llmd_fleet.security.pod_context import pod_security_labels
 from llmd_fleet.serving.modelexpress import ModelExpressServer
 from llmd_fleet.serving.pod import PodInputs, disaggregated_set_spec
 from llmd_fleet.serving.preflight import FabricPreflight

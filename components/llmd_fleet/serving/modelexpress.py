@@ -16,19 +16,19 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from llmd_fleet.config.fleet import StackConfig
-from llmd_fleet.labels import common_labels
-from llmd_fleet.plan.fleet import MX_SERVER_PORT
-from llmd_fleet.security.pod_context import (
+from llmd_fleet.core.pod_context import (
     TOKENIZER_SKIPS,
     restricted_container_context,
     restricted_pod_context,
     skip_annotations,
 )
+from llmd_fleet.labels import common_labels
+from llmd_fleet.layers.modelexpress.specs import COMPONENT, server_selector
+from llmd_fleet.plan.fleet import MX_SERVER_PORT
 from llmd_fleet.versions import versions
 
 CRD_MANIFEST = "modelexpress-crds"
 """The version-matrix manifest holding the ModelMetadata and ModelCacheEntry CRDs."""
-COMPONENT = "modelexpress"
 # Requests of the upstream Kubernetes-backend example (4 CPU, 8 GiB): the server holds every
 # source's tensor metadata, which for a wide-EP fleet is one record per GPU.
 SERVER_RESOURCES = {"cpu": "4", "memory": "8Gi"}
@@ -46,10 +46,6 @@ def server_address(serving_name: str, namespace: str) -> str:
 
 def server_labels(config: StackConfig) -> dict[str, str]:
     return {**common_labels(COMPONENT, config.serving.name), "app.kubernetes.io/name": "modelexpress-server"}
-
-
-def server_selector(config: StackConfig) -> dict[str, str]:
-    return {"app.kubernetes.io/component": COMPONENT, "app.kubernetes.io/instance": config.serving.name}
 
 
 def server_rbac_rules() -> list[dict[str, Any]]:

@@ -9,10 +9,7 @@ import pulumi
 
 from llmd_fleet.config.fleet import TEARDOWN_SECONDS, NodeGroupConfig, RoleConfig, StackConfig
 from llmd_fleet.conventions import GPU_RESOURCE as GPU_RESOURCE
-from llmd_fleet.plan.fleet import FleetPlan, RolePlan
-from llmd_fleet.plan.tcpxo import RXDM_NAME
-from llmd_fleet.platform.dra import claim_template_name, container_claims, pod_claims
-from llmd_fleet.security.pod_context import (
+from llmd_fleet.core.pod_context import (
     ENGINE_SKIPS,
     IMAGE_BY_TAG,
     PULL_IF_NOT_PRESENT,
@@ -23,6 +20,9 @@ from llmd_fleet.security.pod_context import (
     engine_security_context,
     skip_annotations,
 )
+from llmd_fleet.plan.fleet import FleetPlan, RolePlan
+from llmd_fleet.plan.tcpxo import RXDM_NAME
+from llmd_fleet.platform.dra import claim_template_name, container_claims, pod_claims
 from llmd_fleet.serving.modelexpress import server_address
 from llmd_fleet.serving.simulator import TMP_SIZE_MIB, simulator_container
 from llmd_fleet.serving.vllm import (
@@ -273,7 +273,7 @@ def serving_pod_template(config: StackConfig, plan: RolePlan, inputs: PodInputs)
 
 
 def serving_pod_skips(spec: dict[str, Any]) -> tuple[Skip, ...]:
-    """The checkov checks a serving pod fails on purpose (llmd_fleet/security/pod_context.py), from what the
+    """The checkov checks a serving pod fails on purpose (llmd_fleet/core/pod_context.py), from what the
     pod actually runs: the engine's root and capabilities everywhere, GKE's RxDM where present."""
     names = {c["name"] for c in (*spec["containers"], *spec.get("initContainers", ()))}
     with_rxdm = RXDM_NAME in names

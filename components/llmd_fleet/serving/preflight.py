@@ -32,23 +32,22 @@ import pulumi_kubernetes as k8s
 
 from llmd_fleet.config.fleet import StackConfig
 from llmd_fleet.conventions import GPU_RESOURCE, PREFLIGHT_COMPONENT, RUNS_BEFORE_ANNOTATION
-from llmd_fleet.labels import common_labels
-from llmd_fleet.plan.fleet import FleetPlan, RolePlan
-from llmd_fleet.platform.dra import claim_template_name, container_claims, pod_claims
-from llmd_fleet.preflight import probe
-from llmd_fleet.security.pod_context import (
+from llmd_fleet.core.pod_context import (
     ENGINE_SKIPS,
     RUNTIME_DEFAULT_SECCOMP,
     capability_skips,
     engine_security_context,
     skip_annotations,
 )
+from llmd_fleet.labels import common_labels
+from llmd_fleet.layers.preflight.specs import PORT, probe_selector
+from llmd_fleet.plan.fleet import FleetPlan, RolePlan
+from llmd_fleet.platform.dra import claim_template_name, container_claims, pod_claims
+from llmd_fleet.preflight import probe
 
 PROBE_FILE = Path(probe.__file__)
 PROBE_KEY = "probe.py"
 PROBE_MOUNT = "/preflight"
-PORT = 5590
-"""TCP port of the probe's metadata exchange (target side); the pods' only pod-network flow."""
 PORT_NAME = "nixl-metadata"
 CONTAINER_NAME = "probe"
 PODS = 2
@@ -72,14 +71,6 @@ def probe_labels(config: StackConfig) -> dict[str, str]:
     return {
         **common_labels(PREFLIGHT_COMPONENT, config.serving.name),
         "app.kubernetes.io/name": "nixl-preflight",
-    }
-
-
-def probe_selector(config: StackConfig) -> dict[str, str]:
-    """What selects exactly the preflight pods of this stack."""
-    return {
-        "app.kubernetes.io/component": PREFLIGHT_COMPONENT,
-        "app.kubernetes.io/instance": config.serving.name,
     }
 
 

@@ -21,8 +21,8 @@ has no shell.
 from typing import Any
 
 from llmd_fleet.config.fleet import ModelConfig, RoleConfig, SimulatorConfig
+from llmd_fleet.core.pod_context import restricted_container_context
 from llmd_fleet.plan.fleet import RolePlan
-from llmd_fleet.security.pod_context import restricted_container_context
 
 SIMULATOR_NAME = "simulator"
 TMP_PATH = "/tmp"

@@ -16,6 +16,7 @@ Exit codes: 0 fine, 1 the rendered output failed a check, 2 bad input (config, p
 """
 
 import argparse
+import importlib
 import os
 import sys
 from pathlib import Path
@@ -175,12 +176,27 @@ def _bench_summary(source: str) -> int:
     return EXIT_OK
 
 
+def _twin(argv: list[str]) -> int:
+    """`llmd-fleet twin ...`: the control-plane twin (docs/twin.md) is repository tooling in
+    devtools/, which the wheel does not ship; it runs from a checkout only."""
+    from llmd_fleet.tools.paths import CHECKOUT
+
+    if not (CHECKOUT / "devtools" / "twin").is_dir():
+        print(
+            "error: `llmd-fleet twin` runs from a checkout of the llmd-fleet repository (its devtools/ "
+            "is not part of the installed package): make twin-up, or uv run llmd-fleet twin ... there",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+    sys.path.insert(0, str(CHECKOUT))
+    twin_cli = importlib.import_module("devtools.twin.cli")
+    status: int = twin_cli.main(argv)
+    return status
+
+
 def run(argv: list[str]) -> int:
     if argv[:1] == ["twin"]:
-        # The control-plane twin has its own subcommands (docs/twin.md).
-        from llmd_fleet.tools.twin.cli import main as twin_main
-
-        return twin_main(argv[1:])
+        return _twin(argv[1:])
     args = _parser().parse_args(argv)
     if args.command == "policy-pack-path":
         from llmd_fleet.tools.paths import PACKAGE_DIR

@@ -26,17 +26,16 @@ from typing import Any
 
 from llmd_fleet.config.fleet import StackConfig
 from llmd_fleet.config.grammar import ipv4_address_problem
+from llmd_fleet.core.netpol import dns_egress, model_hub_egress, namespace, tcp
+from llmd_fleet.core.pod_context import restricted_container_context, restricted_pod_context
 from llmd_fleet.labels import common_labels
-from llmd_fleet.router.gateway import GATEWAY_NAME, MANAGED_IMPLEMENTATIONS
-from llmd_fleet.security.network_policy import (
+from llmd_fleet.layers.gateway.specs import (
+    GATEWAY_NAME,
     GATEWAY_NAME_LABEL,
-    KUBE_DNS,
-    MODEL_HUB_PORT,
-    NAMESPACE_NAME_LABEL,
-    _outside_cluster,
-    cluster_ranges,
+    MANAGED_IMPLEMENTATIONS,
+    gateway_proxies,
 )
-from llmd_fleet.security.pod_context import restricted_container_context, restricted_pod_context
+from llmd_fleet.security.isolation import cluster_ranges
 from llmd_fleet.serving.model_serving import HF_TOKEN_SECRET
 from llmd_fleet.versions import versions
 
@@ -507,46 +506,23 @@ def network_policy(config: StackConfig, options: BenchOptions) -> dict[str, Any]
     cluster DNS, the gateway (its proxy pods on the listener port, or a managed gateway's
     address), Prometheus, and TCP 443 outside the cluster's ranges (the model hub for the
     tokenizer; GKE's managed Prometheus API)."""
-    listener = [{"protocol": "TCP", "port": config.gateway.listener_port}]
     if config.gateway.implementation in MANAGED_IMPLEMENTATIONS:
         assert options.gateway_address is not None, "check_options requires it"
         gateway_peer: dict[str, Any] = {"ipBlock": {"cidr": f"{options.gateway_address}/32"}}
     else:
-        gateway_peer = {"podSelector": {"matchLabels": {GATEWAY_NAME_LABEL: GATEWAY_NAME}}}
+        gateway_peer = gateway_proxies()
     egress: list[dict[str, Any]] = [
-        {
-            "to": [
-                {
-                    "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: "kube-system"}},
-                    "podSelector": {"matchLabels": dict(KUBE_DNS)},
-                }
-            ],
-            "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
-        },
-        {"to": [gateway_peer], "ports": listener},
-        {
-            "to": [_outside_cluster(cluster_ranges(config))],
-            "ports": [{"protocol": "TCP", "port": MODEL_HUB_PORT}],
-        },
+        dns_egress(),
+        {"to": [gateway_peer], "ports": tcp(config.gateway.listener_port)},
+        model_hub_egress(cluster_ranges(config)),
     ]
     metrics = prometheus_config(config, options)
     if metrics is not None and options.prometheus_url is None and "url" in metrics["prometheus"]:
-        egress.append(
-            {
-                "to": [
-                    {
-                        "namespaceSelector": {
-                            "matchLabels": {NAMESPACE_NAME_LABEL: config.observability.namespace}
-                        }
-                    }
-                ],
-                "ports": [{"protocol": "TCP", "port": PROMETHEUS_PORT}],
-            }
-        )
+        egress.append({"to": [namespace(config.observability.namespace)], "ports": tcp(PROMETHEUS_PORT)})
     elif options.prometheus_url is not None:
         port = options.prometheus_url.rpartition(":")[2]
         default = 443 if options.prometheus_url.startswith("https") else 80
-        egress.append({"ports": [{"protocol": "TCP", "port": int(port) if port.isdigit() else default}]})
+        egress.append({"ports": tcp(int(port) if port.isdigit() else default)})
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",

@@ -1,0 +1,1 @@
+"""The autoscaling layer: KEDA and the roles' ScaledObjects (`serving.autoscaling`)."""

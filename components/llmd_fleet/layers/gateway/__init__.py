@@ -1,0 +1,1 @@
+"""The gateway layer: the Gateway, its proxies and its routes to the pool."""

@@ -1,0 +1,1 @@
+"""The ModelExpress layer: peer-to-peer weight loading (`serving.weightLoading: modelexpress`)."""

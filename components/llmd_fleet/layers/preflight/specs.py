@@ -1,0 +1,15 @@
+"""The preflight pods' names and port other layers refer to (pure)."""
+
+from llmd_fleet.config.fleet import StackConfig
+from llmd_fleet.conventions import PREFLIGHT_COMPONENT
+
+PORT = 5590
+"""TCP port of the probe's metadata exchange (target side); the pods' only pod-network flow."""
+
+
+def probe_selector(config: StackConfig) -> dict[str, str]:
+    """What selects exactly the preflight pods of this stack."""
+    return {
+        "app.kubernetes.io/component": PREFLIGHT_COMPONENT,
+        "app.kubernetes.io/instance": config.serving.name,
+    }

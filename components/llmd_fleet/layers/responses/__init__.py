@@ -1,0 +1,1 @@
+"""The Responses layer: the agentic API and its response store (`llmd-fleet:responses`)."""

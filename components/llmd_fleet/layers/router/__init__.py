@@ -1,0 +1,1 @@
+"""The router layer: the endpoint picker and its tokenizer."""

@@ -1,0 +1,1 @@
+"""The serving layer: the prefill/decode engines of the DisaggregatedSet."""

@@ -1,0 +1,146 @@
+"""The serving namespace's NetworkPolicies: deny everything, then allow exactly the flows the
+fleet's layers state, each in its own `llmd_fleet/layers/<layer>/flows.py`:
+
+| layer | its pods' flows |
+|---|---|
+| serving | gateway and endpoint picker to the engines, engine to engine, metrics, the model hub |
+| router | gateway to the endpoint picker, the picker to the engines, the tokenizer and the API server |
+| gateway | clients to the in-cluster proxies, the proxies to the picker, the pool and their xDS |
+| preflight | the probe pair's metadata exchange (`serving.preflight`) |
+| modelexpress | the engines to the ModelExpress server, the server to the API server |
+| responses | the agentic API and the response store (`llmd-fleet:responses`) |
+
+Without them vLLM's unauthenticated API, its DP RPC, KV-event and NIXL ports are open to every
+pod of the cluster, around the gateway and the router. Every pod of the namespace may resolve
+names through kube-dns. KEDA's namespace has its own policies, stated by the autoscaling layer
+(llmd_fleet/layers/autoscaling/flows.py) and declared by its component.
+
+Enforcement is the CNI's: GKE's Dataplane V2 (`datapath_provider=ADVANCED_DATAPATH`,
+llmd_fleet/cluster/gke.py), on EKS the VPC CNI with `enableNetworkPolicy` (llmd_fleet/cluster/eks.py), on-prem
+whichever CNI the cluster runs (docs/security.md lists the ones that enforce NetworkPolicy).
+"""
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import TypedDict
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from llmd_fleet.config.fleet import OnPremTargetConfig, StackConfig
+from llmd_fleet.core.netpol import (
+    ClusterRanges,
+    PolicySpec,
+    deny_all_but_dns,
+)
+from llmd_fleet.labels import common_labels
+from llmd_fleet.layers.gateway import flows as gateway
+from llmd_fleet.layers.gateway.specs import MANAGED_IMPLEMENTATIONS
+from llmd_fleet.layers.modelexpress import flows as modelexpress
+from llmd_fleet.layers.preflight import flows as preflight
+from llmd_fleet.layers.responses import flows as responses
+from llmd_fleet.layers.router import flows as router
+from llmd_fleet.layers.serving import flows as serving
+from llmd_fleet.plan.fleet import FleetPlan
+
+Flows = Callable[[StackConfig, FleetPlan, ClusterRanges], Mapping[str, PolicySpec]]
+NAMESPACE_FLOWS: tuple[Flows, ...] = (
+    serving.flows,
+    router.flows,
+    preflight.flows,
+    gateway.flows,
+    modelexpress.flows,
+    responses.flows,
+)
+"""Every layer with pods in the serving namespace, in the order their policies are declared."""
+RULE_LISTS = ("ingress", "egress")
+
+GCP_HEALTH_CHECK_RANGES = ("35.191.0.0/16", "130.211.0.0/22")
+"""Google Cloud load-balancer health-check probes (Cloud Load Balancing "Firewall rules"); the
+regional internal Application Load Balancer's own traffic comes from the proxy-only subnet."""
+EKS_SERVICE_RANGES = ("10.100.0.0/16", "172.20.0.0/16")
+"""EKS assigns Service addresses from one of these when the cluster sets no serviceIpv4Cidr
+(EKS API KubernetesNetworkConfigRequest); llmd_fleet/cluster/eks.py sets none."""
+
+
+def cluster_ranges(config: StackConfig) -> ClusterRanges:
+    target = config.target
+    if target.kind == "gke":
+        assert target.gke is not None  # parse_config requires the section for kind gke
+        net = target.gke.network
+        managed = config.gateway.implementation in MANAGED_IMPLEMENTATIONS
+        return ClusterRanges(
+            pods=(net.pod_cidr,),
+            services=(net.service_cidr,),
+            gateway_sources=(net.proxy_only_cidr,) if managed else (),
+            health_check_sources=GCP_HEALTH_CHECK_RANGES if managed else (),
+        )
+    if target.kind == "eks":
+        assert target.eks is not None  # parse_config requires the section for kind eks
+        # The VPC CNI gives pods addresses of the VPC's subnets.
+        return ClusterRanges(pods=(target.eks.vpc_cidr,), services=EKS_SERVICE_RANGES)
+    onprem = target.onprem or OnPremTargetConfig()
+    return ClusterRanges(pods=(onprem.pod_cidr,), services=(onprem.service_cidr,))
+
+
+def union(contributions: Iterable[Mapping[str, PolicySpec]]) -> dict[str, PolicySpec]:
+    """One namespace's policies from every layer's flows. A policy is defined by the layer whose
+    pods it selects; a later layer may add rules to it (ModelExpress to the engines' egress,
+    Responses to the gateway proxies'), appended after the owner's."""
+    specs: dict[str, PolicySpec] = {}
+    for contribution in contributions:
+        for suffix, spec in contribution.items():
+            if suffix not in specs:
+                assert "podSelector" in spec, f"rules for policy {suffix!r} before a layer defines it"
+                specs[suffix] = dict(spec)
+                continue
+            assert set(spec) <= set(RULE_LISTS), f"policy {suffix!r} is defined by two layers"
+            for key in RULE_LISTS:
+                if key in spec:
+                    specs[suffix][key] = [*specs[suffix].get(key, []), *spec[key]]
+    return specs
+
+
+def network_policy_specs(config: StackConfig, plan: FleetPlan) -> dict[str, PolicySpec]:
+    """name suffix -> NetworkPolicy spec, for the serving namespace."""
+    ranges = cluster_ranges(config)
+    return union([deny_all_but_dns(), *(flows(config, plan, ranges) for flows in NAMESPACE_FLOWS)])
+
+
+class NetworkIsolationArgs(TypedDict):
+    """Arguments of `NetworkIsolation`. Every key is required.
+
+    - `config` (required): the validated stack config; `serving` names the namespace and the
+      policies, `target`, `gateway`, `observability` and `responses` shape the allowed flows
+      (`network_policy_specs`).
+    - `plan` (required): the fleet plan; its roles give the serving pods' ports.
+    """
+
+    config: StackConfig
+    """The validated stack configuration."""
+    plan: FleetPlan
+    """The fleet plan (its ports)."""
+
+
+class NetworkIsolation(pulumi.ComponentResource):
+    """The serving namespace's NetworkPolicies (`network_policy_specs`)."""
+
+    policies: dict[str, k8s.networking.v1.NetworkPolicy]
+
+    def __init__(self, name: str, args: NetworkIsolationArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("llmd-fleet:security:NetworkIsolation", name, {}, opts)
+        config = args["config"]
+        serving = config.serving
+        self.policies = {
+            suffix: k8s.networking.v1.NetworkPolicy(
+                f"{name}-{suffix}",
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name=f"{serving.name}-{suffix}",
+                    namespace=serving.namespace,
+                    labels=common_labels("network-policy", serving.name),
+                ),
+                spec=spec,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for suffix, spec in network_policy_specs(config, args["plan"]).items()
+        }
+        self.register_outputs({})

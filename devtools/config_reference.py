@@ -1,0 +1,179 @@
+"""The configuration reference (docs/configuration.md), generated from the config models.
+
+    python -m devtools.config_reference            write docs/configuration.md
+    python -m devtools.config_reference --check    exit 1 when the committed file is stale
+
+Every field's key path, type, default, bounds and description come from the pydantic models in
+components/config*.py, where they are declared once; `tests/test_config_reference.py` fails when
+the committed page no longer matches them.
+"""
+
+import argparse
+import enum
+import sys
+import types
+import typing
+from typing import Any
+
+import annotated_types
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+
+from llmd_fleet.config import fleet as config_module
+from llmd_fleet.tools.paths import CHECKOUT
+
+ROOT = CHECKOUT
+OUTPUT = ROOT / "docs" / "configuration.md"
+_BOUNDS = (
+    (annotated_types.Ge, "ge", ">="),
+    (annotated_types.Gt, "gt", ">"),
+    (annotated_types.Le, "le", "<="),
+    (annotated_types.Lt, "lt", "<"),
+)
+
+
+def _type_name(annotation: Any) -> str:
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _type_name(args[0])
+    if origin is typing.Literal:
+        return " \\| ".join(f"`{a}`" for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in args if a is not type(None)) + (
+            " or null" if type(None) in args else ""
+        )
+    if origin in (list, tuple):
+        return f"list of {_type_name(args[0])}" if args else "list"
+    if origin is dict:
+        return f"map of {_type_name(args[0])} to {_type_name(args[1])}" if args else "map"
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "object"
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return " \\| ".join(f"`{m.value}`" for m in annotation)
+    if isinstance(annotation, type):
+        return {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}.get(
+            annotation.__name__, annotation.__name__
+        )
+    return str(annotation)
+
+
+def _constraints(field: FieldInfo) -> str:
+    found: list[str] = []
+
+    def collect(metadata: Any) -> None:
+        for item in metadata:
+            for kind, attribute, symbol in _BOUNDS:
+                if isinstance(item, kind):
+                    found.append(f"{symbol} {getattr(item, attribute)}")
+            if isinstance(item, annotated_types.MinLen):
+                found.append(f"at least {item.min_length} items")
+            if isinstance(item, annotated_types.MaxLen):
+                found.append(f"at most {item.max_length}")
+            pattern = getattr(item, "pattern", None)
+            if isinstance(pattern, str):
+                found.append("pattern `" + pattern.replace("|", "\\|") + "`")
+            nested = getattr(item, "metadata", None)
+            if isinstance(nested, list):
+                collect(nested)
+            function = getattr(item, "func", None)
+            if function is not None and function.__qualname__.startswith("_validator.<locals>"):
+                found.append("grammar (llmd_fleet/config/grammar.py)")
+
+    collect(field.metadata)
+    for arg in typing.get_args(field.annotation):
+        collect(getattr(arg, "__metadata__", ()))
+    return ", ".join(dict.fromkeys(found))
+
+
+def _default(field: FieldInfo) -> str:
+    if field.default is PydanticUndefined and field.default_factory is None:
+        return "required"
+    value = field.default_factory() if field.default_factory is not None else field.default  # type: ignore[call-arg]
+    if isinstance(value, BaseModel):
+        return "(defaults below)"
+    if isinstance(value, enum.Enum):
+        value = value.value
+    if isinstance(value, list) and value and isinstance(value[0], BaseModel):
+        return f"{len(value)} entries (see description)"
+    return f"`{value!r}`" if value is not None else "null"
+
+
+def _nested_models(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    found: list[type[BaseModel]] = []
+    for arg in typing.get_args(annotation):
+        found += _nested_models(arg)
+    return found
+
+
+def _rows(model: type[BaseModel], prefix: str) -> list[str]:
+    rows = []
+    for name, field in model.model_fields.items():
+        key = f"{prefix}.{field.alias or name}"
+        description = " ".join((field.description or "").split()).replace("|", "\\|")
+        cells = (f"`{key}`", _type_name(field.annotation), _default(field), _constraints(field), description)
+        rows.append("| " + " | ".join(cells) + " |")
+        for nested in _nested_models(field.annotation):
+            is_map = typing.get_origin(field.annotation) is dict or any(
+                typing.get_origin(a) is dict for a in typing.get_args(field.annotation)
+            )
+            is_list = "list of" in _type_name(field.annotation)
+            rows += _rows(nested, f"{key}.<name>" if is_map else f"{key}[]" if is_list else key)
+    return rows
+
+
+def render() -> str:
+    lines = [
+        "# Configuration reference",
+        "",
+        "Generated from the config models (`make docs`; a test fails when this page is stale).",
+        " Keys are set in `stacks/Pulumi.<stack>.yaml` under the `llmd-fleet:` namespace;",
+        "every value is checked before anything is rendered or deployed (docs/bad-input.md).",
+        "",
+    ]
+    sections: list[tuple[str, type[BaseModel], bool]] = [
+        (key, model, True) for key, model in config_module._OBJECT_KEYS.items()
+    ]
+    sections += [(key, model, False) for key, model in config_module._OPTIONAL_OBJECT_KEYS.items()]
+    for key, model, required in sections:
+        lines += [
+            f"## `llmd-fleet:{key}`{'' if required else ' (optional)'}",
+            "",
+            " ".join((model.__doc__ or "").split()),
+            "",
+            "| key | type | default | bounds | description |",
+            "|---|---|---|---|---|",
+            *_rows(model, key),
+            "",
+        ]
+    lines += [
+        "## Secrets",
+        "",
+        "Set only with `pulumi config set --secret`; a plain value is refused.",
+        "",
+        *(f"- `llmd-fleet:{key}`" for key in config_module.SECRET_KEYS),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m devtools.config_reference")
+    parser.add_argument("--check", action="store_true", help="fail when docs/configuration.md is stale")
+    args = parser.parse_args(argv)
+    text = render()
+    if args.check:
+        if not OUTPUT.is_file() or OUTPUT.read_text() != text:
+            print(f"{OUTPUT.relative_to(ROOT)} is stale: run `make docs`", file=sys.stderr)
+            return 1
+        return 0
+    OUTPUT.write_text(text)
+    print(f"wrote {OUTPUT.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

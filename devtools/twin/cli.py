@@ -1,0 +1,41 @@
+"""The control-plane twin (docs/twin.md).
+
+    python -m devtools.twin up [STACK] [--apiserver-only]   start it and add STACK's fake nodes
+    python -m devtools.twin status                          what runs, nodes ready, slices
+    python -m devtools.twin down                            stop it, delete its etcd data
+    python -m devtools.twin e2e [STACK] [--apiserver-only]  up, assert by reading the API server, down
+    python -m devtools.twin engine [STACK]                  the Pulumi engine into the running twin:
+                                                            preview, up, second up, update, destroy
+    python -m devtools.twin build [NAME ...]                build or reuse the binaries (cache)
+    python -m devtools.twin gomod [NAME ...]                regenerate the wrapper Go modules
+
+STACK defaults to onprem-h100.
+"""
+
+import sys
+from collections.abc import Sequence
+
+
+def main(argv: Sequence[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0 if argv else 2
+    command = argv[0]
+    if command in ("build", "gomod"):
+        from devtools.twin.build import main as build_main
+
+        return build_main(argv)
+    if command in ("up", "down", "status"):
+        from devtools.twin.cluster import main as cluster_main
+
+        return cluster_main(argv)
+    if command == "engine":
+        from devtools.twin.engine import main as engine_main
+
+        return engine_main(argv[1:])
+    if command == "e2e":
+        from devtools.twin.e2e import main as e2e_main
+
+        return e2e_main(argv[1:])
+    print(f"twin: unknown command {command!r}\n{__doc__}", file=sys.stderr)
+    return 2

@@ -1,0 +1,362 @@
+"""`python -m devtools.twin up|down|status [STACK]`: the control plane on loopback.
+
+    up       build or reuse the binaries, make certificates and build/twin/kubeconfig, start etcd,
+             kube-apiserver (DRA on: resource.k8s.io/v1), kube-controller-manager, kube-scheduler
+             and kwok, then create the stack's fake nodes and their ResourceSlices
+    down     stop what `up` started (by the process ids it recorded) and delete the etcd data
+    status   which processes run, API server readiness, nodes ready and ResourceSlices
+
+Everything listens on 127.0.0.1 only, on free ports chosen at `up` and recorded in
+build/twin/state.json. `up --apiserver-only` starts etcd and kube-apiserver alone (no nodes): the
+subset that proves admission, defaulting and CEL validation. The processes keep running after
+`up` returns; `down` ends them.
+"""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from devtools.twin import build, nodes
+from devtools.twin.kube import ApiError, Kube, wait_for
+from devtools.twin.modules import wrappers
+from devtools.twin.pki import SERVICE_CIDR, Pki, ensure_pki, kubeconfig_text
+from llmd_fleet.tools.paths import CHECKOUT
+
+PROJECT_ROOT = CHECKOUT
+DEFAULT_STACK = "onprem-h100"
+LOOPBACK = "127.0.0.1"
+# Order of start; `down` stops in reverse.
+CONTROL_PLANE = ("etcd", "kube-apiserver")
+NODE_SIDE = ("kube-controller-manager", "kube-scheduler", "kwok")
+# kwok's own stage definitions, read from its module at the pinned version (node readiness and
+# lease heartbeats, pod readiness, completion and deletion), relative to the module root.
+KWOK_STAGE_FILES = (
+    "kustomize/stage/node/fast/node-initialize.yaml",
+    "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+    "kustomize/stage/pod/fast/pod-ready.yaml",
+    "kustomize/stage/pod/fast/pod-complete.yaml",
+    "kustomize/stage/pod/fast/pod-delete.yaml",
+)
+
+
+class TwinError(Exception):
+    """The twin could not be brought up (or is not up)."""
+
+
+@dataclass
+class State:
+    """build/twin/state.json: what `up` started and where it listens."""
+
+    stack: str
+    ports: dict[str, int]
+    pids: dict[str, int] = field(default_factory=dict)
+    binaries: dict[str, str] = field(default_factory=dict)
+    components: list[str] = field(default_factory=list)
+
+    @property
+    def server(self) -> str:
+        return f"https://{LOOPBACK}:{self.ports['apiserver']}"
+
+
+def twin_dir(root: Path = PROJECT_ROOT) -> Path:
+    return root / "build" / "twin"
+
+
+def state_path(root: Path = PROJECT_ROOT) -> Path:
+    return twin_dir(root) / "state.json"
+
+
+def load_state(root: Path = PROJECT_ROOT) -> State:
+    path = state_path(root)
+    if not path.is_file():
+        raise TwinError("the twin is not up (no build/twin/state.json): run `make twin-up`")
+    return State(**json.loads(path.read_text()))
+
+
+def client(root: Path = PROJECT_ROOT, state: State | None = None) -> Kube:
+    state = state or load_state(root)
+    pki = Pki(twin_dir(root) / "pki")
+    return Kube(state.server, str(pki.ca_cert), str(pki.admin_cert), str(pki.admin_key))
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return int(sock.getsockname()[1])
+
+
+def _alive(pid: int, binary: str) -> bool:
+    """Whether `pid` still runs `binary` (a recycled pid running something else is not ours)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+    except OSError:
+        return False
+    return cmdline == binary
+
+
+def command_lines(state: State, directory: Path, pki: Pki, kwok_config: Path | None) -> dict[str, list[str]]:
+    """The command line of every component (pure apart from paths)."""
+    b, p = state.binaries, state.ports
+    kubeconfig = str(directory / "kubeconfig")
+    etcd_url = f"http://{LOOPBACK}:{p['etcd']}"
+    peer_url = f"http://{LOOPBACK}:{p['etcd_peer']}"
+    lines = {
+        "etcd": [
+            b["etcd"], "--name=twin", f"--data-dir={directory / 'etcd-data'}",
+            f"--listen-client-urls={etcd_url}", f"--advertise-client-urls={etcd_url}",
+            f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
+            f"--initial-cluster=twin={peer_url}", f"--listen-metrics-urls=http://{LOOPBACK}:{p['etcd_metrics']}",
+            # A disposable store: no fsync (the twin is rebuilt, never recovered).
+            "--unsafe-no-fsync", "--log-level=warn",
+        ],
+        "kube-apiserver": [
+            b["kube-apiserver"], f"--etcd-servers={etcd_url}",
+            f"--bind-address={LOOPBACK}", f"--advertise-address={LOOPBACK}",
+            f"--secure-port={p['apiserver']}",
+            f"--tls-cert-file={pki.server_cert}", f"--tls-private-key-file={pki.server_key}",
+            f"--client-ca-file={pki.ca_cert}",
+            f"--service-account-key-file={pki.sa_pub}", f"--service-account-signing-key-file={pki.sa_key}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-cluster-ip-range={SERVICE_CIDR}", "--authorization-mode=RBAC",
+            "--allow-privileged=true", "--profiling=false",
+            # The `kubernetes` Service cannot have a loopback endpoint (validation refuses it);
+            # nothing in the twin reaches the API server through that Service.
+            "--endpoint-reconciler-type=none",
+            # DRA: resource.k8s.io/v1 is GA and on by default in 1.34; said explicitly here.
+            "--runtime-config=resource.k8s.io/v1=true",
+        ],
+        "kube-controller-manager": [
+            b["kube-controller-manager"], f"--kubeconfig={kubeconfig}", "--leader-elect=false",
+            "--secure-port=0", f"--service-account-private-key-file={pki.sa_key}",
+            f"--root-ca-file={pki.ca_cert}", f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--use-service-account-credentials=false", "--controllers=*",
+            # Fake nodes have no pod CIDR allocator to wait for.
+            "--allocate-node-cidrs=false",
+        ],
+        "kube-scheduler": [
+            b["kube-scheduler"], f"--kubeconfig={kubeconfig}", "--leader-elect=false", "--secure-port=0",
+        ],
+    }  # fmt: skip
+    if kwok_config is not None:
+        lines["kwok"] = [
+            b["kwok"], f"--kubeconfig={kubeconfig}", f"--config={kwok_config}",
+            f"--manage-nodes-with-annotation-selector={next(iter(nodes.KWOK_ANNOTATION))}=fake",
+            "--node-lease-duration-seconds=40", f"--server-address={LOOPBACK}:{p['kwok']}",
+            f"--node-ip={LOOPBACK}", "--cidr=10.64.0.1/12",
+        ]  # fmt: skip
+    return lines
+
+
+def kwok_stages(kwok_module_dir: Path) -> str:
+    """kwok's default stages as one multi-document YAML (read from the module, never copied into
+    the repository)."""
+    return "\n---\n".join((kwok_module_dir / rel).read_text() for rel in KWOK_STAGE_FILES)
+
+
+def _module_dir(wrapper_dir: Path, module: str) -> Path:
+    out = subprocess.run(
+        ["go", "list", "-m", "-json", module], cwd=wrapper_dir, capture_output=True, text=True, check=False
+    )
+    info = json.loads(out.stdout or "{}")
+    if "Dir" not in info:
+        subprocess.run(["go", "mod", "download", module], cwd=wrapper_dir, check=True)
+        out = subprocess.run(
+            ["go", "list", "-m", "-json", module], cwd=wrapper_dir, capture_output=True, text=True, check=True
+        )
+        info = json.loads(out.stdout)
+    return Path(info["Dir"])
+
+
+def binaries(apiserver_only: bool) -> tuple[dict[str, Path], list[str]]:
+    """Paths of every binary that could be had, and the problems of those that could not."""
+    found: dict[str, Path] = {}
+    problems = []
+    names = ["etcd", "kubernetes"] if apiserver_only else ["etcd", "kubernetes", "kwok"]
+    for name in names:
+        try:
+            found.update(build.ensure(wrappers()[name]))
+        except build.BuildError as error:
+            problems.append(str(error))
+    return found, problems
+
+
+def _start(name: str, argv: list[str], logs: Path) -> int:
+    log = (logs / f"{name}.log").open("ab")
+    process = subprocess.Popen(
+        argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+    )
+    return process.pid
+
+
+def up(stack: str = DEFAULT_STACK, apiserver_only: bool = False, root: Path = PROJECT_ROOT) -> State:
+    from llmd_fleet.tools.stack_file import read_stack_file, stack_config
+
+    directory = twin_dir(root)
+    if state_path(root).is_file():
+        old = load_state(root)
+        if any(_alive(pid, old.binaries.get(n, "")) for n, pid in old.pids.items()):
+            raise TwinError("the twin is already up: `make twin-down` first")
+        state_path(root).unlink()
+    config = stack_config(read_stack_file(root / "stacks", stack))
+    found, problems = binaries(apiserver_only)
+    for problem in problems:
+        print(f"twin: {problem}", file=sys.stderr)
+    if not {"etcd", "kube-apiserver"} <= set(found):
+        raise TwinError("etcd and kube-apiserver are required and could not be had")
+    components = list(CONTROL_PLANE)
+    if not apiserver_only and {"kube-controller-manager", "kube-scheduler", "kwok"} <= set(found):
+        components += list(NODE_SIDE)
+    elif not apiserver_only:
+        print("twin: node side unavailable; API server only", file=sys.stderr)
+    ports = {name: free_port() for name in ("etcd", "etcd_peer", "etcd_metrics", "apiserver", "kwok")}
+    state = State(
+        stack=stack, ports=ports, binaries={k: str(v) for k, v in found.items()}, components=components
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    logs = directory / "logs"
+    logs.mkdir(exist_ok=True)
+    pki = ensure_pki(directory / "pki")
+    (directory / "kubeconfig").write_text(kubeconfig_text(state.server, pki))
+    (directory / "kubeconfig").chmod(0o600)
+    kwok_config = None
+    if "kwok" in components:
+        kwok_config = directory / "kwok-stages.yaml"
+        kwok_wrapper = wrappers()["kwok"]
+        kwok_config.write_text(kwok_stages(_module_dir(kwok_wrapper.directory, kwok_wrapper.module)))
+    lines = command_lines(state, directory, pki, kwok_config)
+    started = time.monotonic()
+    try:
+        state.pids["etcd"] = _start("etcd", lines["etcd"], logs)
+        _save(state, root)
+        state.pids["kube-apiserver"] = _start("kube-apiserver", lines["kube-apiserver"], logs)
+        _save(state, root)
+        kube = client(root, state)
+        wait_for("kube-apiserver /readyz", kube.ready, timeout=120, interval=0.5)
+        wait_for("resource.k8s.io/v1 served", lambda: _serves(kube, "resource.k8s.io/v1"), timeout=30)
+        for name in NODE_SIDE:
+            if name in components:
+                state.pids[name] = _start(name, lines[name], logs)
+                _save(state, root)
+        print(f"twin: control plane ready in {time.monotonic() - started:.0f} s at {state.server}")
+        if "kwok" in components:
+            _create_nodes(kube, config.fleet.node_groups)
+    except BaseException:
+        print(f"twin: up failed; logs in {logs}", file=sys.stderr)
+        down(root)
+        raise
+    return state
+
+
+def _serves(kube: Kube, group_version: str) -> bool:
+    try:
+        kube.get(f"/apis/{group_version}")
+    except ApiError:
+        return False
+    return True
+
+
+def _create_nodes(kube: Kube, node_groups: Any) -> None:
+    started = time.monotonic()
+    objects = list(nodes.twin_objects(node_groups))
+    for obj in objects:
+        kube.apply(obj)
+    node_count = sum(1 for o in objects if o["kind"] == "Node")
+    slice_count = sum(1 for o in objects if o["kind"] == "ResourceSlice")
+    wait_for(
+        f"{node_count} nodes Ready (kwok)",
+        lambda: ready_nodes(kube) >= node_count,
+        timeout=180,
+        interval=2,
+    )
+    print(
+        f"twin: {node_count} nodes Ready, {slice_count} ResourceSlices ({time.monotonic() - started:.0f} s)"
+    )
+
+
+def ready_nodes(kube: Kube) -> int:
+    count = 0
+    for node in kube.list("v1", "Node"):
+        for condition in node.get("status", {}).get("conditions", []):
+            if condition["type"] == "Ready" and condition["status"] == "True":
+                count += 1
+    return count
+
+
+def _save(state: State, root: Path) -> None:
+    state_path(root).write_text(json.dumps(state.__dict__, indent=2) + "\n")
+
+
+def down(root: Path = PROJECT_ROOT) -> None:
+    """Stop every process `up` recorded (only those still running our binary), then delete the
+    etcd data and the state file. Certificates and logs stay."""
+    path = state_path(root)
+    if not path.is_file():
+        print("twin: not up")
+        return
+    state = load_state(root)
+    for name in reversed(list(state.pids)):
+        pid = state.pids[name]
+        if not _alive(pid, state.binaries.get(name, "")):
+            continue
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        while _alive(pid, state.binaries[name]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if _alive(pid, state.binaries[name]):
+            os.kill(pid, signal.SIGKILL)
+        print(f"twin: stopped {name} ({pid})")
+    shutil.rmtree(twin_dir(root) / "etcd-data", ignore_errors=True)
+    path.unlink()
+
+
+def status(root: Path = PROJECT_ROOT) -> int:
+    """Print the state of every component; 0 when all recorded processes run and the API is ready."""
+    try:
+        state = load_state(root)
+    except TwinError as error:
+        print(f"twin: {error}")
+        return 1
+    healthy = True
+    for name in state.components:
+        pid = state.pids.get(name)
+        running = pid is not None and _alive(pid, state.binaries.get(name, ""))
+        healthy &= running
+        print(f"{name:<24} {'running' if running else 'STOPPED'} pid={pid}")
+    kube = client(root, state)
+    ready = kube.ready()
+    healthy &= ready
+    print(f"{'api server':<24} {'ready' if ready else 'NOT READY'} {state.server}")
+    if ready:
+        print(f"{'nodes ready':<24} {ready_nodes(kube)} / {len(kube.list('v1', 'Node'))}")
+        print(f"{'resourceslices':<24} {len(kube.list('resource.k8s.io/v1', 'ResourceSlice'))}")
+    print(f"{'kubeconfig':<24} {twin_dir(root) / 'kubeconfig'}")
+    if "kubectl" in state.binaries:
+        print(f"{'kubectl':<24} {state.binaries['kubectl']} --kubeconfig {twin_dir(root) / 'kubeconfig'}")
+    return 0 if healthy else 1
+
+
+def main(argv: Sequence[str]) -> int:
+    command, rest = argv[0], list(argv[1:])
+    apiserver_only = "--apiserver-only" in rest
+    positional = [a for a in rest if not a.startswith("--")]
+    stack = positional[0] if positional else DEFAULT_STACK
+    try:
+        if command == "up":
+            up(stack, apiserver_only)
+            return 0
+        if command == "down":
+            down()
+            return 0
+        return status()
+    except (TwinError, TimeoutError, ApiError, build.BuildError) as error:
+        print(f"twin: {error}", file=sys.stderr)
+        return 1

@@ -1,0 +1,294 @@
+"""Dependencies point one way: base <- config <- plan <- builders and components <- program <- tools,
+and no two modules import each other, however indirectly.
+
+The package's folders are its tiers (README, "Module map"). The lower tiers are pure (no Pulumi,
+no cloud SDK) and import nothing above them, so the config and the plan can be used, tested and
+checked without the SDKs. Every module of `llmd_fleet` is read with `ast`, imports inside functions
+included: an import that points up, or one that closes a cycle, fails here, not in review.
+"""
+
+import ast
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+PACKAGE = REPO / "components" / "llmd_fleet"
+TIER_NAMES = ("base", "config", "plan", "builders/components", "program", "tools")
+# Modules of the base tier (facts every tier shares) besides `llmd_fleet.core`; the config package's
+# own base modules are base too, so the plan and the builders can take a grammar or a registry
+# without the models.
+BASE = {
+    "llmd_fleet.versions",
+    "llmd_fleet.conventions",
+    "llmd_fleet.labels",
+    "llmd_fleet.config.grammar",
+    "llmd_fleet.config.base",
+    "llmd_fleet.config.vllm_registry",
+}
+# Subpackage -> tier; the areas of the runtime library (one per type-token area) and the in-cluster
+# layers share tier 3.
+AREAS = {
+    "core": 0,
+    "config": 1,
+    "plan": 2,
+    # The preflight probe: self-contained (it runs alone in the serving image), pure.
+    "preflight": 2,
+    **dict.fromkeys(
+        (
+            "cluster",
+            "platform",
+            "security",
+            "observability",
+            "serving",
+            "router",
+            "responses",
+            "images",
+            "layers",
+        ),
+        3,
+    ),
+    "tools": 5,
+    "policies": 5,
+}
+PURE = 2  # tiers up to this one import no Pulumi and no cloud SDK
+
+
+def tier(module: str) -> int:
+    """The tier of a module of the package (`llmd_fleet.a.b`)."""
+    if module in BASE:
+        return 0
+    parts = module.split(".")
+    if parts[:2] == ["llmd_fleet", "program"]:
+        return 4
+    if len(parts) >= 2 and parts[1] in AREAS:
+        return AREAS[parts[1]]
+    if module == "llmd_fleet":
+        return 3  # the API facade re-exports components
+    raise AssertionError(f"{module} has no tier: add it to BASE or AREAS in tests/test_dependencies.py")
+
+
+def module_name(path: Path) -> str:
+    relative = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(relative.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports(path: Path) -> list[str]:
+    """Modules a file imports at run time (absolute names; `from llmd_fleet.a import b` counts
+    `llmd_fleet.a.b` when b is a module). Imports under `if TYPE_CHECKING:` are left out."""
+    tree = ast.parse(path.read_text())
+    typing_only: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            typing_only |= {id(child) for stmt in node.body for child in ast.walk(stmt)}
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.append(node.module)
+            for alias in node.names:
+                candidate = PACKAGE.parent / f"{node.module}.{alias.name}".replace(".", "/")
+                if candidate.with_suffix(".py").is_file() or candidate.is_dir():
+                    found.append(f"{node.module}.{alias.name}")
+    return found
+
+
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+def test_every_module_has_a_tier():
+    assert len(MODULES) > 60
+    for path in MODULES:
+        tier(module_name(path))
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_import_points_up(path):
+    own = tier(module_name(path))
+    for imported in imports(path):
+        if imported.split(".")[0] == "llmd_fleet":
+            assert tier(imported) <= own, (
+                f"{module_name(path)} ({TIER_NAMES[own]}) imports {imported} ({TIER_NAMES[tier(imported)]})"
+            )
+        if own <= PURE:
+            assert not imported.startswith(("pulumi", "grafana")), (
+                f"{module_name(path)} is a pure {TIER_NAMES[own]} module but imports {imported}"
+            )
+        assert imported.split(".")[0] not in ("components", "devtools", "infra", "policies", "tests"), (
+            f"{module_name(path)} imports {imported}: the package imports only itself"
+        )
+
+
+def test_the_facade_imports_nothing_at_import_time():
+    """`import llmd_fleet` stays cheap: the public names load on first use."""
+    assert [m for m in imports(PACKAGE / "__init__.py") if m.startswith("llmd_fleet")] == []
+
+
+def test_the_check_sees_an_upward_import(tmp_path):
+    """The rule is not vacuous: a config module importing a builder is caught."""
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "from llmd_fleet.platform.dra import claim_template_spec\nfrom llmd_fleet.serving import pod\n"
+    )
+    upward = [m for m in imports(bad) if m.startswith("llmd_fleet") and tier(m) > AREAS["config"]]
+    assert upward == ["llmd_fleet.platform.dra", "llmd_fleet.serving", "llmd_fleet.serving.pod"]
+
+
+def test_pure_tiers_import_without_the_sdks():
+    """Importing the config and the plan loads no Pulumi module (checked in a fresh interpreter)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, llmd_fleet.core.netpol, llmd_fleet.config.fleet, llmd_fleet.plan.fleet,"
+        " llmd_fleet.plan.observability;"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('pulumi', 'pulumi_kubernetes'));"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def package_graph() -> dict[str, set[str]]:
+    """module -> the package's modules it imports (`llmd_fleet.a` for a package's __init__)."""
+    names = {module_name(path): path for path in MODULES}
+    return {name: {m for m in imports(path) if m in names and m != name} for name, path in names.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            successor = next(successors, None)
+            if successor is not None:
+                if successor not in index:
+                    index[successor] = low[successor] = len(index)
+                    stack.append(successor)
+                    on_stack.add(successor)
+                    work.append((successor, iter(sorted(graph.get(successor, ())))))
+                elif successor in on_stack:
+                    low[node] = min(low[node], index[successor])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def area(module: str) -> str:
+    """A module's area: its subpackage (`llmd_fleet.layers` for every layer's slice); a top-level
+    module is an area of its own."""
+    return ".".join(module.split(".")[:2])
+
+
+def slice_of(module: str) -> str | None:
+    """The layer slice a module belongs to (`llmd_fleet.layers.router`), if any."""
+    parts = module.split(".")
+    return ".".join(parts[:3]) if parts[1:2] == ["layers"] and len(parts) > 3 else None
+
+
+def test_no_import_cycle_between_areas():
+    """No two areas depend on each other: an area can be read, tested and changed with only what
+    lies below it."""
+    graph: dict[str, set[str]] = {}
+    for module, imported in package_graph().items():
+        graph.setdefault(area(module), set()).update(area(m) for m in imported if area(m) != area(module))
+    assert cycles(graph) == []
+
+
+def test_slices_meet_only_through_their_specs():
+    """A layer refers to another layer only through that layer's `specs.py` (its names, selectors,
+    ports and peers), never its flows or its component. Traffic runs both ways between layers (the
+    gateway reaches the engines, whose policy admits the gateway), so slices may know each other's
+    specs; specs import no flows and no component, which keeps the modules free of cycles."""
+    for module, imported in package_graph().items():
+        if slice_of(module) is None:
+            continue  # the cores (security/isolation.py, program.py) take each layer's flows and component
+        for target in imported:
+            if slice_of(target) not in (None, slice_of(module)):
+                assert target.endswith(".specs"), f"{module} imports {target}: import its slice's specs"
+
+
+PURE_FILES = ("flows", "specs", "config", "rules")
+"""Files of a slice that build data only; `component.py` and the like declare resources."""
+
+
+def is_pure(module: str) -> bool:
+    return tier(module) <= PURE or (slice_of(module) is not None and module.rsplit(".", 1)[-1] in PURE_FILES)
+
+
+def test_pure_files_import_no_pulumi_module():
+    """The config, the plan, the base and every slice's flows and specs load no Pulumi or cloud SDK,
+    not even through another module of the package (they are tested and reused without one)."""
+    graph = package_graph()
+    sdk = {
+        module
+        for module in graph
+        if any(m.startswith(("pulumi", "grafana")) for m in imports(PACKAGE.parent / module_path(module)))
+    }
+    pure = [m for m in graph if is_pure(m)]
+    assert "llmd_fleet.layers.router.flows" in pure
+    for module in pure:
+        reached: set[str] = set()
+        todo = [module]
+        while todo:
+            for imported in graph[todo.pop()] - reached:
+                reached.add(imported)
+                todo.append(imported)
+        assert not reached & sdk, f"{module} is pure but imports {sorted(reached & sdk)}, which load Pulumi"
+
+
+def module_path(module: str) -> Path:
+    path = Path(*module.split("."))
+    return path / "__init__.py" if (PACKAGE.parent / path).is_dir() else path.with_suffix(".py")
+
+
+def test_no_import_cycle_between_modules():
+    """No module imports itself through others, at import time or inside a function (the import
+    a function defers is still a dependency: it only hides the cycle from the interpreter)."""
+    assert cycles(package_graph()) == []
+
+
+def test_the_cycle_check_sees_a_cycle():
+    """The check is not vacuous: a cycle through a third module is found, a diamond is not one."""
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b", "c"}, "b": {"d"}, "c": {"d"}, "d": set()}) == []
+
+
+def test_dev_tooling_lives_outside_the_package():
+    """The wheel packs components/llmd_fleet whole, so repository tooling stays out of it by living
+    in devtools/: no Go module, twin or upstream-tool check inside the package."""
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert pyproject["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"] == ["components/llmd_fleet"]
+    assert not list(PACKAGE.rglob("go.mod"))
+    assert not [p for p in PACKAGE.rglob("*") if p.name in ("twin", "vllm_check", "promtool", "golden.py")]
