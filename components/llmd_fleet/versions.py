@@ -86,6 +86,8 @@ class TwinVersions(_Frozen):
     """k8s.io/kubernetes module version (kube-apiserver, scheduler, controller-manager, kubectl)."""
     kwok: str
     """sigs.k8s.io/kwok module version."""
+    lws: str
+    """kubernetes-sigs/lws commit of the twin's LWS controller manager (built from a source snapshot)."""
 
 
 class BundledVersions(_Frozen):

@@ -6,6 +6,7 @@
     python -m devtools.twin e2e [STACK] [--apiserver-only]  up, assert by reading the API server, down
     python -m devtools.twin build [NAME ...]                build or reuse the binaries (cache)
     python -m devtools.twin gomod [NAME ...]                regenerate the wrapper Go modules
+    python -m devtools.twin lws-build                       build or reuse the LWS controller
 
 STACK defaults to onprem-h100.
 """
@@ -27,6 +28,10 @@ def main(argv: Sequence[str]) -> int:
         from devtools.twin.cluster import main as cluster_main
 
         return cluster_main(argv)
+    if command == "lws-build":
+        from devtools.twin.lws import main as lws_main
+
+        return lws_main()
     if command == "e2e":
         from devtools.twin.e2e import main as e2e_main
 
