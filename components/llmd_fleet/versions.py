@@ -92,6 +92,8 @@ class TwinVersions(_Frozen):
     """github.com/pulumi/pulumi-kubernetes/provider/v4 module version (a pseudo-version)."""
     kubernetes_provider_tag: str = Field(alias="kubernetes-provider-tag")
     """The upstream tag of that pseudo-version's commit (what the provider's code is)."""
+    lws: str
+    """kubernetes-sigs/lws commit of the twin's LWS controller manager (built from a source snapshot)."""
 
 
 class BundledVersions(_Frozen):

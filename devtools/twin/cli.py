@@ -8,6 +8,7 @@
                                                             preview, up, second up, update, destroy
     python -m devtools.twin build [NAME ...]                build or reuse the binaries (cache)
     python -m devtools.twin gomod [NAME ...]                regenerate the wrapper Go modules
+    python -m devtools.twin lws-build                       build or reuse the LWS controller
 
 STACK defaults to onprem-h100.
 """
@@ -33,6 +34,10 @@ def main(argv: Sequence[str]) -> int:
         from devtools.twin.engine import main as engine_main
 
         return engine_main(argv[1:])
+    if command == "lws-build":
+        from devtools.twin.lws import main as lws_main
+
+        return lws_main()
     if command == "e2e":
         from devtools.twin.e2e import main as e2e_main
 

@@ -16,11 +16,14 @@
    them (its pod-complete stage, for pods a Job owns). Read back: the Job Complete, both pods
    Succeeded on two GPU nodes with the Indexed hostnames, and their claims released again (the
    resourceclaim controller deletes a done pod's claims), so serving gets every node;
-5. with the node side: the pods the LWS controller would create for the DisaggregatedSet (one
-   per worker index of every group, from the role's template) are created by the twin; the
-   controller manager makes their ResourceClaims, the scheduler allocates them against the
-   fake nodes' ResourceSlices and binds the pods, kwok marks them Ready. Read back: pods bound,
-   claims allocated, each GPU paired with the NIC on its pcieRoot, one pod per node.
+5. with the node side: the DisaggregatedSet's pods, made by the real LWS controller when its
+   source snapshot is there (devtools/twin/lws.py; started after step 2, the DisaggregatedSet held
+   back until after step 4 and then checked by devtools/twin/lws_checks.py: pods by the
+   controller, a decode rollout, node loss, External scaling), else by the twin's stand-in (one
+   per worker index of every group, from the role's template); the controller manager makes
+   their ResourceClaims, the scheduler allocates them against the fake nodes' ResourceSlices
+   and binds the pods, kwok marks them Ready. Read back: pods bound, claims allocated, each GPU
+   paired with the NIC on its pcieRoot, one pod per node.
 6. with the node side, the stack's objects deleted again and the program deployed by the Pulumi
    engine into the same twin (engine_e2e.py, engine.py): preview, up, the checks of 4 and 5 and
    the Deployments on what the engine created, a second up with no changes, an in-place update,
@@ -43,7 +46,7 @@ from typing import Any
 
 import yaml
 
-from devtools.twin import cluster, nodes
+from devtools.twin import cluster, lws_checks, nodes
 from devtools.twin.kube import ApiError, Kube, wait_for, walk_paths
 
 PROJECT_ROOT = cluster.PROJECT_ROOT
@@ -59,11 +62,16 @@ class Report:
     figures: list[tuple[str, str]] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
-    """Lines printed as they are at the end (the `engine:` steps)."""
+    """Figure lines printed as they are, each starting with its word (devtools/twin/lws_checks.py,
+    and the `engine:` steps)."""
 
     def figure(self, name: str, value: str) -> None:
         self.figures.append((name, value))
         print(f"  {name}: {value}", flush=True)
+
+    def line(self, text: str) -> None:
+        self.lines.append(text)
+        print(text, flush=True)
 
     def check(self, ok: bool, message: str) -> None:
         if not ok:
@@ -484,10 +492,13 @@ def run(stack: str, apiserver_only: bool, keep: bool, engine: bool = True) -> Re
         kube = cluster.client(state=state)
         print("e2e: CRDs")
         rules = _crds(kube, report)
+        # The real LWS controller when its source is there (docs/twin.md), else None: the stand-in.
+        controller = lws_checks.start_controller(state, kube, report)
         print(f"e2e: {stack} rendered and applied")
         out = cluster.twin_dir() / "rendered" / stack
         objects = render(stack, out)
-        _apply_stack(kube, objects, rules, report)
+        held = lws_checks.held_back(objects) if controller else []
+        _apply_stack(kube, [o for o in objects if all(o is not h for h in held)], rules, report)
         _negative_controls(kube, objects, report)
         skipped_helm = len(list((out / "helm").glob("*.yaml"))) if (out / "helm").is_dir() else 0
         skipped_remote = len(list((out / "remote").glob("*.yaml"))) if (out / "remote").is_dir() else 0
@@ -499,14 +510,18 @@ def run(stack: str, apiserver_only: bool, keep: bool, engine: bool = True) -> Re
             report.figure("nodes Ready", f"{cluster.ready_nodes(kube)}/{len(kube.list('v1', 'Node'))}")
             print("e2e: the fabric preflight Job before serving (controller manager, scheduler, kwok)")
             _preflight(kube, objects, report)
-            print("e2e: scheduling the DisaggregatedSet's pods on the fake nodes")
-            _schedule(kube, objects, report)
+            fleet = lws_checks.serving(kube, held, rules, stack, report) if controller else None
+            if not controller:
+                print("e2e: the twin's stand-in for the LWS controller creates the DisaggregatedSet's pods")
+                _schedule(kube, objects, report)
             print("e2e: Deployments and PodDisruptionBudgets (controller manager, scheduler, kwok)")
             _deployments(kube, objects, report)
+            if fleet is not None:
+                lws_checks.scale_stack(kube, fleet, report)
             if engine:
                 from devtools.twin import engine_e2e
 
-                engine_e2e.run(kube, stack, objects, report)
+                engine_e2e.run(kube, stack, objects, report, stand_in=not controller)
         else:
             report.figure("scheduling", "skipped (API server only)")
     finally:
@@ -531,8 +546,8 @@ def main(argv: Sequence[str]) -> int:
     print("\ne2e figures")
     for name, value in report.figures:
         print(f"  {name}: {value}")
-    for line in report.lines:
-        print(line)
+    for text in report.lines:
+        print(text)
     if report.failures:
         print(f"\ne2e: {len(report.failures)} failure(s)", file=sys.stderr)
         for failure in report.failures:
