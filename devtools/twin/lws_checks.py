@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from devtools.twin import lws, nodes
-from devtools.twin.kube import ApiError, Kube
+from devtools.twin.kube import ApiError, Kube, wait_for
 
 WORDS = ("controller", "rollout", "node loss", "scale")
 LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
@@ -220,14 +220,7 @@ class Fleet:
 
 
 def _poll(what: str, check: Callable[[], Any], timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(POLL_S)
-    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+    return wait_for(what, check, timeout, POLL_S)
 
 
 def _wanted(ds: dict[str, Any]) -> dict[str, int]:
