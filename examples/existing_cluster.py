@@ -24,10 +24,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from llmd_fleet import ServingLayers, add_serving_layers
-from llmd_fleet.config.fleet import parse_config
+from llmd_fleet.config.parse import parse_config
 from llmd_fleet.images.build import serving_image
-from llmd_fleet.plan.fabric import fabric_for
 from llmd_fleet.plan.fleet import plan_fleet
+from llmd_fleet.targets.specs import fabric_for
 
 
 def add_llmd_serving(

@@ -9,7 +9,7 @@ import pulumi
 import pytest
 import yaml
 
-from llmd_fleet.config.fleet import PROJECT
+from llmd_fleet.core.problems import PROJECT
 from llmd_fleet.versions import versions
 
 REPO = Path(__file__).resolve().parent.parent
@@ -91,7 +91,7 @@ def set_stack_config(raw: dict[str, Any], secrets: dict[str, str] | None = None)
 def rendered(tmp_path_factory):
     """`rendered(stack)`: every object `llmd-fleet render` writes for a stack, rendered once per
     test session."""
-    from llmd_fleet.tools.cli import run
+    from llmd_fleet.cli.main import run
 
     objects: dict[str, list[dict[str, Any]]] = {}
 

@@ -7,10 +7,16 @@ admitter/probabilisticadmitter/plugin.go.
 
 import pytest
 
-from llmd_fleet.config.fleet import ConfigError, parse_config
+from llmd_fleet.config.parse import parse_config
+from llmd_fleet.core.problems import ConfigError
+from llmd_fleet.layers.router.component import epp_args
+from llmd_fleet.layers.router.epp_config import (
+    EndpointPickerConfig,
+    build_epp_config,
+    needs_experimental_plugins,
+)
+from llmd_fleet.layers.router.specs import RouterNames
 from llmd_fleet.plan.fleet import plan_fleet
-from llmd_fleet.router.endpoint_picker import RouterNames, epp_args
-from llmd_fleet.router.epp_config import EndpointPickerConfig, build_epp_config, needs_experimental_plugins
 
 TOKENIZER = "http://glm52-tokenizer.llm-d.svc:8000"
 

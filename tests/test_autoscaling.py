@@ -10,15 +10,16 @@ import pytest
 import yaml
 
 from devtools.metrics_catalogue.catalogue import catalogue
-from llmd_fleet.config.fleet import ConfigError, parse_config
-from llmd_fleet.plan.fleet import plan_fleet
-from llmd_fleet.router.epp_config import build_epp_config
-from llmd_fleet.serving.autoscaling import (
+from llmd_fleet.cli.check import CrdSchemas
+from llmd_fleet.config.parse import parse_config
+from llmd_fleet.core.problems import ConfigError
+from llmd_fleet.layers.autoscaling.component import (
     decode_kv_query,
     prefill_backlog_query,
     scaled_object_spec,
 )
-from llmd_fleet.tools.check import CrdSchemas
+from llmd_fleet.layers.router.epp_config import build_epp_config
+from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.versions import versions
 from tests.conftest import CRD_DIR, stack_raw_config
 
@@ -229,7 +230,7 @@ def test_the_in_flight_producer_is_added_only_for_prefill_autoscaling(raw):
 
 
 def test_keda_is_installed_pinned_unless_preinstalled(raw, tmp_path: Path):
-    from llmd_fleet.tools.cli import run
+    from llmd_fleet.cli.main import run
 
     out = tmp_path / "out"
     assert run(["render", STACK, "--out", str(out)]) == 0
@@ -246,7 +247,7 @@ def test_keda_is_installed_pinned_unless_preinstalled(raw, tmp_path: Path):
 
 
 def _synthesize(tmp_path: Path, edit: Any) -> Any:
-    from llmd_fleet.tools.synth import synthesize
+    from llmd_fleet.cli.synth import synthesize
     from tests.conftest import STACKS_DIR
 
     document = yaml.safe_load((STACKS_DIR / f"Pulumi.{STACK}.yaml").read_text())

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from llmd_fleet.config.fleet import StackConfig
-from llmd_fleet.tools.bench import report
-from llmd_fleet.tools.bench.workload import BenchError, BenchOptions, bench_files, parse_stages, shape
-from llmd_fleet.tools.cli import run
-from llmd_fleet.tools.stack_file import read_stack_file, stack_config
+from llmd_fleet.cli.bench import report
+from llmd_fleet.cli.bench.workload import BenchError, BenchOptions, bench_files, parse_stages, shape
+from llmd_fleet.cli.main import run
+from llmd_fleet.cli.stack_file import read_stack_file, stack_config
+from llmd_fleet.config.stack import StackConfig
 from tests.conftest import REFERENCE_STACK, REPO, STACKS_DIR, all_stacks
 
 SAMPLES = REPO / "tests" / "fixtures" / "bench" / "reports"
@@ -304,7 +304,7 @@ def test_a_smaller_window_scales_the_shape_below_it():
 
 def test_the_command_line_exits_2_without_a_traceback():
     proc = subprocess.run(
-        [sys.executable, "-m", "llmd_fleet.tools.cli", "bench", "no-such-stack"],
+        [sys.executable, "-m", "llmd_fleet.cli.main", "bench", "no-such-stack"],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -340,7 +340,7 @@ def test_summary_of_a_report_directory():
 
 def _job_log() -> str:
     """What the Job's container prints: inference-perf's own log lines, then each summary file
-    between marker lines (the script in llmd_fleet/tools/bench/workload.py)."""
+    between marker lines (the script in llmd_fleet/cli/bench/workload.py)."""
     parts = ["INFO - Stage 0 - run started", "\x1b[1m┃ Stage ┃ Successes ┃"]
     for path in sorted(SAMPLES.glob("*.json")):
         parts += [f"==> llmd-fleet-bench report {path.name} <==", path.read_text()]

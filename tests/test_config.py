@@ -5,7 +5,8 @@ from typing import Any
 
 import pytest
 
-from llmd_fleet.config.fleet import ConfigError, parse_config
+from llmd_fleet.config.parse import parse_config
+from llmd_fleet.core.problems import ConfigError
 
 
 def test_reference_stack_parses(raw_config):

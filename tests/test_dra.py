@@ -6,7 +6,12 @@ import pulumi
 import pytest
 import yaml
 
-from llmd_fleet.config.fleet import ConfigError, parse_config
+from llmd_fleet.cli.main import run
+from llmd_fleet.cli.synth import RecordingMocks, clean
+from llmd_fleet.config.parse import parse_config
+from llmd_fleet.core.problems import ConfigError
+from llmd_fleet.layers.serving.component import ModelServing
+from llmd_fleet.layers.serving.pod import serving_pod_template
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.platform.accelerators import AcceleratorPlatform
 from llmd_fleet.platform.dra import (
@@ -17,10 +22,6 @@ from llmd_fleet.platform.dra import (
     ClaimShape,
     claim_template_spec,
 )
-from llmd_fleet.serving.model_serving import ModelServing
-from llmd_fleet.serving.pod import serving_pod_template
-from llmd_fleet.tools.cli import run
-from llmd_fleet.tools.synth import RecordingMocks, clean
 from llmd_fleet.versions import versions
 from tests.conftest import ENGINE_IMAGE, REFERENCE_STACK, vllm_stacks
 
@@ -95,7 +96,7 @@ def _engine(template):
 
 @pytest.mark.parametrize("allocation", ["dra", "device-plugin"])
 def test_exactly_one_gpu_mechanism_per_pod(raw_config, allocation):
-    from llmd_fleet.serving.pod import PodInputs
+    from llmd_fleet.layers.serving.pod import PodInputs
 
     group = raw_config["fleet"]["nodeGroups"]["h100"]
     group["acceleratorAllocation"] = allocation

@@ -12,7 +12,12 @@ import pulumi
 import pytest
 import yaml
 
-from llmd_fleet.cluster.eks import (
+from llmd_fleet.cli.synth import OFFLINE_AWS_ACCOUNT, Recorded, RecordingMocks, Synthesis, clean, synthesize
+from llmd_fleet.config.parse import parse_config
+from llmd_fleet.conventions import GPU_TAINT_KEY
+from llmd_fleet.core.problems import ConfigError
+from llmd_fleet.images.spec import image_tag
+from llmd_fleet.targets.eks.cluster import (
     ADDONS,
     GPU_AMI_TYPE,
     EksCluster,
@@ -20,17 +25,14 @@ from llmd_fleet.cluster.eks import (
     node_user_data,
     p5_network_interfaces,
 )
-from llmd_fleet.config.eks import (
+from llmd_fleet.targets.eks.config import (
     CAPACITY_BLOCK_MAX_INSTANCES,
     EFA_DEVICE_CLASS,
+    EksTarget,
     EksTargetConfig,
     subnet_cidrs,
 )
-from llmd_fleet.config.fleet import ConfigError, parse_config
-from llmd_fleet.conventions import GPU_TAINT_KEY
-from llmd_fleet.images.spec import image_tag
-from llmd_fleet.plan.fabric import fabric_for
-from llmd_fleet.tools.synth import OFFLINE_AWS_ACCOUNT, Recorded, RecordingMocks, Synthesis, clean, synthesize
+from llmd_fleet.targets.specs import fabric_for
 from llmd_fleet.versions import versions
 from tests.conftest import STACKS_DIR, stack_raw_config
 
@@ -364,7 +366,7 @@ def _eks_with(capacity: dict[str, Any]) -> tuple[EksTargetConfig, Any]:
     raw = _raw()
     raw["target"]["eks"]["gpuNodes"]["h100"] = capacity
     config = parse_config(raw)
-    assert config.target.eks is not None
+    assert isinstance(config.target, EksTarget)
     return config.target.eks, config.fleet.node_groups
 
 

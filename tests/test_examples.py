@@ -9,8 +9,8 @@ import pytest
 from pulumi.runtime import MockResourceArgs
 
 from examples.existing_cluster import add_llmd_serving
-from llmd_fleet.config.fleet import ConfigError
-from llmd_fleet.tools.synth import RecordingMocks
+from llmd_fleet.cli.synth import RecordingMocks
+from llmd_fleet.core.problems import ConfigError
 from tests.conftest import stack_raw_config
 
 

@@ -9,19 +9,22 @@ from typing import Any
 import pytest
 import yaml
 
-from llmd_fleet.config.fleet import ConfigError, StackConfig, parse_config
-from llmd_fleet.plan.fleet import GIB, PlanError, plan_fleet
-from llmd_fleet.platform.dra import dra_driver_values
-from llmd_fleet.router.endpoint_picker import RouterNames, epp_args, epp_deployment_spec
-from llmd_fleet.router.epp_config import PRECISE_PRODUCER, build_epp_config
-from llmd_fleet.serving.vllm import (
+from llmd_fleet.cli.synth import Recorded, synthesize
+from llmd_fleet.config.parse import parse_config
+from llmd_fleet.config.stack import StackConfig
+from llmd_fleet.core.problems import ConfigError
+from llmd_fleet.layers.router.component import epp_args, epp_deployment_spec
+from llmd_fleet.layers.router.epp_config import PRECISE_PRODUCER, build_epp_config
+from llmd_fleet.layers.router.specs import RouterNames
+from llmd_fleet.layers.serving.vllm import (
     ENGINE_KEEP_ALIVE_S,
     SIDECAR_IDLE_CONN_TIMEOUT_S,
     engine_env,
     kv_transfer_config,
     vllm_serve_argv,
 )
-from llmd_fleet.tools.synth import Recorded, synthesize
+from llmd_fleet.plan.fleet import GIB, PlanError, plan_fleet
+from llmd_fleet.platform.dra import dra_driver_values
 from tests.conftest import REFERENCE_STACK, STACKS_DIR, stack_raw_config
 from tests.test_policies import DSET, edited, one, pod_container, role_pod, violations
 
@@ -266,7 +269,7 @@ def test_keep_alive_policy(reference):
 
 
 def test_the_plan_table_shows_the_derived_router_sizes():
-    from llmd_fleet.tools.render import plan_table
+    from llmd_fleet.cli.render import plan_table
 
     table = plan_table(plan_fleet(_config()))
     assert "podCacheSize 1360" in table and "maxBytes 10.2 GiB" in table and "memory 46 GiB" in table

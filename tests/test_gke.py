@@ -11,12 +11,13 @@ import pulumi
 import pytest
 import yaml
 
-from llmd_fleet.config.fleet import ConfigError, parse_config
-from llmd_fleet.config.gke import GkeNodePoolConfig, compact_placement
-from llmd_fleet.router.gateway import GatewayLayer, gke_backend_policy_spec
-from llmd_fleet.tools.check import CrdSchemas, check_object, crd_directories, project_crd_dir, schema_version
-from llmd_fleet.tools.render import kubernetes_object, render_files
-from llmd_fleet.tools.synth import Recorded, RecordingMocks, Synthesis, clean, synthesize
+from llmd_fleet.cli.check import CrdSchemas, check_object, crd_directories, project_crd_dir, schema_version
+from llmd_fleet.cli.render import kubernetes_object, render_files
+from llmd_fleet.cli.synth import Recorded, RecordingMocks, Synthesis, clean, synthesize
+from llmd_fleet.config.parse import parse_config
+from llmd_fleet.core.problems import ConfigError
+from llmd_fleet.layers.gateway.component import GatewayLayer, gke_backend_policy_spec
+from llmd_fleet.targets.gke.config import GkeNodePoolConfig, GkeTarget, compact_placement
 from llmd_fleet.versions import versions
 from tests.conftest import STACKS_DIR, stack_raw_config
 
@@ -170,8 +171,8 @@ def test_cluster_is_private_protected_and_multi_network(synthesis):
 def test_the_cluster_resource_is_protected():
     import pulumi
 
-    from llmd_fleet.cluster.gke import GkeCluster
-    from llmd_fleet.tools.synth import RecordingMocks
+    from llmd_fleet.cli.synth import RecordingMocks
+    from llmd_fleet.targets.gke.cluster import GkeCluster
 
     config = parse_config(_raw())
     pulumi.runtime.set_mocks(RecordingMocks(), project="llmd-fleet", stack="test", preview=False)
@@ -179,7 +180,7 @@ def test_the_cluster_resource_is_protected():
 
     @pulumi.runtime.test
     def run():
-        assert config.target.gke is not None
+        assert isinstance(config.target, GkeTarget)
         cluster = GkeCluster("cluster", {"gke": config.target.gke, "node_groups": config.fleet.node_groups})
         seen.append(bool(cluster.cluster._protect))  # pulumi keeps the option on the resource
         return cluster.cluster.urn
@@ -318,7 +319,7 @@ def test_every_in_cluster_resource_uses_the_gke_provider(synthesis):
 
 
 def test_kubeconfig_is_a_secret(tmp_path):
-    from llmd_fleet.tools.cli import run
+    from llmd_fleet.cli.main import run
 
     out = tmp_path / "out"
     assert run(["render", STACK, "--out", str(out)]) == 0

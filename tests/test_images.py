@@ -14,6 +14,19 @@ import pytest
 import yaml
 from pulumi.runtime import MockCallArgs
 
+from llmd_fleet.cli.main import run
+from llmd_fleet.cli.render import render_files
+from llmd_fleet.cli.synth import (
+    _SECRET_SIG,
+    _SECRET_SIG_KEY,
+    OFFLINE_AWS_ACCOUNT,
+    OFFLINE_AWS_REGION,
+    REDACTED,
+    RecordingMocks,
+    clean,
+    synthesize,
+)
+from llmd_fleet.core.fabric import Fabric
 from llmd_fleet.images.build import GCP_REGISTRY_USER, ImageBuild, main, serving_image
 from llmd_fleet.images.spec import (
     DEFAULT_REPOSITORY,
@@ -30,19 +43,8 @@ from llmd_fleet.images.spec import (
     is_built_image,
     variant_for,
 )
-from llmd_fleet.plan.fabric import INFINIBAND, Fabric
-from llmd_fleet.tools.cli import run
-from llmd_fleet.tools.render import render_files
-from llmd_fleet.tools.synth import (
-    _SECRET_SIG,
-    _SECRET_SIG_KEY,
-    OFFLINE_AWS_ACCOUNT,
-    OFFLINE_AWS_REGION,
-    REDACTED,
-    RecordingMocks,
-    clean,
-    synthesize,
-)
+from llmd_fleet.targets.gke.config import GkeTarget
+from llmd_fleet.targets.onprem.fabric import INFINIBAND
 from llmd_fleet.versions import versions
 from tests.conftest import REPO, STACKS_DIR, vllm_stacks
 from tests.test_versions import _pattern, _raw, matrix_versions
@@ -419,6 +421,7 @@ def _engine_images(synthesis: Any) -> set[str]:
 
 def test_gke_with_a_build_pushes_to_artifact_registry_and_every_engine_runs_it(tmp_path):
     synthesis = synthesize(_stack_with(tmp_path, "gke-h100", {"build": True}), "gke-h100")
+    assert isinstance(synthesis.config.target, GkeTarget)
     gke = synthesis.config.target.gke
     assert gke is not None
     (repo,) = [r for r in synthesis.resources if r.type == "gcp:artifactregistry/repository:Repository"]

@@ -17,24 +17,28 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
 from devtools.vllm_check.extract import launch, stub_bin
-from llmd_fleet.config.fleet import ConfigError, ModelConfig, StackConfig, parse_config, unit_of
+from llmd_fleet.cli.main import run
+from llmd_fleet.cli.outdir import OUTPUT_MARKER
+from llmd_fleet.config.errors import unit_of
 from llmd_fleet.config.grammar import (
     HOST_PATH_DENYLIST,
     git_revision_problem,
     hf_repo_id_problem,
     served_name_problem,
 )
+from llmd_fleet.config.model import ModelConfig
+from llmd_fleet.config.parse import parse_config
+from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.config.vllm_registry import REASONING_PARSERS, TOOL_CALL_PARSERS
+from llmd_fleet.core.problems import ConfigError, Problem
+from llmd_fleet.layers.serving.vllm import SCRIPT_VARIABLES, launch_script, vllm_serve_argv
 from llmd_fleet.plan.fleet import KV_EVENTS_PORT, plan_fleet
-from llmd_fleet.serving.vllm import SCRIPT_VARIABLES, launch_script, vllm_serve_argv
-from llmd_fleet.tools.cli import run
-from llmd_fleet.tools.outdir import OUTPUT_MARKER
 from tests.conftest import REFERENCE_STACK, REPO, STACKS_DIR, stack_raw_config
 
 # --- One message per class of bad input, naming the key -------------------------------------------
 
 
-def _problems(edit) -> list[tuple[str, str]]:
+def _problems(edit) -> list[Problem]:
     raw = copy.deepcopy(stack_raw_config())
     edit(raw)
     with pytest.raises(ConfigError) as caught:
@@ -235,7 +239,7 @@ def test_a_config_error_prints_only_the_error(tmp_path):
         [
             sys.executable,
             "-m",
-            "llmd_fleet.tools.cli",
+            "llmd_fleet.cli.main",
             "--stacks-dir",
             str(stacks),
             "check",
@@ -310,7 +314,7 @@ def test_every_secret_key_renders_valid_objects_without_its_value(tmp_path, caps
     stacks = _stack_text(tmp_path, yaml.safe_dump(document))
     out = tmp_path / "out"
     assert run(["--stacks-dir", str(stacks), "render", REFERENCE_STACK, "--out", str(out)]) == 0
-    from llmd_fleet.tools.check import check_manifests
+    from llmd_fleet.cli.check import check_manifests
 
     count, findings = check_manifests(out / "manifests", "1.34.2", [])
     assert findings == [] and count > 20

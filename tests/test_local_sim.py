@@ -12,9 +12,10 @@ import pytest
 
 from devtools.vllm_check import cli
 from devtools.vllm_check.extract import stack_command_lines
-from llmd_fleet.config.fleet import ConfigError, parse_config
+from llmd_fleet.config.parse import parse_config
+from llmd_fleet.core.problems import ConfigError, Problem
+from llmd_fleet.layers.serving.simulator import SIMULATOR_FLAGS, SIMULATOR_METRICS
 from llmd_fleet.plan.fleet import PlanError, plan_fleet
-from llmd_fleet.serving.simulator import SIMULATOR_FLAGS, SIMULATOR_METRICS
 from llmd_fleet.versions import versions
 from tests.conftest import REFERENCE_STACK, STACKS_DIR, stack_raw_config
 
@@ -32,7 +33,7 @@ def _set(raw: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     return raw
 
 
-def _problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
+def _problems(raw: dict[str, Any]) -> list[Problem]:
     with pytest.raises(ConfigError) as caught:
         parse_config(raw)
     return caught.value.problems
@@ -271,7 +272,7 @@ def test_simulator_pods_have_nothing_of_vllm_on_gpus(rendered):
 
 
 def test_kind_local_installs_no_accelerator_drivers():
-    from llmd_fleet.tools.synth import synthesize
+    from llmd_fleet.cli.synth import synthesize
 
     types = {r.type for r in synthesize(STACKS_DIR, STACK).resources}
     names = {r.name for r in synthesize(STACKS_DIR, STACK).resources}
@@ -306,7 +307,7 @@ def test_the_vllm_check_skips_a_stack_for_its_simulator_engine_only(tmp_path):
 
 
 def test_the_skipped_stack_really_has_no_vllm_command_line(tmp_path):
-    from llmd_fleet.tools.cli import run
+    from llmd_fleet.cli.main import run
 
     out = tmp_path / STACK
     assert run(["render", STACK, "--out", str(out)]) == 0
@@ -377,7 +378,7 @@ def test_vllm_on_kind_local_is_one_clear_error():
 
 
 def test_the_plan_table_shows_the_emulated_cache_not_hbm():
-    from llmd_fleet.tools.render import plan_table
+    from llmd_fleet.cli.render import plan_table
 
     table = plan_table(plan_fleet(parse_config(stack_raw_config(STACK))))
     assert "| emulated KV tokens per rank | 131,072 | 131,072 |" in table

@@ -11,11 +11,11 @@ from devtools.metrics_catalogue.promql import PromqlError, metric_names
 from devtools.metrics_catalogue.router import documented, exposed
 from devtools.metrics_catalogue.vllm import differences, engine_configs
 from devtools.promtool.build import BuildError, build_key, release, wrapper_problem
-from llmd_fleet.observability.alerts import fleet_alerts
-from llmd_fleet.observability.dashboards import dashboard_queries, fleet_dashboards
+from llmd_fleet.cli.stack_file import read_stack_file, stack_config
+from llmd_fleet.layers.observability.alerts import fleet_alerts
+from llmd_fleet.layers.observability.dashboards import dashboard_queries, fleet_dashboards
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.plan.observability import plan_observability
-from llmd_fleet.tools.stack_file import read_stack_file, stack_config
 from tests.conftest import STACKS_DIR, all_stacks
 
 

@@ -7,9 +7,12 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from llmd_fleet.config.fleet import ConfigError, parse_config
+from llmd_fleet.config.parse import parse_config
+from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.security.isolation import cluster_ranges, network_policy_specs, union
+from llmd_fleet.targets.eks.config import EksTarget
+from llmd_fleet.targets.gke.config import GkeTarget
 from tests.conftest import all_stacks, stack_raw_config
 from tests.netpol import Cluster, Endpoint
 
@@ -467,11 +470,11 @@ def test_cluster_ranges_come_from_the_target_config():
     ranges = cluster_ranges(parse_config(onprem))
     assert ranges.pods == ("192.168.0.0/16",) and ranges.services == ("10.32.0.0/16",)
     gke = parse_config(stack_raw_config("gke-h100"))
-    assert gke.target.gke is not None
+    assert isinstance(gke.target, GkeTarget)
     assert cluster_ranges(gke).pods == (gke.target.gke.network.pod_cidr,)
     assert cluster_ranges(gke).gateway_sources == (gke.target.gke.network.proxy_only_cidr,)
     eks = parse_config(stack_raw_config("eks-h100"))
-    assert eks.target.eks is not None
+    assert isinstance(eks.target, EksTarget)
     assert cluster_ranges(eks).pods == (eks.target.eks.vpc_cidr,)
     assert set(cluster_ranges(eks).services) == {"10.100.0.0/16", "172.20.0.0/16"}
 

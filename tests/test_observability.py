@@ -9,20 +9,22 @@ from typing import Any
 import pytest
 import yaml
 
-from llmd_fleet.config.fleet import NIC_GBPS_BY_TARGET, ConfigError, parse_config
-from llmd_fleet.observability.alerts import fleet_alerts, promtool_tests, rule_groups
-from llmd_fleet.observability.dashboards import (
+from llmd_fleet.cli.main import run
+from llmd_fleet.config.parse import parse_config
+from llmd_fleet.core.problems import ConfigError
+from llmd_fleet.layers.observability.alerts import fleet_alerts, promtool_tests, rule_groups
+from llmd_fleet.layers.observability.component import rank_port_names
+from llmd_fleet.layers.observability.dashboards import (
     DASHBOARD_LABEL,
     dashboard_json,
     dashboard_queries,
     fleet_dashboards,
 )
-from llmd_fleet.observability.live import live_figures, live_table
-from llmd_fleet.observability.monitoring import rank_port_names
+from llmd_fleet.layers.observability.live import live_figures, live_table
+from llmd_fleet.layers.router.specs import RouterNames
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.plan.observability import NIXL_XFER_TIME_TOP_BUCKET_S, plan_observability
-from llmd_fleet.router.endpoint_picker import RouterNames
-from llmd_fleet.tools.cli import run
+from llmd_fleet.targets.specs import SPECS
 from llmd_fleet.versions import versions
 from tests.conftest import REPO, all_stacks, stack_raw_config, vllm_stacks
 
@@ -63,7 +65,7 @@ def _kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 def test_nic_line_rate_and_scraper_default_per_target(stack):
     config = _config(stack)
     kind = config.target.kind
-    assert {g.nic_gbps for g in config.fleet.node_groups.values()} == {NIC_GBPS_BY_TARGET[kind]}
+    assert {g.nic_gbps for g in config.fleet.node_groups.values()} == {SPECS[kind].nic_gbps}
     assert config.observability.prometheus == ("gmp" if kind == "gke" else "operator")
     assert config.observability.namespace == ("gmp-system" if kind == "gke" else "monitoring")
 

@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from llmd_fleet.config.fleet import ConfigError, parse_config
-from llmd_fleet.tools.cli import run
+from llmd_fleet.cli.main import run
+from llmd_fleet.config.parse import parse_config
+from llmd_fleet.core.problems import ConfigError
 from tests.conftest import STACKS_DIR, stack_raw_config
 
 # The namespaces only the charts live in: gone with them.

@@ -35,19 +35,19 @@ from pulumi_policy.deserialize import deserialize_properties
 from pulumi_policy.policy import _PolicyAnalyzerServicer
 from pulumi_policy.proxy import unknown_checking_proxy
 
-from llmd_fleet.config.fleet import PROJECT
-from llmd_fleet.images.spec import image_tag
-from llmd_fleet.policies.pack import PACK_NAME, all_policies
-from llmd_fleet.policies.rules import _k8s
-from llmd_fleet.tools.cli import run
-from llmd_fleet.tools.policy_check import (
+from llmd_fleet.cli.main import run
+from llmd_fleet.cli.policy_check import (
     PolicyConfigError,
     load_policy_config,
     reconcile_config,
     resource_urn,
     run_policy_pack,
 )
-from llmd_fleet.tools.synth import Recorded, RecordingMocks, synthesize
+from llmd_fleet.cli.synth import Recorded, RecordingMocks, synthesize
+from llmd_fleet.core.problems import PROJECT
+from llmd_fleet.images.spec import image_tag
+from llmd_fleet.policies.pack import PACK_NAME, all_policies
+from llmd_fleet.policies.rules import _k8s
 from llmd_fleet.versions import Image, versions
 from tests.conftest import REFERENCE_STACK, REPO, STACKS_DIR, all_stacks
 
@@ -231,7 +231,7 @@ def test_every_policy_is_documented_with_an_explicit_level():
 
 
 def test_conventions_match_the_components():
-    from llmd_fleet.serving import pod
+    from llmd_fleet.layers.serving import pod
 
     assert pod.ENGINE_NAME == _k8s.ENGINE_CONTAINER and pod.SIDECAR_NAME == _k8s.SIDECAR_CONTAINER
 
@@ -292,8 +292,8 @@ def test_the_reference_stack_has_a_gpu_budget(reference_policy_config):
 def decode_dp_48(monkeypatch) -> None:
     """The real program, given a plan whose decode DP (48) does not fill its 8 x 8 GPUs (the
     config layer would refuse such a role, so the plan is edited after it)."""
-    import llmd_fleet.tools.cli
-    import llmd_fleet.tools.synth
+    import llmd_fleet.cli.main
+    import llmd_fleet.cli.synth
     from llmd_fleet.plan.fleet import plan_fleet as real_plan_fleet
 
     def plan_fleet(config):
@@ -304,8 +304,8 @@ def decode_dp_48(monkeypatch) -> None:
         return dataclasses.replace(plan, roles=roles)
 
     # Both entry points plan: synthesize() (used by tests) and the command line.
-    monkeypatch.setattr(llmd_fleet.tools.synth, "plan_fleet", plan_fleet)
-    monkeypatch.setattr(llmd_fleet.tools.cli, "plan_fleet", plan_fleet)
+    monkeypatch.setattr(llmd_fleet.cli.synth, "plan_fleet", plan_fleet)
+    monkeypatch.setattr(llmd_fleet.cli.main, "plan_fleet", plan_fleet)
 
 
 @pytest.mark.usefixtures("decode_dp_48")

@@ -1,4 +1,4 @@
-"""The fabric preflight as every stack renders it (llmd_fleet/serving/preflight.py), its config,
+"""The fabric preflight as every stack renders it (llmd_fleet/layers/preflight/component.py), its config,
 the ordering against serving, and the probe's verdict logic (the probe itself runs over real NIXL
 in tests/test_preflight_probe.py, `make preflight-probe`)."""
 
@@ -9,15 +9,17 @@ import pulumi
 import pytest
 from pulumi.runtime import mocks
 
-from llmd_fleet.config.fleet import ConfigError, parse_config
+from llmd_fleet.cli.synth import RecordingMocks
+from llmd_fleet.config.parse import parse_config
+from llmd_fleet.core.problems import ConfigError
+from llmd_fleet.layers.preflight import probe
+from llmd_fleet.layers.preflight.component import PROBE_FILE
+from llmd_fleet.layers.serving.component import ModelServing
 from llmd_fleet.plan.fleet import plan_fleet
-from llmd_fleet.preflight import probe
-from llmd_fleet.serving.model_serving import ModelServing
-from llmd_fleet.serving.preflight import PROBE_FILE
-from llmd_fleet.tools.synth import RecordingMocks
 from tests.conftest import ENGINE_IMAGE, stack_raw_config, vllm_stacks
 
-# The fabric of each stack's target and its NICs (stacks/*.yaml, plan/fabric.py, NIC_GBPS_BY_TARGET).
+# The fabric of each stack's target and its NICs (stacks/*.yaml, targets/<kind>/fabric.py,
+# SPECS[kind].nic_gbps).
 BACKEND = {"onprem-h100": "UCX", "onprem-h100-autoscale": "UCX", "gke-h100": "UCX", "eks-h100": "LIBFABRIC"}
 NIC_GBPS = {"onprem-h100": "400", "onprem-h100-autoscale": "400", "gke-h100": "200", "eks-h100": "100"}
 
@@ -144,7 +146,7 @@ def test_without_the_gate_nothing_waits_for_the_job():
 
 
 def test_gate_off_skips_the_await_and_drops_the_runs_before_claim():
-    from llmd_fleet.serving.preflight import job_annotations
+    from llmd_fleet.layers.preflight.component import job_annotations
 
     raw = copy.deepcopy(stack_raw_config())
     raw["serving"]["preflight"] = {"gateServing": False, "deadlineMinutes": 20}
@@ -170,7 +172,7 @@ def test_disabled_renders_no_preflight_object():
 
 
 def test_settings_reach_the_probe_and_size_its_memory():
-    from llmd_fleet.serving.preflight import job_spec
+    from llmd_fleet.layers.preflight.component import job_spec
 
     raw = copy.deepcopy(stack_raw_config())
     raw["serving"]["preflight"] = {"minEfficiency": 0.25, "transferMiB": 3000, "iterations": 3}

@@ -1,4 +1,4 @@
-"""The fabric preflight probe (llmd_fleet/preflight/probe.py) on this machine's real NIXL.
+"""The fabric preflight probe (llmd_fleet/layers/preflight/probe.py) on this machine's real NIXL.
 
 Two processes, a target and an initiator, run the probe file exactly as the preflight Job does,
 with the pinned NIXL over its UCX backend on host memory (loopback): the same code path as on the
@@ -19,7 +19,7 @@ import pytest
 
 from devtools.preflight_probe import env
 from devtools.tool_cache import is_complete
-from llmd_fleet.preflight import probe
+from llmd_fleet.layers.preflight import probe
 
 pytestmark = pytest.mark.nixl
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from llmd_fleet.tools.cli import run
+from llmd_fleet.cli.main import run
 from tests.conftest import REFERENCE_STACK, REPO, STACKS_DIR, all_stacks
 
 
@@ -80,7 +80,7 @@ def test_bad_input_exits_2_without_traceback_and_keeps_the_old_output(tmp_path):
         [
             sys.executable,
             "-m",
-            "llmd_fleet.tools.cli",
+            "llmd_fleet.cli.main",
             "--stacks-dir",
             str(stacks),
             "render",
@@ -138,7 +138,7 @@ def test_plaintext_token_is_refused(tmp_path, capsys):
 
 
 def test_check_reports_invalid_manifests(tmp_path, crd_dir, capsys):
-    from llmd_fleet.tools.check import check_manifests
+    from llmd_fleet.cli.check import check_manifests
 
     manifests = tmp_path / "manifests"
     shutil.copytree(REPO / "tests" / "fixtures" / "invalid-manifests", manifests)

@@ -13,8 +13,14 @@ import pulumi
 import pytest
 import yaml
 
-from llmd_fleet.config.fleet import ConfigError, parse_config
-from llmd_fleet.config.responses import (
+from llmd_fleet.cli.main import run
+from llmd_fleet.cli.render import render_files
+from llmd_fleet.cli.synth import _SECRET_SIG, _SECRET_SIG_KEY, RecordingMocks, Synthesis, clean, synthesize
+from llmd_fleet.config.parse import parse_config
+from llmd_fleet.core.problems import ConfigError
+from llmd_fleet.layers.gateway.specs import GATEWAY_NAME_LABEL
+from llmd_fleet.layers.responses.component import database_url
+from llmd_fleet.layers.responses.config import (
     ResponsesConfig,
     ResponsesDatabaseConfig,
     ResponsesEksDatabaseConfig,
@@ -24,11 +30,8 @@ from llmd_fleet.config.responses import (
     database_subnet_cidrs,
     default_gateway_address,
 )
-from llmd_fleet.layers.gateway.specs import GATEWAY_NAME_LABEL
-from llmd_fleet.responses.layer import database_url
-from llmd_fleet.tools.cli import run
-from llmd_fleet.tools.render import render_files
-from llmd_fleet.tools.synth import _SECRET_SIG, _SECRET_SIG_KEY, RecordingMocks, Synthesis, clean, synthesize
+from llmd_fleet.targets.eks.config import EksTarget
+from llmd_fleet.targets.gke.config import GkeTarget
 from llmd_fleet.versions import version_tuple, versions
 from tests.conftest import STACKS_DIR, responses_stacks, stack_raw_config, vllm_stacks
 from tests.httproutes import route_request
@@ -274,14 +277,14 @@ def test_derived_addresses():
     assert cidrs == {"database-capacity": "10.64.192.0/24", "database-secondary": "10.64.193.0/24"}
     import ipaddress
 
-    from llmd_fleet.config.eks import subnet_cidrs
+    from llmd_fleet.targets.eks.config import subnet_cidrs
 
     taken = [ipaddress.IPv4Network(c) for c in subnet_cidrs("10.64.0.0/16").values()]
     assert not any(ipaddress.IPv4Network(c).overlaps(t) for c in cidrs.values() for t in taken)
 
 
 def test_cloud_sql_keeps_fewer_days_of_logs_than_backups():
-    from llmd_fleet.responses.db_gke import log_retention_days
+    from llmd_fleet.targets.gke.database import log_retention_days
 
     assert [log_retention_days(d) for d in (2, 5, 8, 14, 35)] == [1, 4, 7, 7, 7]
 
@@ -460,12 +463,12 @@ def test_eks_rds_is_multi_az_encrypted_private_and_protected():
 
 @pulumi.runtime.test
 def test_the_rds_security_group_admits_the_clusters_security_group():
-    from llmd_fleet.responses.db_eks import EksResponses
+    from llmd_fleet.targets.eks.database import EksResponses
 
     mocks = RecordingMocks()
     pulumi.runtime.set_mocks(mocks, project="llmd-fleet", stack="test", preview=False)
     config = parse_config(_raw("eks-h100"))
-    assert config.target.eks is not None and config.responses is not None
+    assert isinstance(config.target, EksTarget) and config.responses is not None
     store = EksResponses(
         "responses-db",
         {
@@ -489,11 +492,11 @@ def test_the_rds_security_group_admits_the_clusters_security_group():
 
 @pulumi.runtime.test
 def test_the_cloud_sql_instance_is_protected_in_pulumi():
-    from llmd_fleet.responses.db_gke import GkeResponses
+    from llmd_fleet.targets.gke.database import GkeResponses
 
     pulumi.runtime.set_mocks(RecordingMocks(), project="llmd-fleet", stack="test", preview=False)
     config = parse_config(_raw("gke-h100"))
-    assert config.target.gke is not None and config.responses is not None
+    assert isinstance(config.target, GkeTarget) and config.responses is not None
     store = GkeResponses(
         "responses-db",
         {

@@ -5,23 +5,24 @@ import json
 import pulumi
 import pytest
 
-from llmd_fleet.config.fleet import ConfigError, parse_config
+from llmd_fleet.cli.synth import RecordingMocks, clean
+from llmd_fleet.config.parse import parse_config
+from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.labels import serving_labels
-from llmd_fleet.layers.serving.specs import pool_selector
-from llmd_fleet.plan.fleet import plan_fleet
-from llmd_fleet.router.endpoint_picker import (
+from llmd_fleet.layers.gateway.component import GatewayLayer, http_route_spec
+from llmd_fleet.layers.router.component import (
     Router,
-    RouterNames,
     epp_args,
     epp_deployment_spec,
     epp_rbac_rules,
     inference_pool_spec,
 )
-from llmd_fleet.router.epp_config import EndpointPickerConfig, build_epp_config, epp_cpus
-from llmd_fleet.router.gateway import GatewayLayer, http_route_spec
-from llmd_fleet.serving.pod import PodInputs, serving_pod_template
-from llmd_fleet.serving.vllm import vllm_serve_argv
-from llmd_fleet.tools.synth import RecordingMocks, clean
+from llmd_fleet.layers.router.epp_config import EndpointPickerConfig, build_epp_config, epp_cpus
+from llmd_fleet.layers.router.specs import RouterNames
+from llmd_fleet.layers.serving.pod import PodInputs, serving_pod_template
+from llmd_fleet.layers.serving.specs import pool_selector
+from llmd_fleet.layers.serving.vllm import vllm_serve_argv
+from llmd_fleet.plan.fleet import plan_fleet
 from tests.conftest import ENGINE_IMAGE
 
 TOKENIZER = "http://glm52-tokenizer.llm-d.svc:8000"

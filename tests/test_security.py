@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from llmd_fleet.config.fleet import parse_config
+from llmd_fleet.cli.synth import clean, synthesize
+from llmd_fleet.config.parse import parse_config
 from llmd_fleet.core.pod_context import SKIP_PREFIX, Skip, pod_security_labels, skip_annotations
-from llmd_fleet.router.endpoint_picker import RouterNames, epp_args, epp_rbac_rules
-from llmd_fleet.tools.synth import clean, synthesize
+from llmd_fleet.layers.router.component import epp_args, epp_rbac_rules
+from llmd_fleet.layers.router.specs import RouterNames
 from llmd_fleet.versions import versions
 from tests.conftest import STACKS_DIR, all_stacks, stack_raw_config, vllm_stacks
 
@@ -184,7 +185,7 @@ def test_serving_pods_are_hardened(stack, rendered):
         context = engine["securityContext"]
         assert context["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK", "SYS_RAWIO"]}, role
         assert context["allowPrivilegeEscalation"] is False and context["readOnlyRootFilesystem"] is True
-        # Root because added capabilities take effect only for UID 0 (llmd_fleet/serving/pod.py).
+        # Root because added capabilities take effect only for UID 0 (llmd_fleet/layers/serving/pod.py).
         assert context["runAsUser"] == 0
         assert "privileged" not in context
 

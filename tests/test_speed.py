@@ -14,7 +14,7 @@ from tests.conftest import REPO
 # generated SDK types of a service module live in its `_inputs` module, loaded on first use.
 _LOADED_SDK_MODULES = """
 import sys
-from llmd_fleet.tools.cli import run
+from llmd_fleet.cli.main import run
 code = run(sys.argv[1:])
 sdks = ("pulumi_gcp", "pulumi_aws", "pulumi_docker_build")
 print(code)
@@ -84,7 +84,7 @@ def test_a_config_error_is_refused_in_under_two_seconds_before_any_sdk_import(tm
     (stacks / "Pulumi.empty.yaml").write_text("config: {}\n")
     started = time.perf_counter()
     result = subprocess.run(
-        [sys.executable, "-m", "llmd_fleet.tools.cli", "--stacks-dir", str(stacks), "check", "empty"],
+        [sys.executable, "-m", "llmd_fleet.cli.main", "--stacks-dir", str(stacks), "check", "empty"],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -12,9 +12,9 @@ import pytest
 
 from devtools.twin import build, cluster, e2e, modules, nodes
 from devtools.twin.pki import Pki, kubeconfig_text
+from llmd_fleet.cli.stack_file import read_stack_file, stack_config
 from llmd_fleet.config.fleet import NodeGroupConfig
 from llmd_fleet.platform.dra import PCIE_ROOT
-from llmd_fleet.tools.stack_file import read_stack_file, stack_config
 from llmd_fleet.versions import versions
 from tests.conftest import REFERENCE_STACK, STACKS_DIR
 

@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from llmd_fleet.tools.check import (
+from llmd_fleet.cli.check import (
     BUILTIN_GROUPS,
     CrdSchemas,
     check_manifests,
     crd_directories,
     project_crd_dir,
 )
-from llmd_fleet.tools.render import render_files
-from llmd_fleet.tools.synth import synthesize
+from llmd_fleet.cli.render import render_files
+from llmd_fleet.cli.synth import synthesize
 from tests.conftest import STACKS_DIR, all_stacks
 
 CRD_DIR = project_crd_dir()

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from llmd_fleet.config.fleet import parse_config
+from llmd_fleet.config.parse import parse_config
+from llmd_fleet.layers.serving.vllm import launch_script, shell_word, vllm_serve_argv
 from llmd_fleet.plan.fleet import KV_EVENTS_PORT, NIXL_SIDE_CHANNEL_PORT, plan_fleet
-from llmd_fleet.serving.vllm import launch_script, shell_word, vllm_serve_argv
 
 
 @pytest.fixture

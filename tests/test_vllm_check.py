@@ -41,7 +41,7 @@ from devtools.vllm_check.selftest import (
     verdicts,
     with_flag,
 )
-from llmd_fleet.tools.cli import run
+from llmd_fleet.cli.main import run
 from llmd_fleet.versions import versions
 from tests.conftest import REFERENCE_STACK, REPO, vllm_stacks
 
