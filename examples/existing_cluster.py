@@ -14,7 +14,7 @@ Config, in this program's own namespace `platform`:
                           responses)
     platform:responsesDbPassword  with `responses`: the response store owner's password (secret)
 
-Run it with `pulumi up` from examples/ (Pulumi.yaml there); tests/test_examples.py runs
+Run it with `pulumi up` from examples/ (Pulumi.yaml there); tests/stacks/test_examples.py runs
 `add_llmd_serving` under the mock engine.
 """
 
