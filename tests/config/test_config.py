@@ -93,7 +93,7 @@ BAD_INPUTS = [
         "llmd-fleet:serving.roles.decode.gpuMemoryUtilization",
         "0.98",
     ),
-    ("serving.roles.prefill.maxModelLen", 300000, "llmd-fleet:serving.roles.prefill.maxModelLen", "202752"),
+    ("serving.roles.prefill.maxModelLen", 2000000, "llmd-fleet:serving.roles.prefill.maxModelLen", "1048576"),
     ("serving.name", "GLM_52", "llmd-fleet:serving.name", "pattern"),
     ("serving.roles.decode", _DELETE, "llmd-fleet:serving.roles.decode", "required"),
     ("serving", _DELETE, "llmd-fleet:serving", "required"),

@@ -44,8 +44,8 @@ def test_reference_tier_sizes(raw_config):
     for role in plan.roles:
         # (2048 - 64 system - 8 x (48 + 4) - 8 staging - sidecar) x 0.9 / 8 ranks.
         assert role.memory.cpu_tier_gib == 175
-        assert role.memory.cpu_tier_tokens == 175 * GIB // 54912
-        assert role.memory.cpu_tier_contexts > 17
+        assert role.memory.cpu_tier_tokens == 175 * GIB // 62252
+        assert role.memory.cpu_tier_contexts > 15
         assert role.shm_gib == 8 + 8 * 175
 
 

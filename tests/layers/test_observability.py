@@ -106,11 +106,11 @@ def test_bad_observability_input_is_refused_with_the_key():
 
 def test_kv_transfer_bound_follows_the_slower_nic_share():
     onprem = _obs(_config("onprem-h100")).kv_transfer
-    # 202,752 tokens x 54,912 B x 8 bit over 400 Gb/s per GPU, twice.
+    # 202,752 tokens x 62,252 B x 8 bit over 400 Gb/s per GPU, twice.
     assert onprem.gbps_per_gpu == 400
-    assert onprem.line_rate_seconds == pytest.approx(202_752 * 54_912 * 8 / 400e9)
-    assert onprem.bound_seconds == 0.45
-    assert _obs(_config("gke-h100")).kv_transfer.bound_seconds == 0.9  # 8 x 200 Gb/s for 8 GPUs
+    assert onprem.line_rate_seconds == pytest.approx(202_752 * 62_252 * 8 / 400e9)
+    assert onprem.bound_seconds == 0.51
+    assert _obs(_config("gke-h100")).kv_transfer.bound_seconds == 1.01  # 8 x 200 Gb/s for 8 GPUs
     assert _obs(_config("eks-h100")).kv_transfer.gbps_per_gpu == 400  # 32 x 100 Gb/s for 8 GPUs
     raw = copy.deepcopy(stack_raw_config())
     raw["fleet"]["nodeGroups"]["h100"]["nicGbps"] = 1
@@ -343,6 +343,6 @@ def test_plan_prints_each_figure_next_to_its_panel_and_query(capsys):
     table = live_table(config, plan_fleet(config))
     assert table in out
     figures = {f.figure: f for f in live_figures(config, plan_fleet(config))}
-    assert figures["decode KV cache per rank"].planned.startswith("640,493 tokens")
+    assert figures["decode KV cache per rank"].planned.startswith("476,789 tokens")
     assert "| rank endpoints the router picks from | 544 |" in table
     assert 'count(up{namespace="llm-d", role="decode"} == 1)' in table

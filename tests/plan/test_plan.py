@@ -35,8 +35,9 @@ def test_reference_plan(raw_config):
     assert decode.client_ports == tuple(range(8000, 8008))
     assert decode.engine_ports == tuple(range(8200, 8208))
     assert decode.supervisor_port == 8208 and prefill.supervisor_port == 8008
-    # Each decode rank holds more than three full 195k-token agent contexts in HBM.
-    assert decode.memory.agent_contexts > 3
+    # Each decode rank holds about 2.4 full 195k-token agent contexts in HBM (weights and KV bytes
+    # per token from the model description, plan/memory.py; the constant-based plan said 3.3).
+    assert 2.3 < decode.memory.agent_contexts < 2.6
 
 
 def test_glm_does_not_fit_one_node(raw_config):
@@ -49,23 +50,23 @@ def test_glm_does_not_fit_one_node(raw_config):
     assert "llmd-fleet:serving.roles.decode.nodesPerInstance" in problems
 
 
-def test_glm_fits_two_nodes(raw_config):
+def test_glm_does_not_fit_two_h100_nodes(raw_config):
+    # DEP16: ~64.5 GiB of weights per GPU (llm-d measured ~65 GiB on H200) plus ~10 GiB of reserves
+    # exceed the 73.3 GiB an H100 offers at 0.92; the constant-based plan said ~60 GiB and let it fit.
     shape = _shape(2, maxModelLen=32768, runtimeReserveGiB=6)
-    plan = plan_fleet(parse_config(_with_roles(raw_config, prefill=shape, decode=shape)))
-    memory = plan.role("decode").memory
-    # ~18 GiB replicated + ~42 GiB of experts per GPU leave only a few GiB for KV at EP=16.
-    assert 40 < memory.expert_weights_gib < 45
-    assert 0 < memory.kv_cache_gib < 10
-    assert memory.kv_tokens >= 32768
+    with pytest.raises(PlanError) as caught:
+        plan_fleet(parse_config(_with_roles(raw_config, prefill=shape, decode=shape)))
+    message = dict(caught.value.problems)["llmd-fleet:serving.roles.decode.nodesPerInstance"]
+    assert "the model does not fit" in message and "42.2 GiB experts (EP=16)" in message
 
 
-def test_two_nodes_cannot_hold_a_full_context(raw_config):
-    shape = _shape(2, runtimeReserveGiB=6)
-    raw = _with_roles(raw_config, prefill=shape, decode=shape)
+def test_a_prefill_rank_cannot_hold_a_300k_context(raw_config):
+    # DEP32 prefill: ~256k tokens of KV per rank at 62,252 B per token.
+    raw = _with_roles(raw_config, prefill={"maxModelLen": 300000}, decode={"maxModelLen": 300000})
     with pytest.raises(PlanError) as caught:
         plan_fleet(parse_config(raw))
     assert (
-        "fewer than maxModelLen 202752"
+        "fewer than maxModelLen 300000"
         in dict(caught.value.problems)["llmd-fleet:serving.roles.prefill.maxModelLen"]
     )
 

@@ -55,7 +55,7 @@ def test_rendered_layout_and_types(tmp_path):
     helm = _load(out / "helm/lws-system.lws.yaml")
     assert helm["values"]["enableDisaggregatedSet"] is True
     summary = (out / "summary.md").read_text()
-    assert "```mermaid" in summary and "| KV tokens per rank | 395,175 | 640,493 |" in summary
+    assert "```mermaid" in summary and "| KV tokens per rank | 255,750 | 476,789 |" in summary
 
 
 def _bad_stack_dir(tmp_path: Path, edit) -> Path:

@@ -20,6 +20,14 @@ from llmd_fleet.core.fabric import Fabric
 from llmd_fleet.core.problems import PROJECT
 from llmd_fleet.layers.autoscaling.rules import autoscaling_max_instances
 from llmd_fleet.layers.serving.config import RoleConfig
+from llmd_fleet.plan.memory import (
+    ModelSizing,
+    Reserves,
+    WeightsPerRank,
+    model_sizing,
+    reserves,
+    weights_per_rank,
+)
 from llmd_fleet.targets.specs import fabric_for
 
 Engine = Literal["vllm", "simulator"]
@@ -112,6 +120,12 @@ class MemoryPlan:
     """CPU DRAM KV tier per DP rank (0 without offload)."""
     cpu_tier_tokens: int = 0
     cpu_tier_contexts: float = 0.0
+    weights: WeightsPerRank | None = None
+    """Weights by part (plan/memory.py), when the model has a committed description."""
+    reserves: Reserves | None = None
+    """Reserves by part (plan/memory.py), when the model has a committed description."""
+    kv_bytes_per_token: int = 0
+    """What KV tokens (HBM and CPU tier) were sized with."""
 
 
 @dataclass(frozen=True)
@@ -344,6 +358,8 @@ class FleetPlan:
     roles: tuple[RolePlan, ...]
     node_groups: tuple[NodeGroupUse, ...]
     router: RouterPlan
+    model: ModelSizing | None = None
+    """The model's sizing figures and their source (plan/memory.py model_sizing)."""
 
     def role(self, name: RoleName) -> RolePlan:
         return next(r for r in self.roles if r.name == name)
@@ -370,18 +386,37 @@ def claim_shape(group: NodeGroupConfig) -> ClaimShape | None:
 
 
 def _memory(config: StackConfig, role: RoleConfig) -> MemoryPlan:
+    """HBM per rank: usable = HBM x gpuMemoryUtilization, minus weights and reserves, is KV.
+
+    With a committed model description the weights and reserves come from plan/memory.py (the
+    model's shapes under the role's TP/EP and the pinned vLLM's allocations); without one, from
+    the stack's parameter counts (replicated part / TP + routed experts / EP) and its reserves."""
     group = config.fleet.node_groups[role.node_group]
     model = config.model
-    bytes_per_param = model.weight_dtype.bytes_per_param
+    sizing, _ = model_sizing(model)
     hbm = HBM_MIB[group.accelerator] / 1024
     usable = hbm * role.gpu_memory_utilization
-    replicated_params = (model.total_params_b - model.routed_expert_params_b) * GB
-    # Tensor parallelism splits the replicated (attention/dense) weights inside a DP rank.
-    replicated = replicated_params * bytes_per_param / role.tensor_parallel / GIB
-    experts = model.routed_expert_params_b * GB * bytes_per_param / role.expert_parallel / GIB
-    reserve = role.runtime_reserve_gib + role.nvshmem_heap_gib
+    weights: WeightsPerRank | None = None
+    held: Reserves | None = None
+    if sizing.description is not None:
+        weights = weights_per_rank(sizing.description, role.tensor_parallel, role.expert_parallel)
+        held = reserves(
+            sizing.description,
+            role.runtime_reserve_gib,
+            role.nvshmem_heap_gib,
+            role.max_model_len,
+            role.max_num_batched_tokens,
+        )
+        replicated, experts, reserve = weights.replicated, weights.routed_experts, held.total
+    else:
+        bytes_per_param = model.weight_dtype.bytes_per_param
+        replicated_params = (model.total_params_b - model.routed_expert_params_b) * GB
+        # Tensor parallelism splits the replicated (attention/dense) weights inside a DP rank.
+        replicated = replicated_params * bytes_per_param / role.tensor_parallel / GIB
+        experts = model.routed_expert_params_b * GB * bytes_per_param / role.expert_parallel / GIB
+        reserve = role.runtime_reserve_gib + role.nvshmem_heap_gib
     kv = usable - replicated - experts - reserve
-    kv_tokens = max(0, int(kv * GIB // model.kv_bytes_per_token))
+    kv_tokens = max(0, int(kv * GIB // sizing.kv_bytes_per_token))
     return MemoryPlan(
         hbm_gib=hbm,
         usable_gib=usable,
@@ -391,6 +426,9 @@ def _memory(config: StackConfig, role: RoleConfig) -> MemoryPlan:
         kv_cache_gib=kv,
         kv_tokens=kv_tokens,
         agent_contexts=kv_tokens / AGENT_CONTEXT_TOKENS,
+        weights=weights,
+        reserves=held,
+        kv_bytes_per_token=sizing.kv_bytes_per_token,
     )
 
 
@@ -432,7 +470,7 @@ def _host_memory(
                 f"({available - fixed} GiB after reserves); lower the reserves or turn cpuOffload off",
             )
     shm_gib = staging_shm + dp_local * cpu_gib
-    cpu_tokens = cpu_gib * GIB // config.model.kv_bytes_per_token
+    cpu_tokens = cpu_gib * GIB // (memory.kv_bytes_per_token or config.model.kv_bytes_per_token)
     memory = replace(
         memory,
         cpu_tier_gib=cpu_gib,
@@ -636,7 +674,7 @@ def _role_plan(config: StackConfig, name: RoleName) -> tuple[RolePlan, list[tupl
 
 def plan_fleet(config: StackConfig) -> FleetPlan:
     """Derive the fleet plan, or raise PlanError naming every role that cannot be built."""
-    problems: list[tuple[str, str]] = []
+    sizing, problems = model_sizing(config.model)
     roles = []
     for name in ROLE_NAMES:
         role_plan, role_problems = _role_plan(config, name)
@@ -687,7 +725,7 @@ def plan_fleet(config: StackConfig) -> FleetPlan:
         )
     if explicit is not None:
         router = replace(router, memory_gib=explicit)
-    return FleetPlan(roles=tuple(roles), node_groups=tuple(uses), router=router)
+    return FleetPlan(roles=tuple(roles), node_groups=tuple(uses), router=router, model=sizing)
 
 
 def rollout_for(role: RolePlan, spare_nodes: int) -> tuple[int, int]:

@@ -1,0 +1,143 @@
+"""Committed model descriptions: the config.json facts the plan sizes memory from, each with its source.
+
+A description is keyed by the stack's `model.id`. When the stack serves a model that has one, the
+plan derives weights per rank, KV bytes per token and the context window from it (plan/memory.py)
+instead of the stack's hand-entered `totalParamsB` / `kvBytesPerToken` / `maxContextTokens`, and
+refuses a stack whose hand-entered figures disagree with it. A model without a description is
+sized from those fields as before.
+
+Sources are named per field in `SOURCES`. "transformers GlmMoeDsaConfig" means the class defaults
+of transformers 5.20.2 (`transformers/models/glm_moe_dsa/configuration_glm_moe_dsa.py`, the version
+the pinned vLLM 0.33 environment of `make check-vllm` installs), which the class documents as the
+`zai-org/GLM-5` checkpoint's values. GLM-5.2 keeps the GLM-5 architecture (vLLM 0.33 serves both
+as `GlmMoeDsaForCausalLM` through `vllm/models/deepseek_v32`); the fields GLM-5.2 changed (the
+context window, the shared indexer) have their own sources. Check the deployed checkpoint's
+config.json against this table before trusting a figure (docs/fleet-scale.md).
+"""
+
+from dataclasses import dataclass, fields
+
+
+@dataclass(frozen=True)
+class ModelDescription:
+    """The architecture facts of a DeepSeek-V3.2-style (MLA + DSA indexer + MoE + MTP) model."""
+
+    name: str
+    hidden_size: int
+    num_hidden_layers: int
+    first_k_dense_replace: int
+    """Leading layers with a dense MLP; the rest are MoE."""
+    num_attention_heads: int
+    q_lora_rank: int
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+    intermediate_size: int
+    """Dense MLP width (the first `first_k_dense_replace` layers)."""
+    moe_intermediate_size: int
+    n_routed_experts: int
+    n_shared_experts: int
+    num_experts_per_tok: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    index_n_heads: int
+    index_head_dim: int
+    index_topk: int
+    indexer_layers: int
+    """Layers that run (and cache keys for) their own DSA indexer; the others reuse a neighbour's
+    top-k (GLM-5.2 IndexShare)."""
+    num_nextn_predict_layers: int
+    """MTP layers shipped after the last decoder layer."""
+    max_position_embeddings: int
+    """The model's context window."""
+
+    @property
+    def moe_layers(self) -> int:
+        return self.num_hidden_layers - self.first_k_dense_replace
+
+
+_TRANSFORMERS = "transformers 5.20.2 GlmMoeDsaConfig default (the zai-org/GLM-5 values)"
+
+GLM_5_2_FP8 = ModelDescription(
+    name="GLM-5.2-FP8",
+    hidden_size=6144,
+    num_hidden_layers=78,
+    first_k_dense_replace=3,
+    num_attention_heads=64,
+    q_lora_rank=2048,
+    kv_lora_rank=512,
+    qk_nope_head_dim=192,
+    qk_rope_head_dim=64,
+    v_head_dim=256,
+    intermediate_size=12288,
+    moe_intermediate_size=2048,
+    n_routed_experts=256,
+    n_shared_experts=1,
+    num_experts_per_tok=8,
+    vocab_size=154880,
+    tie_word_embeddings=False,
+    index_n_heads=32,
+    index_head_dim=128,
+    index_topk=2048,
+    indexer_layers=21,
+    num_nextn_predict_layers=1,
+    max_position_embeddings=1_048_576,
+)
+
+SOURCES: dict[str, str] = {
+    "name": "the checkpoint zai-org/GLM-5.2-FP8 (fp8 block-quantized weights, bf16 embeddings and LM head)",
+    "hidden_size": _TRANSFORMERS,
+    "num_hidden_layers": _TRANSFORMERS,
+    "first_k_dense_replace": _TRANSFORMERS,
+    "num_attention_heads": _TRANSFORMERS,
+    "q_lora_rank": _TRANSFORMERS,
+    "kv_lora_rank": _TRANSFORMERS,
+    "qk_nope_head_dim": _TRANSFORMERS,
+    "qk_rope_head_dim": _TRANSFORMERS,
+    "v_head_dim": _TRANSFORMERS,
+    "intermediate_size": _TRANSFORMERS,
+    "moe_intermediate_size": _TRANSFORMERS,
+    "n_routed_experts": _TRANSFORMERS,
+    "n_shared_experts": _TRANSFORMERS,
+    "num_experts_per_tok": _TRANSFORMERS,
+    "vocab_size": _TRANSFORMERS,
+    "tie_word_embeddings": _TRANSFORMERS,
+    "index_n_heads": _TRANSFORMERS,
+    "index_head_dim": _TRANSFORMERS,
+    "index_topk": _TRANSFORMERS,
+    "indexer_layers": (
+        "issue #31 ('cache on 21 of 78, per the model's config'); consistent with IndexShare 'a fresh "
+        "indexer once every four sparse layers' (Lambda's GLM-5.2 model page), i.e. index_topk_freq 4 "
+        "with vLLM's default index_skip_topk_offset 2, which DeepseekV32Attention.__init__ turns into "
+        "indexers on layers 0, 1, 5, 9, ..., 77 = 21 layers. UNVERIFIED against the checkpoint's "
+        "config.json: if it spells the schedule in a key vLLM 0.33 does not read (transformers' "
+        "`indexer_types`), vLLM builds an indexer on every layer; the plan therefore sizes KV as if it "
+        "did (plan/memory.py KV_INDEXER_CONSERVATIVE)"
+    ),
+    "num_nextn_predict_layers": (
+        "one MTP layer (GLM-5 / DeepSeek-V3 layout; vLLM's DeepSeekMTP reads num_nextn_predict_layers "
+        "and reuses the one layer for every speculative token); UNVERIFIED for GLM-5.2"
+    ),
+    "max_position_embeddings": (
+        "1,048,576: the vLLM recipes page for zai-org/GLM-5.2 (H200 view: '1,048,576 ctx', 'a native "
+        "1M-token window') and Phala's GLM-5.2 deployment note ('a 1,048,576-token window'). The recipes "
+        "page's default view shows '1,024,000 ctx'; we take 1,048,576 = 2^20 because two independent "
+        "sources give it and the 1,024,000 figure is a rounded display. The transformers default "
+        "(202,752) is GLM-5/5.1's window, not GLM-5.2's"
+    ),
+}
+
+DESCRIPTIONS: dict[str, ModelDescription] = {
+    "zai-org/GLM-5.2-FP8": GLM_5_2_FP8,
+}
+
+
+def description_for(model_id: str) -> ModelDescription | None:
+    """The committed description of a model id, or None when the plan has none."""
+    return DESCRIPTIONS.get(model_id)
+
+
+def unsourced_fields(description: ModelDescription) -> list[str]:
+    """Fields of a description without a named source (the tests require none)."""
+    return [f.name for f in fields(description) if not SOURCES.get(f.name)]
