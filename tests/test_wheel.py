@@ -2,15 +2,22 @@
 virtualenv outside the repository (dependencies from uv.lock, through the uv cache), and used from
 there: the public API, the example program under mocks, and the policy pack shipped in the package.
 
-Slow (a build and an install of the cloud SDKs): `make test-wheel` runs it, `make unit` does not.
+Every supported Python (pyproject's classifiers) gets the core install, which
+pulls no cloud SDK, so a gke or eks stack is refused naming its extra; one more virtualenv (this
+interpreter) gets `llmd-fleet[gcp,aws]` and renders the cloud stacks. A Python that `uv python find`
+cannot find is skipped with the reason (CI has all three).
+
+Slow (builds and installs): `make test-wheel` runs it, `make unit` does not.
 """
 
+import email
 import json
 import os
 import shutil
 import subprocess
 import sys
 import textwrap
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -20,6 +27,12 @@ from tests.conftest import REPO, STACKS_DIR
 pytestmark = pytest.mark.slow
 
 STACK = "onprem-h100"
+# The supported Pythons, as pyproject's classifiers list them.
+PYTHONS = tuple(
+    c.rsplit(" :: ", 1)[1]
+    for c in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["classifiers"]
+    if c.startswith("Programming Language :: Python :: 3.")
+)
 
 
 def _run(*command: str | Path, cwd: Path, env: dict[str, str] | None = None) -> str:
@@ -31,24 +44,52 @@ def _run(*command: str | Path, cwd: Path, env: dict[str, str] | None = None) -> 
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A virtualenv outside the repository with the built wheel and the locked dependencies."""
-    uv = shutil.which("uv")
-    if uv is None:
-        pytest.fail("uv is not on PATH (make setup installs it)")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel built from this checkout, outside the repository."""
+    uv = _uv()
     work = tmp_path_factory.mktemp("wheel")
     assert not work.is_relative_to(REPO)
     _run(uv, "build", "--wheel", "--out-dir", work / "dist", cwd=REPO)
-    (wheel,) = (work / "dist").glob("llmd_fleet-*.whl")
-    _run(uv, "venv", "--quiet", "--python", sys.executable, work / "venv", cwd=work)
-    python = work / "venv" / "bin" / "python"
+    (built,) = (work / "dist").glob("llmd_fleet-*.whl")
+    return built
+
+
+def _uv() -> str:
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.fail("uv is not on PATH (make setup installs it)")
+    return uv
+
+
+def _install(wheel: Path, work: Path, python: str, extras: tuple[str, ...]) -> Path:
+    """A virtualenv under `work` with `python`, the wheel (with `extras`) and the locked dependencies."""
+    uv = _uv()
+    _run(uv, "venv", "--quiet", "--python", python, work / "venv", cwd=work)
     requirements = work / "requirements.txt"
     _run(
         uv, "export", "--frozen", "--no-dev", "--no-emit-project", "--no-hashes",
-        "--output-file", requirements, cwd=REPO,
+        *[a for e in extras for a in ("--extra", e)], "--output-file", requirements, cwd=REPO,
     )  # fmt: skip
-    _run(uv, "pip", "install", "--quiet", "--python", python, "-r", requirements, wheel, cwd=work)
+    target = f"{wheel}[{','.join(extras)}]" if extras else str(wheel)
+    _run(uv, "pip", "install", "--quiet", "--python", work / "venv" / "bin" / "python", "-r", requirements,
+         target, cwd=work)  # fmt: skip
     return work / "venv"
+
+
+@pytest.fixture(scope="module", params=PYTHONS)
+def installed(request: pytest.FixtureRequest, wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The core install (no extras) on each supported Python."""
+    version: str = request.param
+    found = subprocess.run([_uv(), "python", "find", version], capture_output=True, text=True, check=False)
+    if found.returncode != 0:
+        pytest.skip(f"Python {version} not found by `uv python find {version}`")
+    return _install(wheel, tmp_path_factory.mktemp(f"py{version}"), found.stdout.strip(), ())
+
+
+@pytest.fixture(scope="module")
+def installed_with_clouds(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`llmd-fleet[gcp,aws]` on this interpreter."""
+    return _install(wheel, tmp_path_factory.mktemp("clouds"), sys.executable, ("gcp", "aws"))
 
 
 def _env(venv: Path) -> dict[str, str]:
@@ -93,22 +134,39 @@ def test_no_dev_tooling_ships(installed: Path, tmp_path: Path) -> None:
     assert result.returncode == 2 and "runs from a checkout" in result.stderr, result.stderr
 
 
+_PUBLIC_API = textwrap.dedent(
+    """
+    import json, sys
+    import llmd_fleet
+    assert "pulumi" not in sys.modules, "import llmd_fleet loaded the SDK"
+    from llmd_fleet import ModelServing, Router, plan_fleet, parse_config
+    loaded, needs_extra = {}, {}
+    for n in llmd_fleet.__all__:
+        try:
+            loaded[n] = getattr(llmd_fleet, n)
+        except ImportError as exc:
+            needs_extra[n] = str(exc)
+    undocumented = [n for n, v in loaded.items() if not (v.__doc__ or "").strip()]
+    print(json.dumps({"file": llmd_fleet.__file__, "undocumented": undocumented,
+                      "needs_extra": needs_extra, "n": len(llmd_fleet.__all__)}))
+    """
+)
+
+
 def test_the_public_api_imports_from_the_installed_package(installed: Path, tmp_path: Path) -> None:
-    code = textwrap.dedent(
-        """
-        import json, sys
-        import llmd_fleet
-        assert "pulumi" not in sys.modules, "import llmd_fleet loaded the SDK"
-        from llmd_fleet import ModelServing, Router, plan_fleet, parse_config
-        missing = [n for n in llmd_fleet.__all__ if getattr(llmd_fleet, n, None) is None]
-        undocumented = [n for n in llmd_fleet.__all__ if not (getattr(llmd_fleet, n).__doc__ or "").strip()]
-        print(json.dumps({"file": llmd_fleet.__file__, "missing": missing, "undocumented": undocumented,
-                          "n": len(llmd_fleet.__all__)}))
-        """
-    )
-    out = json.loads(_run(installed / "bin" / "python", "-c", code, cwd=tmp_path, env=_env(installed)))
+    """Every public name loads and is documented; in the core install, the GKE and EKS components
+    raise ImportError naming their extra."""
+    out = json.loads(_run(installed / "bin" / "python", "-c", _PUBLIC_API, cwd=tmp_path, env=_env(installed)))
     assert Path(out["file"]).is_relative_to(_site_packages(installed))
-    assert out["missing"] == [] and out["undocumented"] == [] and out["n"] >= 30
+    assert out["undocumented"] == [] and out["n"] >= 30
+    assert out["needs_extra"] and all(n.startswith(("Gke", "Eks", "Tcpxo")) for n in out["needs_extra"])
+    assert all("pip install 'llmd-fleet[" in m for m in out["needs_extra"].values())
+
+
+def test_the_public_api_is_whole_with_the_extras(installed_with_clouds: Path, tmp_path: Path) -> None:
+    env = _env(installed_with_clouds)
+    out = json.loads(_run(installed_with_clouds / "bin" / "python", "-c", _PUBLIC_API, cwd=tmp_path, env=env))
+    assert out["needs_extra"] == {} and out["undocumented"] == []
 
 
 def test_the_example_program_runs_under_mocks(installed: Path, tmp_path: Path) -> None:
@@ -157,3 +215,40 @@ def test_the_policy_pack_runs_from_the_installed_package(installed: Path, tmp_pa
     )  # fmt: skip
     assert " valid, 0 invalid" in out
     assert "policies" in out and "0 mandatory" in out
+
+
+def test_metadata_names_the_license_urls_pythons_and_extras(installed: Path) -> None:
+    info = next(_site_packages(installed).glob("llmd_fleet-*.dist-info"))
+    assert "Apache License" in (info / "licenses" / "LICENSE").read_text()
+    meta = email.message_from_string((info / "METADATA").read_text())
+    assert meta["License-Expression"] == "Apache-2.0"
+    assert meta["Requires-Python"] == "<3.14,>=3.11"
+    classifiers = meta.get_all("Classifier") or []
+    assert {f"Programming Language :: Python :: {v}" for v in PYTHONS} <= set(classifiers)
+    assert {u.split(",")[0] for u in meta.get_all("Project-URL") or []} >= {"Homepage", "Repository"}
+    assert set(meta.get_all("Provides-Extra") or []) == {"gcp", "aws"}
+
+
+def test_the_core_install_has_no_cloud_sdk_and_names_the_extra(installed: Path, tmp_path: Path) -> None:
+    site = _site_packages(installed)
+    assert not (site / "pulumi_gcp").exists() and not (site / "pulumi_aws").exists()
+    for stack, extra in (("gke-h100", "gcp"), ("eks-h100", "aws")):
+        result = subprocess.run(
+            [str(installed / "bin" / "llmd-fleet"), "--stacks-dir", str(STACKS_DIR), "render", stack,
+             "--out", str(tmp_path / stack)],
+            cwd=tmp_path, env=_env(installed), capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.count("\n") == 1 and f"pip install 'llmd-fleet[{extra}]'" in result.stderr
+
+
+def test_the_cloud_extras_render_the_cloud_stacks(installed_with_clouds: Path, tmp_path: Path) -> None:
+    """gke-h100 renders from the installed package with the extras (eks-h100 builds its serving
+    image from the repository's images/ Dockerfiles, so it renders from a checkout only; its
+    components load from the wheel: test_the_public_api_is_whole_with_the_extras)."""
+    for stack in ("gke-h100",):
+        out = _run(
+            installed_with_clouds / "bin" / "llmd-fleet", "--stacks-dir", STACKS_DIR, "render", stack,
+            "--out", tmp_path / stack, cwd=tmp_path, env=_env(installed_with_clouds),
+        )  # fmt: skip
+        assert f"rendered {stack}:" in out

@@ -16,6 +16,9 @@ The public API, by area (each subpackage matches a component type token `llmd-fl
 - security and observability: `NetworkIsolation`, `Observability`.
 - images: `ImageBuild`, `serving_image`.
 
+The GKE and EKS components need the package's `gcp` or `aws` extra (`pip install
+'llmd-fleet[gcp]'`); without it, importing one raises ImportError naming the extra.
+
 Each component takes one `<Component>Args` TypedDict; its docstring says what every key means and
 its default. Names load on first use, so `import llmd_fleet` and the pure layers need no Pulumi SDK.
 The offline tools (`llmd_fleet.cli`: the `llmd-fleet` CLI, policy runner, checkers) and the
@@ -188,11 +191,22 @@ __all__ = [
 ]
 
 
+# Names under targets/gke and targets/eks that need no cloud SDK (pure halves).
+_CLOUD_FREE: frozenset[str] = frozenset()
+
+
 def __getattr__(name: str) -> Any:
     """Load a public name from its module on first use (PEP 562)."""
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'llmd_fleet' has no attribute {name!r}")
+    cloud = module.split(".")[2] if module.startswith("llmd_fleet.targets.") else ""
+    if cloud in ("gke", "eks") and name not in _CLOUD_FREE:
+        extras = import_module("llmd_fleet.targets.extras")  # loaded on use, like every name here
+        try:
+            extras.require_target_extra(cloud)
+        except extras.MissingExtraError as exc:
+            raise ImportError(f"llmd_fleet.{name}: {exc}") from None
     value = getattr(import_module(module), name)
     globals()[name] = value
     return value

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, NotRequired, TypedDict
 import pulumi
 import pulumi_kubernetes as k8s
 
+from llmd_fleet.config.deploy_secrets import placeholder_secret_problems
 from llmd_fleet.config.parse import check_stack_secrets, parse_config, read_pulumi_config
 from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.problems import PROJECT, ConfigError
@@ -38,6 +39,7 @@ from llmd_fleet.platform.dra import DRANET_RDMA_CLASS, DRANET_RDMA_SELECTOR
 from llmd_fleet.platform.lws import LeaderWorkerSetController
 from llmd_fleet.security.isolation import NetworkIsolation
 from llmd_fleet.targets.declared import DeclaredTarget
+from llmd_fleet.targets.extras import MissingExtraError, require_target_extra
 from llmd_fleet.targets.onprem.cluster import OnPremCluster
 from llmd_fleet.targets.specs import BUILDS, fabric_for
 from llmd_fleet.versions import versions
@@ -337,10 +339,28 @@ def load() -> tuple[StackConfig, FleetPlan]:
     return config, plan_fleet(config)
 
 
+def refuse_placeholder_secrets(stack: str) -> None:
+    """Under `pulumi up` (not offline rendering, which calls build_fleet with placeholders): a
+    secret whose value is a placeholder is refused, naming the key and the command that sets it
+    (llmd_fleet/config/deploy_secrets.py). Raises ConfigError."""
+    from pulumi.runtime import config as runtime_config
+
+    secret_keys = set(runtime_config.get_config_secret_keys_env())
+    values = {
+        key.split(":", 1)[1]: runtime_config.get_config(key) or ""
+        for key in {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
+        if key.startswith(f"{PROJECT}:") and (key in secret_keys or runtime_config.is_config_secret(key))
+    }
+    if problems := placeholder_secret_problems(values, stack):
+        raise ConfigError(problems)
+
+
 def main() -> None:
     """Entry for `pulumi up`: bad input ends the run with one clean message, no traceback."""
     try:
         config, plan = load()
-    except (ConfigError, PlanError) as exc:
+        require_target_extra(config.target.kind)
+        refuse_placeholder_secrets(pulumi.get_stack())
+    except (ConfigError, PlanError, MissingExtraError) as exc:
         raise pulumi.RunError(str(exc)) from None
     build_fleet(config, plan)

@@ -1,5 +1,6 @@
 """The command line: render, check and plan every stack; determinism; bad input; secrets."""
 
+import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +27,12 @@ def test_every_stack_renders_and_checks(stack, tmp_path, crd_dir, capsys):
     assert run(["check", stack, "--out", str(out), "--crd-dir", str(crd_dir)]) == 0
     report = capsys.readouterr().out
     assert "0 invalid" in report and "INVALID" not in report
+    lines = report.splitlines()
+    assert re.fullmatch(
+        rf"check {stack}: ok: (\d+) of \1 objects valid; policies: 0 mandatory, \d+ advisory", lines[-1]
+    )
+    policies = [line.split()[1] for line in lines if line.startswith("[advisory]")]
+    assert len(policies) == len(set(policies)), "an advisory policy printed on more than one line"
     assert (out / "summary.md").is_file() and any((out / "manifests").rglob("*.yaml"))
 
 

@@ -1,9 +1,10 @@
 """`llmd-fleet`: render, check and plan stacks offline.
 
-    llmd-fleet plan STACK                           print the fleet plan
+    llmd-fleet plan STACK [--json]                  print the fleet plan (100 columns), or as JSON
     llmd-fleet render STACK [--out DIR]             synthesize under mocks into build/STACK/
-    llmd-fleet check STACK [--crd-dir DIR]... [--policy-config FILE]
-                                                    render, validate every manifest, run the policy pack
+    llmd-fleet check STACK [--crd-dir DIR]... [--policy-config FILE] [--for-deploy] [--verbose]
+                                                    render, validate every manifest, run the policy pack;
+                                                    the last line: check STACK: ok|FAILED: ...
     llmd-fleet bench STACK [--out DIR] [--stages N,N...] [--gateway-address IP] [--prometheus-url URL]
                                                     render the agentic benchmark Job into
                                                     build/bench/STACK/ and check it (docs/benchmark.md)
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from llmd_fleet.cli.outdir import OutputDirError, ensure_replaceable
 from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.plan.fleet import PlanError, plan_fleet
+from llmd_fleet.targets.extras import MissingExtraError, require_target_extra
 
 if TYPE_CHECKING:
     from llmd_fleet.cli.policy_check import PolicyPackProcess
@@ -69,8 +71,13 @@ def _parser() -> argparse.ArgumentParser:
         "policy-pack-path",
         help="print the directory of the policy pack shipped in the package (for pulumi --policy-pack)",
     )
-    plan = sub.add_parser("plan", help="print the fleet plan of a stack")
+    plan = sub.add_parser("plan", help="print the fleet plan of a stack (fits 100 columns)")
     plan.add_argument("stack")
+    plan.add_argument(
+        "--json",
+        action="store_true",
+        help="print the plan as JSON (schema llmd-fleet.plan/v1, docs/plan-json.md)",
+    )
     render = sub.add_parser("render", help="synthesize a stack offline into files")
     render.add_argument("stack")
     render.add_argument("--out", type=Path, default=None, help="output directory (default: build/STACK)")
@@ -90,6 +97,15 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="policy pack config, as `pulumi preview --policy-pack-config` takes it "
         "(default: policies/config/STACK.json when it exists)",
+    )
+    check.add_argument(
+        "--for-deploy",
+        action="store_true",
+        help="also refuse placeholder secrets, naming each key and its `pulumi config set --secret` line "
+        "(what `pulumi up` refuses too)",
+    )
+    check.add_argument(
+        "--verbose", action="store_true", help="list each advisory violation (default: one line per policy)"
     )
     bench = sub.add_parser(
         "bench",
@@ -217,24 +233,18 @@ def run(argv: list[str]) -> int:
         stack_file = read_stack_file(stacks_dir, args.stack)
         plan = plan_fleet(config := stack_config(stack_file))
         if args.command == "plan":
-            from llmd_fleet.cli.render import plan_table
+            return _plan(args, config, plan)
+        require_target_extra(config.target.kind)
+        if args.command == "check" and args.for_deploy:
+            from llmd_fleet.cli.deploy_check import deploy_problems
 
-            print(f"# plan of {args.stack}: {plan.gpus} GPUs on {plan.nodes} nodes\n")
-            print(plan_table(plan))
-            from llmd_fleet.cli.plan_sections import memory_section
-
-            if section := memory_section(config, plan):
-                print("\n" + section)
-            from llmd_fleet.layers.observability.live import live_table
-
-            print(
-                "\n## What to expect live (llmd_fleet/layers/observability/live.py, docs/observability.md)\n"
-            )
-            print(live_table(config, plan))
-            return EXIT_OK
+            if problems := deploy_problems(stacks_dir, args.stack):
+                for key, message in problems:
+                    print(f"error: {key} {message}", file=sys.stderr)
+                return EXIT_BAD_INPUT
         out = args.out or root / "build" / args.stack
         ensure_replaceable(out)
-    except (ConfigError, PlanError, OutputDirError) as exc:
+    except (ConfigError, PlanError, OutputDirError, MissingExtraError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     pack, policy_config_path, policy_config = None, None, None
@@ -258,10 +268,33 @@ def run(argv: list[str]) -> int:
         synthesis = _render(stack_file, config, plan, out)
         if args.command == "render":
             return EXIT_OK
-        return _check(synthesis, out, args.crd_dir, pack, policy_config_path, policy_config)
+        return _check(synthesis, out, args.crd_dir, pack, policy_config_path, policy_config, args.verbose)
     finally:
         if pack is not None:
             pack.stop()
+
+
+def _plan(args: argparse.Namespace, config: "StackConfig", plan: "FleetPlan") -> int:
+    """`llmd-fleet plan`: the tables, fitted to 100 columns (llmd_fleet/cli/plan_output.py), or
+    with --json the plan as one JSON document."""
+    from llmd_fleet.cli.plan_output import fit_tables, plan_json
+
+    if args.json:
+        import json
+
+        print(json.dumps(plan_json(args.stack, config, plan), indent=2))
+        return EXIT_OK
+    from llmd_fleet.cli.plan_sections import memory_section
+    from llmd_fleet.cli.render import plan_table
+    from llmd_fleet.layers.observability.live import live_table
+
+    print(f"# plan of {args.stack}: {plan.gpus} GPUs on {plan.nodes} nodes\n")
+    print(fit_tables(plan_table(plan)))
+    if section := memory_section(config, plan):
+        print("\n" + fit_tables(section))
+    print("\n## What to expect live (llmd_fleet/layers/observability/live.py, docs/observability.md)\n")
+    print(fit_tables(live_table(config, plan)))
+    return EXIT_OK
 
 
 def _render(stack_file: "StackFile", config: "StackConfig", plan: "FleetPlan", out: Path) -> "Synthesis":
@@ -283,8 +316,10 @@ def _check(
     pack: "PolicyPackProcess | None",
     policy_config_path: Path | None,
     policy_config: dict[str, Any] | None,
+    verbose: bool = False,
 ) -> int:
-    """Validate the rendered manifests, then run the policy pack over the same synthesis."""
+    """Validate the rendered manifests, then run the policy pack over the same synthesis; the last
+    line is the stack's summary (`check STACK: ok|FAILED: ...`)."""
     from llmd_fleet.cli.check import check_manifests
 
     try:
@@ -298,10 +333,15 @@ def _check(
         print(f"INVALID {finding}")
     bad = len({(f.file, f.object) for f in findings})
     print(f"checked {count} objects in {out / 'manifests'}: {count - bad} valid, {bad} invalid")
-    policy_result = _check_policies(synthesis, policy_config_path, policy_config, pack)
+    policy_result = _check_policies(synthesis, policy_config_path, policy_config, pack, verbose)
     if policy_result is None:
         return EXIT_BAD_INPUT
-    return EXIT_INVALID_OUTPUT if findings or policy_result else EXIT_OK
+    failed, (mandatory, advisory) = bool(findings or policy_result[0]), policy_result[1]
+    print(
+        f"check {synthesis.stack}: {'FAILED' if failed else 'ok'}: {count - bad} of {count} objects valid; "
+        f"policies: {mandatory} mandatory, {advisory} advisory"
+    )
+    return EXIT_INVALID_OUTPUT if failed else EXIT_OK
 
 
 def _default_policy_config(root: Path, stack: str) -> Path | None:
@@ -314,11 +354,13 @@ def _check_policies(
     config_path: Path | None,
     config: dict[str, Any] | None,
     pack: "PolicyPackProcess | None" = None,
-) -> bool | None:
+    verbose: bool = False,
+) -> tuple[bool, tuple[int, int]] | None:
     """Run the policy pack over the synthesized resources and print its violations the way a
-    preview lists them; True when a mandatory policy failed, None when the policy config does
-    not fit the pack's schemas."""
-    from llmd_fleet.cli.policy_check import PolicyConfigError, PolicyPackError, run_policy_pack
+    preview lists them (advisories grouped per policy unless `verbose`); (True when a mandatory
+    policy failed, (mandatory, advisory) counts), None when the policy config does not fit the
+    pack's schemas."""
+    from llmd_fleet.cli.policy_check import PolicyConfigError, PolicyPackError, report_lines, run_policy_pack
 
     try:
         report = run_policy_pack(synthesis.resources, synthesis.stack, policy_config=config, started=pack)
@@ -327,15 +369,15 @@ def _check_policies(
         return None
     except PolicyPackError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return True
-    for violation in report.violations:
-        print(violation.line())
+        return True, (0, 0)
+    for line in report_lines(report.violations, verbose):
+        print(line)
     shown = config_path
     if config_path is not None and config_path.is_absolute() and config_path.is_relative_to(Path.cwd()):
         shown = config_path.relative_to(Path.cwd())
     source = f" (config {shown})" if shown is not None else ""
     print(report.summary() + source)
-    return bool(report.mandatory)
+    return bool(report.mandatory), (len(report.mandatory), len(report.advisory))
 
 
 def main() -> None:

@@ -82,6 +82,34 @@ class Violation:
         return f"[{self.level}]  {self.policy}  ({self.type}: {self.name})  {message}"
 
 
+def report_lines(violations: tuple[Violation, ...], verbose: bool = False) -> list[str]:
+    """The violations as `llmd-fleet check` prints them: every mandatory one on its own line; the
+    advisories of one policy on one line with a count when there are several (`xN`, the first
+    one's resource and message), unless `verbose`. In order of first appearance."""
+    entries: list[list[Violation]] = []
+    by_policy: dict[str, list[Violation]] = {}
+    for violation in violations:
+        if verbose or violation.level == "mandatory":
+            entries.append([violation])
+        elif violation.policy in by_policy:
+            by_policy[violation.policy].append(violation)
+        else:
+            by_policy[violation.policy] = [violation]
+            entries.append(by_policy[violation.policy])
+    lines = []
+    for group in entries:
+        first = group[0]
+        if len(group) == 1:
+            lines.append(first.line())
+            continue
+        message = " ".join(first.message.split())
+        lines.append(
+            f"[{first.level}]  {first.policy}  x{len(group)}  ({first.type}: {first.name}, and "
+            f"{len(group) - 1} more)  {message}  (check --verbose lists each)"
+        )
+    return lines
+
+
 @dataclass(frozen=True)
 class PolicyState:
     name: str

@@ -1,0 +1,112 @@
+"""`llmd-fleet plan` output: the Markdown tables fitted to a terminal's 100 columns, and the plan
+as JSON (`--json`, schema `llmd-fleet.plan/v1`, docs/plan-json.md).
+
+A table that fits 100 columns prints as it is. A wider one prints as records, one per row: the
+row's first cell, then each other column as `column: value` indented, long values wrapped at
+spaces (a token longer than the line, such as a long PromQL query, is split where it must be).
+"""
+
+import textwrap
+from typing import Any
+
+from llmd_fleet.config.stack import StackConfig
+from llmd_fleet.plan.fleet import FleetPlan
+
+WIDTH = 100
+SCHEMA = "llmd-fleet.plan/v1"
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def _records(table: list[str], width: int) -> list[str]:
+    header = _cells(table[0])
+    out: list[str] = []
+    for row in table[2:]:
+        cells = _cells(row)
+        title = cells[0] or header[0]
+        out.append(textwrap.shorten(f"- {title}", width=width, placeholder="..."))
+        label = max(len(h) for h in header[1:]) + 1
+        for name, value in zip(header[1:], cells[1:], strict=False):
+            prefix = f"    {name + ':':<{label}} "
+            out += textwrap.wrap(
+                value or "-",
+                width=width,
+                initial_indent=prefix,
+                subsequent_indent=" " * len(prefix),
+                break_on_hyphens=False,
+            )
+    return out
+
+
+def fit_tables(text: str, width: int = WIDTH) -> str:
+    """`text` with every Markdown table wider than `width` columns rewritten as records."""
+    lines = text.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        if lines[i].startswith("|") and i + 1 < len(lines) and lines[i + 1].startswith("|---"):
+            j = i
+            while j < len(lines) and lines[j].startswith("|"):
+                j += 1
+            table = lines[i:j]
+            out += table if max(len(t) for t in table) <= width else _records(table, width)
+            i = j
+            continue
+        out += (
+            textwrap.wrap(lines[i], width=width, break_on_hyphens=False)
+            if len(lines[i]) > width
+            else [lines[i]]
+        )
+        i += 1
+    return "\n".join(out)
+
+
+def plan_json(stack: str, config: StackConfig, plan: FleetPlan) -> dict[str, Any]:
+    """The plan as a JSON document (schema `llmd-fleet.plan/v1`, docs/plan-json.md). Fields are
+    only added within a schema version; a removal or a change of meaning bumps it."""
+    return {
+        "schema": SCHEMA,
+        "stack": stack,
+        "model": config.model.id,
+        "target": config.target.kind,
+        "gpus": plan.gpus,
+        "nodes": plan.nodes,
+        "roles": [
+            {
+                "name": r.name,
+                "nodeGroup": r.node_group,
+                "instances": r.instances,
+                "nodesPerInstance": r.nodes_per_instance,
+                "gpusPerNode": r.gpus_per_node,
+                "nodes": r.nodes,
+                "gpus": r.gpus,
+                "tensorParallel": r.tensor_parallel,
+                "dataParallel": r.data_parallel,
+                "expertParallel": r.expert_parallel,
+                "ranksPerPod": r.dp_size_local,
+                "clientPorts": list(r.client_ports),
+                "autoscaled": r.autoscaled,
+                "minInstances": r.min_instances if r.autoscaled else r.instances,
+                "maxInstances": r.max_instances if r.autoscaled else r.instances,
+                "memory": {
+                    "hbmGiBPerGpu": round(r.memory.hbm_gib, 1),
+                    "usableGiBPerGpu": round(r.memory.usable_gib, 1),
+                    "kvCacheGiBPerRank": round(r.memory.kv_cache_gib, 1),
+                    "kvTokensPerRank": r.memory.kv_tokens,
+                    "cpuTierGiBPerRank": r.memory.cpu_tier_gib,
+                    "cpuTierTokensPerRank": r.memory.cpu_tier_tokens,
+                },
+                "pod": {"memoryGiB": r.pod_memory_gib, "cpus": r.pod_cpus, "shmGiB": r.shm_gib},
+                "startupSeconds": r.startup_seconds,
+            }
+            for r in plan.roles
+        ],
+        "nodeGroups": [{"name": g.name, "nodes": g.nodes, "used": g.used} for g in plan.node_groups],
+        "router": {
+            "endpoints": plan.router.endpoints,
+            "memoryGiB": plan.router.memory_gib,
+            "queueMaxBytes": plan.router.queue_max_bytes,
+        },
+    }

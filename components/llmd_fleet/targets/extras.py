@@ -1,0 +1,36 @@
+"""The cloud SDKs are optional extras of the package: `llmd-fleet[gcp]` for gke stacks,
+`llmd-fleet[aws]` for eks stacks; the core install (on-prem, local, one's own cluster) pulls
+neither. `require_target_extra` is called before anything imports a target's cloud half, by the
+CLI (render, check) and by the stack program (`pulumi up`), so a missing SDK is one line naming the
+extra rather than an import traceback. Pure: importlib only."""
+
+import importlib.util
+
+# target kind -> (extra, distribution, module)
+TARGET_EXTRAS: dict[str, tuple[str, str, str]] = {
+    "gke": ("gcp", "pulumi-gcp", "pulumi_gcp"),
+    "eks": ("aws", "pulumi-aws", "pulumi_aws"),
+}
+
+
+class MissingExtraError(Exception):
+    """A stack's target needs a cloud SDK extra that is not installed (a one-line message)."""
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # ValueError: a module set to None in sys.modules
+        return False
+
+
+def require_target_extra(kind: str) -> None:
+    """Raise MissingExtraError when target kind `kind` needs an extra that is not installed."""
+    if kind not in TARGET_EXTRAS:
+        return
+    extra, distribution, module = TARGET_EXTRAS[kind]
+    if not _installed(module):
+        raise MissingExtraError(
+            f"llmd-fleet:target.kind {kind} needs the {extra} extra ({distribution}), which is not "
+            f"installed: pip install 'llmd-fleet[{extra}]'"
+        )

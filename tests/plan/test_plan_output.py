@@ -1,0 +1,44 @@
+"""`llmd-fleet plan` fits 100 columns; `--json` prints the documented schema (docs/plan-json.md)."""
+
+import json
+import re
+
+import pytest
+
+from llmd_fleet.cli.main import run
+from llmd_fleet.cli.plan_output import SCHEMA, fit_tables
+from tests.conftest import REPO, all_stacks
+
+
+@pytest.mark.parametrize("stack", all_stacks())
+def test_plan_fits_100_columns(stack: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["plan", stack]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"# plan of {stack}: ")
+    assert max(len(line) for line in out.splitlines()) <= 100
+
+
+@pytest.mark.parametrize("stack", all_stacks())
+def test_plan_json_is_the_documented_schema(stack: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["plan", stack, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == SCHEMA and doc["stack"] == stack
+    assert doc["gpus"] == sum(r["gpus"] for r in doc["roles"])
+    assert doc["nodes"] == sum(r["nodes"] for r in doc["roles"])
+    documented = set(re.findall(r"^\| `([A-Za-z.]+)` \|", (REPO / "docs" / "plan-json.md").read_text(), re.M))
+    keys = {k for k in doc} | {f"roles.{k}" for k in doc["roles"][0]}
+    keys |= {f"roles.memory.{k}" for k in doc["roles"][0]["memory"]} | {
+        f"roles.pod.{k}" for k in doc["roles"][0]["pod"]
+    }
+    keys |= {f"nodeGroups.{k}" for k in doc["nodeGroups"][0]} | {f"router.{k}" for k in doc["router"]}
+    keys |= {f"cost.{k}" for k in doc.get("cost", {})}
+    assert keys == documented
+
+
+def test_a_narrow_table_is_kept_and_a_wide_one_becomes_records() -> None:
+    narrow = "| a | b |\n|---|---|\n| x | y |"
+    assert fit_tables(narrow) == narrow
+    wide = "| figure | query |\n|---|---|\n| ranks | " + "q " * 80 + "|"
+    lines = fit_tables(wide).splitlines()
+    assert lines[0] == "- ranks" and lines[1].startswith("    query: q q")
+    assert max(map(len, lines)) <= 100
