@@ -524,11 +524,12 @@ def _approx_producer(name: str, block_size: int, tokens_per_rank: int, config: S
 
 
 def _index_size(plan: FleetPlan) -> int:
-    """Block keys the precise index must hold: every rank's HBM and CPU-tier blocks."""
+    """Block keys the precise index must hold: every rank's HBM and CPU-tier blocks, at the most
+    instances each role can run (an autoscaled role starts at its minimum and grows)."""
     block = 64
     total = 0
     for role in plan.roles:
-        ranks = role.instances * role.data_parallel
+        ranks = role.max_instances * role.data_parallel
         total += ranks * (role.memory.kv_tokens + role.memory.cpu_tier_tokens) // block
     return max(1, total)
 
@@ -539,6 +540,7 @@ def needs_experimental_plugins(config: EndpointPickerConfig) -> bool:
 
 def epp_cpus(plan: FleetPlan, requests_per_second: float) -> int:
     """CPU per EPP replica from llm-d's operations guidance: ~7.5 idle cores per 100 model-server
-    pods plus 0.5-1 core per request/s (the low end: agent turns are few and long)."""
-    pods = sum(r.instances * r.lws_size for r in plan.roles)
+    pods plus 0.5-1 core per request/s (the low end: agent turns are few and long), at the most
+    pods the roles can run."""
+    pods = sum(r.max_instances * r.lws_size for r in plan.roles)
     return max(2, math.ceil(7.5 * pods / 100 + 0.5 * requests_per_second))
