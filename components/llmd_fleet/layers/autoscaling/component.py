@@ -30,7 +30,9 @@ Facts (read from source):
   (pkg/webhooks/disaggregatedset/disaggregatedset_webhook.go).
 - KEDA at the pinned chart's appVersion (kedacore/keda apis/keda/v1alpha1,
   pkg/scalers/prometheus_scaler.go): ScaledObject keda.sh/v1alpha1 with pollingInterval
-  (default 30), cooldownPeriod (default 300, only for scaling to zero), minReplicaCount,
+  (default 30), cooldownPeriod (default 300; it only times the last step to zero, so with
+  minReplicaCount >= 1 it has no effect: KEDA's ScaledObject specification, cooldownPeriod),
+  minReplicaCount,
   maxReplicaCount (default 100), advanced.horizontalPodAutoscalerConfig.behavior; the prometheus
   trigger's metadata serverAddress, query, threshold (ignoreNullValues defaults to true: an
   empty result is 0).
@@ -166,7 +168,8 @@ def scaled_object_spec(config: StackConfig, plan: FleetPlan, role: RolePlan) -> 
             "name": role_scaler_name(config, role.name),
         },
         "pollingInterval": auto.polling_interval_seconds,
-        "cooldownPeriod": autoscaling_cooldown_seconds(config.serving, auto),
+        # No cooldownPeriod: KEDA applies it only when scaling to zero, and minReplicaCount is at
+        # least 1. The HPA's scale-down stabilization window (hpa_behavior) is the cooldown.
         "minReplicaCount": role.min_instances,
         "maxReplicaCount": role.max_instances,
         "advanced": {"horizontalPodAutoscalerConfig": {"behavior": hpa_behavior(config, role)}},

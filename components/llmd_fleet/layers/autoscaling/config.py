@@ -38,7 +38,8 @@ class _RoleAutoscalingConfig(_Model):
     """How often KEDA evaluates the trigger (ScaledObject pollingInterval; KEDA's default 30)."""
     cooldown_seconds: Annotated[int, Field(ge=60, le=3600)] | None = None
     """How long the demand must stay low before an instance is removed: the HPA scale-down
-    stabilization window (and KEDA's cooldownPeriod). Must be longer than the model load time,
+    stabilization window. (Not KEDA's cooldownPeriod, which only times a scale to zero, and
+    `minInstances` is at least 1.) Must be longer than the model load time,
     or a burst that returns soon after pays a full load again; at most 3600, the Kubernetes
     bound of a stabilization window. Unset: modelLoadMinutes x 60 + 300, capped at 3600."""
 
