@@ -16,7 +16,8 @@ from llmd_fleet.layers.router.epp_config import (
     needs_experimental_plugins,
 )
 from llmd_fleet.layers.router.specs import RouterNames
-from llmd_fleet.plan.fleet import plan_fleet
+from llmd_fleet.plan.fleet import PlanError, plan_fleet
+from tests.conftest import all_stacks, stack_raw_config
 
 TOKENIZER = "http://glm52-tokenizer.llm-d.svc:8000"
 
@@ -134,6 +135,64 @@ def test_probabilistic_admission_shares_the_saturation_thresholds(raw_config):
     no_flow = _epp(raw_config, flowControl=False)
     assert "probabilistic-admitter" in _types(no_flow) and no_flow.flow_control is None
     assert "probabilistic-admitter" not in _types(_epp(raw_config, probabilisticAdmission=False))
+
+
+def _upstream_shed(params, kv_fractions):
+    """The admitter at v0.10.0 (probabilisticadmitter/plugin.go lines 136-161), restated from its
+    source: the mean over endpoints of max(queue/qd, kv/kvThreshold) with empty queues, then
+    p = min(saturation^power * k, 1)."""
+    qd, kv_threshold = params["queueDepthThreshold"], params["kvCacheUtilThreshold"]
+    saturation = sum(max(0 / qd, kv / kv_threshold) for kv in kv_fractions) / len(kv_fractions)
+    return min(saturation ** params["power"] * params["k"], 1.0)
+
+
+@pytest.mark.parametrize("stack", all_stacks())
+def test_admission_sheds_no_batch_at_nominal_load_and_all_at_the_gate(stack):
+    # Nominal load: one typical prompt resident in every rank's KV cache, no queue. The curve the
+    # stack renders must shed (almost) nothing there, and everything only at flow control's own
+    # gate (saturation 1.0); k 300, power 5 shed everything from ~0.32, i.e. at nominal load.
+    config = parse_config(stack_raw_config(stack))
+    plan = plan_fleet(config)
+    params = build_epp_config(config, plan, TOKENIZER).plugin("probabilistic-admitter").parameters
+    assert params is not None
+    prompt = config.router.expected_prompt_tokens
+    nominal = [
+        min(prompt / role.memory.kv_tokens, 1.0)
+        for role in plan.roles
+        for _ in range(role.instances * role.data_parallel)
+    ]
+    assert _upstream_shed(params, nominal) <= 0.001
+    # 1.5x nominal: what `llmd-fleet plan` shows, and still short of shedding everything.
+    overload = _upstream_shed(params, [1.5 * kv for kv in nominal])
+    assert plan.router.admission is not None
+    assert overload == pytest.approx(plan.router.admission.shed_overload) and overload < 1
+    # At the gate (every endpoint at the KV threshold) everything sheddable is shed; just below
+    # it, not everything.
+    gate = params["kvCacheUtilThreshold"]
+    assert _upstream_shed(params, [gate] * len(nominal)) == pytest.approx(1.0)
+    assert _upstream_shed(params, [0.95 * gate] * len(nominal)) < 1
+
+
+def test_the_plan_shows_the_shed_probability_at_nominal_and_overload(raw_config):
+    from llmd_fleet.cli.render import _tables
+
+    plan = plan_fleet(parse_config(raw_config))
+    admission = plan.router.admission
+    assert admission is not None
+    text = _tables([("", "prefill", "decode")], plan)
+    assert f"shed {admission.shed_nominal:.2%} at nominal load" in text
+    assert f"{admission.shed_overload:.2%} at 1.5x" in text
+
+
+def test_admission_is_refused_when_nominal_load_is_already_at_the_gate(raw_config):
+    # A typical prompt larger than a rank's KV cache: every rank is saturated at nominal load.
+    raw_config["router"] = {"expectedPromptTokens": 4_000_000}
+    with pytest.raises(PlanError) as caught:
+        plan_fleet(parse_config(raw_config))
+    ((where, message),) = caught.value.problems
+    assert where == "llmd-fleet:router.probabilisticAdmission" and "gate (1.0)" in message
+    raw_config["router"]["probabilisticAdmission"] = False
+    assert plan_fleet(parse_config(raw_config)).router.admission is None
 
 
 def test_probabilistic_admission_needs_a_sheddable_class(raw_config):

@@ -17,6 +17,7 @@ import yaml
 from llmd_fleet.cli.paths import CHECKOUT
 from llmd_fleet.cli.stack_file import SECRET_PLACEHOLDER
 from llmd_fleet.cli.synth import REDACTED, Recorded, Synthesis, clean
+from llmd_fleet.layers.router.admission import OVERLOAD
 from llmd_fleet.plan.fleet import FleetPlan, RolePlan
 
 _TOP_KEYS = ("apiVersion", "kind", "metadata")
@@ -241,6 +242,16 @@ def _tables(rows: list[tuple[str, ...]], plan: FleetPlan) -> str:
         f"| working set at the expected rate | {router.working_set_gib} GiB |",
         f"| EPP memory per replica | memory {router.memory_gib} GiB |",
     ]
+    admission = router.admission
+    if admission is not None:
+        lines.append(
+            f"| probabilistic admission (sheddable only) | power {admission.power:g}, k {admission.k:g}: "
+            f"shed {admission.shed_nominal:.2%} at nominal load (saturation "
+            f"{admission.nominal_saturation:.2f}: one typical prompt per rank), "
+            f"{admission.shed_overload:.2%} at {OVERLOAD:g}x "
+            f"({OVERLOAD * admission.nominal_saturation:.2f}), "
+            f"100% from {admission.full_shed_saturation:.2f} (flow control's gate) |"
+        )
     return "\n".join(lines)
 
 

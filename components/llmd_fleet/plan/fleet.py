@@ -19,6 +19,7 @@ from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.fabric import Fabric
 from llmd_fleet.core.problems import PROJECT
 from llmd_fleet.layers.autoscaling.rules import autoscaling_max_instances
+from llmd_fleet.layers.router.admission import AdmissionPlan, nominal_saturation, plan_admission
 from llmd_fleet.layers.serving.config import RoleConfig
 from llmd_fleet.targets.specs import fabric_for
 
@@ -307,6 +308,11 @@ class RouterPlan:
     """Memory the EPP needs to route at the expected rate (baseline plus traffic)."""
     memory_gib: int
     """Memory request and limit per EPP replica: working set plus the queue bound, with headroom."""
+    nominal_saturation: float = 0.0
+    """Pool saturation at nominal load: one typical prompt in every rank's KV cache, no queue
+    (llmd_fleet/layers/router/admission.py)."""
+    admission: AdmissionPlan | None = None
+    """The probabilistic admitter's curve (None when the nominal load is already at the gate)."""
 
 
 def plan_router(config: StackConfig, roles: tuple["RolePlan", ...]) -> RouterPlan:
@@ -327,6 +333,11 @@ def plan_router(config: StackConfig, roles: tuple["RolePlan", ...]) -> RouterPla
         / GIB
     )
     memory = math.ceil((working + queue_bytes / GIB) * EPP_MEMORY_HEADROOM)
+    # The instances the roles run (an autoscaled role's start, its minimum), not their maxima:
+    # saturation is a mean over the endpoints, and each rank holds one typical prompt.
+    saturation = nominal_saturation(
+        [(r.instances * r.data_parallel, r.memory.kv_tokens) for r in roles], router.expected_prompt_tokens
+    )
     return RouterPlan(
         endpoints=endpoints,
         tiers=tiers,
@@ -336,6 +347,8 @@ def plan_router(config: StackConfig, roles: tuple["RolePlan", ...]) -> RouterPla
         queue_max_bytes=queue_bytes,
         working_set_gib=round(working, 1),
         memory_gib=memory,
+        nominal_saturation=saturation,
+        admission=plan_admission(saturation) if router.probabilistic_admission else None,
     )
 
 
@@ -671,6 +684,19 @@ def plan_fleet(config: StackConfig) -> FleetPlan:
         surge, unavailable = rollout_for(r, spare[r.node_group])
         roles[i] = replace(r, max_surge=surge, max_unavailable=unavailable)
     router = plan_router(config, tuple(roles))
+    if config.router.probabilistic_admission and router.admission is None:
+        raise PlanError(
+            [
+                (
+                    f"{PROJECT}:router.probabilisticAdmission",
+                    "must be false for this fleet: at nominal load (one "
+                    f"{config.router.expected_prompt_tokens}-token prompt per rank) the pool's "
+                    "saturation is already "
+                    f"{router.nominal_saturation:.2f}, at or above flow control's gate (1.0), so no "
+                    "shedding curve admits nominal traffic; add KV cache per rank or turn it off",
+                )
+            ]
+        )
     explicit = config.router.memory_gib
     if explicit is not None and explicit < router.memory_gib:
         raise PlanError(

@@ -102,7 +102,9 @@ class RouterConfig(_Model):
     """Shed sheddable (negative-priority) requests before scheduling with a probability that rises
     steeply with the pool's saturation (the router's probabilistic-admitter), with the same
     queue-depth and KV-utilisation thresholds as flow control's saturation detector; non-negative
-    priorities are always admitted. Needs a negative-priority class."""
+    priorities are always admitted. The curve is derived by the plan: nothing shed at nominal load
+    (one typical prompt per rank), everything at flow control's gate (`llmd-fleet plan` shows
+    both). Needs a negative-priority class; refused when nominal load is already at the gate."""
     priority_classes: Annotated[list[PriorityClassConfig], Field(min_length=1)] = Field(
         default_factory=_default_priority_classes
     )

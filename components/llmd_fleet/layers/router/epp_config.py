@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmd_fleet.config.stack import StackConfig
+from llmd_fleet.layers.router.admission import KV_CACHE_UTIL_THRESHOLD, QUEUE_DEPTH_THRESHOLD
 from llmd_fleet.layers.router.config import RouterConfig
 from llmd_fleet.plan.fleet import KV_EVENTS_PORT, FleetPlan
 
@@ -116,14 +117,8 @@ AGENT_IDENTITY_ATTRIBUTE = "agent-identity"
 # The attribute key a session-id-producer instance writes: DataKey "SessionIDDataKey/<instance
 # name>" (datalayer/attribute/session/data_types.go and interface/plugin/datakey.go at v0.10.0).
 SESSION_COOKIE_ATTRIBUTE = f"SessionIDDataKey/{SESSION_COOKIE_PRODUCER}"
-# Saturation thresholds shared by flow control's detector and the probabilistic admitter, so both
-# call the pool saturated at the same point: queues building, or KV caches nearly full.
-QUEUE_DEPTH_THRESHOLD = 5
-KV_CACHE_UTIL_THRESHOLD = 0.85
-# The admitter's shedding curve p = min(sat^power * k, 1) (probabilisticadmitter README at
-# v0.10.0; its defaults): nothing shed below ~0.15 saturation, everything sheddable at ~0.34.
-ADMISSION_POWER = 5.0
-ADMISSION_K = 300.0
+# The saturation thresholds flow control's detector and the probabilistic admitter share, and the
+# admitter's curve, derived from the plan: llmd_fleet/layers/router/admission.py.
 
 # Scorer weights. Prefix reuse dominates agent traffic (>=90% of each turn repeats the last), so
 # the prefix scorer carries the most weight; load scorers keep one hot prefix from piling every
@@ -178,7 +173,13 @@ def build_epp_config(config: StackConfig, plan: FleetPlan, tokenizer_url: str) -
     feature_gates, flow_plugins, flow_control = _flow_control(config, plan)
     return EndpointPickerConfig(
         feature_gates=feature_gates,
-        plugins=[*producers, *_scorers(config, plan), *profile_plugins, *_admission(config), *flow_plugins],
+        plugins=[
+            *producers,
+            *_scorers(config, plan),
+            *profile_plugins,
+            *_admission(config, plan),
+            *flow_plugins,
+        ],
         scheduling_profiles=[
             SchedulingProfile(name="prefill", plugins=prefill_profile),
             SchedulingProfile(name="decode", plugins=decode_profile),
@@ -448,9 +449,11 @@ def _session_plugins(router: RouterConfig) -> list[Plugin]:
     return plugins
 
 
-def _admission(config: StackConfig) -> list[Plugin]:
-    """The probabilistic admitter (an Admitter: it runs before scheduling, flow control or not)."""
-    if not config.router.probabilistic_admission:
+def _admission(config: StackConfig, plan: FleetPlan) -> list[Plugin]:
+    """The probabilistic admitter (an Admitter: it runs before scheduling, flow control or not),
+    with the curve the plan derives: nothing shed at nominal load, everything at the gate."""
+    admission = plan.router.admission
+    if not config.router.probabilistic_admission or admission is None:
         return []
     return [
         Plugin(
@@ -459,8 +462,8 @@ def _admission(config: StackConfig) -> list[Plugin]:
             parameters={
                 "queueDepthThreshold": QUEUE_DEPTH_THRESHOLD,
                 "kvCacheUtilThreshold": KV_CACHE_UTIL_THRESHOLD,
-                "power": ADMISSION_POWER,
-                "k": ADMISSION_K,
+                "power": admission.power,
+                "k": admission.k,
             },
         )
     ]
