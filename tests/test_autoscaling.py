@@ -216,6 +216,25 @@ def test_prefill_reads_only_the_leaders_in_flight_tokens(raw):
     assert "leader_election" not in prefill_backlog_query(single, plan_fleet(single))
 
 
+def test_prefill_counts_only_live_endpoints_of_its_own_producer(raw):
+    # At the pinned router a removed endpoint's in-flight series is never pruned (llm-d-router
+    # #2529): the query keeps only endpoints the EPP's per-endpoint queue gauge, rebuilt every
+    # scrape, still lists, joined per EPP pod (llm-d's keda-epp-token-aware README workaround).
+    # `make promtool` evaluates it on a removed endpoint's frozen series.
+    config = parse_config(raw)
+    query = prefill_backlog_query(config, plan_fleet(config))
+    assert 'producer_name="inflight-load"' in query
+    assert (
+        'and on (pod, target_pod) label_replace(llm_d_epp_per_endpoint_queue_size{namespace="llm-d", '
+        'name="glm52"}, "target_pod", "$1", "model_server_endpoint", "(.+)")' in query
+    )
+    assert "label_replace(llm_d_epp_inflight_tokens{" in query and '"endpoint_name", "(.+)")' in query
+    # The producer the EPP config names is the one the query reads.
+    epp = build_epp_config(config, plan_fleet(config), "http://tokenizer:8000")
+    (producer,) = [p.name for p in epp.plugins if p.type == "inflight-load-producer"]
+    assert f'producer_name="{producer}"' in query
+
+
 def test_scaling_queries_read_metrics_the_fleet_exposes(raw):
     config = parse_config(raw)
     for query in (prefill_backlog_query(config, plan_fleet(config)), decode_kv_query(config)):

@@ -17,7 +17,7 @@ import yaml
 from llmd_fleet.cli.paths import CHECKOUT
 from llmd_fleet.cli.stack_file import SECRET_PLACEHOLDER
 from llmd_fleet.cli.synth import REDACTED, Recorded, Synthesis, clean
-from llmd_fleet.layers.router.admission import OVERLOAD
+from llmd_fleet.layers.router.specs import OVERLOAD
 from llmd_fleet.plan.fleet import FleetPlan, RolePlan
 
 _TOP_KEYS = ("apiVersion", "kind", "metadata")

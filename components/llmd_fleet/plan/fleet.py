@@ -19,7 +19,7 @@ from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.fabric import Fabric
 from llmd_fleet.core.problems import PROJECT
 from llmd_fleet.layers.autoscaling.rules import autoscaling_max_instances
-from llmd_fleet.layers.router.admission import AdmissionPlan, nominal_saturation, plan_admission
+from llmd_fleet.layers.router.specs import AdmissionPlan, nominal_saturation, plan_admission
 from llmd_fleet.layers.serving.config import RoleConfig
 from llmd_fleet.targets.specs import fabric_for
 
@@ -310,7 +310,7 @@ class RouterPlan:
     """Memory request and limit per EPP replica: working set plus the queue bound, with headroom."""
     nominal_saturation: float = 0.0
     """Pool saturation at nominal load: one typical prompt in every rank's KV cache, no queue
-    (llmd_fleet/layers/router/admission.py)."""
+    (llmd_fleet/layers/router/specs.py)."""
     admission: AdmissionPlan | None = None
     """The probabilistic admitter's curve (None when the nominal load is already at the gate)."""
 

@@ -13,8 +13,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmd_fleet.config.stack import StackConfig
-from llmd_fleet.layers.router.admission import KV_CACHE_UTIL_THRESHOLD, QUEUE_DEPTH_THRESHOLD
 from llmd_fleet.layers.router.config import RouterConfig
+from llmd_fleet.layers.router.specs import INFLIGHT_PRODUCER, KV_CACHE_UTIL_THRESHOLD, QUEUE_DEPTH_THRESHOLD
 from llmd_fleet.plan.fleet import KV_EVENTS_PORT, FleetPlan
 
 
@@ -118,7 +118,7 @@ AGENT_IDENTITY_ATTRIBUTE = "agent-identity"
 # name>" (datalayer/attribute/session/data_types.go and interface/plugin/datakey.go at v0.10.0).
 SESSION_COOKIE_ATTRIBUTE = f"SessionIDDataKey/{SESSION_COOKIE_PRODUCER}"
 # The saturation thresholds flow control's detector and the probabilistic admitter share, and the
-# admitter's curve, derived from the plan: llmd_fleet/layers/router/admission.py.
+# admitter's curve, derived from the plan: llmd_fleet/layers/router/specs.py.
 
 # Scorer weights. Prefix reuse dominates agent traffic (>=90% of each turn repeats the last), so
 # the prefix scorer carries the most weight; load scorers keep one hot prefix from piling every
@@ -273,9 +273,6 @@ def _producers(
         ]
     )
     return plugins, data_layer
-
-
-INFLIGHT_PRODUCER = "inflight-load"
 
 
 def _load_producers(config: StackConfig) -> list[Plugin]:

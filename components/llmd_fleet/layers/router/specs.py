@@ -1,5 +1,7 @@
-"""The endpoint picker's and the tokenizer's ports and selectors (pure)."""
+"""The endpoint picker's and the tokenizer's ports and selectors, and the probabilistic admitter's
+shedding curve derived from the plan (pure)."""
 
+import math
 from dataclasses import dataclass
 
 from llmd_fleet.config.stack import StackConfig
@@ -8,6 +10,8 @@ TOKENIZER_PORT = 8000
 GRPC_PORT = 9002
 HEALTH_PORT = 9003
 METRICS_PORT = 9090
+INFLIGHT_PRODUCER = "inflight-load"
+"""Name of the EPP config's inflight-load-producer; its series carry it as `producer_name`."""
 
 
 def epp_selector(config: StackConfig) -> dict[str, str]:
@@ -45,3 +49,88 @@ class RouterNames:
         """The Lease the EPP replicas elect a leader on: `epp-<pool namespace>-<pool name>.llm-d.ai`
         (llm-d-router pkg/epp/server/controller_manager.go NewDefaultManager, LeaderElectionID)."""
         return f"epp-{self.namespace}-{self.pool}.llm-d.ai"
+
+
+# --- The probabilistic admitter's shedding curve, derived from the plan.
+# The probabilistic admitter's shedding curve, derived from the plan. Pure.
+#
+# Facts (llm-d-router v0.10.0,
+# pkg/epp/framework/plugins/requestcontrol/admitter/probabilisticadmitter/plugin.go lines 123-162,
+# and its README):
+# - a request with priority >= 0 is always admitted; a sheddable one (priority < 0) is rejected
+#   with probability `p = min(saturation^power * k, 1)`;
+# - saturation is the mean over the candidate endpoints of
+#   `max(WaitingQueueSize / queueDepthThreshold, KVCacheUsagePercent / kvCacheUtilThreshold)`
+#   (an endpoint without metrics counts 1.0);
+# - 100% shedding starts at `saturation = (1/k)^(1/power)`; the defaults `power 5, k 300` put it
+#   at about 0.32, where one long agent context per rank already is.
+# Flow control's utilization-detector computes the same saturation with the same thresholds
+# (pkg/epp/framework/plugins/flowcontrol/saturationdetector/utilization/detector.go lines
+# 119-160), and dispatch holds at saturation >= 1.0 (pkg/epp/framework/interface/flowcontrol/
+# plugins.go lines 119-124): that is the gate the admitter must not pre-empt.
+#
+# The plan's nominal load: every rank endpoint of both roles holds one typical prompt
+# (`router.expectedPromptTokens`) in its KV cache, with no queue (an agent turn per rank; the
+# fleet is sized for the contexts per rank, docs/fleet-scale.md). The curve sheds all sheddable
+# traffic exactly at the gate (k = 1) and is steep enough (power) that at nominal load at most
+# `NOMINAL_SHED` of it is shed.
+
+
+# Saturation thresholds shared by flow control's detector and the probabilistic admitter, so both
+# call the pool saturated at the same point: queues building, or KV caches nearly full.
+QUEUE_DEPTH_THRESHOLD = 5
+KV_CACHE_UTIL_THRESHOLD = 0.85
+GATE_SATURATION = 1.0
+"""Where flow control's dispatch gate holds (saturation >= 1.0) and the admitter sheds 100%."""
+NOMINAL_SHED = 0.001
+"""At most one sheddable request in a thousand is shed at the plan's nominal load."""
+OVERLOAD = 1.5
+"""The load `llmd-fleet plan` also shows the shed probability at (1.5x nominal)."""
+
+
+@dataclass(frozen=True)
+class AdmissionPlan:
+    """The admitter's parameters and what they shed."""
+
+    nominal_saturation: float
+    """Pool saturation at nominal load (one typical prompt per rank, no queue)."""
+    power: float
+    k: float
+    shed_nominal: float
+    """Probability a sheddable request is shed at nominal load."""
+    shed_overload: float
+    """... at OVERLOAD x nominal load."""
+
+    @property
+    def full_shed_saturation(self) -> float:
+        """Saturation at which every sheddable request is shed: (1/k)^(1/power)."""
+        return float((1 / self.k) ** (1 / self.power))
+
+
+def shed_probability(saturation: float, power: float, k: float) -> float:
+    """The admitter's p = min(saturation^power * k, 1) (plugin.go line 137)."""
+    return min(float(saturation**power) * k, 1.0)
+
+
+def nominal_saturation(ranks: list[tuple[int, int]], prompt_tokens: int) -> float:
+    """Mean endpoint saturation when every rank holds one `prompt_tokens` context and no queue;
+    `ranks` is (rank endpoints, KV tokens per rank) per role."""
+    endpoints = sum(n for n, _ in ranks)
+    total = sum(n * min(prompt_tokens / max(kv, 1), 1.0) / KV_CACHE_UTIL_THRESHOLD for n, kv in ranks)
+    return total / max(endpoints, 1)
+
+
+def plan_admission(saturation: float) -> AdmissionPlan | None:
+    """k and power from the nominal saturation, or None when the nominal load is already at the
+    gate (no curve sheds nothing there and everything at the gate)."""
+    if not 0 < saturation < GATE_SATURATION:
+        return None
+    k = 1.0
+    power = float(max(1, math.ceil(math.log(NOMINAL_SHED) / math.log(saturation / GATE_SATURATION))))
+    return AdmissionPlan(
+        nominal_saturation=saturation,
+        power=power,
+        k=k,
+        shed_nominal=shed_probability(saturation, power, k),
+        shed_overload=shed_probability(OVERLOAD * saturation, power, k),
+    )
