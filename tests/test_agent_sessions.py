@@ -5,8 +5,12 @@ dataproducer/sessionid/producer.go, scorer/sessionaffinity, fairness/program-awa
 admitter/probabilisticadmitter/plugin.go.
 """
 
+import math
+import re
+
 import pytest
 
+from devtools.metrics_catalogue.catalogue import catalogue
 from llmd_fleet.config.parse import parse_config
 from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.layers.router.component import epp_args
@@ -112,7 +116,12 @@ def test_program_aware_fairness_on_every_band(raw_config):
     epp = _epp(raw_config)
     fairness = epp.plugin("program-aware-fairness")
     assert fairness.type == "program-aware-fairness"
-    assert fairness.parameters == {"strategy": "las", "evictionTtlSeconds": 1800}
+    assert fairness.parameters == {
+        "strategy": "las",
+        "lasHalfLifeSeconds": 60,
+        "evictionTtlSeconds": 300,
+        "evictionSweepSeconds": 60,
+    }
     assert epp.flow_control is not None
     assert {b.fairness_policy_ref for b in epp.flow_control.priority_bands} == {"program-aware-fairness"}
     round_robin = _epp(raw_config, fairness="round-robin")
@@ -193,6 +202,61 @@ def test_admission_is_refused_when_nominal_load_is_already_at_the_gate(raw_confi
     assert where == "llmd-fleet:router.probabilisticAdmission" and "gate (1.0)" in message
     raw_config["router"]["probabilisticAdmission"] = False
     assert plan_fleet(parse_config(raw_config)).router.admission is None
+
+
+@pytest.mark.parametrize("stack", all_stacks())
+def test_program_state_per_agent_session_is_bounded(stack):
+    # Every agent session is a program with its own queue and series. At v0.10.0
+    # (fairness/program-aware/README.md) lasDecayFactor decays per Pick, i.e. with the pick rate;
+    # lasHalfLifeSeconds decays on the wall clock. The state must decay on the wall clock, be
+    # forgotten a few tool-loop gaps after the session's last completion (not after a session
+    # TTL of half an hour), and its per-program series must not reach Prometheus.
+    config = parse_config(stack_raw_config(stack))
+    plan = plan_fleet(config)
+    params = build_epp_config(config, plan, TOKENIZER).plugin("program-aware-fairness").parameters
+    assert params is not None
+    gap = config.router.agent_tool_gap_seconds
+    assert params["lasHalfLifeSeconds"] > 0 and "lasDecayFactor" not in params
+    # A program idle for one tool call keeps half its service; evicted once it is below 1/32.
+    assert params["lasHalfLifeSeconds"] == gap
+    assert 0.5 ** (params["evictionTtlSeconds"] / params["lasHalfLifeSeconds"]) <= 1 / 32
+    assert params["evictionTtlSeconds"] <= 10 * gap < config.router.session_affinity.ttl_seconds
+    assert 0 < params["evictionSweepSeconds"] <= gap
+    # The programs the EPP can hold at the expected rate, even if every request were a new one.
+    rate = config.router.expected_requests_per_second
+    bound = rate * (params["evictionTtlSeconds"] + params["evictionSweepSeconds"])
+    assert plan.router.fairness is not None and plan.router.fairness.max_programs == math.ceil(bound)
+    assert plan.router.fairness.max_programs < 50_000
+
+
+def test_per_program_series_are_dropped_at_scrape(raw_config):
+    from llmd_fleet.layers.observability.component import pod_monitoring_specs, service_monitor_spec
+    from llmd_fleet.plan.observability import plan_observability
+
+    config = parse_config(raw_config)
+    (endpoint,) = service_monitor_spec(config)["endpoints"]
+    gmp = pod_monitoring_specs(config, plan_observability(config, plan_fleet(config)))["epp"]
+    for rules in (endpoint["metricRelabelings"], gmp["endpoints"][0]["metricRelabeling"]):
+        (drop,) = rules
+        assert drop["action"] == "drop" and drop["sourceLabels"] == ["__name__"]
+        pattern = re.compile(f"^(?:{drop['regex']})$")
+        for name in (
+            "llm_d_epp_program_aware_avg_wait_time_milliseconds",
+            "llm_d_epp_program_aware_attained_service_tokens",
+        ):
+            assert pattern.match(name) and name in catalogue().exposed
+        # The fleet-wide index and every other series stay.
+        assert not pattern.match("llm_d_epp_program_aware_jains_fairness_index")
+        assert not pattern.match("llm_d_epp_inflight_tokens")
+
+
+def test_the_tool_gap_is_bounded():
+    raw = stack_raw_config()
+    raw["router"] = {"agentToolGapSeconds": 0}
+    with pytest.raises(ConfigError) as caught:
+        parse_config(raw)
+    ((where, message),) = caught.value.problems
+    assert where == "llmd-fleet:router.agentToolGapSeconds" and ">= 5" in message
 
 
 def test_probabilistic_admission_needs_a_sheddable_class(raw_config):

@@ -252,6 +252,15 @@ def _tables(rows: list[tuple[str, ...]], plan: FleetPlan) -> str:
             f"({OVERLOAD * admission.nominal_saturation:.2f}), "
             f"100% from {admission.full_shed_saturation:.2f} (flow control's gate) |"
         )
+    fairness = router.fairness
+    if fairness is not None:
+        lines.append(
+            f"| program-aware fairness (a program per agent session) | half-life "
+            f"{fairness.half_life_seconds} s, evicted {fairness.eviction_ttl_seconds} s after its "
+            f"last completion (swept every {fairness.eviction_sweep_seconds} s): at most "
+            f"{fairness.max_programs:,} programs, {fairness.max_series:,} per-program series in "
+            "the EPP's /metrics, dropped at scrape |"
+        )
     return "\n".join(lines)
 
 

@@ -19,7 +19,13 @@ from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.fabric import Fabric
 from llmd_fleet.core.problems import PROJECT
 from llmd_fleet.layers.autoscaling.rules import autoscaling_max_instances
-from llmd_fleet.layers.router.specs import AdmissionPlan, nominal_saturation, plan_admission
+from llmd_fleet.layers.router.specs import (
+    AdmissionPlan,
+    FairnessPlan,
+    nominal_saturation,
+    plan_admission,
+    plan_fairness,
+)
 from llmd_fleet.layers.serving.config import RoleConfig
 from llmd_fleet.targets.specs import fabric_for
 
@@ -313,6 +319,9 @@ class RouterPlan:
     (llmd_fleet/layers/router/specs.py)."""
     admission: AdmissionPlan | None = None
     """The probabilistic admitter's curve (None when the nominal load is already at the gate)."""
+    fairness: FairnessPlan | None = None
+    """program-aware-fairness's decay and eviction (None with another fairness policy or without
+    flow control)."""
 
 
 def plan_router(config: StackConfig, roles: tuple["RolePlan", ...]) -> RouterPlan:
@@ -349,6 +358,11 @@ def plan_router(config: StackConfig, roles: tuple["RolePlan", ...]) -> RouterPla
         memory_gib=memory,
         nominal_saturation=saturation,
         admission=plan_admission(saturation) if router.probabilistic_admission else None,
+        fairness=(
+            plan_fairness(router.agent_tool_gap_seconds, router.expected_requests_per_second)
+            if router.flow_control and router.fairness == "program-aware"
+            else None
+        ),
     )
 
 

@@ -112,6 +112,12 @@ class RouterConfig(_Model):
     expected_requests_per_second: Annotated[float, Field(gt=0, le=400)] = 50
     """Peak request rate the router must sustain; sizes its CPU (about 0.5 core per req/s, so the
     bound keeps one replica within the largest CPU nodes) and its memory."""
+    agent_tool_gap_seconds: Annotated[int, Field(ge=5, le=3600)] = 60
+    """The longest usual pause between two model calls of one agent session (the agent running a
+    tool, p99). Sizes program-aware fairness, where every agent session is a program: attained
+    service halves over one gap of idleness (`lasHalfLifeSeconds`), and a program with no
+    completion for five gaps, whose service has decayed below 1/32, is forgotten
+    (`evictionTtlSeconds`; swept every gap), which bounds the programs and their series."""
     expected_prompt_tokens: Annotated[int, Field(ge=1, le=16 * 1024 * 1024)] = 195_000
     """Typical (median) prompt length in tokens; sizes the router's memory and the flow-control
     byte bounds (the reference agentic traffic: ~195k input tokens per turn)."""

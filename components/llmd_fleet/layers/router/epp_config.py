@@ -147,16 +147,23 @@ _FAIRNESS_TYPES = {
 }
 
 
-def _fairness_plugin(router: RouterConfig) -> Plugin:
+def _fairness_plugin(router: RouterConfig, plan: FleetPlan) -> Plugin:
     kind = _FAIRNESS_TYPES[router.fairness]
-    if kind != PROGRAM_FAIRNESS:
+    fairness = plan.router.fairness
+    if kind != PROGRAM_FAIRNESS or fairness is None:
         return Plugin(name=kind, type=kind)
-    # Least attained service per program (agent); its idle state lives as long as a session does,
-    # so a returning agent is still known while its session binding is.
+    # Least attained service per program (agent session), decayed on the wall clock (the per-Pick
+    # default follows the pick rate) and forgotten a few tool-loop gaps after its last completion,
+    # which bounds the programs, their queues and series (llmd_fleet/layers/router/specs.py).
     return Plugin(
         name=kind,
         type=kind,
-        parameters={"strategy": "las", "evictionTtlSeconds": router.session_affinity.ttl_seconds},
+        parameters={
+            "strategy": "las",
+            "lasHalfLifeSeconds": fairness.half_life_seconds,
+            "evictionTtlSeconds": fairness.eviction_ttl_seconds,
+            "evictionSweepSeconds": fairness.eviction_sweep_seconds,
+        },
     )
 
 
@@ -471,7 +478,7 @@ def _flow_control(config: StackConfig, plan: FleetPlan) -> tuple[list[str], list
     router = config.router
     if not router.flow_control:
         return [], [], None
-    fairness_plugin = _fairness_plugin(router)
+    fairness_plugin = _fairness_plugin(router, plan)
     fairness = fairness_plugin.name
     plugins = [
         fairness_plugin,

@@ -134,3 +134,50 @@ def plan_admission(saturation: float) -> AdmissionPlan | None:
         shed_nominal=shed_probability(saturation, power, k),
         shed_overload=shed_probability(OVERLOAD * saturation, power, k),
     )
+
+
+# --- Program-aware fairness per agent session.
+# Facts (llm-d-router v0.10.0 pkg/epp/framework/plugins/flowcontrol/fairness/program-aware/:
+# README.md "Configuration" and "Trade-offs", plugin.go lines 27-66, prometheus.go, strategy_las.go
+# lines 180-190): `lasDecayFactor` decays idle programs per Pick, so its half-life follows the pick
+# rate; `lasHalfLifeSeconds` > 0 decays on the wall clock instead. A program with no completion
+# for `evictionTtlSeconds` is evicted by a sweep every `evictionSweepSeconds` (default 300), its
+# series deleted with it; a program with requests in flight is never evicted. Each live program
+# has its own queue and two series labelled `program_id`
+# (llm_d_epp_program_aware_avg_wait_time_milliseconds, ..._attained_service_tokens).
+FAIRNESS_TTL_HALF_LIVES = 5
+"""Evict after five half-lives of idleness: the program's service has decayed below 1/32, so
+forgetting it changes its rank by almost nothing."""
+PROGRAM_SERIES = (
+    "llm_d_epp_program_aware_avg_wait_time_milliseconds",
+    "llm_d_epp_program_aware_attained_service_tokens",
+)
+"""The EPP's per-program series (label `program_id`), dropped at scrape."""
+
+
+@dataclass(frozen=True)
+class FairnessPlan:
+    """program-aware-fairness parameters and the programs they keep."""
+
+    half_life_seconds: int
+    eviction_ttl_seconds: int
+    eviction_sweep_seconds: int
+    max_programs: int
+    """Programs the EPP can hold at the expected rate if every request were a new program (the
+    worst case): rate x (TTL + sweep). Agent sessions make several calls each, so fewer."""
+
+    @property
+    def max_series(self) -> int:
+        """Per-program series in the EPP's /metrics at max_programs."""
+        return len(PROGRAM_SERIES) * self.max_programs
+
+
+def plan_fairness(tool_gap_seconds: int, requests_per_second: float) -> FairnessPlan:
+    ttl = FAIRNESS_TTL_HALF_LIVES * tool_gap_seconds
+    sweep = tool_gap_seconds
+    return FairnessPlan(
+        half_life_seconds=tool_gap_seconds,
+        eviction_ttl_seconds=ttl,
+        eviction_sweep_seconds=sweep,
+        max_programs=math.ceil(requests_per_second * (ttl + sweep)),
+    )
