@@ -20,7 +20,7 @@ from llmd_fleet.layers.router.epp_config import (
     needs_experimental_plugins,
 )
 from llmd_fleet.layers.router.specs import RouterNames
-from llmd_fleet.plan.fleet import PlanError, plan_fleet
+from llmd_fleet.plan.fleet import plan_fleet
 from tests.conftest import all_stacks, stack_raw_config
 
 TOKENIZER = "http://glm52-tokenizer.llm-d.svc:8000"
@@ -147,8 +147,8 @@ def test_probabilistic_admission_shares_the_saturation_thresholds(raw_config):
 
 
 def _upstream_shed(params, kv_fractions):
-    """The admitter at v0.10.0 (probabilisticadmitter/plugin.go lines 136-161), restated from its
-    source: the mean over endpoints of max(queue/qd, kv/kvThreshold) with empty queues, then
+    """The admitter at the pinned router tag (probabilisticadmitter/plugin.go lines 136-161),
+    restated from its source: the mean over endpoints of max(queue/qd, kv/kvThreshold) with empty queues, then
     p = min(saturation^power * k, 1)."""
     qd, kv_threshold = params["queueDepthThreshold"], params["kvCacheUtilThreshold"]
     saturation = sum(max(0 / qd, kv / kv_threshold) for kv in kv_fractions) / len(kv_fractions)
@@ -166,7 +166,7 @@ def test_admission_sheds_no_batch_at_nominal_load_and_all_at_the_gate(stack):
     assert params is not None
     prompt = config.router.expected_prompt_tokens
     nominal = [
-        min(prompt / role.memory.kv_tokens, 1.0)
+        min(min(prompt, getattr(config.serving.roles, role.name).max_model_len) / role.memory.kv_tokens, 1.0)
         for role in plan.roles
         for _ in range(role.instances * role.data_parallel)
     ]
@@ -191,17 +191,6 @@ def test_the_plan_shows_the_shed_probability_at_nominal_and_overload(raw_config)
     text = _tables([("", "prefill", "decode")], plan)
     assert f"shed {admission.shed_nominal:.2%} at nominal load" in text
     assert f"{admission.shed_overload:.2%} at 1.5x" in text
-
-
-def test_admission_is_refused_when_nominal_load_is_already_at_the_gate(raw_config):
-    # A typical prompt larger than a rank's KV cache: every rank is saturated at nominal load.
-    raw_config["router"] = {"expectedPromptTokens": 4_000_000}
-    with pytest.raises(PlanError) as caught:
-        plan_fleet(parse_config(raw_config))
-    ((where, message),) = caught.value.problems
-    assert where == "llmd-fleet:router.probabilisticAdmission" and "gate (1.0)" in message
-    raw_config["router"]["probabilisticAdmission"] = False
-    assert plan_fleet(parse_config(raw_config)).router.admission is None
 
 
 @pytest.mark.parametrize("stack", all_stacks())

@@ -59,6 +59,20 @@ def test_glm_fits_two_nodes(raw_config):
     assert memory.kv_tokens >= 32768
 
 
+def test_admission_is_refused_when_nominal_load_is_already_at_the_gate(raw_config):
+    # Two-node instances with a larger reserve hold about one 36k context per rank: at nominal
+    # load (one typical prompt per rank, at most maxModelLen) the pool is already past flow
+    # control's gate, where no probabilistic-admitter curve can admit nominal traffic.
+    shape = _shape(2, maxModelLen=36864, runtimeReserveGiB=7)
+    raw = _with_roles(raw_config, prefill=shape, decode=shape)
+    with pytest.raises(PlanError) as caught:
+        plan_fleet(parse_config(raw))
+    ((where, message),) = caught.value.problems
+    assert where == "llmd-fleet:router.probabilisticAdmission" and "gate (1.0)" in message
+    raw["router"] = {"probabilisticAdmission": False}
+    assert plan_fleet(parse_config(raw)).router.admission is None
+
+
 def test_two_nodes_cannot_hold_a_full_context(raw_config):
     shape = _shape(2, runtimeReserveGiB=6)
     raw = _with_roles(raw_config, prefill=shape, decode=shape)
@@ -115,8 +129,11 @@ def test_any_valid_shape_plans_consistently(prefill, decode):
     raw["fleet"]["nodeGroups"]["h100"]["count"] = 4096
     try:
         plan = plan_fleet(parse_config(raw))
-    except PlanError as exc:  # only HBM may legitimately refuse a shape
-        assert all(p.endswith((".nodesPerInstance", ".maxModelLen")) for p, _ in exc.problems), exc
+    except PlanError as exc:
+        # Only HBM may legitimately refuse a shape: too little of it for a context, or (KV for
+        # about one context per rank) for probabilistic admission below the gate.
+        suffixes = (".nodesPerInstance", ".maxModelLen", "router.probabilisticAdmission")
+        assert all(p.endswith(suffixes) for p, _ in exc.problems), exc
         return
     for role in plan.roles:
         assert role.tensor_parallel * role.data_parallel == role.gpus_per_instance

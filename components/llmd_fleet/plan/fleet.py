@@ -343,9 +343,17 @@ def plan_router(config: StackConfig, roles: tuple["RolePlan", ...]) -> RouterPla
     )
     memory = math.ceil((working + queue_bytes / GIB) * EPP_MEMORY_HEADROOM)
     # The instances the roles run (an autoscaled role's start, its minimum), not their maxima:
-    # saturation is a mean over the endpoints, and each rank holds one typical prompt.
+    # saturation is a mean over the endpoints, and each rank holds one typical prompt (no longer
+    # than the role's maxModelLen).
     saturation = nominal_saturation(
-        [(r.instances * r.data_parallel, r.memory.kv_tokens) for r in roles], router.expected_prompt_tokens
+        [
+            (
+                r.instances * r.data_parallel,
+                r.memory.kv_tokens,
+                min(router.expected_prompt_tokens, getattr(config.serving.roles, r.name).max_model_len),
+            )
+            for r in roles
+        ]
     )
     return RouterPlan(
         endpoints=endpoints,
@@ -704,8 +712,8 @@ def plan_fleet(config: StackConfig) -> FleetPlan:
                 (
                     f"{PROJECT}:router.probabilisticAdmission",
                     "must be false for this fleet: at nominal load (one "
-                    f"{config.router.expected_prompt_tokens}-token prompt per rank) the pool's "
-                    "saturation is already "
+                    f"{config.router.expected_prompt_tokens}-token prompt per rank, at most the "
+                    "role's maxModelLen) the pool's saturation is already "
                     f"{router.nominal_saturation:.2f}, at or above flow control's gate (1.0), so no "
                     "shedding curve admits nominal traffic; add KV cache per rank or turn it off",
                 )

@@ -96,7 +96,7 @@ def prefill_backlog_query(config: StackConfig, plan: FleetPlan) -> str:
     endpoints over one instance's prefill rate.
 
     Live: at the pinned router the in-flight series of a removed endpoint are never pruned (the
-    gauge keeps its last value; llm-d-router #2529, fixed by #2577 after v0.10.0), so a plain
+    gauge keeps its last value; llm-d-router #2529, fixed by #2577 after that tag), so a plain
     sum() never falls after a scale-down or a rollout (the DisaggregatedSet's revision covers
     every role, so a rollout renames every pod). The tokens are intersected with
     `llm_d_epp_per_endpoint_queue_size`, which the EPP rebuilds from its live endpoints at every

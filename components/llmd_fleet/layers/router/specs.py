@@ -70,10 +70,10 @@ class RouterNames:
 # plugins.go lines 119-124): that is the gate the admitter must not pre-empt.
 #
 # The plan's nominal load: every rank endpoint of both roles holds one typical prompt
-# (`router.expectedPromptTokens`) in its KV cache, with no queue (an agent turn per rank; the
-# fleet is sized for the contexts per rank, docs/fleet-scale.md). The curve sheds all sheddable
-# traffic exactly at the gate (k = 1) and is steep enough (power) that at nominal load at most
-# `NOMINAL_SHED` of it is shed.
+# (`router.expectedPromptTokens`, at most the role's maxModelLen) in its KV cache, with no queue
+# (an agent turn per rank; the fleet is sized for the contexts per rank, docs/fleet-scale.md).
+# The curve sheds all sheddable traffic exactly at the gate (k = 1) and is steep enough (power)
+# that at nominal load at most `NOMINAL_SHED` of it is shed.
 
 
 # Saturation thresholds shared by flow control's detector and the probabilistic admitter, so both
@@ -112,11 +112,12 @@ def shed_probability(saturation: float, power: float, k: float) -> float:
     return min(float(saturation**power) * k, 1.0)
 
 
-def nominal_saturation(ranks: list[tuple[int, int]], prompt_tokens: int) -> float:
-    """Mean endpoint saturation when every rank holds one `prompt_tokens` context and no queue;
-    `ranks` is (rank endpoints, KV tokens per rank) per role."""
-    endpoints = sum(n for n, _ in ranks)
-    total = sum(n * min(prompt_tokens / max(kv, 1), 1.0) / KV_CACHE_UTIL_THRESHOLD for n, kv in ranks)
+def nominal_saturation(ranks: list[tuple[int, int, int]]) -> float:
+    """Mean endpoint saturation when every rank holds one typical prompt and no queue; `ranks`
+    is (rank endpoints, KV tokens per rank, prompt tokens: at most the role's maxModelLen) per
+    role."""
+    endpoints = sum(n for n, _, _ in ranks)
+    total = sum(n * min(prompt / max(kv, 1), 1.0) / KV_CACHE_UTIL_THRESHOLD for n, kv, prompt in ranks)
     return total / max(endpoints, 1)
 
 
