@@ -17,6 +17,7 @@ import yaml
 from llmd_fleet.cli.paths import CHECKOUT
 from llmd_fleet.cli.stack_file import SECRET_PLACEHOLDER
 from llmd_fleet.cli.synth import REDACTED, Recorded, Synthesis, clean
+from llmd_fleet.layers.router.specs import OVERLOAD
 from llmd_fleet.plan.fleet import FleetPlan, RolePlan
 
 _TOP_KEYS = ("apiVersion", "kind", "metadata")
@@ -241,6 +242,25 @@ def _tables(rows: list[tuple[str, ...]], plan: FleetPlan) -> str:
         f"| working set at the expected rate | {router.working_set_gib} GiB |",
         f"| EPP memory per replica | memory {router.memory_gib} GiB |",
     ]
+    admission = router.admission
+    if admission is not None:
+        lines.append(
+            f"| probabilistic admission (sheddable only) | power {admission.power:g}, k {admission.k:g}: "
+            f"shed {admission.shed_nominal:.2%} at nominal load (saturation "
+            f"{admission.nominal_saturation:.2f}: one typical prompt per rank), "
+            f"{admission.shed_overload:.2%} at {OVERLOAD:g}x "
+            f"({OVERLOAD * admission.nominal_saturation:.2f}), "
+            f"100% from {admission.full_shed_saturation:.2f} (flow control's gate) |"
+        )
+    fairness = router.fairness
+    if fairness is not None:
+        lines.append(
+            f"| program-aware fairness (a program per agent session) | half-life "
+            f"{fairness.half_life_seconds} s, evicted {fairness.eviction_ttl_seconds} s after its "
+            f"last completion (swept every {fairness.eviction_sweep_seconds} s): at most "
+            f"{fairness.max_programs:,} programs, {fairness.max_series:,} per-program series in "
+            "the EPP's /metrics, dropped at scrape |"
+        )
     return "\n".join(lines)
 
 

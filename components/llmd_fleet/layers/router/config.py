@@ -102,7 +102,9 @@ class RouterConfig(_Model):
     """Shed sheddable (negative-priority) requests before scheduling with a probability that rises
     steeply with the pool's saturation (the router's probabilistic-admitter), with the same
     queue-depth and KV-utilisation thresholds as flow control's saturation detector; non-negative
-    priorities are always admitted. Needs a negative-priority class."""
+    priorities are always admitted. The curve is derived by the plan: nothing shed at nominal load
+    (one typical prompt per rank), everything at flow control's gate (`llmd-fleet plan` shows
+    both). Needs a negative-priority class; refused when nominal load is already at the gate."""
     priority_classes: Annotated[list[PriorityClassConfig], Field(min_length=1)] = Field(
         default_factory=_default_priority_classes
     )
@@ -110,6 +112,12 @@ class RouterConfig(_Model):
     expected_requests_per_second: Annotated[float, Field(gt=0, le=400)] = 50
     """Peak request rate the router must sustain; sizes its CPU (about 0.5 core per req/s, so the
     bound keeps one replica within the largest CPU nodes) and its memory."""
+    agent_tool_gap_seconds: Annotated[int, Field(ge=5, le=3600)] = 60
+    """The longest usual pause between two model calls of one agent session (the agent running a
+    tool, p99). Sizes program-aware fairness, where every agent session is a program: attained
+    service halves over one gap of idleness (`lasHalfLifeSeconds`), and a program with no
+    completion for five gaps, whose service has decayed below 1/32, is forgotten
+    (`evictionTtlSeconds`; swept every gap), which bounds the programs and their series."""
     expected_prompt_tokens: Annotated[int, Field(ge=1, le=16 * 1024 * 1024)] = 195_000
     """Typical (median) prompt length in tokens; sizes the router's memory and the flow-control
     byte bounds (the reference agentic traffic: ~195k input tokens per turn)."""
