@@ -114,6 +114,8 @@ def role_shapes(draw):
 def test_any_valid_shape_plans_consistently(prefill, decode):
     raw = _with_roles(stack_raw_config(), prefill=prefill, decode=decode)
     raw["fleet"]["nodeGroups"]["h100"]["count"] = 4096
+    # A workload every shape's 32k window and smallest decode role serve: this test is about HBM.
+    raw["workload"] = {"agents": 1, "inputTokensP50": 1000, "inputTokensP90": 2000, "inputTokensP99": 4000}
     try:
         plan = plan_fleet(parse_config(raw))
     except PlanError as exc:  # only HBM may legitimately refuse a shape

@@ -221,10 +221,11 @@ def run(argv: list[str]) -> int:
 
             print(f"# plan of {args.stack}: {plan.gpus} GPUs on {plan.nodes} nodes\n")
             print(plan_table(plan))
-            from llmd_fleet.cli.plan_sections import memory_section
+            from llmd_fleet.cli.plan_sections import memory_section, workload_section
 
-            if section := memory_section(config, plan):
-                print("\n" + section)
+            for section in (memory_section(config, plan), workload_section(config, plan)):
+                if section:
+                    print("\n" + section)
             from llmd_fleet.layers.observability.live import live_table
 
             print(

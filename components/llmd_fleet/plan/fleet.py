@@ -725,7 +725,14 @@ def plan_fleet(config: StackConfig) -> FleetPlan:
         )
     if explicit is not None:
         router = replace(router, memory_gib=explicit)
-    return FleetPlan(roles=tuple(roles), node_groups=tuple(uses), router=router, model=sizing)
+    plan = FleetPlan(roles=tuple(roles), node_groups=tuple(uses), router=router, model=sizing)
+    # The declared workload against the plan (plan/workload.py imports this module).
+    from llmd_fleet.plan.workload import workload_problems
+
+    refusals, _ = workload_problems(config, plan)
+    if refusals:
+        raise PlanError(refusals)
+    return plan
 
 
 def rollout_for(role: RolePlan, spare_nodes: int) -> tuple[int, int]:
