@@ -4,10 +4,15 @@ Every constant the figures depend on is in `CALIBRATION`, with the published fig
 from; docs/fleet-scale.md derives each formula.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from llmd_fleet.config.stack import StackConfig
-from llmd_fleet.plan.fleet import FleetPlan
+
+if TYPE_CHECKING:
+    from llmd_fleet.plan.fleet import FleetPlan
 
 
 @dataclass(frozen=True)

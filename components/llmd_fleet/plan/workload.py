@@ -7,20 +7,20 @@ and the fleet plan (KV tokens per rank, CPU-tier tokens, EPP sizing); docs/fleet
 an answer comes from plan/throughput.py (the step-time model and its calibration table).
 """
 
+from __future__ import annotations
+
 import itertools
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.config.workload import Percentile
 from llmd_fleet.core.problems import key
-from llmd_fleet.plan.fleet import (
-    EPP_BASELINE_GIB,
-    EPP_BYTES_PER_TOKEN_PER_RPS,
-    GIB,
-    FleetPlan,
-    RolePlan,
-)
+from llmd_fleet.plan.epp import EPP_BASELINE_GIB, EPP_BYTES_PER_TOKEN_PER_RPS, GIB
+
+if TYPE_CHECKING:
+    from llmd_fleet.plan.fleet import FleetPlan, RolePlan
 from llmd_fleet.plan.throughput import decode_answer_seconds
 
 PERCENTILES: tuple[tuple[Percentile, float], ...] = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99))
