@@ -66,6 +66,8 @@ def test_admission_is_refused_when_nominal_load_is_already_at_the_gate(raw_confi
     # gate, where no probabilistic-admitter curve can admit nominal traffic.
     shape = _shape(4, maxModelLen=60000, runtimeReserveGiB=22)
     raw = _with_roles(raw_config, prefill=shape, decode={**shape, "instances": 5})
+    # A small fleet sized for a few agents with short contexts: only the admission rule refuses it.
+    raw["workload"] = {"agents": 10, "refusedPercentile": "p50"}
     with pytest.raises(PlanError) as caught:
         plan_fleet(parse_config(raw))
     ((where, message),) = caught.value.problems
@@ -128,6 +130,8 @@ def role_shapes(draw):
 def test_any_valid_shape_plans_consistently(prefill, decode):
     raw = _with_roles(stack_raw_config(), prefill=prefill, decode=decode)
     raw["fleet"]["nodeGroups"]["h100"]["count"] = 4096
+    # A workload every shape's 32k window and smallest decode role serve: this test is about HBM.
+    raw["workload"] = {"agents": 1, "inputTokensP50": 1000, "inputTokensP90": 2000, "inputTokensP99": 4000}
     try:
         plan = plan_fleet(parse_config(raw))
     except PlanError as exc:

@@ -27,6 +27,7 @@ from llmd_fleet.layers.router.specs import (
     plan_fairness,
 )
 from llmd_fleet.layers.serving.config import RoleConfig
+from llmd_fleet.plan.epp import EPP_BASELINE_GIB, EPP_BYTES_PER_TOKEN_PER_RPS
 from llmd_fleet.plan.memory import (
     ModelSizing,
     Reserves,
@@ -294,12 +295,7 @@ class NodeGroupUse:
 # Bytes a prompt token takes in a request body (UTF-8 text of code and prose is ~4 characters per
 # token for GLM-class tokenizers); the flow-control byte bounds count request bodies.
 PROMPT_BYTES_PER_TOKEN = 4
-# EPP working set per request/s per prompt token, from llm-d's operations guidance: 12.5 GiB peak
-# at 50 req/s with 100k-token prompts (tokenized prompts, block keys, in-flight bodies), so about
-# 2.7 KB per token of prompt per request/s. Linear in both, as that guidance sizes it.
-EPP_BYTES_PER_TOKEN_PER_RPS = 12.5 * GIB / (50 * 100_000)
-# What the EPP process holds independent of traffic (binary, informers, plugin state).
-EPP_BASELINE_GIB = 2
+# The EPP's working set per request/s per prompt token and its baseline: plan/epp.py.
 # Headroom on top of the working set and the queue bound before the limit (allocator slack, GC).
 EPP_MEMORY_HEADROOM = 1.25
 # Headroom on the precise index's holders per block key (speculative entries, churn).
@@ -773,7 +769,13 @@ def plan_fleet(config: StackConfig) -> FleetPlan:
         )
     if explicit is not None:
         router = replace(router, memory_gib=explicit)
-    return FleetPlan(roles=tuple(roles), node_groups=tuple(uses), router=router, model=sizing)
+    plan = FleetPlan(roles=tuple(roles), node_groups=tuple(uses), router=router, model=sizing)
+    from llmd_fleet.plan.workload import workload_problems
+
+    refusals, _ = workload_problems(config, plan)
+    if refusals:
+        raise PlanError(refusals)
+    return plan
 
 
 def rollout_for(role: RolePlan, spare_nodes: int) -> tuple[int, int]:
