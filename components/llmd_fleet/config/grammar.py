@@ -14,16 +14,16 @@ import ipaddress
 import posixpath
 import re
 from collections.abc import Callable
-from typing import Annotated
+from dataclasses import dataclass
+from typing import Annotated, Any
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, GetCoreSchemaHandler
+from pydantic_core import core_schema
 
 # Kubernetes (k8s.io/apimachinery pkg/util/validation): a DNS-1123 label names most objects, a
 # DNS-1123 subdomain names StorageClasses and prefixes label keys.
 DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 DNS_LABEL_MAX = 63
-DNS_LABEL_PATTERN = rf"^{DNS_LABEL}$"
-"""A whole string that is a DNS label (for `Field(pattern=...)`)."""
 DNS_SUBDOMAIN = rf"{DNS_LABEL}(\.{DNS_LABEL})*"
 DNS_SUBDOMAIN_MAX = 253
 # A label's name part and value: alphanumerics at both ends, `-_.` inside, at most 63 characters.
@@ -43,7 +43,39 @@ def _validator(check: Callable[[str], str | None]) -> AfterValidator:
 
 
 def _matches(pattern: str, text: str) -> bool:
+    """The whole of `text` matches `pattern` read as ASCII: `\\d` is [0-9], not any Unicode digit,
+    and nothing may follow the match (no trailing newline, unlike `$`)."""
     return re.fullmatch(pattern, text, flags=re.ASCII) is not None
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """`Annotated[str, Pattern(r"...")]`: the whole string matches the regular expression read as
+    ASCII. The one way a config field takes a pattern: pydantic's own `Field(pattern=...)` reads
+    `\\d` as any Unicode digit (`1.\u0663\u0664` passes `1\\.\\d+`), and a Python `re.match` with `$`
+    lets a trailing newline through. A test refuses any other pattern on a config field."""
+
+    pattern: str
+
+    def __post_init__(self) -> None:
+        if self.pattern.startswith("^") or self.pattern.endswith("$"):
+            raise ValueError(f"Pattern {self.pattern!r}: no anchors, the whole string must match")
+        re.compile(self.pattern, re.ASCII)
+
+    def problem(self, value: str) -> str | None:
+        if not _matches(self.pattern, value):
+            return f"must match the pattern {self.pattern} (ASCII only, the whole value)"
+        return None
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        def validate(value: str) -> str:
+            if (problem := self.problem(value)) is not None:
+                raise ValueError(problem)
+            return value
+
+        return core_schema.no_info_after_validator_function(validate, handler(source))
 
 
 def dns_label_problem(value: str) -> str | None:
@@ -266,6 +298,25 @@ def object_store_endpoint_problem(value: str) -> str | None:
     return None
 
 
+def registry_problem(value: str) -> str | None:
+    """A container registry `host[:port][/path]` (the distribution reference grammar, lowercase):
+    dot-separated DNS labels, a port 1-65535, path components of [a-z0-9] joined by `.`, `_`, `__`
+    or dashes. No component is `.` or `..` and nothing starts with `-`, so the value can be
+    neither a path outside the registry nor a flag."""
+    shape = (
+        "must be a registry host[:port][/path]: dot-separated [a-z0-9-] labels, alphanumeric at both "
+        "ends, an optional port 1-65535, path components of [a-z0-9] joined by '.', '_' or '-' "
+        "(e.g. registry.example.internal:5000/llmd), at most 255 characters"
+    )
+    component = r"[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*"
+    if len(value) > 255 or not _matches(rf"{DNS_SUBDOMAIN}(:[0-9]{{1,5}})?(/{component})*", value):
+        return shape
+    host = value.partition("/")[0]
+    if ":" in host and not 1 <= int(host.rpartition(":")[2]) <= 65535:
+        return shape
+    return None
+
+
 def s3_bucket_problem(value: str) -> str | None:
     """An S3 bucket name (general-purpose bucket naming rules): 3-63 characters of [a-z0-9.-],
     alphanumeric at both ends, no '..', not an IP address."""
@@ -318,6 +369,8 @@ ObjectStoreEndpoint = Annotated[str, _validator(object_store_endpoint_problem)]
 """An S3-compatible object store's endpoint URL."""
 S3BucketName = Annotated[str, _validator(s3_bucket_problem)]
 """An S3 bucket name."""
+Registry = Annotated[str, _validator(registry_problem)]
+"""A container registry host[:port][/path]."""
 CloudSqlTier = Annotated[str, _validator(cloud_sql_tier_problem)]
 """A Cloud SQL machine tier."""
 RdsInstanceClass = Annotated[str, _validator(rds_instance_class_problem)]

@@ -7,9 +7,10 @@ from pydantic import Field
 
 from llmd_fleet.config.base import ConfigModel
 from llmd_fleet.config.grammar import (
-    DNS_LABEL_PATTERN,
+    DNS_LABEL,
     DnsSubdomain,
     HostPath,
+    Pattern,
 )
 from llmd_fleet.layers.autoscaling.config import AutoscalingConfig
 from llmd_fleet.layers.preflight.config import PreflightConfig
@@ -150,9 +151,9 @@ class SimulatorConfig(_Model):
 class ServingConfig(_Model):
     """How the model is served."""
 
-    name: Annotated[str, Field(pattern=DNS_LABEL_PATTERN, max_length=24)] = "llmd"
+    name: Annotated[str, Pattern(DNS_LABEL), Field(max_length=24)] = "llmd"
     """Name of the DisaggregatedSet; pod names are derived from it."""
-    namespace: Annotated[str, Field(pattern=DNS_LABEL_PATTERN, max_length=63)] = "llm-d"
+    namespace: Annotated[str, Pattern(DNS_LABEL), Field(max_length=63)] = "llm-d"
     """Namespace of the serving objects."""
     model_load_minutes: Annotated[int, Field(ge=5, le=240)] = 45
     """Longest time a pod may take from start to serving (image pull excluded); the startup

@@ -1,0 +1,150 @@
+"""Hostile input by class (docs/bad-input.md): each class is refused by one grammar or rule, and the
+tests generate inputs across the class rather than listing examples."""
+
+import copy
+import typing
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+from llmd_fleet.config.grammar import Pattern, registry_problem
+from llmd_fleet.config.parse import parse_config
+from llmd_fleet.config.stack import StackConfig
+from llmd_fleet.core.problems import ConfigError, Problem
+from tests.conftest import stack_raw_config
+
+_FEW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _problems(raw: dict[str, Any]) -> list[Problem]:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(raw)
+    return caught.value.problems
+
+
+def _flatten(annotation: Any) -> list[Any]:
+    out = [annotation]
+    for arg in typing.get_args(annotation):
+        out += _flatten(arg)
+    return out
+
+
+def _models(model: type[BaseModel], seen: set[type[BaseModel]]) -> list[type[BaseModel]]:
+    if model in seen:
+        return []
+    seen.add(model)
+    found = [model]
+    for field in model.model_fields.values():
+        for inner in _flatten(field.annotation):
+            if isinstance(inner, type) and issubclass(inner, BaseModel):
+                found += _models(inner, seen)
+    return found
+
+
+def _metadata(field: Any) -> list[tuple[str, Any]]:
+    """Every constraint object on a field, its own and those inside its annotation."""
+    found = list(field.metadata)
+    for arg in _flatten(field.annotation):
+        for meta in getattr(arg, "__metadata__", ()):
+            found += [meta, *getattr(meta, "metadata", [])]
+    return found
+
+
+def _patterns() -> dict[str, Pattern]:
+    found: dict[str, Pattern] = {}
+    for model in _models(StackConfig, set()):
+        for name, field in model.model_fields.items():
+            for meta in _metadata(field):
+                if isinstance(meta, Pattern):
+                    found[f"{model.__name__}.{field.alias or name}"] = meta
+    return found
+
+
+# --- Patterns: ASCII only, the whole value ----------------------------------------------------------
+
+
+def test_no_config_field_takes_a_pattern_other_than_the_ascii_whole_value_one():
+    """pydantic's `Field(pattern=...)` reads `\\d` as any Unicode digit; every pattern is a Pattern."""
+    raw_patterns = []
+    for model in _models(StackConfig, set()):
+        for name, field in model.model_fields.items():
+            for meta in _metadata(field):
+                if not isinstance(meta, Pattern) and isinstance(getattr(meta, "pattern", None), str):
+                    raw_patterns.append(f"{model.__name__}.{field.alias or name}")
+    assert not raw_patterns
+    assert len(_patterns()) >= 15  # the walk reached the patterned fields
+
+
+# Unicode digits `\d` would take: Arabic-Indic, Devanagari, fullwidth, mathematical bold.
+_FOREIGN_DIGITS = (0x0660, 0x0966, 0xFF10, 0x1D7CE)
+
+
+@_FEW
+@given(data=st.data())
+def test_every_pattern_refuses_foreign_digits_and_a_trailing_newline(data):
+    field, pattern = data.draw(st.sampled_from(sorted(_patterns().items())), label="field")
+    value = data.draw(st.from_regex(pattern.pattern, fullmatch=True, alphabet=st.characters(max_codepoint=127)))
+    if pattern.problem(value) is not None:  # the generator's reading of the pattern may differ
+        return
+    assert pattern.problem(value + "\n"), field
+    assert pattern.problem(value + "\r\n"), field
+    assert pattern.problem("\n" + value), field
+    base = data.draw(st.sampled_from(_FOREIGN_DIGITS))
+    for i, char in enumerate(value):
+        if char.isdigit():
+            foreign = value[:i] + chr(base + int(char)) + value[i + 1 :]
+            assert pattern.problem(foreign), (field, foreign)
+
+
+@pytest.mark.parametrize(
+    ("stack", "path", "value"),
+    [
+        ("onprem-h100", ("target", "kubernetesVersion"), "1.\u0663\u0664.\u0662"),
+        ("onprem-h100", ("target", "kubernetesVersion"), "1.34\n"),
+        ("eks-h100", ("target", "eks", "region"), "us-east-\uff12"),
+        ("eks-h100", ("target", "eks", "adminPrincipalArns"), ["arn:aws:iam::\uff11" + "1" * 11 + ":role/x"]),
+        ("eks-h100", ("target", "eks", "adminPrincipalArns"), ["arn:aws:iam::111122223333:role/x $(id)"]),
+        ("eks-h100", ("target", "eks", "adminPrincipalArns"), ["arn:aws:iam::111122223333:"]),
+        ("gke-h100", ("target", "gke", "systemPool", "machineType"), "n2-standard-32 --x"),
+        ("gke-h100", ("target", "gke", "systemPool", "machineType"), "n2-standard-\uff13\uff12"),
+        ("onprem-h100", ("images", "registry"), "../../evil"),
+        ("onprem-h100", ("images", "registry"), "--insecure-registry.example"),
+    ],
+)
+def test_a_value_outside_its_pattern_is_refused_naming_the_key(stack, path, value):
+    raw = copy.deepcopy(stack_raw_config(stack))
+    node = raw
+    for name in path[:-1]:
+        node = node.setdefault(name, {})
+    node[path[-1]] = value
+    problems = _problems(raw)
+    wanted = "llmd-fleet:" + ".".join(path)
+    assert any(where.startswith(wanted) for where, _ in problems), problems
+
+
+def test_a_node_group_name_with_a_trailing_newline_is_refused():
+    raw = copy.deepcopy(stack_raw_config())
+    raw["fleet"]["nodeGroups"] = {"h100\n": raw["fleet"]["nodeGroups"].pop("h100")}
+    for role in raw["serving"]["roles"].values():
+        role["nodeGroup"] = "h100\n"
+    assert any("DNS-1123 label" in message for _, message in _problems(raw))
+
+
+_REGISTRY_PART = st.from_regex(r"[a-z0-9]{1,8}", fullmatch=True)
+
+
+@_FEW
+@given(
+    host=st.lists(_REGISTRY_PART, min_size=1, max_size=3).map(".".join),
+    port=st.integers(min_value=-1, max_value=10**6),
+    path=st.lists(st.sampled_from(["..", ".", "-x", "x-", "llmd", "a.b", "a__b", "", "A"]), max_size=3),
+    prefix=st.sampled_from(["", "-", "--", "/", "./", "../"]),
+)
+def test_a_registry_is_a_host_port_and_path_never_a_flag_or_a_relative_path(host, port, path, prefix):
+    value = prefix + host + (f":{port}" if port >= 0 else "") + "".join("/" + p for p in path)
+    good_path = all(p in ("llmd", "a.b", "a__b") for p in path)
+    should_pass = not prefix and (port < 0 or 1 <= port <= 65535) and good_path
+    assert (registry_problem(value) is None) == should_pass, value
