@@ -5,12 +5,21 @@ import copy
 import typing
 from typing import Any
 
+import annotated_types
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from llmd_fleet.config.grammar import Pattern, registry_problem
+from llmd_fleet.cli.bench.workload import BenchError, BenchOptions, check_options
+from llmd_fleet.config.grammar import (
+    Pattern,
+    ipv4_address_problem,
+    object_store_endpoint_problem,
+    registry_problem,
+    service_url_problem,
+    url_port,
+)
 from llmd_fleet.config.parse import parse_config
 from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.problems import ConfigError, Problem
@@ -149,3 +158,86 @@ def test_a_registry_is_a_host_port_and_path_never_a_flag_or_a_relative_path(host
     good_path = all(p in ("llmd", "a.b", "a__b") for p in path)
     should_pass = not prefix and (port < 0 or 1 <= port <= 65535) and good_path
     assert (registry_problem(value) is None) == should_pass, value
+
+
+# --- URLs and ports: one grammar, ports 1-65535 -----------------------------------------------------
+
+
+@_FEW
+@given(
+    scheme=st.sampled_from(["http", "https"]),
+    host=st.sampled_from(["prometheus.monitoring.svc", "10.0.0.1", "otel"]),
+    port=st.one_of(st.none(), st.integers(min_value=0, max_value=10**5 - 1)),
+)
+def test_a_service_url_names_a_port_in_1_to_65535_or_none(scheme, host, port):
+    value = f"{scheme}://{host}" + ("" if port is None else f":{port}")
+    accepted = service_url_problem(value) is None
+    assert accepted == (port is None or 1 <= port <= 65535), value
+    if accepted:
+        assert url_port(value) == (port or (443 if scheme == "https" else 80))
+
+
+_URL_FIELDS = [
+    ("serving", "autoscaling", "prometheusAddress"),
+    ("router", "tracing", "otlpEndpoint"),
+]
+
+
+@pytest.mark.parametrize("path", _URL_FIELDS, ids=".".join)
+@pytest.mark.parametrize("port", [0, 65536, 99999])
+def test_every_url_field_refuses_a_port_out_of_range(path, port):
+    raw = copy.deepcopy(stack_raw_config())
+    node = raw
+    for name in path[:-1]:
+        node = node.setdefault(name, {})
+    node[path[-1]] = f"http://collector.example:{port}"
+    problems = _problems(raw)
+    wanted = "llmd-fleet:" + ".".join(path)
+    assert any(where == wanted and "1-65535" in message for where, message in problems), problems
+
+
+_URL_SUFFIXES = ("Address", "Endpoint", "Url", "endpoint")
+
+
+def _grammar_checks(field: Any) -> set[Any]:
+    """The grammar functions (grammar._validator's `check`) a field is validated by."""
+    checks = set()
+    for meta in _metadata(field):
+        for cell in getattr(getattr(meta, "func", None), "__closure__", None) or ():
+            checks.add(cell.cell_contents)
+    return checks
+
+
+def test_every_url_field_uses_the_service_url_grammar():
+    """A field that names a URL or an address is typed with the one URL grammar (or an IPv4
+    address), never a pattern of its own."""
+    found = []
+    for model in _models(StackConfig, set()):
+        for name, field in model.model_fields.items():
+            alias = field.alias or name
+            if alias.endswith(_URL_SUFFIXES) and str in _flatten(field.annotation):
+                found.append(alias)
+                checks = _grammar_checks(field)
+                assert checks & {service_url_problem, object_store_endpoint_problem, ipv4_address_problem}, (
+                    f"{model.__name__}.{alias}"
+                )
+    assert {"prometheusAddress", "otlpEndpoint"} <= set(found)
+
+
+def test_every_port_field_is_bounded_to_1_65535():
+    ports = []
+    for model in _models(StackConfig, set()):
+        for name, field in model.model_fields.items():
+            alias = field.alias or name
+            if alias.endswith("Port") and int in _flatten(field.annotation):
+                ports.append(alias)
+                lows = [m.ge for m in _metadata(field) if isinstance(m, annotated_types.Ge)]
+                highs = [m.le for m in _metadata(field) if isinstance(m, annotated_types.Le)]
+                assert lows and lows[0] >= 1 and highs and highs[0] <= 65535, f"{model.__name__}.{alias}"
+    assert ports
+
+
+@pytest.mark.parametrize("url", ["http://prometheus:0", "http://prometheus:65536", "http://prometheus:99999"])
+def test_bench_refuses_a_prometheus_url_port_out_of_range(url):
+    with pytest.raises(BenchError, match="1-65535"):
+        check_options(parse_config(stack_raw_config()), BenchOptions(prometheus_url=url))

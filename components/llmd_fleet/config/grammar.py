@@ -283,19 +283,43 @@ def postgres_identifier_problem(value: str) -> str | None:
     return None
 
 
-def object_store_endpoint_problem(value: str) -> str | None:
-    """An S3-compatible endpoint: http(s), a DNS name or IPv4 address, an optional port, no path,
-    credentials or query (barman-cloud's endpoint URL)."""
-    host = r"[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*"
-    if len(value) > 255 or not _matches(rf"https?://{host}(:[0-9]{{1,5}})?", value):
-        return (
-            "must be an http(s) URL of a host and an optional port, no path, user or query, e.g. "
-            "https://s3.example.internal:9000"
-        )
-    port = value.rpartition(":")[2]
-    if value.count(":") == 2 and not 1 <= int(port) <= 65535:
-        return "the port must be 1-65535"
+PORT_MIN, PORT_MAX = 1, 65535
+"""A TCP port a URL or a Service may name: 0 is no port (a NetworkPolicy reads a missing or zero
+port as 'any' or the scheme's default), and none is above 65535."""
+_URL_HOST = r"[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*"
+
+
+def port_problem(port: int) -> str | None:
+    if not PORT_MIN <= port <= PORT_MAX:
+        return f"the port must be {PORT_MIN}-{PORT_MAX} (got {port})"
     return None
+
+
+def service_url_problem(value: str) -> str | None:
+    """The one grammar of every URL a stack or a command line names (Prometheus, OTLP, object
+    store): http(s), a DNS name or IPv4 address, an optional port 1-65535, no path, user or query."""
+    if len(value) > 255 or not _matches(rf"https?://{_URL_HOST}(:[0-9]{{1,5}})?", value):
+        return (
+            "must be an http(s) URL of a host and an optional port 1-65535, no path, user or query, "
+            "e.g. http://prometheus-operated.monitoring.svc:9090"
+        )
+    authority = value.partition("://")[2]
+    if ":" in authority:
+        return port_problem(int(authority.rpartition(":")[2]))
+    return None
+
+
+def url_port(value: str) -> int:
+    """The port of a URL service_url_problem accepts (the scheme's default when none is given)."""
+    authority = value.partition("://")[2]
+    if ":" in authority:
+        return int(authority.rpartition(":")[2])
+    return 443 if value.startswith("https:") else 80
+
+
+def object_store_endpoint_problem(value: str) -> str | None:
+    """An S3-compatible endpoint (barman-cloud's endpoint URL): a service URL."""
+    return service_url_problem(value)
 
 
 def registry_problem(value: str) -> str | None:
@@ -365,6 +389,8 @@ Ipv4Address = Annotated[str, _validator(ipv4_address_problem)]
 """One IPv4 address."""
 PostgresIdentifier = Annotated[str, _validator(postgres_identifier_problem)]
 """A PostgreSQL database or role name."""
+ServiceUrl = Annotated[str, _validator(service_url_problem)]
+"""An http(s) URL of a host and an optional port 1-65535."""
 ObjectStoreEndpoint = Annotated[str, _validator(object_store_endpoint_problem)]
 """An S3-compatible object store's endpoint URL."""
 S3BucketName = Annotated[str, _validator(s3_bucket_problem)]

@@ -7,7 +7,7 @@ from pydantic import Field
 from llmd_fleet.config.base import ConfigModel
 from llmd_fleet.config.grammar import (
     DnsLabel,
-    Pattern,
+    ServiceUrl,
 )
 
 
@@ -76,7 +76,7 @@ class AutoscalingConfig(_Model):
     `target.platform: preinstalled`, it is preinstalled."""
     keda_namespace: DnsLabel = "keda"
     """Namespace of the KEDA operator and its metrics adapter."""
-    prometheus_address: Annotated[str, Pattern(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?")] | None = None
+    prometheus_address: ServiceUrl | None = None
     """Prometheus query API the triggers read. Unset: the `prometheus-operated` Service of
     `observability.namespace` (the Service prometheus-operator creates for its Prometheus
     servers, port 9090), which needs `observability.prometheus` operator or install."""

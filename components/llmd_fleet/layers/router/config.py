@@ -10,6 +10,7 @@ from llmd_fleet.config.grammar import (
     CookieName,
     HttpHeaderName,
     Pattern,
+    ServiceUrl,
 )
 
 
@@ -69,7 +70,7 @@ class SessionAffinityConfig(_Model):
 class TracingConfig(_Model):
     """OpenTelemetry export of the endpoint picker's traces (the OTEL_* variables of its SDK)."""
 
-    otlp_endpoint: Annotated[str, Pattern(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?")]
+    otlp_endpoint: ServiceUrl
     """OTLP gRPC collector, e.g. `http://otel-collector.monitoring.svc:4317`."""
     sampling_ratio: Annotated[float, Field(ge=0, le=1)] = 0.01
     """Fraction of traces kept (parent-based trace-id ratio sampler)."""
