@@ -13,7 +13,10 @@ from pydantic import BaseModel
 
 from llmd_fleet.cli.bench.workload import BenchError, BenchOptions, check_options
 from llmd_fleet.config.grammar import (
+    RESERVED_HEADER_PREFIXES,
+    RESERVED_HEADERS,
     Pattern,
+    http_header_problem,
     ipv4_address_problem,
     object_store_endpoint_problem,
     registry_problem,
@@ -241,3 +244,40 @@ def test_every_port_field_is_bounded_to_1_65535():
 def test_bench_refuses_a_prometheus_url_port_out_of_range(url):
     with pytest.raises(BenchError, match="1-65535"):
         check_options(parse_config(stack_raw_config()), BenchOptions(prometheus_url=url))
+
+
+# --- Reserved headers: one list, every header field --------------------------------------------------
+
+
+def _header_fields() -> list[str]:
+    found = []
+    for model in _models(StackConfig, set()):
+        for name, field in model.model_fields.items():
+            if http_header_problem in _grammar_checks(field):
+                found.append(f"{model.__name__}.{field.alias or name}")
+    return found
+
+
+def test_every_header_field_is_typed_with_the_one_header_grammar():
+    assert {"SessionAffinityConfig.header", "SessionAffinityConfig.agentHeaders"} <= set(_header_fields())
+
+
+@_FEW
+@given(
+    name=st.one_of(
+        st.sampled_from(sorted(RESERVED_HEADERS)),
+        st.tuples(
+            st.sampled_from(RESERVED_HEADER_PREFIXES), st.from_regex(r"[a-z0-9]{1,8}", fullmatch=True)
+        ).map("".join),
+    ),
+    field=st.sampled_from(["header", "agentHeaders", "tokenHeader"]),
+)
+def test_a_reserved_header_is_refused_in_every_header_field(name, field):
+    raw = copy.deepcopy(stack_raw_config())
+    affinity = raw.setdefault("router", {}).setdefault("sessionAffinity", {})
+    affinity[field] = [name] if field == "agentHeaders" else name
+    problems = _problems(raw)
+    assert any(
+        where.startswith(f"llmd-fleet:router.sessionAffinity.{field}") and "is reserved" in message
+        for where, message in problems
+    ), problems

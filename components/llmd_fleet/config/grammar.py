@@ -172,12 +172,52 @@ def served_name_problem(value: str) -> str | None:
     return None
 
 
+# Header names a stack must not claim for its own meaning: message framing (a proxy that reads
+# them differently from the next hop smuggles requests), the hop-by-hop set (RFC 9110 7.6.1, RFC
+# 9113 8.2.2: a proxy drops or rewrites them), the authority, credentials and cookies (the
+# gateway and the client own them), and what the proxy itself sets.
+RESERVED_HEADERS = frozenset(
+    {
+        "authorization",
+        "connection",
+        "content-encoding",
+        "content-length",
+        "cookie",
+        "expect",
+        "forwarded",
+        "host",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "set-cookie",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "via",
+        "x-forwarded-for",
+        "x-forwarded-host",
+        "x-forwarded-proto",
+        "x-request-id",
+    }
+)
+RESERVED_HEADER_PREFIXES = ("x-envoy-", "x-gateway-")
+
+
 def http_header_problem(value: str) -> str | None:
-    """A request header name as the gateway forwards it: HTTP/2 and Envoy use lowercase names."""
+    """A request header name as the gateway forwards it: HTTP/2 and Envoy use lowercase names.
+    Never one of RESERVED_HEADERS."""
     if len(value) > 64 or not _matches(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?", value):
         return (
             "must be a lowercase HTTP header name ([a-z0-9-], alphanumeric at both ends, at most "
             "64 characters)"
+        )
+    if value in RESERVED_HEADERS or value.startswith(RESERVED_HEADER_PREFIXES):
+        reserved = [*sorted(RESERVED_HEADERS), *(p + "*" for p in RESERVED_HEADER_PREFIXES)]
+        return (
+            f"{value!r} is reserved (framing, hop-by-hop, credentials, cookies or set by the proxy): "
+            f"use a header of your own such as x-session-id; reserved: {', '.join(reserved)}"
         )
     return None
 
