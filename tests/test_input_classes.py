@@ -15,9 +15,11 @@ from llmd_fleet.cli.bench.workload import BenchError, BenchOptions, check_option
 from llmd_fleet.config.grammar import (
     RESERVED_HEADER_PREFIXES,
     RESERVED_HEADERS,
+    RESERVED_NAMESPACES,
     Pattern,
     http_header_problem,
     ipv4_address_problem,
+    managed_namespace_problem,
     object_store_endpoint_problem,
     registry_problem,
     service_url_problem,
@@ -281,3 +283,42 @@ def test_a_reserved_header_is_refused_in_every_header_field(name, field):
         where.startswith(f"llmd-fleet:router.sessionAffinity.{field}") and "is reserved" in message
         for where, message in problems
     ), problems
+
+
+# --- Reserved namespaces: none the stack manages ------------------------------------------------------
+
+_NAMESPACE_FIELDS = [
+    ("serving", "namespace"),
+    ("observability", "namespace"),
+    ("serving", "autoscaling", "kedaNamespace"),
+]
+
+
+def test_every_namespace_field_is_a_managed_namespace():
+    found = []
+    for model in _models(StackConfig, set()):
+        for name, field in model.model_fields.items():
+            alias = field.alias or name
+            if alias == "namespace" or alias.endswith("Namespace"):
+                found.append(alias)
+                assert managed_namespace_problem in _grammar_checks(field), f"{model.__name__}.{alias}"
+    assert len(found) >= len(_NAMESPACE_FIELDS)
+
+
+@_FEW
+@given(
+    namespace=st.one_of(
+        st.sampled_from(sorted(RESERVED_NAMESPACES)),
+        _REGISTRY_PART.map(lambda part: f"kube-{part}"),
+    ),
+    path=st.sampled_from(_NAMESPACE_FIELDS),
+)
+def test_a_kubernetes_namespace_is_refused_in_every_namespace_field(namespace, path):
+    raw = copy.deepcopy(stack_raw_config())
+    node = raw
+    for name in path[:-1]:
+        node = node.setdefault(name, {})
+    node[path[-1]] = namespace
+    problems = _problems(raw)
+    wanted = "llmd-fleet:" + ".".join(path)
+    assert any(where == wanted and "Kubernetes owns" in message for where, message in problems), problems

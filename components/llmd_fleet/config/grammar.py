@@ -87,6 +87,24 @@ def dns_label_problem(value: str) -> str | None:
     return None
 
 
+# Namespaces Kubernetes itself owns: the stack labels a namespace it manages (Pod Security
+# `restricted`) and default-denies it, which would break the control plane's add-ons there.
+RESERVED_NAMESPACES = frozenset({"default", "kube-node-lease", "kube-public", "kube-system"})
+
+
+def managed_namespace_problem(value: str) -> str | None:
+    """A namespace the stack creates, labels and default-denies: a DNS label, not one Kubernetes
+    owns (RESERVED_NAMESPACES, or any kube-* name)."""
+    if problem := dns_label_problem(value):
+        return problem
+    if value in RESERVED_NAMESPACES or value.startswith("kube-"):
+        return (
+            f"{value!r} is a namespace Kubernetes owns (default, kube-*): the stack would label it "
+            "restricted and default-deny it; name a namespace of the fleet's own, e.g. llm-d"
+        )
+    return None
+
+
 def dns_subdomain_problem(value: str) -> str | None:
     if len(value) > DNS_SUBDOMAIN_MAX or not _matches(DNS_SUBDOMAIN, value):
         return (
@@ -407,6 +425,8 @@ def rds_instance_class_problem(value: str) -> str | None:
 
 DnsLabel = Annotated[str, _validator(dns_label_problem)]
 """A DNS-1123 label (namespaces, most object names)."""
+ManagedNamespace = Annotated[str, _validator(managed_namespace_problem)]
+"""A namespace the stack manages (never default or kube-*)."""
 DnsSubdomain = Annotated[str, _validator(dns_subdomain_problem)]
 """A DNS-1123 subdomain (StorageClass names)."""
 Labels = Annotated[dict[str, str], _validator(_labels_problem)]

@@ -10,6 +10,7 @@ from llmd_fleet.config.grammar import (
     DNS_LABEL,
     DnsSubdomain,
     HostPath,
+    ManagedNamespace,
     Pattern,
 )
 from llmd_fleet.layers.autoscaling.config import AutoscalingConfig
@@ -153,7 +154,7 @@ class ServingConfig(_Model):
 
     name: Annotated[str, Pattern(DNS_LABEL), Field(max_length=24)] = "llmd"
     """Name of the DisaggregatedSet; pod names are derived from it."""
-    namespace: Annotated[str, Pattern(DNS_LABEL), Field(max_length=63)] = "llm-d"
+    namespace: ManagedNamespace = "llm-d"
     """Namespace of the serving objects."""
     model_load_minutes: Annotated[int, Field(ge=5, le=240)] = 45
     """Longest time a pod may take from start to serving (image pull excluded); the startup
