@@ -4,7 +4,7 @@
     python -m devtools.golden --check    exit 1 and list the files that differ
 
 A change to what a stack deploys then shows up in review as a diff of plain YAML, and
-tests/test_golden.py fails until the golden copy is refreshed on purpose.
+tests/stacks/test_golden.py fails until the golden copy is refreshed on purpose.
 """
 
 import argparse

@@ -14,7 +14,7 @@ Config, in this program's own namespace `platform`:
                           responses)
     platform:responsesDbPassword  with `responses`: the response store owner's password (secret)
 
-Run it with `pulumi up` from examples/ (Pulumi.yaml there); tests/test_examples.py runs
+Run it with `pulumi up` from examples/ (Pulumi.yaml there); tests/stacks/test_examples.py runs
 `add_llmd_serving` under the mock engine.
 """
 
@@ -37,7 +37,7 @@ def add_llmd_serving(
 ) -> ServingLayers:
     """Validate and plan `settings`, then declare the LWS controller, serving, gateway and router
     (and with `responses` the agentic API and its CloudNativePG database, whose owner's password
-    is `responses_password`) on `provider`'s cluster. Raises llmd_fleet.config.fleet.ConfigError or
+    is `responses_password`) on `provider`'s cluster. Raises llmd_fleet.ConfigError or
     llmd_fleet.plan.fleet.PlanError, naming each bad key, before anything is declared."""
     config = parse_config(settings)
     plan = plan_fleet(config)

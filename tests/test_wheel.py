@@ -69,7 +69,7 @@ def test_one_namespace_in_site_packages(installed: Path) -> None:
     assert (site / "llmd_fleet" / "py.typed").is_file()
     assert (site / "llmd_fleet" / "versions.toml").is_file()
     assert (site / "llmd_fleet" / "policies" / "PulumiPolicy.yaml").is_file()
-    assert list((site / "llmd_fleet" / "tools" / "schemas" / "crds").rglob("*.yaml"))
+    assert list((site / "llmd_fleet" / "cli" / "schemas" / "crds").rglob("*.yaml"))
     for generic in ("components", "devtools", "infra", "policies", "tests", "examples"):
         assert not (site / generic).exists(), f"the wheel installs a top-level {generic!r}"
     record = next(site.glob("llmd_fleet-*.dist-info")) / "RECORD"

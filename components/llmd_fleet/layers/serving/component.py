@@ -63,7 +63,7 @@ class ModelServing(pulumi.ComponentResource):
                 # libraries, aperture devices and /sys. The router (EPP, tokenizer) and the
                 # gateway proxies share this namespace: the InferencePool, its EPP and the pods
                 # it selects live together. The router's own pods would pass `restricted`
-                # (tests/test_security.py), so moving it out needs no change to its pods.
+                # (tests/stacks/test_security.py), so moving it out needs no change to its pods.
                 # The simulator's pods pass `restricted`; the namespace stays at `baseline` for
                 # the gateway proxies the implementation creates here (not rendered).
                 labels={

@@ -2,13 +2,12 @@
 it keeps its old URN as an alias. tests/fixtures/state/<stack>.txt lists the URNs a stack deployed
 with llmd-fleet 0.1.0 holds; every later rendering must still answer to each of them."""
 
-from pathlib import Path
-
 import pytest
 
 from devtools import golden
+from tests.conftest import REPO
 
-STATE_DIR = Path(__file__).parent / "fixtures" / "state"
+STATE_DIR = REPO / "tests" / "fixtures" / "state"
 RELEASED = sorted(p.stem for p in STATE_DIR.glob("*.txt"))
 
 

@@ -47,7 +47,7 @@ from llmd_fleet.targets.gke.config import GkeTarget
 from llmd_fleet.targets.onprem.fabric import INFINIBAND
 from llmd_fleet.versions import versions
 from tests.conftest import REPO, STACKS_DIR, vllm_stacks
-from tests.test_versions import _pattern, _raw, matrix_versions
+from tests.helpers import matrix_raw, matrix_versions, version_pattern
 
 IMAGES = REPO / "images"
 DOCKERFILE_PATH = IMAGES / DOCKERFILE
@@ -103,7 +103,7 @@ def test_the_dockerfile_takes_every_version_as_an_argument_without_default():
 
 def test_the_dockerfile_pins_no_version_of_its_own():
     text = DOCKERFILE_PATH.read_text()
-    found = sorted(v for v in matrix_versions(_raw()) if _pattern(v).search(text))
+    found = sorted(v for v in matrix_versions(matrix_raw()) if version_pattern(v).search(text))
     assert not found, f"versions written into {DOCKERFILE}: {found}"
 
 

@@ -178,7 +178,7 @@ def test_variant_passes_the_policy_pack(mx_synthesis):
 
 
 def test_port_rule_catches_the_upstream_default(mx_synthesis):
-    from tests.test_policies import DSET, edited, one, pod_container, role_pod, violations
+    from tests.policies.helpers import DSET, edited, one, pod_container, role_pod, violations
 
     resources = list(mx_synthesis.resources)
     assert violations("modelexpress-ports-clear", resources) == []

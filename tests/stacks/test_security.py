@@ -15,64 +15,12 @@ from llmd_fleet.layers.router.component import epp_args, epp_rbac_rules
 from llmd_fleet.layers.router.specs import RouterNames
 from llmd_fleet.versions import versions
 from tests.conftest import STACKS_DIR, all_stacks, stack_raw_config, vllm_stacks
+from tests.helpers import baseline_violations, restricted_violations
 
 PSA = "pod-security.kubernetes.io"
 LEVELS = ("restricted", "baseline", "privileged")
 
 # --- A small Pod Security Standards evaluator (the checks that matter for these pods) ----------------
-
-# Capabilities `baseline` lets a container add (Pod Security Standards, "Capabilities").
-BASELINE_CAPABILITIES = {
-    "AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD", "NET_BIND_SERVICE",
-    "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT",
-}  # fmt: skip
-RESTRICTED_VOLUMES = {
-    "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected",
-    "secret",
-}  # fmt: skip
-
-
-def _containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    return [*spec.get("initContainers", ()), *spec["containers"]]
-
-
-def baseline_violations(spec: dict[str, Any]) -> list[str]:
-    found = [f"host namespace {k}" for k in ("hostNetwork", "hostPID", "hostIPC") if spec.get(k)]
-    found += [f"hostPath volume {v['name']}" for v in spec.get("volumes", ()) if "hostPath" in v]
-    for c in _containers(spec):
-        context = c.get("securityContext") or {}
-        if context.get("privileged"):
-            found.append(f"{c['name']} privileged")
-        added = set((context.get("capabilities") or {}).get("add") or ())
-        found += [f"{c['name']} adds {cap}" for cap in sorted(added - BASELINE_CAPABILITIES)]
-        found += [f"{c['name']} hostPort" for p in c.get("ports", ()) if p.get("hostPort")]
-    return found
-
-
-def restricted_violations(spec: dict[str, Any]) -> list[str]:
-    found = baseline_violations(spec)
-    pod = spec.get("securityContext") or {}
-    found += [
-        f"volume {v['name']}" for v in spec.get("volumes", ()) if not set(v) - {"name"} <= RESTRICTED_VOLUMES
-    ]
-    for c in _containers(spec):
-        context = c.get("securityContext") or {}
-        name = c["name"]
-        if not context.get("runAsNonRoot", pod.get("runAsNonRoot")):
-            found.append(f"{name} may run as root")
-        if context.get("runAsUser", pod.get("runAsUser")) == 0:
-            found.append(f"{name} runs as UID 0")
-        if context.get("allowPrivilegeEscalation") is not False:
-            found.append(f"{name} allows privilege escalation")
-        capabilities = context.get("capabilities") or {}
-        if "ALL" not in (capabilities.get("drop") or ()):
-            found.append(f"{name} does not drop ALL")
-        if set(capabilities.get("add") or ()) - {"NET_BIND_SERVICE"}:
-            found.append(f"{name} adds capabilities")
-        seccomp = (context.get("seccompProfile") or pod.get("seccompProfile") or {}).get("type")
-        if seccomp not in ("RuntimeDefault", "Localhost"):
-            found.append(f"{name} has no seccomp profile")
-    return found
 
 
 def least_level(specs: list[dict[str, Any]]) -> str:

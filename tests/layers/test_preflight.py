@@ -1,6 +1,6 @@
 """The fabric preflight as every stack renders it (llmd_fleet/layers/preflight/component.py), its config,
 the ordering against serving, and the probe's verdict logic (the probe itself runs over real NIXL
-in tests/test_preflight_probe.py, `make preflight-probe`)."""
+in tests/devtools/test_preflight_probe.py, `make preflight-probe`)."""
 
 import copy
 from typing import Any

@@ -34,8 +34,8 @@ from llmd_fleet.targets.eks.config import EksTarget
 from llmd_fleet.targets.gke.config import GkeTarget
 from llmd_fleet.versions import version_tuple, versions
 from tests.conftest import STACKS_DIR, responses_stacks, stack_raw_config, vllm_stacks
+from tests.helpers import restricted_violations
 from tests.httproutes import route_request
-from tests.test_security import restricted_violations
 
 GATEWAY = "llm-d-inference-gateway"
 POOL = "glm52"

@@ -447,7 +447,7 @@ def test_the_project_crds_are_always_read_once(tmp_path):
 
 def test_vendored_crds_are_the_upstream_blobs_listed_in_sources():
     """Each vendored file's git blob hash appears in its SOURCES.md row (byte-identical copies);
-    tests/test_vendored_crds.py checks that every file is listed and its sha256."""
+    tests/devtools/test_vendored_crds.py checks that every file is listed and its sha256."""
     crd_dir = project_crd_dir()
     sources = (crd_dir / "SOURCES.md").read_text()
     files = sorted(crd_dir.rglob("*.y*ml"))

@@ -18,7 +18,7 @@ from devtools.twin import cluster, lws, lws_checks
 from devtools.twin.e2e import Report
 from llmd_fleet.versions import versions
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 COMMIT = versions().twin.lws
 
 
