@@ -251,7 +251,11 @@ def run(argv: list[str]) -> int:
         # The pack starts now and imports its rules while the stack is synthesized.
         pack = PolicyPackProcess(PACK_DIR, args.stack)
     try:
-        synthesis = _render(stack_file, config, plan, out)
+        try:
+            synthesis = _render(stack_file, config, plan, out)
+        except ConfigError as exc:  # objects declared twice (llmd_fleet/cli/render.py)
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
         if args.command == "render":
             return EXIT_OK
         return _check(synthesis, out, args.crd_dir, pack, policy_config_path, policy_config)
