@@ -2,7 +2,10 @@
 tests generate inputs across the class rather than listing examples."""
 
 import copy
+import datetime
+import json
 import typing
+from pathlib import Path
 from typing import Any
 
 import annotated_types
@@ -12,6 +15,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from llmd_fleet.cli.bench.workload import BenchError, BenchOptions, check_options
+from llmd_fleet.cli.stack_file import MAX_ALIASES, MAX_EXPANDED_NODES, StackFile, read_stack_file
 from llmd_fleet.config.grammar import (
     RESERVED_HEADER_PREFIXES,
     RESERVED_HEADERS,
@@ -25,10 +29,10 @@ from llmd_fleet.config.grammar import (
     service_url_problem,
     url_port,
 )
-from llmd_fleet.config.parse import parse_config
-from llmd_fleet.config.stack import StackConfig
-from llmd_fleet.core.problems import ConfigError, Problem
-from tests.conftest import stack_raw_config
+from llmd_fleet.config.parse import near_project, parse_config, read_pulumi_config
+from llmd_fleet.config.stack import KNOWN_KEYS, StackConfig
+from llmd_fleet.core.problems import PROJECT, ConfigError, Problem
+from tests.conftest import REFERENCE_STACK, STACKS_DIR, stack_raw_config
 
 _FEW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -322,3 +326,146 @@ def test_a_kubernetes_namespace_is_refused_in_every_namespace_field(namespace, p
     problems = _problems(raw)
     wanted = "llmd-fleet:" + ".".join(path)
     assert any(where == wanted and "Kubernetes owns" in message for where, message in problems), problems
+
+
+# --- YAML: the stack reader takes what the Pulumi CLI takes, within bounds ---------------------------
+
+
+def _read_text(tmp_path: Path, text: str) -> StackFile:
+    stacks = tmp_path / "stacks"
+    stacks.mkdir(exist_ok=True)
+    (stacks / "Pulumi.t.yaml").write_text(text)
+    return read_stack_file(stacks, "t")
+
+
+def _refused_text(tmp_path: Path, text: str) -> list[Problem]:
+    with pytest.raises(ConfigError) as caught:
+        _read_text(tmp_path, text)
+    for problem in caught.value.problems:
+        assert "\n" not in problem.key + problem.message
+    return caught.value.problems
+
+
+_REFERENCE_TEXT = (STACKS_DIR / f"Pulumi.{REFERENCE_STACK}.yaml").read_text()
+
+
+def _bomb(width: int, depth: int, leaf: str) -> str:
+    """Nested aliases: each level lists the one below `width` times (width**depth leaves)."""
+    lines = [f"l0: &l0 [{', '.join([leaf] * width)}]"]
+    lines += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * width)}]" for i in range(1, depth + 1)]
+    return "\n".join(lines) + "\n"
+
+
+@_FEW
+@given(
+    width=st.integers(2, 12),
+    depth=st.integers(2, 12),
+    where=st.sampled_from(["top", "ignored", "config"]),
+)
+def test_an_alias_bomb_is_refused_wherever_it_sits(tmp_path_factory, width, depth, where):
+    """However the aliases nest, and under a key the program ignores too, the reader refuses more
+    than MAX_ALIASES aliases or an expansion beyond MAX_EXPANDED_NODES, without expanding it."""
+    if width**depth <= MAX_EXPANDED_NODES and width * depth <= MAX_ALIASES:
+        return  # a small, legitimate use of aliases
+    bomb = _bomb(width, depth, '"lol"')
+    if where == "top":
+        text = bomb + _REFERENCE_TEXT
+    elif where == "ignored":
+        text = (
+            _REFERENCE_TEXT
+            + "  kubernetes:ignored:\n"
+            + "".join(f"    {line}\n" for line in bomb.splitlines())
+        )
+    else:
+        text = (
+            _REFERENCE_TEXT
+            + "  llmd-fleet:router:\n"
+            + "".join(f"    {line}\n" for line in bomb.splitlines())
+        )
+    (problem,) = _refused_text(tmp_path_factory.mktemp("bomb"), text)
+    assert "aliases" in problem.message
+
+
+def test_an_expansion_within_the_alias_bound_is_still_bounded(tmp_path):
+    # 16 aliases, each doubling a list of 1000 values: 2**8 * 1000 values once expanded.
+    text = _bomb(2, 8, ", ".join(["x"] * 500)) + _REFERENCE_TEXT
+    (problem,) = _refused_text(tmp_path, text)
+    assert f"expand to more than {MAX_EXPANDED_NODES:,} values" in problem.message
+
+
+def test_a_few_aliases_and_a_merge_key_read_as_yaml_means(tmp_path):
+    text = _REFERENCE_TEXT + "  kubernetes:a: &base {x: 1}\n  kubernetes:b:\n    <<: *base\n    y: 2\n"
+    assert json.loads(_read_text(tmp_path, text).values["kubernetes:b"]) == {"x": 1, "y": 2}
+
+
+@_FEW
+@given(
+    tag=st.sampled_from(
+        [
+            *("!!binary aGVsbG8=", "!!set {a, b}", "!!omap [a: 1]", "!!pairs [a: 1]"),
+            *("!!timestamp 2026-12-02", "!!python/object/apply:os.system [ls]"),
+            *("!!python/name:os.system", "!local x", "!<tag:x,1:y> z"),
+        ]
+    ),
+    where=st.sampled_from(["  llmd-fleet:router: {}\n", "  llmd-fleet:router:\n    mode: {}\n", "x: {}\n"]),
+)
+def test_a_tag_other_than_the_plain_ones_is_refused(tmp_path_factory, tag, where):
+    placed = where.format(tag)
+    text = placed + _REFERENCE_TEXT if placed.startswith("x") else _REFERENCE_TEXT + placed
+    (problem,) = _refused_text(tmp_path_factory.mktemp("tag"), text)
+    assert "is not allowed: a stack file holds plain" in problem.message
+
+
+@_FEW
+@given(
+    day=st.dates(min_value=datetime.date(1000, 1, 1)),
+    form=st.sampled_from(["{}", "{}T10:20:30Z", "{} 10:20:30"]),
+)
+def test_an_unquoted_date_reads_as_the_string_written(tmp_path_factory, day, form):
+    """As the Pulumi CLI reads it: a string (never a date object, which no JSON holds)."""
+    written = form.format(day.isoformat())
+    text = _REFERENCE_TEXT.replace("revision: main", f"revision: {written}") + f"  kubernetes:d: {written}\n"
+    stack_file = _read_text(tmp_path_factory.mktemp("date"), text)
+    assert json.loads(stack_file.values["llmd-fleet:model"])["revision"] == written
+    assert stack_file.values["kubernetes:d"] == written
+
+
+@pytest.mark.parametrize(
+    ("written", "value"), [("yes", "yes"), ("on", "on"), ("1:20", "1:20"), ("true", True)]
+)
+def test_plain_scalars_follow_yaml_1_2_as_the_pulumi_cli_does(tmp_path, written, value):
+    text = _REFERENCE_TEXT + f"  kubernetes:obj:\n    v: {written}\n"
+    assert json.loads(_read_text(tmp_path, text).values["kubernetes:obj"]) == {"v": value}
+
+
+def _near_misses(project: str) -> st.SearchStrategy[str]:
+    separators = st.sampled_from(["_", "", ".", "--", " "]).map(lambda sep: project.replace("-", sep))
+    cased = st.sampled_from([project.upper(), project.title(), project.replace("-", "_").upper()])
+    dropped = st.integers(0, len(project) - 1).map(lambda i: project[:i] + project[i + 1 :])
+    swapped = st.integers(0, len(project) - 2).map(
+        lambda i: project[:i] + project[i + 1] + project[i] + project[i + 2 :]
+    )
+    return st.one_of(separators, cased, dropped, swapped).filter(lambda p: p != project and ":" not in p)
+
+
+@_FEW
+@given(prefix=_near_misses(PROJECT), key=st.sampled_from(sorted(KNOWN_KEYS)))
+def test_a_near_miss_project_prefix_is_refused_with_a_suggestion(prefix, key):
+    with pytest.raises(ConfigError) as caught:
+        read_pulumi_config(lambda _: "x", [f"{PROJECT}:model", f"{prefix}:{key}"], lambda _: False)
+    ((where, message),) = caught.value.problems
+    assert where == f"{prefix}:{key}" and message.endswith(f"did you mean {PROJECT}:{key}?")
+
+
+@pytest.mark.parametrize("other", ["kubernetes", "gcp", "aws", "docker-build", "pulumi", "llm", "fleet"])
+def test_other_providers_settings_are_not_near_misses(other):
+    assert not near_project(other)
+
+
+@pytest.mark.parametrize("key", sorted(KNOWN_KEYS))
+def test_a_key_given_both_bare_and_with_the_project_prefix_is_refused(tmp_path, key):
+    text = _REFERENCE_TEXT + f"  {key}: x\n"
+    if f"\n  {PROJECT}:{key}:" not in _REFERENCE_TEXT:
+        text += f"  {PROJECT}:{key}: y\n"
+    problems = _refused_text(tmp_path, text)
+    assert any(p.key == f"{PROJECT}:{key}" and "given twice" in p.message for p in problems)
