@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from llmd_fleet.cli.bench.workload import BenchError, BenchOptions, check_options
+from llmd_fleet.cli.main import run
 from llmd_fleet.cli.stack_file import MAX_ALIASES, MAX_EXPANDED_NODES, StackFile, read_stack_file
 from llmd_fleet.config.grammar import (
     RESERVED_HEADER_PREFIXES,
@@ -31,7 +32,7 @@ from llmd_fleet.config.grammar import (
 )
 from llmd_fleet.config.parse import near_project, parse_config, read_pulumi_config
 from llmd_fleet.config.stack import KNOWN_KEYS, StackConfig
-from llmd_fleet.core.problems import PROJECT, ConfigError, Problem
+from llmd_fleet.core.problems import PROJECT, ConfigError, Problem, printable
 from tests.conftest import REFERENCE_STACK, STACKS_DIR, stack_raw_config
 
 _FEW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -469,3 +470,64 @@ def test_a_key_given_both_bare_and_with_the_project_prefix_is_refused(tmp_path, 
         text += f"  {PROJECT}:{key}: y\n"
     problems = _refused_text(tmp_path, text)
     assert any(p.key == f"{PROJECT}:{key}" and "given twice" in p.message for p in problems)
+
+
+# --- Messages: what a stack file holds cannot forge output lines -------------------------------------
+
+# Characters that end, rewrite or reorder a terminal line: controls, separators, bidi overrides.
+_FORGING = st.text(
+    alphabet=st.one_of(
+        st.characters(categories=["Cc", "Cf", "Zl", "Zp"]),
+        st.sampled_from(["\n", "\r", "\x1b", "\u2028", "\u202e", "\x85"]),
+    ),
+    min_size=1,
+    max_size=4,
+)
+_PRINTABLE = st.text(alphabet="abcdefghijklmnop-_.: ", min_size=0, max_size=6)
+
+
+def _assert_one_line_each(error: ConfigError) -> None:
+    lines = str(error).split("\n")
+    assert len(lines) == 1 + len(error.problems)
+    assert all(line.isprintable() for line in lines)
+
+
+@_FEW
+@given(
+    key=st.builds(lambda a, b, c: a + b + c, _PRINTABLE, _FORGING, _PRINTABLE),
+    where=st.sampled_from(["top", "section", "node group", "node label"]),
+)
+def test_a_key_with_control_characters_is_printed_escaped_on_one_line(key, where):
+    raw = copy.deepcopy(stack_raw_config())
+    if where == "top":
+        raw[key] = {}
+    elif where == "section":
+        raw["router"] = {**raw.get("router", {}), key: 1}
+    elif where == "node group":
+        raw["fleet"]["nodeGroups"][key] = next(iter(raw["fleet"]["nodeGroups"].values()))
+    else:
+        group = next(iter(raw["fleet"]["nodeGroups"].values()))
+        group["nodeLabels"] = {key: "x"}
+    with pytest.raises(ConfigError) as caught:
+        parse_config(raw)
+    _assert_one_line_each(caught.value)
+    assert any(printable(key) in f"{p.key} {p.message}" for p in caught.value.problems)
+
+
+@_FEW
+@given(text=st.text(max_size=40))
+def test_printable_is_one_printable_line_and_keeps_printable_text(text):
+    shown = printable(text)
+    assert shown.isprintable() and "\n" not in shown
+    if text.isprintable():
+        assert shown == text
+
+
+def test_the_command_line_prints_a_forged_key_on_one_escaped_line(tmp_path, capsys):
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    forged = '"x\\nerror: all good\\r\\u001b[2K"'
+    (stacks / "Pulumi.t.yaml").write_text(f"{_REFERENCE_TEXT}  llmd-fleet:router:\n    {forged}: 1\n")
+    assert run(["--stacks-dir", str(stacks), "plan", "t"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 2 and "x\\nerror: all good\\r\\x1b[2K" in err
