@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
+from llmd_fleet.cli.bench.report import MAX_DEPTH, MAX_INT_DIGITS
 from llmd_fleet.cli.bench.workload import BenchError, BenchOptions, check_options
 from llmd_fleet.cli.main import run
 from llmd_fleet.cli.stack_file import MAX_ALIASES, MAX_EXPANDED_NODES, StackFile, read_stack_file
@@ -35,7 +36,11 @@ from llmd_fleet.config.stack import KNOWN_KEYS, StackConfig
 from llmd_fleet.core.problems import PROJECT, ConfigError, Problem, printable
 from tests.conftest import REFERENCE_STACK, STACKS_DIR, stack_raw_config
 
-_FEW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_FEW = settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 
 
 def _problems(raw: dict[str, Any]) -> list[Problem]:
@@ -531,3 +536,39 @@ def test_the_command_line_prints_a_forged_key_on_one_escaped_line(tmp_path, caps
     assert run(["--stacks-dir", str(stacks), "plan", "t"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 2 and "x\\nerror: all good\\r\\x1b[2K" in err
+
+
+# --- bench-summary: any report JSON is read within bounds or refused on one line ---------------------
+
+
+def _summary_of(tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    (tmp_path / "summary_lifecycle_metrics.json").write_text(text)
+    code = run(["bench-summary", str(tmp_path)])
+    return code, capsys.readouterr().err
+
+
+@_FEW
+@given(
+    digits=st.integers(MAX_INT_DIGITS + 1, 20_000),
+    sign=st.sampled_from(["", "-"]),
+    where=st.sampled_from(['{"successes": {"count": %s}}', "[%s]", '{"load_summary": {"concurrency": %s}}']),
+)
+def test_bench_summary_refuses_a_huge_integer_on_one_line(tmp_path_factory, capsys, digits, sign, where):
+    tmp_path = tmp_path_factory.mktemp("huge")
+    code, err = _summary_of(tmp_path, where % (sign + "9" * digits), capsys)
+    assert code == 2 and err.count("\n") == 1 and f"at most {MAX_INT_DIGITS}" in err
+
+
+@_FEW
+@given(depth=st.integers(MAX_DEPTH + 1, 200_000), kind=st.sampled_from(["[]", '{"a":}']))
+def test_bench_summary_refuses_deep_nesting_on_one_line(tmp_path_factory, capsys, depth, kind):
+    tmp_path = tmp_path_factory.mktemp("deep")
+    opening, closing = (kind[0], kind[1]) if kind == "[]" else ('{"a":', "}")
+    code, err = _summary_of(tmp_path, opening * depth + "1" + closing * depth, capsys)
+    assert code == 2 and err.count("\n") == 1 and "nested deeper than" in err
+
+
+def test_bench_summary_still_reads_ordinary_numbers(tmp_path, capsys):
+    report = {"successes": {"count": 10**MAX_INT_DIGITS - 1}, "load_summary": {"concurrency": 500}}
+    code, _ = _summary_of(tmp_path, json.dumps(report), capsys)
+    assert code == 0
