@@ -1,9 +1,11 @@
 """Hostile input by class (docs/bad-input.md): each class is refused by one grammar or rule, and the
 tests generate inputs across the class rather than listing examples."""
 
+import contextlib
 import copy
 import datetime
 import json
+import os
 import typing
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from pydantic import BaseModel
 from llmd_fleet.cli.bench.report import MAX_DEPTH, MAX_INT_DIGITS
 from llmd_fleet.cli.bench.workload import BenchError, BenchOptions, check_options
 from llmd_fleet.cli.main import run
+from llmd_fleet.cli.outdir import OUTPUT_MARKER, OutputDirError, recover, write_atomically
 from llmd_fleet.cli.stack_file import MAX_ALIASES, MAX_EXPANDED_NODES, StackFile, read_stack_file
 from llmd_fleet.config.grammar import (
     RESERVED_HEADER_PREFIXES,
@@ -572,3 +575,83 @@ def test_bench_summary_still_reads_ordinary_numbers(tmp_path, capsys):
     report = {"successes": {"count": 10**MAX_INT_DIGITS - 1}, "load_summary": {"concurrency": 500}}
     code, _ = _summary_of(tmp_path, json.dumps(report), capsys)
     assert code == 0
+
+
+# --- --out: ownership by marker only, a recoverable swap, writability checked first ------------------
+
+_RENDER_NAMES = ["summary.md", "manifests", "helm", "cloud", "remote", "urns.txt"]
+
+
+@_FEW
+@given(names=st.sets(st.sampled_from(_RENDER_NAMES), min_size=1))
+def test_out_without_the_marker_is_never_taken_for_an_earlier_render(tmp_path_factory, names):
+    out = tmp_path_factory.mktemp("out") / "build"
+    out.mkdir()
+    for name in names:
+        if "." in name:
+            (out / name).write_text("mine")
+        else:
+            (out / name).mkdir()
+    with pytest.raises(OutputDirError, match="not a directory this command wrote"):
+        write_atomically({"summary.md": "new"}, out)
+    assert sorted(p.name for p in out.iterdir()) == sorted(names)
+
+
+def _tree_of(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): p.read_text() for p in root.rglob("*") if p.is_file()}
+
+
+class _Interrupt(BaseException):
+    pass
+
+
+@_FEW
+@given(cut=st.integers(0, 40))
+def test_an_interrupt_at_any_point_of_the_swap_leaves_old_or_new_output_whole(tmp_path_factory, cut):
+    out = tmp_path_factory.mktemp("swap") / "build"
+    old_files = {"summary.md": "old", "manifests/a.yaml": "a: 1\n"}
+    new_files = {"summary.md": "new", "manifests/b.yaml": "b: 2\n", "helm/x.yaml": "x\n"}
+    write_atomically(old_files, out)
+    steps = [0]
+    real = {name: getattr(Path, name) for name in ("rename", "write_text", "mkdir")}
+
+    def counting(name: str) -> Any:
+        def step(self: Path, *args: Any, **kwargs: Any) -> Any:
+            steps[0] += 1
+            if steps[0] == cut:
+                raise _Interrupt
+            return real[name](self, *args, **kwargs)
+
+        return step
+
+    with pytest.MonkeyPatch.context() as patch:
+        for name in real:
+            patch.setattr(Path, name, counting(name))
+        with contextlib.suppress(_Interrupt):
+            write_atomically(new_files, out)
+    recover(out)
+    after = _tree_of(out)
+    after.pop(OUTPUT_MARKER)
+    assert after in (old_files, new_files)
+    assert sorted(p.name for p in out.parent.iterdir()) == ["build"]
+
+
+@pytest.mark.parametrize("case", ["read-only parent", "current directory", "under a file", "mount point"])
+def test_out_that_cannot_be_written_is_refused_before_rendering(tmp_path, monkeypatch, capsys, case):
+    if case == "read-only parent":
+        parent = tmp_path / "ro"
+        parent.mkdir(mode=0o500)
+        out = parent / "build"
+        if os.geteuid() == 0:  # root writes through permissions: the check asks os.access
+            monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != parent)
+    elif case == "current directory":
+        monkeypatch.chdir(tmp_path)
+        out = Path(".")
+    elif case == "under a file":
+        (tmp_path / "file").write_text("x")
+        out = tmp_path / "file" / "build"
+    else:
+        out = Path("/")
+    assert run(["--stacks-dir", str(STACKS_DIR), "render", REFERENCE_STACK, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nothing was changed" in err
