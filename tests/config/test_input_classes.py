@@ -22,10 +22,13 @@ from llmd_fleet.cli.main import run
 from llmd_fleet.cli.outdir import OUTPUT_MARKER, OutputDirError, recover, write_atomically
 from llmd_fleet.cli.stack_file import MAX_ALIASES, MAX_EXPANDED_NODES, StackFile, read_stack_file
 from llmd_fleet.config.grammar import (
+    HOST_DATA_PARENTS,
     RESERVED_HEADER_PREFIXES,
     RESERVED_HEADERS,
     RESERVED_NAMESPACES,
     Pattern,
+    host_data_root_problem,
+    host_path_problem,
     http_header_problem,
     ipv4_address_problem,
     managed_namespace_problem,
@@ -655,3 +658,82 @@ def test_out_that_cannot_be_written_is_refused_before_rendering(tmp_path, monkey
     assert run(["--stacks-dir", str(STACKS_DIR), "render", REFERENCE_STACK, "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "nothing was changed" in err
+
+
+# --- Host paths: an allow-list, a dedicated directory below a configured data root ------------------
+
+
+def test_every_host_path_field_uses_the_host_path_grammar():
+    """A field that names a host directory (`path`, `...Path`, `hostRoot`) is typed HostPath or
+    HostDataRoot: the allow-list, never a pattern or deny list of its own."""
+    found = []
+    for model in _models(StackConfig, set()):
+        for name, field in model.model_fields.items():
+            alias = field.alias or name
+            if (alias == "path" or alias.endswith(("Path", "Root"))) and str in _flatten(field.annotation):
+                found.append(alias)
+                assert _grammar_checks(field) & {host_path_problem, host_data_root_problem}, (
+                    f"{model.__name__}.{alias}"
+                )
+    assert {"path", "hostRoot"} <= set(found)
+
+
+# Where a node keeps what a pod must never write: the OS, runtimes, CNI, distributions' state, homes.
+_NODE_PATHS = [
+    *("/var/lib", "/var/lib/containers/storage", "/opt/cni/bin", "/var/lib/rancher", "/var/snap/microk8s"),
+    *("/home/ubuntu", "/root", "/etc", "/usr/local", "/opt", "/tmp", "/var/lib/kubelet", "/run", "/boot"),
+    *("/", "/mnt", "/srv", "/data", "/scratch", "/var", "/nix/store", "/lib/modules", "/snap"),
+]
+_SEGMENT = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789._-", min_size=1, max_size=8).filter(
+    lambda s: s not in {".", ".."}
+)
+
+
+def _secondary(raw: dict[str, Any], **secondary: str) -> dict[str, Any]:
+    raw["serving"].setdefault("kvTier", {})["cpuOffload"] = True
+    raw["serving"]["kvTier"]["secondary"] = {"type": "local-nvme", **secondary}
+    return raw
+
+
+@_FEW
+@given(base=st.sampled_from(_NODE_PATHS), tail=st.lists(_SEGMENT, max_size=3))
+def test_a_host_path_outside_the_data_roots_is_refused(base, tail):
+    path = "/".join([base.rstrip("/"), *tail]) or "/"
+    if any(path.startswith(f"{p}/") for p in HOST_DATA_PARENTS) and path.count("/") >= 3:
+        return  # e.g. /mnt/a/b: below a data root
+    assert host_path_problem(path) is not None
+    problems = _problems(_secondary(copy.deepcopy(stack_raw_config()), path=path))
+    assert any(p.key == "llmd-fleet:serving.kvTier.secondary.path" for p in problems)
+
+
+def _data_parent_of(path: str) -> bool:
+    return any(path.startswith(f"{p}/") for p in HOST_DATA_PARENTS)
+
+
+@_FEW
+@given(
+    parent=st.sampled_from(HOST_DATA_PARENTS),
+    root=st.lists(_SEGMENT, min_size=1, max_size=2),
+    below=st.lists(_SEGMENT, min_size=1, max_size=2),
+    other=_SEGMENT,
+)
+def test_a_dedicated_directory_below_the_configured_root_is_the_only_host_path(parent, root, below, other):
+    host_root = "/".join([parent, *root])
+    path = "/".join([host_root, *below])
+    raw = _secondary(copy.deepcopy(stack_raw_config()), hostRoot=host_root, path=path)
+    assert parse_config(raw).serving.kv_tier.secondary is not None
+    # The root itself, or a directory beside it (/mnt/local -> /mnt/localx/x), is not below it.
+    for outside in (host_root, f"{host_root}{other}/x"):
+        problems = _problems(_secondary(copy.deepcopy(stack_raw_config()), hostRoot=host_root, path=outside))
+        assert {p.key for p in problems} == {"llmd-fleet:serving.kvTier.secondary.path"}, problems
+        assert all("must be a dedicated directory below" in p.message for p in problems)
+
+
+@_FEW
+@given(base=st.sampled_from(_NODE_PATHS), tail=st.lists(_SEGMENT, min_size=1, max_size=2))
+def test_a_data_root_outside_the_data_parents_is_refused(base, tail):
+    root = "/".join([base.rstrip("/"), *tail])
+    if _data_parent_of(root):
+        return
+    problems = _problems(_secondary(copy.deepcopy(stack_raw_config()), hostRoot=root, path=f"{root}/kv"))
+    assert "llmd-fleet:serving.kvTier.secondary.hostRoot" in [p.key for p in problems]

@@ -247,48 +247,58 @@ def cookie_name_problem(value: str) -> str | None:
     return None
 
 
-# Host directories a pod must never mount: the OS, the kubelet's and the container runtimes' state
-# (a pod that writes there owns the node), and the kernel's virtual file systems.
-HOST_PATH_DENYLIST = (
-    "/bin",
-    "/boot",
-    "/dev",
-    "/etc",
-    "/lib",
-    "/lib32",
-    "/lib64",
-    "/proc",
-    "/root",
-    "/run",
-    "/sbin",
-    "/sys",
-    "/usr",
-    "/var/lib/kubelet",
-    "/var/lib/containerd",
-    "/var/lib/docker",
-    "/var/lib/crio",
-    "/var/lib/etcd",
-    "/var/log",
-    "/var/run",
+# A pod mounts a host directory only below a data root: an allow-list, since no deny list keeps
+# up with what a node keeps outside /etc and /usr (the kubelet's and the runtimes' state under
+# /var/lib, /var/lib/rancher and /var/snap/microk8s, CNI binaries under /opt/cni/bin, home
+# directories). A data root is a directory below one of HOST_DATA_PARENTS, where data disks are
+# mounted (`serving.kvTier.secondary.hostRoot`, default DEFAULT_HOST_DATA_ROOT); a host path is a
+# dedicated directory strictly below the configured root.
+HOST_DATA_PARENTS = ("/mnt", "/srv", "/data", "/scratch")
+DEFAULT_HOST_DATA_ROOT = "/mnt/local"
+_HOST_PATH_SHAPE = (
+    "must be an absolute, normalised path of [A-Za-z0-9._/-] (no '..', no trailing '/'), at most "
+    "255 characters"
 )
 
 
-def host_path_problem(value: str) -> str | None:
-    """An absolute, normalised directory at least two levels deep, outside HOST_PATH_DENYLIST."""
-    shape = (
-        "must be an absolute, normalised path of [A-Za-z0-9._/-] (no '..', no trailing '/'), at "
-        "most 255 characters"
-    )
+def _host_path_shape_problem(value: str) -> str | None:
     if len(value) > 255 or not _matches(r"(/[A-Za-z0-9._-]+)+", value):
-        return shape
+        return _HOST_PATH_SHAPE
     if posixpath.normpath(value) != value or any(part in (".", "..") for part in value.split("/")):
-        return shape
-    if value.count("/") < 2:
-        return "must be at least two levels below / (e.g. /mnt/local/kv-cache), not a top-level directory"
-    for denied in HOST_PATH_DENYLIST:
-        if value == denied or value.startswith(denied + "/"):
-            denylist = ", ".join(HOST_PATH_DENYLIST)
-            return f"must not be {denied} or below it (system and kubelet paths: {denylist})"
+        return _HOST_PATH_SHAPE
+    return None
+
+
+def _data_parent(value: str) -> str | None:
+    return next((p for p in HOST_DATA_PARENTS if value.startswith(p + "/")), None)
+
+
+def host_data_root_problem(value: str) -> str | None:
+    """A data root: a directory below one of HOST_DATA_PARENTS (/mnt/local, /srv/nvme0)."""
+    if problem := _host_path_shape_problem(value):
+        return problem
+    if _data_parent(value) is None:
+        return (
+            f"must be a directory below {', '.join(HOST_DATA_PARENTS)} (where data disks are mounted; "
+            f"default {DEFAULT_HOST_DATA_ROOT}): a pod never mounts the node's system, runtime or home "
+            "directories"
+        )
+    return None
+
+
+def host_path_problem(value: str) -> str | None:
+    """A host directory a pod may mount: a dedicated directory at least one level below a data
+    root (so at least three levels below /); that it is below the configured root is a rule of
+    the section that takes it."""
+    if problem := _host_path_shape_problem(value):
+        return problem
+    parent = _data_parent(value)
+    if parent is None or value.count("/") < 3:
+        return (
+            f"must be a dedicated directory below a data root under {', '.join(HOST_DATA_PARENTS)} "
+            f"(e.g. {DEFAULT_HOST_DATA_ROOT}/kv-cache): a pod never mounts the node's system, runtime "
+            "or home directories"
+        )
     return None
 
 
@@ -442,7 +452,9 @@ HttpHeaderName = Annotated[str, _validator(http_header_problem)]
 CookieName = Annotated[str, _validator(cookie_name_problem)]
 """A cookie name."""
 HostPath = Annotated[str, _validator(host_path_problem)]
-"""A host directory a pod may mount."""
+"""A host directory a pod may mount (below a data root)."""
+HostDataRoot = Annotated[str, _validator(host_data_root_problem)]
+"""The data root host directories are mounted from."""
 Ipv4Cidr = Annotated[str, _validator(ipv4_cidr_problem)]
 """An IPv4 network (CIDR)."""
 Ipv4Address = Annotated[str, _validator(ipv4_address_problem)]
