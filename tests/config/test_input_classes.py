@@ -737,3 +737,20 @@ def test_a_data_root_outside_the_data_parents_is_refused(base, tail):
         return
     problems = _problems(_secondary(copy.deepcopy(stack_raw_config()), hostRoot=root, path=f"{root}/kv"))
     assert "llmd-fleet:serving.kvTier.secondary.hostRoot" in [p.key for p in problems]
+
+
+@pytest.mark.parametrize("kind", ["file", "directory", "symlink"])
+def test_a_swap_sibling_the_command_did_not_write_is_never_touched(tmp_path, kind):
+    out = tmp_path / "build"
+    sibling = tmp_path / ".build.llmd-new"
+    if kind == "file":
+        sibling.write_text("mine")
+    elif kind == "directory":
+        sibling.mkdir()
+        (sibling / "notes.txt").write_text("mine")
+    else:
+        (tmp_path / "elsewhere").mkdir()
+        sibling.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(OutputDirError, match="was not written by this command"):
+        write_atomically({"summary.md": "new"}, out)
+    assert not out.exists() and (sibling.exists() or sibling.is_symlink())

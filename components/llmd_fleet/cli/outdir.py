@@ -45,7 +45,10 @@ def recover(out_dir: Path) -> None:
         old.rename(out_dir)
     if _ours(old):
         shutil.rmtree(old)
-    if _ours(new) or (new.is_dir() and not new.is_symlink() and not any(new.iterdir())):
+    for leftover in (old, new):  # an empty one is nothing's output
+        if leftover.is_dir() and not leftover.is_symlink() and not any(leftover.iterdir()):
+            leftover.rmdir()
+    if _ours(new):
         shutil.rmtree(new)
 
 
@@ -71,7 +74,8 @@ def _writability_problem(out_dir: Path) -> str | None:
     if not os.access(ancestor, os.W_OK | os.X_OK):
         return f"cannot be written: {ancestor} is not writable"
     for sibling in (_new(resolved), _old(resolved)):
-        if sibling.exists() and not _ours(sibling) and any(sibling.iterdir() if sibling.is_dir() else [1]):
+        empty_dir = sibling.is_dir() and not sibling.is_symlink() and not any(sibling.iterdir())
+        if (sibling.exists() or sibling.is_symlink()) and not _ours(sibling) and not empty_dir:
             return f"{sibling} exists and was not written by this command; move it away"
     return None
 
