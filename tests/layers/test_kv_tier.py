@@ -78,7 +78,9 @@ def test_offload_off_keeps_plain_nixl(raw_config):
 
 
 def test_fs_tier_on_local_nvme(raw_config):
-    raw_config["serving"]["kvTier"] = {"secondary": {"type": "local-nvme", "path": "/mnt/nvme/kv"}}
+    raw_config["serving"]["kvTier"] = {
+        "secondary": {"type": "local-nvme", "hostRoot": "/mnt/nvme", "path": "/mnt/nvme/kv"}
+    }
     config = parse_config(raw_config)
     plan = plan_fleet(config)
     tiers = _transfer(config, plan, "decode")["kv_connector_extra_config"]["connectors"][1][

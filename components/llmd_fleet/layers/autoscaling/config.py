@@ -6,7 +6,8 @@ from pydantic import Field
 
 from llmd_fleet.config.base import ConfigModel
 from llmd_fleet.config.grammar import (
-    DnsLabel,
+    ManagedNamespace,
+    ServiceUrl,
 )
 
 
@@ -77,11 +78,9 @@ class AutoscalingConfig(_Model):
     `kedaNamespace`, with NetworkPolicies that admit only its flows; `preinstalled`: the cluster
     already runs KEDA 2.x with the ScaledObject CRD (nothing is installed). Unset under
     `target.platform: preinstalled`, it is preinstalled."""
-    keda_namespace: DnsLabel = "keda"
+    keda_namespace: ManagedNamespace = "keda"
     """Namespace of the KEDA operator and its metrics adapter."""
-    prometheus_address: Annotated[str, Field(pattern=r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?$")] | None = (
-        None
-    )
+    prometheus_address: ServiceUrl | None = None
     """Prometheus query API the triggers read. Unset: the `prometheus-operated` Service of
     `observability.namespace` (the Service prometheus-operator creates for its Prometheus
     servers, port 9090), which needs `observability.prometheus` operator or install."""

@@ -6,9 +6,11 @@ from pydantic import Field
 
 from llmd_fleet.config.base import ConfigModel
 from llmd_fleet.config.grammar import (
-    DNS_LABEL_PATTERN,
+    DNS_LABEL,
     CookieName,
     HttpHeaderName,
+    Pattern,
+    ServiceUrl,
 )
 
 
@@ -19,7 +21,7 @@ class _Model(ConfigModel):
 class PriorityClassConfig(_Model):
     """A traffic class: an InferenceObjective clients select with `x-llm-d-inference-objective`."""
 
-    name: Annotated[str, Field(pattern=DNS_LABEL_PATTERN, max_length=63)]
+    name: Annotated[str, Pattern(DNS_LABEL), Field(max_length=63)]
     """InferenceObjective name (the header value clients send)."""
     priority: Annotated[int, Field(ge=-1000, le=1000)]
     """Flow-control priority band: higher is served first; negative is sheddable under saturation."""
@@ -68,7 +70,7 @@ class SessionAffinityConfig(_Model):
 class TracingConfig(_Model):
     """OpenTelemetry export of the endpoint picker's traces (the OTEL_* variables of its SDK)."""
 
-    otlp_endpoint: Annotated[str, Field(pattern=r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?$")]
+    otlp_endpoint: ServiceUrl
     """OTLP gRPC collector, e.g. `http://otel-collector.monitoring.svc:4317`."""
     sampling_ratio: Annotated[float, Field(ge=0, le=1)] = 0.01
     """Fraction of traces kept (parent-based trace-id ratio sampler)."""
