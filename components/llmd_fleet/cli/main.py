@@ -42,6 +42,12 @@ def _error(exc: Exception) -> None:
     """Print a refusal to stderr: a ConfigError's lines are escaped already (one per problem);
     any other message is one line, its control characters escaped (a path or value it quotes
     cannot forge output lines)."""
+    if isinstance(exc, PlanError):
+        # One escaped line per problem under the error's own first line, as a ConfigError prints.
+        head = printable(str(exc).split("\n", 1)[0])
+        lines = [f"{printable(key)}: {printable(message)}" for key, message in exc.problems]
+        print("error: " + "\n  ".join([head, *lines]), file=sys.stderr)
+        return
     print(f"error: {exc if isinstance(exc, ConfigError) else printable(str(exc))}", file=sys.stderr)
 
 

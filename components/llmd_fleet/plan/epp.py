@@ -1,4 +1,7 @@
-"""The endpoint picker's memory model (used by plan/fleet.py and plan/workload.py). Pure."""
+"""The endpoint picker's memory and CPU model (used by plan/fleet.py, plan/workload.py and the
+router layer). Pure."""
+
+import math
 
 GIB = 1024**3
 
@@ -8,3 +11,9 @@ GIB = 1024**3
 EPP_BYTES_PER_TOKEN_PER_RPS = 12.5 * GIB / (50 * 100_000)
 # What the EPP process holds independent of traffic (binary, informers, plugin state).
 EPP_BASELINE_GIB = 2
+
+
+def epp_cpus_for(model_server_pods: int, requests_per_second: float) -> int:
+    """CPU per EPP replica from llm-d's operations guidance: ~7.5 idle cores per 100 model-server
+    pods plus 0.5-1 core per request/s (the low end: agent turns are few and long)."""
+    return max(2, math.ceil(7.5 * model_server_pods / 100 + 0.5 * requests_per_second))

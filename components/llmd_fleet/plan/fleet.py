@@ -27,7 +27,7 @@ from llmd_fleet.layers.router.specs import (
     plan_fairness,
 )
 from llmd_fleet.layers.serving.config import RoleConfig
-from llmd_fleet.plan.epp import EPP_BASELINE_GIB, EPP_BYTES_PER_TOKEN_PER_RPS
+from llmd_fleet.plan.epp import EPP_BASELINE_GIB, EPP_BYTES_PER_TOKEN_PER_RPS, epp_cpus_for
 from llmd_fleet.plan.memory import (
     ModelSizing,
     Reserves,
@@ -36,6 +36,7 @@ from llmd_fleet.plan.memory import (
     reserves,
     weights_per_rank,
 )
+from llmd_fleet.plan.system_nodes import system_node_problems
 from llmd_fleet.targets.specs import fabric_for
 
 Engine = Literal["vllm", "simulator"]
@@ -770,6 +771,10 @@ def plan_fleet(config: StackConfig) -> FleetPlan:
     if explicit is not None:
         router = replace(router, memory_gib=explicit)
     plan = FleetPlan(roles=tuple(roles), node_groups=tuple(uses), router=router, model=sizing)
+    pods = sum(r.max_instances * r.lws_size for r in roles)
+    cpus = epp_cpus_for(pods, config.router.expected_requests_per_second)
+    if node_problems := system_node_problems(config, cpus, router.memory_gib):
+        raise PlanError(node_problems)
     from llmd_fleet.plan.workload import workload_problems
 
     refusals, _ = workload_problems(config, plan)

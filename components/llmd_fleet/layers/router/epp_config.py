@@ -6,7 +6,6 @@ the file and every plugin's parameters strictly, so an unknown key stops it at s
 typed model below mirrors that top level, so a config we build always parses back into it.
 """
 
-import math
 from typing import Any
 
 import yaml
@@ -15,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.layers.router.config import RouterConfig
 from llmd_fleet.layers.router.specs import INFLIGHT_PRODUCER, KV_CACHE_UTIL_THRESHOLD, QUEUE_DEPTH_THRESHOLD
+from llmd_fleet.plan.epp import epp_cpus_for
 from llmd_fleet.plan.fleet import KV_EVENTS_PORT, FleetPlan
 
 
@@ -546,8 +546,5 @@ def needs_experimental_plugins(config: EndpointPickerConfig) -> bool:
 
 
 def epp_cpus(plan: FleetPlan, requests_per_second: float) -> int:
-    """CPU per EPP replica from llm-d's operations guidance: ~7.5 idle cores per 100 model-server
-    pods plus 0.5-1 core per request/s (the low end: agent turns are few and long), at the most
-    pods the roles can run."""
-    pods = sum(r.max_instances * r.lws_size for r in plan.roles)
-    return max(2, math.ceil(7.5 * pods / 100 + 0.5 * requests_per_second))
+    """CPU per EPP replica (plan/epp.py) at the most pods the roles can run."""
+    return epp_cpus_for(sum(r.max_instances * r.lws_size for r in plan.roles), requests_per_second)

@@ -92,9 +92,10 @@ class EksGpuCapacityConfig(_Model):
 class EksSystemNodesConfig(_Model):
     """The CPU node group for the router, gateway, controllers and CoreDNS."""
 
-    instance_type: Annotated[str, Pattern(r"[a-z0-9-]+\.[a-z0-9-]+")] = "m7i.12xlarge"
-    """EC2 instance type (x86_64). The EPP needs ~31 cores per replica at 50 req/s, one replica
-    per node (required anti-affinity)."""
+    instance_type: Annotated[str, Pattern(r"[a-z0-9-]+\.[a-z0-9-]+")] = "m7i.24xlarge"
+    """EC2 instance type (x86_64). One endpoint-picker replica runs per node (required
+    anti-affinity) and must fit it: ~69 cores and 93 GiB at the default 127 req/s on 68 nodes
+    (plan/epp.py); the plan refuses a known type that cannot hold it (plan/system_nodes.py)."""
     count: Annotated[int, Field(ge=2, le=100)] = 3
     """Nodes; at least one per EPP replica plus one spare."""
     root_volume_gib: Annotated[int, Field(ge=20, le=16384)] = 200

@@ -89,9 +89,11 @@ class SystemPoolConfig(_GkeModel):
     """The CPU pool for the router, gateway, controllers and the tokenizer."""
 
     machine_type: Annotated[str, Pattern(r"[a-z][a-z0-9]*-[a-z0-9]+(-[a-z0-9]+)*"), Field(max_length=63)] = (
-        "n2-standard-32"
+        "n2-standard-96"
     )
-    """Machine type; the router sizes ~31 cores per EPP replica at 50 req/s on 68 nodes."""
+    """Machine type. One endpoint-picker replica runs per node and must fit it: ~69 cores and
+    93 GiB at the default 127 req/s on 68 nodes (plan/epp.py); the plan refuses a known machine
+    type that cannot hold it (plan/system_nodes.py)."""
     node_count: Annotated[int, Field(ge=1, le=100)] = 3
     """Nodes (in the zone); EPP replicas need distinct nodes."""
     disk_size_gb: Annotated[int, Field(ge=50, le=65536)] = 200
