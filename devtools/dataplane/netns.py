@@ -1,0 +1,145 @@
+"""The run's pod network: one network namespace per pod (its own loopback, so each pod's processes
+bind the ports the rendering gives them, as in a cluster), one per picker replica and one for the
+gateway stand-in, joined by a bridge in a namespace of its own. Nothing is added to the host's
+network namespace; every address the run dials exists only inside these namespaces, except the
+twin's API server on the host's loopback, which `Forwarder` brings into a namespace at the same
+address (so the kubeconfig and the server's certificate stay as they are)."""
+
+import ctypes
+import os
+import selectors
+import socket
+import subprocess
+import threading
+from collections.abc import Iterable
+
+CLONE_NEWNET = 0x40000000
+PREFIX = "lfdp-"
+BRIDGE_NS = PREFIX + "net"
+
+
+def ns_name(name: str) -> str:
+    return PREFIX + name
+
+
+def setup_commands(namespaces: Iterable[tuple[str, str]], prefix_len: int = 24) -> list[list[str]]:
+    """The `ip` commands that create the bridge namespace and one namespace per (name, address)
+    wired to it. Pure, so a test can read them."""
+    commands = [
+        ["ip", "netns", "add", BRIDGE_NS],
+        ["ip", "-n", BRIDGE_NS, "link", "add", "br0", "type", "bridge"],
+        ["ip", "-n", BRIDGE_NS, "link", "set", "br0", "up"],
+    ]
+    for index, (name, address) in enumerate(namespaces):
+        ns = ns_name(name)
+        port = f"v{index}"
+        commands += [
+            ["ip", "netns", "add", ns],
+            ["ip", "-n", ns, "link", "set", "lo", "up"],
+            ["ip", "-n", BRIDGE_NS, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns],
+            ["ip", "-n", BRIDGE_NS, "link", "set", port, "master", "br0", "up"],
+            ["ip", "-n", ns, "addr", "add", f"{address}/{prefix_len}", "dev", "eth0"],
+            ["ip", "-n", ns, "link", "set", "eth0", "up"],
+        ]
+    return commands
+
+
+def existing() -> list[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
+    return [line.split()[0] for line in out.splitlines() if line.startswith(PREFIX)]
+
+
+def teardown() -> None:
+    """Delete every namespace this tool made (named with its prefix); the veths go with them."""
+    for ns in existing():
+        subprocess.run(["ip", "netns", "del", ns], check=False)
+
+
+def setup(namespaces: list[tuple[str, str]]) -> None:
+    teardown()
+    for command in setup_commands(namespaces):
+        subprocess.run(command, check=True)
+
+
+def exec_prefix(name: str, hostname: str | None = None) -> list[str]:
+    """Run a command inside the namespace; with `hostname`, in its own UTS namespace too (the
+    picker's leader-election identity is the host name, which pods have each their own of)."""
+    prefix = ["ip", "netns", "exec", ns_name(name)]
+    if hostname:
+        prefix += ["unshare", "--uts", "sh", "-c", f'hostname {hostname} && exec "$0" "$@"']
+    return prefix
+
+
+def _listen_in(ns: str, host: str, port: int) -> socket.socket:
+    """A listening socket created inside namespace `ns` (a thread enters it; the socket keeps it)."""
+    box: dict[str, socket.socket | BaseException] = {}
+
+    def enter() -> None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = os.open(f"/run/netns/{ns}", os.O_RDONLY)
+            if libc.setns(fd, CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), f"setns {ns}")
+            os.close(fd)
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+            sock.listen(64)
+            box["sock"] = sock
+        except BaseException as exc:  # reported in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=enter)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box["sock"]  # type: ignore[return-value]
+
+
+class Forwarder:
+    """TCP from `host:port` inside the given namespaces to the same `host:port` on the host."""
+
+    def __init__(self, namespaces: list[str], host: str, port: int):
+        self.target = (host, port)
+        self.listeners = [_listen_in(ns_name(n), host, port) for n in namespaces]
+        self.stop = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        sel = selectors.DefaultSelector()
+        for sock in self.listeners:
+            sel.register(sock, selectors.EVENT_READ)
+        while not self.stop.is_set():
+            for key, _ in sel.select(timeout=0.5):
+                client, _addr = key.fileobj.accept()  # type: ignore[union-attr]
+                threading.Thread(target=self._pipe, args=(client,), daemon=True).start()
+
+    def _pipe(self, client: socket.socket) -> None:
+        try:
+            upstream = socket.create_connection(self.target, timeout=10)
+        except OSError:
+            client.close()
+            return
+        upstream.settimeout(None)
+
+        def copy(src: socket.socket, dst: socket.socket) -> None:
+            try:
+                while data := src.recv(65536):
+                    dst.sendall(data)
+            except OSError:
+                pass
+            finally:
+                for s in (src, dst):
+                    try:
+                        s.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+
+        threading.Thread(target=copy, args=(upstream, client), daemon=True).start()
+        copy(client, upstream)
+
+    def close(self) -> None:
+        self.stop.set()
+        for sock in self.listeners:
+            sock.close()

@@ -1,0 +1,126 @@
+"""What the data plane runs, read from a stack's rendered manifests (`llmd-fleet render`), never
+from the library's internals: the endpoint picker's Deployment and config, the InferencePool, the
+InferenceObjectives and the serving pods the DisaggregatedSet's roles make. Pure functions."""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+# The pods' network inside the run's namespaces (docs/twin.md): kind's pod range, which the
+# local-sim stack names; it exists only inside the namespaces the run creates.
+POD_SUBNET = "10.244.0"
+FIRST_POD_HOST = 10
+
+
+@dataclass(frozen=True)
+class Container:
+    name: str
+    args: tuple[str, ...]
+    ports: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Pod:
+    name: str
+    role: str
+    ip: str
+    labels: dict[str, str]
+    containers: tuple[Container, ...]
+
+
+@dataclass(frozen=True)
+class Picker:
+    name: str
+    replicas: int
+    args: tuple[str, ...]
+    config: str
+    """The EndpointPickerConfig text of the rendered ConfigMap, unmodified."""
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Topology:
+    namespace: str
+    picker: Picker
+    pool: dict[str, Any]
+    objectives: list[dict[str, Any]]
+    pods: list[Pod]
+
+    def role(self, name: str) -> list[Pod]:
+        return [p for p in self.pods if p.role == name]
+
+
+def load_manifests(render_dir: Path) -> list[dict[str, Any]]:
+    docs: list[dict[str, Any]] = []
+    for path in sorted((render_dir / "manifests").rglob("*.yaml")):
+        docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
+    return docs
+
+
+def _one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    found = [d for d in docs if d.get("kind") == kind]
+    if len(found) != 1:
+        raise ValueError(f"the rendering has {len(found)} {kind} objects, the data plane needs one")
+    return found[0]
+
+
+def _containers(spec: dict[str, Any]) -> tuple[Container, ...]:
+    # Native sidecars (init containers that keep running) are part of the data path too.
+    listed = [c for c in spec.get("initContainers", []) if c.get("restartPolicy") == "Always"]
+    listed += spec["containers"]
+    return tuple(
+        Container(c["name"], tuple(c.get("args", [])), tuple(p["containerPort"] for p in c.get("ports", [])))
+        for c in listed
+    )
+
+
+def picker(docs: list[dict[str, Any]]) -> Picker:
+    pool = _one(docs, "InferencePool")
+    name = pool["spec"]["endpointPickerRef"]["name"]
+    deployment = next(d for d in docs if d.get("kind") == "Deployment" and d["metadata"]["name"] == name)
+    spec = deployment["spec"]["template"]["spec"]
+    container = spec["containers"][0]
+    args = tuple(container.get("args", []))
+    config_path = next(a.split("=", 1)[1] for a in args if a.startswith("--config-file="))
+    mount = next(m for m in container.get("volumeMounts", []) if config_path.startswith(m["mountPath"] + "/"))
+    volume = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+    configmap = next(
+        d for d in docs if d.get("kind") == "ConfigMap" and d["metadata"]["name"] == volume["configMap"]["name"]
+    )
+    key = config_path.removeprefix(mount["mountPath"] + "/")
+    env = {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
+    return Picker(name, int(deployment["spec"].get("replicas", 1)), args, configmap["data"][key], env)
+
+
+def serving_pods(docs: list[dict[str, Any]]) -> list[Pod]:
+    """One Pod per role instance and pod of its group (LeaderWorkerSet size), with its address in
+    the run's pod network. Leader and worker templates are taken as the LWS controller does."""
+    ds = _one(docs, "DisaggregatedSet")
+    pods: list[Pod] = []
+    host = FIRST_POD_HOST
+    for role in ds["spec"]["roles"]:
+        template = role["spec"]["leaderWorkerTemplate"]
+        for instance in range(int(role["spec"].get("replicas", 1))):
+            for index in range(int(template.get("size", 1))):
+                tpl = template.get("leaderTemplate") if index == 0 and "leaderTemplate" in template else None
+                tpl = tpl or template["workerTemplate"]
+                name = f"{ds['metadata']['name']}-{role['name']}-{instance}-{index}"
+                labels = dict(tpl["metadata"].get("labels", {}))
+                pods.append(Pod(name, role["name"], f"{POD_SUBNET}.{host}", labels, _containers(tpl["spec"])))
+                host += 1
+    return pods
+
+
+def topology(render_dir: Path) -> Topology:
+    docs = load_manifests(render_dir)
+    pool = _one(docs, "InferencePool")
+    objectives = [d for d in docs if d.get("kind") == "InferenceObjective"]
+    return Topology(pool["metadata"]["namespace"], picker(docs), pool, objectives, serving_pods(docs))
+
+
+def selected(pool: dict[str, Any], pods: list[Pod]) -> list[Pod]:
+    """The pods the InferencePool's selector picks (what the picker will discover)."""
+    match = pool["spec"]["selector"]["matchLabels"]
+    return [p for p in pods if all(p.labels.get(k) == v for k, v in match.items())]
