@@ -114,3 +114,21 @@ e2e: ## Put TWIN_STACK into a fresh twin and assert by reading the API server; p
 
 engine: ## With the twin up (make twin): TWIN_STACK through the Pulumi engine (preview, up, second up, update, destroy)
 	$(UV) run --frozen python -m devtools.twin engine $(TWIN_STACK)
+
+# The data-plane twin (docs/twin.md): the twin's API server, the rendered router objects, the
+# simulators and routing sidecars in per-pod network namespaces, two picker replicas with the
+# rendered flags and config, and a replay through the gateway stand-in. Needs root (namespaces)
+# and the router and simulator source snapshots ("not run" without them).
+DATAPLANE_STACK ?= local-sim
+
+.PHONY: dataplane dataplane-long dataplane-broken
+dataplane: ## Short replay through the rendered router (rendered vs baseline scorers); prints the figures and its time
+	@start=$$(date +%s); $(UV) run --frozen python -m devtools.dataplane run $(DATAPLANE_STACK); \
+	status=$$?; echo "dataplane: $$(( $$(date +%s) - start )) s"; exit $$status
+
+dataplane-long: ## The long replay (more sessions, turns and overload)
+	$(UV) run --frozen python -m devtools.dataplane run $(DATAPLANE_STACK) --long
+
+dataplane-broken: ## Negative control: the picker's KV-events port wrong; passes only if the run fails
+	@if $(UV) run --frozen python -m devtools.dataplane run $(DATAPLANE_STACK) --broken; then \
+	  echo "dataplane-broken: the broken config passed" >&2; exit 1; else echo "dataplane-broken: failed as it must"; fi

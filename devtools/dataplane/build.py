@@ -81,9 +81,14 @@ def ensure(target: Target) -> Path:
         raise BuildError(f"Go is not usable here: {exc}") from None
     extra = GATEWAY_SOURCE.read_bytes() if target is ROUTER else b""
     key = tool_cache.cache_key(
-        RECIPE.encode(), tag.encode(), snapshot.commit.encode(), snapshot.digest.encode(), go.encode(), extra,
+        RECIPE.encode(),
+        tag.encode(),
+        snapshot.commit.encode(),
+        snapshot.digest.encode(),
+        go.encode(),
+        extra,
         " ".join(target.packages).encode(),
-    )  # fmt: skip
+    )
     folder = tool_cache.cache_root() / f"dataplane-{target.name}-{tag}-{key}"
 
     def build(path: Path) -> None:
@@ -94,8 +99,21 @@ def ensure(target: Target) -> Path:
             (tree / GATEWAY_PACKAGE).mkdir(parents=True)
             (tree / GATEWAY_PACKAGE / "main.go").write_bytes(extra)
         log = path.with_name(path.name + ".log")
-        command = ["nice", "go", "build", "-mod=readonly", "-trimpath", "-ldflags", "-s -w", "-o", str(path / "bin") + "/"]
-        print(f"building {', '.join(target.binaries)} ({target.tarball_prefix} {tag}) in {path}", file=sys.stderr)
+        command = [
+            "nice",
+            "go",
+            "build",
+            "-mod=readonly",
+            "-trimpath",
+            "-ldflags",
+            "-s -w",
+            "-o",
+            str(path / "bin") + "/",
+        ]
+        print(
+            f"building {', '.join(target.binaries)} ({target.tarball_prefix} {tag}) in {path}",
+            file=sys.stderr,
+        )
         started = time.monotonic()
         with log.open("w") as handle:
             handle.write(f"$ {' '.join(command + list(target.packages))}\n")

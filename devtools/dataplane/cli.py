@@ -5,7 +5,6 @@
 --broken runs with the KV-events port of the picker's config wrong (the run must then fail).
 """
 
-import sys
 from collections.abc import Sequence
 
 from devtools import source_snapshot

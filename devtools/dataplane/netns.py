@@ -5,6 +5,7 @@ network namespace; every address the run dials exists only inside these namespac
 twin's API server on the host's loopback, which `Forwarder` brings into a namespace at the same
 address (so the kubeconfig and the server's certificate stay as they are)."""
 
+import contextlib
 import ctypes
 import os
 import selectors
@@ -131,10 +132,8 @@ class Forwarder:
                 pass
             finally:
                 for s in (src, dst):
-                    try:
+                    with contextlib.suppress(OSError):
                         s.shutdown(socket.SHUT_RDWR)
-                    except OSError:
-                        pass
 
         threading.Thread(target=copy, args=(upstream, client), daemon=True).start()
         copy(client, upstream)

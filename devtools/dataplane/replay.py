@@ -27,10 +27,33 @@ CLIENTS = {
     "codex": "session-id",
     "opencode": "x-session-affinity",
 }
-WORDS = (
-    "repository function test module build config router engine prefill decode cache token "
-    "session agent tool patch diff review deploy cluster node pod scheduler metric latency"
-).split()
+WORDS = [
+    "repository",
+    "function",
+    "test",
+    "module",
+    "build",
+    "config",
+    "router",
+    "engine",
+    "prefill",
+    "decode",
+    "cache",
+    "token",
+    "session",
+    "agent",
+    "tool",
+    "patch",
+    "diff",
+    "review",
+    "deploy",
+    "cluster",
+    "node",
+    "pod",
+    "scheduler",
+    "metric",
+    "latency",
+]
 
 
 @dataclass(frozen=True)
@@ -48,24 +71,63 @@ class Shape:
     max_tokens: int
 
 
-SHORT = Shape(sessions=8, turns=6, turn_gap_ms=600, bursts=2, burst_size=4, batch=12, overload=120,
-              overload_at_ms=4000, prompt_words=1500, turn_words=120, max_tokens=16)  # fmt: skip
-LONG = Shape(sessions=24, turns=12, turn_gap_ms=800, bursts=6, burst_size=6, batch=60, overload=400,
-             overload_at_ms=12000, prompt_words=3000, turn_words=200, max_tokens=32)  # fmt: skip
+SHORT = Shape(
+    sessions=8,
+    turns=6,
+    turn_gap_ms=600,
+    bursts=2,
+    burst_size=4,
+    batch=12,
+    overload=120,
+    overload_at_ms=4000,
+    prompt_words=1500,
+    turn_words=120,
+    max_tokens=16,
+)
+LONG = Shape(
+    sessions=24,
+    turns=12,
+    turn_gap_ms=800,
+    bursts=6,
+    burst_size=6,
+    batch=60,
+    overload=400,
+    overload_at_ms=12000,
+    prompt_words=3000,
+    turn_words=200,
+    max_tokens=32,
+)
 
 
 def _text(rng: random.Random, words: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(words))
 
 
-def _entry(id_: str, at_ms: int, phase: str, session: str, turn: int, band: str, program: str,
-           headers: dict[str, str], messages: list[dict[str, str]], model: str, max_tokens: int) -> dict[str, Any]:  # fmt: skip
+def _entry(
+    id_: str,
+    at_ms: int,
+    phase: str,
+    session: str,
+    turn: int,
+    band: str,
+    program: str,
+    headers: dict[str, str],
+    messages: list[dict[str, str]],
+    model: str,
+    max_tokens: int,
+) -> dict[str, Any]:
     body = {"model": model, "messages": messages, "max_tokens": max_tokens, "stream": True}
     return {
-        "id": id_, "at_ms": at_ms, "phase": phase, "session": session, "turn": turn, "band": band,
-        "program": program, "headers": {OBJECTIVE_HEADER: band, FAIRNESS_HEADER: program, **headers},
+        "id": id_,
+        "at_ms": at_ms,
+        "phase": phase,
+        "session": session,
+        "turn": turn,
+        "band": band,
+        "program": program,
+        "headers": {OBJECTIVE_HEADER: band, FAIRNESS_HEADER: program, **headers},
         "body": body,
-    }  # fmt: skip
+    }
 
 
 def generate(shape: Shape, model: str, bands: dict[str, str], seed: int = 7) -> list[dict[str, Any]]:
@@ -83,26 +145,75 @@ def generate(shape: Shape, model: str, bands: dict[str, str], seed: int = 7) -> 
         start = s * 150
         for turn in range(shape.turns):
             messages = [*messages, {"role": "user", "content": _text(rng, shape.turn_words)}]
-            out.append(_entry(f"{session}-t{turn}", start + turn * shape.turn_gap_ms, "agent", session, turn,
-                              bands["interactive"], program, {CLIENTS[client]: session}, messages, model,
-                              shape.max_tokens))  # fmt: skip
+            out.append(
+                _entry(
+                    f"{session}-t{turn}",
+                    start + turn * shape.turn_gap_ms,
+                    "agent",
+                    session,
+                    turn,
+                    bands["interactive"],
+                    program,
+                    {CLIENTS[client]: session},
+                    messages,
+                    model,
+                    shape.max_tokens,
+                )
+            )
             messages = [*messages, {"role": "assistant", "content": _text(rng, shape.max_tokens)}]
             if turn == 2 and s < shape.bursts:
                 for b in range(shape.burst_size):
                     sub = f"{session}-sub{b}"
                     task = [*messages, {"role": "user", "content": f"sub-task {b}: " + _text(rng, 40)}]
-                    out.append(_entry(f"{sub}-t0", start + turn * shape.turn_gap_ms + 50, "subagent", sub, 0,
-                                      bands["subagent"], program, {CLIENTS[client]: sub}, task, model,
-                                      shape.max_tokens))  # fmt: skip
+                    out.append(
+                        _entry(
+                            f"{sub}-t0",
+                            start + turn * shape.turn_gap_ms + 50,
+                            "subagent",
+                            sub,
+                            0,
+                            bands["subagent"],
+                            program,
+                            {CLIENTS[client]: sub},
+                            task,
+                            model,
+                            shape.max_tokens,
+                        )
+                    )
     for i in range(shape.batch):
         program = f"batch-{i % 2}"
-        out.append(_entry(f"batch-{i:03d}", 200 + i * 300, "batch", f"batch-{i:03d}", 0, bands["batch"], program,
-                          {}, [{"role": "user", "content": _text(rng, 400)}], model, shape.max_tokens))  # fmt: skip
+        out.append(
+            _entry(
+                f"batch-{i:03d}",
+                200 + i * 300,
+                "batch",
+                f"batch-{i:03d}",
+                0,
+                bands["batch"],
+                program,
+                {},
+                [{"role": "user", "content": _text(rng, 400)}],
+                model,
+                shape.max_tokens,
+            )
+        )
     for i in range(shape.overload):
         program = f"batch-{i % 2}"
-        out.append(_entry(f"overload-{i:03d}", shape.overload_at_ms + i * 5, "overload", f"overload-{i:03d}", 0,
-                          bands["batch"], program, {}, [{"role": "user", "content": _text(rng, 400)}], model,
-                          shape.max_tokens * 8))  # fmt: skip
+        out.append(
+            _entry(
+                f"overload-{i:03d}",
+                shape.overload_at_ms + i * 5,
+                "overload",
+                f"overload-{i:03d}",
+                0,
+                bands["batch"],
+                program,
+                {},
+                [{"role": "user", "content": _text(rng, 400)}],
+                model,
+                shape.max_tokens * 8,
+            )
+        )
     return sorted(out, key=lambda e: (e["at_ms"], e["id"]))
 
 

@@ -55,7 +55,9 @@ def stickiness(results: list[dict[str, Any]]) -> float | None:
     return same / total if total else None
 
 
-def pd(results: list[dict[str, Any]], prefill_endpoints: set[str], decode_endpoints: set[str]) -> dict[str, Any]:
+def pd(
+    results: list[dict[str, Any]], prefill_endpoints: set[str], decode_endpoints: set[str]
+) -> dict[str, Any]:
     served = [r for r in results if r["outcome"] == "served"]
     disagg = [r for r in served if r["prefill"]]
     return {
@@ -78,8 +80,13 @@ def flow_control(results: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
 
 def queue_wait(results: list[dict[str, Any]], band: str, phase: str | None = None) -> float | None:
     """Median time the picker held a request (flow control's queue plus scheduling)."""
-    return _median([r["pick_ms"] for r in results if r["band"] == band and (phase is None or r["phase"] == phase)
-                    and r["outcome"] == "served"])  # fmt: skip
+    return _median(
+        [
+            r["pick_ms"]
+            for r in results
+            if r["band"] == band and (phase is None or r["phase"] == phase) and r["outcome"] == "served"
+        ]
+    )
 
 
 def failover(results: list[dict[str, Any]], killed_at_ms: float | None) -> dict[str, Any]:
@@ -110,7 +117,8 @@ def lines(report: dict[str, Any]) -> list[str]:
 
     def band(name: str) -> str:
         c = fc.get(f"band {name}", {})
-        return f"{name} {c.get('served', 0)} served/{c.get('rejected', 0)} rejected/{c.get('unrouted', 0) + c.get('failed', 0)} failed"
+        failed = c.get("unrouted", 0) + c.get("failed", 0)
+        return f"{name} {c.get('served', 0)} served/{c.get('rejected', 0)} rejected/{failed} failed"
 
     fo = r["failover"]
     return [
@@ -119,15 +127,27 @@ def lines(report: dict[str, Any]) -> list[str]:
         f"stickiness: {_pct(r['stickiness'])}",
         f"p/d: {_pct(pdf['share'])} disaggregated ({pdf['disaggregated']}/{pdf['served']}), "
         f"prefill on a prefill endpoint {pdf['prefill_on_prefill_endpoint']}/{pdf['disaggregated']}",
-        f"flow control: {band(inter)}, {band(batch)}; held median {_ms(r['wait_interactive_ms'])} interactive "
-        f"vs {_ms(r['wait_batch_ms'])} batch under overload",
-        "failover: " + ("not run" if fo["failed"] is None else
-                        f"{fo['failed']} failed, " + ("never resumed" if fo["resume_s"] is None else f"{fo['resume_s']:.1f} s")),
-    ]  # fmt: skip
+        f"flow control: {band(inter)}, {band(batch)}; held median "
+        f"{_ms(r['wait_interactive_ms'])} interactive vs {_ms(r['wait_batch_ms'])} batch under overload",
+        "failover: "
+        + (
+            "not run"
+            if fo["failed"] is None
+            else f"{fo['failed']} failed, "
+            + ("never resumed" if fo["resume_s"] is None else f"{fo['resume_s']:.1f} s")
+        ),
+    ]
 
 
-def figures(results: list[dict[str, Any]], before: list[str], after: list[str], prefill: set[str],
-            decode: set[str], killed_at_ms: float | None, bands: dict[str, str]) -> dict[str, Any]:  # fmt: skip
+def figures(
+    results: list[dict[str, Any]],
+    before: list[str],
+    after: list[str],
+    prefill: set[str],
+    decode: set[str],
+    killed_at_ms: float | None,
+    bands: dict[str, str],
+) -> dict[str, Any]:
     overload_start = min((r["start_ms"] for r in results if r["phase"] == "overload"), default=None)
     under = [r for r in results if overload_start is not None and r["start_ms"] >= overload_start]
     return {
@@ -147,13 +167,18 @@ def svg(series: dict[str, list[tuple[float, float]]], title: str, width: int = 6
     """A plain line chart (x seconds, y share 0..1) of each series; no plotting dependency."""
     colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"]
     xmax = max((x for pts in series.values() for x, _ in pts), default=1.0) or 1.0
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">',
-             f'<text x="10" y="14">{title}</text>',
-             f'<line x1="40" y1="{height - 20}" x2="{width - 10}" y2="{height - 20}" stroke="#888"/>',
-             f'<line x1="40" y1="20" x2="40" y2="{height - 20}" stroke="#888"/>']  # fmt: skip
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        'font-family="sans-serif" font-size="11">',
+        f'<text x="10" y="14">{title}</text>',
+        f'<line x1="40" y1="{height - 20}" x2="{width - 10}" y2="{height - 20}" stroke="#888"/>',
+        f'<line x1="40" y1="20" x2="40" y2="{height - 20}" stroke="#888"/>',
+    ]
     for i, (name, pts) in enumerate(series.items()):
         colour = colours[i % len(colours)]
-        coords = " ".join(f"{40 + (width - 50) * x / xmax:.1f},{height - 20 - (height - 40) * y:.1f}" for x, y in pts)
+        coords = " ".join(
+            f"{40 + (width - 50) * x / xmax:.1f},{height - 20 - (height - 40) * y:.1f}" for x, y in pts
+        )
         parts.append(f'<polyline fill="none" stroke="{colour}" points="{coords}"/>')
         parts.append(f'<text x="{width - 160}" y="{30 + 14 * i}" fill="{colour}">{name}</text>')
     parts.append(f'<text x="{width - 60}" y="{height - 5}">{xmax:.0f} s</text></svg>')

@@ -36,7 +36,9 @@ def baseline_config(text: str) -> str:
     config = yaml.safe_load(text)
     types = {p["name"]: p["type"] for p in config["plugins"]}
     for profile in config["schedulingProfiles"]:
-        profile["plugins"] = [p for p in profile["plugins"] if types.get(p["pluginRef"]) not in CACHE_AWARE_SCORERS]
+        profile["plugins"] = [
+            p for p in profile["plugins"] if types.get(p["pluginRef"]) not in CACHE_AWARE_SCORERS
+        ]
     return str(yaml.safe_dump(config, sort_keys=False))
 
 
@@ -48,30 +50,52 @@ def picker_args(args: tuple[str, ...], config_file: Path) -> list[str]:
 
 def pod_status(ip: str) -> dict[str, Any]:
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    conditions = [{"type": t, "status": "True", "lastTransitionTime": now}
-                  for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")]  # fmt: skip
-    return {"status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}], "hostIP": "127.0.0.1",
-                       "startTime": now, "conditions": conditions}}  # fmt: skip
+    conditions = [
+        {"type": t, "status": "True", "lastTransitionTime": now}
+        for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+    ]
+    return {
+        "status": {
+            "phase": "Running",
+            "podIP": ip,
+            "podIPs": [{"ip": ip}],
+            "hostIP": "127.0.0.1",
+            "startTime": now,
+            "conditions": conditions,
+        }
+    }
 
 
 def pod_object(pod: topology.Pod, namespace: str) -> dict[str, Any]:
     return {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": pod.name, "namespace": namespace, "labels": pod.labels},
-        "spec": {"nodeName": "dataplane", "containers": [
-            {"name": c.name, "image": "dataplane", "ports": [{"containerPort": p} for p in c.ports]}
-            for c in pod.containers]},
-    }  # fmt: skip
+        "spec": {
+            "nodeName": "dataplane",
+            "containers": [
+                {"name": c.name, "image": "dataplane", "ports": [{"containerPort": p} for p in c.ports]}
+                for c in pod.containers
+            ],
+        },
+    }
 
 
 @dataclass
 class Processes:
     items: list[tuple[str, subprocess.Popen[bytes]]]
 
-    def start(self, name: str, argv: list[str], logs: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    def start(
+        self, name: str, argv: list[str], logs: Path, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
         log = (logs / f"{name}.log").open("ab")
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
-                                start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
         self.items.append((name, proc))
         return proc
 
@@ -86,7 +110,8 @@ class Processes:
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
-                self.items.remove((name, proc))
+                if (name, proc) in self.items:  # a concurrent stop may have taken it
+                    self.items.remove((name, proc))
 
 
 def start_pods(procs: Processes, topo: topology.Topology, bins: dict[str, Path], logs: Path) -> None:
@@ -94,20 +119,38 @@ def start_pods(procs: Processes, topo: topology.Topology, bins: dict[str, Path],
         env = {"POD_IP": pod.ip, "POD_NAME": pod.name, "POD_NAMESPACE": topo.namespace}
         for c in pod.containers:
             binary = bins["simulator"] if c.name == "simulator" else bins["pd-sidecar"]
-            procs.start(f"pod-{pod.name}-{c.name}", [*netns.exec_prefix(pod.name), str(binary), *c.args], logs, env)
+            procs.start(
+                f"pod-{pod.name}-{c.name}", [*netns.exec_prefix(pod.name), str(binary), *c.args], logs, env
+            )
 
 
-def start_pickers(procs: Processes, topo: topology.Topology, config_text: str, bins: dict[str, Path],
-                  run_dir: Path, kubeconfig: Path, logs: Path, tag: str) -> list[str]:  # fmt: skip
+def start_pickers(
+    procs: Processes,
+    topo: topology.Topology,
+    config_text: str,
+    bins: dict[str, Path],
+    run_dir: Path,
+    kubeconfig: Path,
+    logs: Path,
+    tag: str,
+) -> list[str]:
     config_file = run_dir / f"config-{tag}" / "epp.yaml"
     config_file.parent.mkdir(parents=True, exist_ok=True)
     config_file.write_text(config_text)
     addresses = []
     for i in range(topo.picker.replicas):
         name = f"{topo.picker.name}-{i}"
-        env = {"KUBECONFIG": str(kubeconfig), "NAMESPACE": topo.namespace, "POD_NAME": name, **topo.picker.env}
-        argv = [*netns.exec_prefix(f"picker-{i}", hostname=name), str(bins["epp"]),
-                *picker_args(topo.picker.args, config_file)]  # fmt: skip
+        env = {
+            "KUBECONFIG": str(kubeconfig),
+            "NAMESPACE": topo.namespace,
+            "POD_NAME": name,
+            **topo.picker.env,
+        }
+        argv = [
+            *netns.exec_prefix(f"picker-{i}", hostname=name),
+            str(bins["epp"]),
+            *picker_args(topo.picker.args, config_file),
+        ]
         procs.start(f"picker-{i}-{tag}", argv, logs, env)
         port = next(a.split("=")[1] for a in topo.picker.args if a.startswith("--grpc-port="))
         addresses.append(f"{PICKER_IPS[i]}:{port}")
@@ -122,11 +165,26 @@ def leader(kube: Kube, namespace: str) -> str | None:
     return None
 
 
-def run_replay(procs: Processes, bins: dict[str, Path], pickers: list[str], entries_file: Path, out: Path,
-               scrape: list[str], logs: Path, deadline: str = "15s") -> list[dict[str, Any]]:  # fmt: skip
+def run_replay(
+    procs: Processes,
+    bins: dict[str, Path],
+    pickers: list[str],
+    entries_file: Path,
+    out: Path,
+    scrape: list[str],
+    logs: Path,
+    deadline: str = "15s",
+) -> list[dict[str, Any]]:
     out.mkdir(parents=True, exist_ok=True)
-    argv = [*netns.exec_prefix(GATEWAY_NS), str(bins["gateway"]), f"--pickers={','.join(pickers)}",
-            f"--replay={entries_file}", f"--out={out}", f"--scrape={','.join(scrape)}", f"--pick-deadline={deadline}"]  # fmt: skip
+    argv = [
+        *netns.exec_prefix(GATEWAY_NS),
+        str(bins["gateway"]),
+        f"--pickers={','.join(pickers)}",
+        f"--replay={entries_file}",
+        f"--out={out}",
+        f"--scrape={','.join(scrape)}",
+        f"--pick-deadline={deadline}",
+    ]
     proc = procs.start(f"gateway-{out.name}", argv, logs)
     proc.wait(timeout=900)
     return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
@@ -143,8 +201,11 @@ def main_run(stack: str, long: bool, broken: bool, root: Path) -> int:
     logs = run_dir / "logs"
     logs.mkdir(parents=True)
     render = run_dir / "render"
-    subprocess.run([str(Path(sys.executable).with_name("llmd-fleet")), "render", stack, "--out", str(render)], check=True,
-                   stdout=subprocess.DEVNULL)  # fmt: skip
+    subprocess.run(
+        [str(Path(sys.executable).with_name("llmd-fleet")), "render", stack, "--out", str(render)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     topo = topology.topology(render)
     bins: dict[str, Path] = {}
     for target in (build.ROUTER, build.SIMULATOR):
@@ -155,8 +216,13 @@ def main_run(stack: str, long: bool, broken: bool, root: Path) -> int:
     if broken:
         rendered_config = rendered_config.replace("socketPort: 5557", "socketPort: 5999")
     bands = replay.bands_of(topo.objectives)
-    model = next(a.split("=", 1)[1] for p in topo.pods for c in p.containers for a in c.args
-                 if a.startswith("--served-model-name="))  # fmt: skip
+    model = next(
+        a.split("=", 1)[1]
+        for p in topo.pods
+        for c in p.containers
+        for a in c.args
+        if a.startswith("--served-model-name=")
+    )
     entries = replay.generate(replay.LONG if long else replay.SHORT, model, bands)
     entries_file = run_dir / "replay.jsonl"
     entries_file.write_text(replay.write(entries))
@@ -171,25 +237,57 @@ def main_run(stack: str, long: bool, broken: bool, root: Path) -> int:
         time.sleep(3)
         kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": topo.namespace}})
         # No controller manager runs: the ServiceAccount admission needs the default account.
-        kube.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": topo.namespace}})
-        wait_for("router CRDs served", lambda: kube.resource("inference.networking.k8s.io/v1", "InferencePool", refresh=True), 60)
+        kube.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": "default", "namespace": topo.namespace},
+            }
+        )
+        wait_for(
+            "router CRDs served",
+            lambda: kube.resource("inference.networking.k8s.io/v1", "InferencePool", refresh=True),
+            60,
+        )
         for obj in [topo.pool, *topo.objectives]:
             kube.apply(obj)
         for pod in topo.pods:
             obj = pod_object(pod, topo.namespace)
             kube.apply(obj)
-            kube.request("PATCH", kube.object_path(obj) + "/status", pod_status(pod.ip), "application/merge-patch+json")
-        spaces = [(GATEWAY_NS, GATEWAY_IP)] + [(f"picker-{i}", PICKER_IPS[i]) for i in range(topo.picker.replicas)]
+            kube.request(
+                "PATCH", kube.object_path(obj) + "/status", pod_status(pod.ip), "application/merge-patch+json"
+            )
+        spaces = [(GATEWAY_NS, GATEWAY_IP)] + [
+            (f"picker-{i}", PICKER_IPS[i]) for i in range(topo.picker.replicas)
+        ]
         spaces += [(p.name, p.ip) for p in topo.pods]
         netns.setup(spaces)
         state = cluster.load_state(root)
-        forwarder = netns.Forwarder([f"picker-{i}" for i in range(topo.picker.replicas)], "127.0.0.1",
-                                    state.ports["apiserver"])  # fmt: skip
+        forwarder = netns.Forwarder(
+            [f"picker-{i}" for i in range(topo.picker.replicas)], "127.0.0.1", state.ports["apiserver"]
+        )
         kubeconfig = cluster.twin_dir(root) / "kubeconfig"
-        scrape = [f"http://{p.ip}:{port}/metrics" for p in topo.pods for c in p.containers
-                  if c.name == "simulator" for port in c.ports]  # fmt: skip
-        prefill = {f"{p.ip}:{port}" for p in topo.role("prefill") for c in p.containers if c.name == "simulator" for port in c.ports}
-        decode = {f"{p.ip}:{port}" for p in topo.role("decode") for c in p.containers if c.name != "simulator" for port in c.ports}
+        scrape = [
+            f"http://{p.ip}:{port}/metrics"
+            for p in topo.pods
+            for c in p.containers
+            if c.name == "simulator"
+            for port in c.ports
+        ]
+        prefill = {
+            f"{p.ip}:{port}"
+            for p in topo.role("prefill")
+            for c in p.containers
+            if c.name == "simulator"
+            for port in c.ports
+        }
+        decode = {
+            f"{p.ip}:{port}"
+            for p in topo.role("decode")
+            for c in p.containers
+            if c.name != "simulator"
+            for port in c.ports
+        }
         result: dict[str, Any] = {"stack": stack, "bands": bands, "long": long, "broken": broken}
         for tag, text in (("rendered", rendered_config), ("baseline", baseline_config(rendered_config))):
             start_pods(procs, topo, bins, logs)
@@ -197,22 +295,35 @@ def main_run(stack: str, long: bool, broken: bool, root: Path) -> int:
             warm = run_dir / f"warm-{tag}"
             warm_file = run_dir / "warm.jsonl"
             warm_file.write_text(replay.write([{**entries[0], "id": "warmup", "session": "warmup"}]))
-            wait_for(f"{tag}: a request routed", lambda: any(
-                r["outcome"] == "served" for r in run_replay(procs, bins, pickers, warm_file, warm, [], logs, "5s")), 120, 2)  # fmt: skip
+
+            def warmed(pickers: list[str] = pickers, warm: Path = warm, warm_file: Path = warm_file) -> bool:
+                results = run_replay(procs, bins, pickers, warm_file, warm, [], logs, "5s")
+                return any(r["outcome"] == "served" for r in results)
+
+            wait_for(f"{tag}: a request routed", warmed, 120, 2)
             killed: dict[str, float] = {}
             t0 = time.monotonic()
             if tag == "rendered":
-                def stop_leader() -> None:
+
+                def stop_leader(killed: dict[str, float] = killed, t0: float = t0) -> None:
                     time.sleep(3)  # inside the agent phase of the short replay
                     who = leader(kube, topo.namespace)
                     for i in range(topo.picker.replicas):
                         if who == f"{topo.picker.name}-{i}":
                             killed["at_ms"] = (time.monotonic() - t0) * 1000
                             procs.stop(f"picker-{i}-")
+
                 threading.Thread(target=stop_leader, daemon=True).start()
             results = run_replay(procs, bins, pickers, entries_file, run_dir / tag, scrape, logs)
-            figs = report.figures(results, scrapes(run_dir / tag, "before"), scrapes(run_dir / tag, "after"),
-                                  prefill, decode, killed.get("at_ms"), bands)  # fmt: skip
+            figs = report.figures(
+                results,
+                scrapes(run_dir / tag, "before"),
+                scrapes(run_dir / tag, "after"),
+                prefill,
+                decode,
+                killed.get("at_ms"),
+                bands,
+            )
             result[tag] = figs
             procs.stop("picker-")
             procs.stop("pod-")
@@ -223,7 +334,9 @@ def main_run(stack: str, long: bool, broken: bool, root: Path) -> int:
         print(f"dataplane: {stack} in {result['seconds']} s; report {run_dir / 'report.json'}")
         rendered, baseline = result["rendered"]["hit_rate"], result["baseline"]["hit_rate"]
         if rendered is None or baseline is None or rendered <= baseline:
-            print("dataplane: FAIL: the rendered config does not beat the baseline on hit rate", file=sys.stderr)
+            print(
+                "dataplane: FAIL: the rendered config does not beat the baseline on hit rate", file=sys.stderr
+            )
             return 1
         return 0
     finally:

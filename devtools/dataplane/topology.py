@@ -87,7 +87,9 @@ def picker(docs: list[dict[str, Any]]) -> Picker:
     mount = next(m for m in container.get("volumeMounts", []) if config_path.startswith(m["mountPath"] + "/"))
     volume = next(v for v in spec["volumes"] if v["name"] == mount["name"])
     configmap = next(
-        d for d in docs if d.get("kind") == "ConfigMap" and d["metadata"]["name"] == volume["configMap"]["name"]
+        d
+        for d in docs
+        if d.get("kind") == "ConfigMap" and d["metadata"]["name"] == volume["configMap"]["name"]
     )
     key = config_path.removeprefix(mount["mountPath"] + "/")
     env = {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}

@@ -1,0 +1,118 @@
+"""The data-plane twin's pure parts: topology from a rendering, the baseline config, the replay
+and the figures (the run itself is `make dataplane`)."""
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from devtools.dataplane import netns, replay, report, run, topology
+
+GOLDEN = Path(__file__).parent / "golden" / "local-sim"
+
+
+def _topology() -> topology.Topology:
+    return topology.topology(GOLDEN)
+
+
+def test_topology_reads_the_rendered_roles_and_picker() -> None:
+    topo = _topology()
+    assert [p.role for p in topo.pods] == ["prefill", "decode", "decode"]
+    assert len({p.ip for p in topo.pods}) == 3
+    decode = topo.role("decode")[0]
+    assert [c.name for c in decode.containers] == ["routing-proxy", "simulator"]
+    assert topo.picker.replicas == 2
+    assert "--ha-enable-leader-election" in topo.picker.args
+    assert yaml.safe_load(topo.picker.config)["kind"] == "EndpointPickerConfig"
+    assert len(topology.selected(topo.pool, topo.pods)) == 3
+
+
+def test_baseline_drops_only_the_cache_and_session_scorers() -> None:
+    text = _topology().picker.config
+    base = yaml.safe_load(run.baseline_config(text))
+    rendered = yaml.safe_load(text)
+    refs = {p["pluginRef"] for prof in base["schedulingProfiles"] for p in prof["plugins"]}
+    assert not refs & {"prefix-cache-scorer", "session-affinity-scorer", "no-hit-lru-scorer"}
+    assert "queue-scorer" in refs and "max-score-picker" in refs
+    assert base["plugins"] == rendered["plugins"] and base["flowControl"] == rendered["flowControl"]
+
+
+def test_picker_flags_unchanged_but_the_config_path() -> None:
+    args = ("--pool-name=p", "--config-file=/config/epp.yaml", "--ha-enable-leader-election")
+    assert run.picker_args(args, Path("/run/epp.yaml")) == [
+        "--pool-name=p",
+        "--config-file=/run/epp.yaml",
+        "--ha-enable-leader-election",
+    ]
+
+
+def test_replay_sessions_grow_one_prefix_and_carry_client_headers() -> None:
+    bands = replay.bands_of(_topology().objectives)
+    assert bands == {"interactive": "agent-interactive", "subagent": "agent-subagent", "batch": "batch"}
+    entries = replay.generate(replay.SHORT, "m", bands)
+    assert entries == replay.generate(replay.SHORT, "m", bands)  # deterministic
+    turns = sorted((e for e in entries if e["session"] == "codex-001"), key=lambda e: e["turn"])
+    assert len(turns) == replay.SHORT.turns
+    for a, b in itertools.pairwise(turns):
+        assert b["body"]["messages"][: len(a["body"]["messages"])] == a["body"]["messages"]
+    assert turns[0]["headers"]["session-id"] == "codex-001"
+    assert {e["phase"] for e in entries} == {"agent", "subagent", "batch", "overload"}
+    assert {e["headers"][replay.OBJECTIVE_HEADER] for e in entries} == set(bands.values())
+
+
+def test_hit_rate_is_the_counter_delta_over_all_engines() -> None:
+    before = ['vllm:prefix_cache_hits{rank="0"} 10\nvllm:prefix_cache_queries{rank="0"} 100\n']
+    after = [
+        'vllm:prefix_cache_hits{rank="0"} 40\nvllm:prefix_cache_queries{rank="0"} 140\n'
+        "# HELP x\nvllm:prefix_cache_hits_other 999\n"
+    ]
+    assert report.hit_rate(before, after) == 0.75
+    assert report.hit_rate(before, before) is None
+
+
+def _r(session: str, turn: int, dest: str, **kw: Any) -> dict[str, Any]:
+    base = {
+        "phase": "agent",
+        "outcome": "served",
+        "session": session,
+        "turn": turn,
+        "destination": dest,
+        "prefill": "",
+        "band": "i",
+        "program": "p",
+        "start_ms": 0.0,
+        "pick_ms": 1.0,
+        "ttft_ms": 5.0,
+    }
+    return {**base, **kw}
+
+
+def test_stickiness_pd_failover_and_lines() -> None:
+    results = [_r("a", 0, "d1"), _r("a", 1, "d1"), _r("a", 2, "d2"), _r("b", 0, "d2"), _r("b", 1, "d2")]
+    assert report.stickiness(results) == 2 / 3
+    pd = report.pd([_r("a", 0, "d1", prefill="p1"), _r("a", 1, "d1")], {"p1"}, {"d1"})
+    assert pd["share"] == 0.5 and pd["prefill_on_prefill_endpoint"] == 1
+    fo = report.failover(
+        [
+            _r("x", 0, "", outcome="unrouted", start_ms=1000.0),
+            _r("y", 0, "d", start_ms=1500.0, pick_ms=600.0),
+        ],
+        killed_at_ms=900.0,
+    )
+    assert fo == {"failed": 1, "resume_s": 1.2}
+    figs = report.figures(results, [], [], {"p1"}, {"d1"}, None, {"interactive": "i", "batch": "b"})
+    lines = report.lines({"rendered": figs, "baseline": figs, "bands": {"interactive": "i", "batch": "b"}})
+    assert [line.split(":")[0] for line in lines] == [
+        "hit rate", "ttft", "stickiness", "p/d", "flow control", "failover"
+    ]  # fmt: skip
+    assert lines[2] == "stickiness: 66.7%"
+
+
+def test_netns_commands_wire_each_namespace_to_the_bridge() -> None:
+    commands = netns.setup_commands([("gw", "10.244.0.2"), ("pod", "10.244.0.10")])
+    flat = [" ".join(c) for c in commands]
+    assert flat[0] == f"ip netns add {netns.BRIDGE_NS}"
+    assert f"ip -n {netns.ns_name('pod')} addr add 10.244.0.10/24 dev eth0" in flat
+    assert sum("master br0" in c for c in flat) == 2
+    assert all(c.startswith("ip ") for c in flat)
