@@ -129,6 +129,6 @@ dataplane: ## Short replay through the rendered router (rendered vs baseline sco
 dataplane-long: ## The long replay (more sessions, turns and overload)
 	$(UV) run --frozen python -m devtools.dataplane run $(DATAPLANE_STACK) --long
 
-dataplane-broken: ## Negative control: the picker's KV-events port wrong; passes only if the run fails
+dataplane-broken: ## Negative control: the token producer's render URL on a wrong port; passes only if the run fails
 	@if $(UV) run --frozen python -m devtools.dataplane run $(DATAPLANE_STACK) --broken; then \
 	  echo "dataplane-broken: the broken config passed" >&2; exit 1; else echo "dataplane-broken: failed as it must"; fi

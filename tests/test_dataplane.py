@@ -83,6 +83,7 @@ def _r(session: str, turn: int, dest: str, **kw: Any) -> dict[str, Any]:
         "program": "p",
         "start_ms": 0.0,
         "pick_ms": 1.0,
+        "picker": "p0",
         "ttft_ms": 5.0,
     }
     return {**base, **kw}
@@ -96,17 +97,53 @@ def test_stickiness_pd_failover_and_lines() -> None:
     fo = report.failover(
         [
             _r("x", 0, "", outcome="unrouted", start_ms=1000.0),
+            # refused by the stopping leader: not routed, counted as failed
+            _r("w", 0, "", outcome="rejected", reason="rejected-shutting-down", start_ms=1100.0),
+            _r("v", 0, "d", start_ms=1200.0, picker="old"),  # the old leader still routing
             _r("y", 0, "d", start_ms=1500.0, pick_ms=600.0),
         ],
         killed_at_ms=900.0,
+        killed="old",
     )
-    assert fo == {"failed": 1, "resume_s": 1.2}
-    figs = report.figures(results, [], [], {"p1"}, {"d1"}, None, {"interactive": "i", "batch": "b"})
+    assert fo == {"failed": 2, "resume_s": 1.2}
+    figs = report.figures(results, [], [], {"p1"}, {"d1"}, None)
     lines = report.lines({"rendered": figs, "baseline": figs, "bands": {"interactive": "i", "batch": "b"}})
     assert [line.split(":")[0] for line in lines] == [
         "hit rate", "ttft", "stickiness", "p/d", "flow control", "failover"
     ]  # fmt: skip
     assert lines[2] == "stickiness: 66.7%"
+
+
+def test_flow_control_counts_by_band_and_program_during_the_overload() -> None:
+    results = [
+        _r("o1", 0, "d", phase="overload", band="b", program="q", start_ms=100.0, total_ms=50.0),
+        _r("o2", 0, "", phase="overload", band="b", program="q", start_ms=110.0, outcome="rejected",
+           reason="rejected-saturated"),
+        _r("o3", 0, "", phase="overload", band="b", program="q", start_ms=120.0, outcome="rejected",
+           reason="evicted-priority"),
+        _r("a", 3, "d", start_ms=130.0, pick_ms=4.0),
+        _r("a", 9, "d", start_ms=900.0),  # after the overload: not counted
+    ]  # fmt: skip
+    fc = report.flow_control(results)
+    assert fc["counts"]["band b"] == {"dispatched": 1, "rejected": 1, "shed": 1}
+    assert fc["counts"]["band i"] == {"dispatched": 1}
+    assert fc["counts"]["program q"]["shed"] == 1
+    assert fc["held_median_ms"]["i"] == 4.0
+
+
+def test_render_stand_in_and_broken_config() -> None:
+    topo = _topology()
+    assert topo.renderer is not None
+    assert topo.renderer.host == "glm52-tokenizer.llm-d.svc" and topo.renderer.port == 8000
+    assert f"--port={topo.renderer.port}" in run.renderer_args(topo.renderer)
+    broken = yaml.safe_load(run.break_render_url(topo.picker.config))
+    url = next(p for p in broken["plugins"] if p["type"] == "token-producer")["parameters"]["vllm"]["url"]
+    assert url == "http://glm52-tokenizer.llm-d.svc:8001"
+    assert topology.pd_threshold(topo.picker.config) == 512
+    shape = replay.fit(replay.SHORT, 512)
+    assert shape.batch_words == 1024 and shape.turn_words <= 128
+    hosts = netns.hosts_text("127.0.0.1 localhost\n", {"svc.example": "10.244.0.5"})
+    assert hosts == "127.0.0.1 localhost\n10.244.0.5 svc.example\n"
 
 
 def test_netns_commands_wire_each_namespace_to_the_bridge() -> None:

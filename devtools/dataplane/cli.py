@@ -2,7 +2,7 @@
 
     python -m devtools.dataplane run STACK [--long] [--broken]
 
---broken runs with the KV-events port of the picker's config wrong (the run must then fail).
+--broken runs with the token producer's render URL on a wrong port (the run must then fail).
 """
 
 from collections.abc import Sequence

@@ -9,14 +9,20 @@ import contextlib
 import ctypes
 import os
 import selectors
+import shutil
 import socket
 import subprocess
 import threading
 from collections.abc import Iterable
+from pathlib import Path
 
 CLONE_NEWNET = 0x40000000
 PREFIX = "lfdp-"
 BRIDGE_NS = PREFIX + "net"
+# `ip netns exec NAME` bind-mounts every file of /etc/netns/NAME over /etc (ip-netns(8)): a
+# hosts file there is how a Service name resolves inside the run's namespaces, as cluster DNS
+# would resolve it in a pod.
+NETNS_ETC = Path("/etc/netns")
 
 
 def ns_name(name: str) -> str:
@@ -50,10 +56,30 @@ def existing() -> list[str]:
     return [line.split()[0] for line in out.splitlines() if line.startswith(PREFIX)]
 
 
-def teardown() -> None:
-    """Delete every namespace this tool made (named with its prefix); the veths go with them."""
+def hosts_text(base: str, entries: dict[str, str]) -> str:
+    """The host's hosts file with one line per (name, address) added. Pure."""
+    lines = [base.rstrip("\n")] if base.strip() else []
+    lines += [f"{address} {name}" for name, address in sorted(entries.items())]
+    return "\n".join(lines) + "\n"
+
+
+def write_hosts(names: Iterable[str], entries: dict[str, str], etc: Path = NETNS_ETC) -> None:
+    """Give the namespaces `names` a hosts file with `entries` added (see NETNS_ETC)."""
+    base = Path("/etc/hosts").read_text() if Path("/etc/hosts").exists() else ""
+    for name in names:
+        folder = etc / ns_name(name)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "hosts").write_text(hosts_text(base, entries))
+
+
+def teardown(etc: Path = NETNS_ETC) -> None:
+    """Delete every namespace this tool made (named with its prefix), the veths with them, and
+    the per-namespace files under /etc/netns."""
     for ns in existing():
         subprocess.run(["ip", "netns", "del", ns], check=False)
+    if etc.is_dir():
+        for folder in etc.glob(PREFIX + "*"):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def setup(namespaces: list[tuple[str, str]]) -> None:

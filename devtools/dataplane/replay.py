@@ -17,7 +17,7 @@ the fairness header `x-llm-d-inference-fairness-id` (pkg/epp/metadata/consts.go)
 
 import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 OBJECTIVE_HEADER = "x-llm-d-inference-objective"
@@ -69,33 +69,39 @@ class Shape:
     prompt_words: int
     turn_words: int
     max_tokens: int
+    batch_words: int = 400
+    overload_words: int = 400
+    failover_at_ms: int = 0
+    """When the leader picker is stopped (after the overload, while sessions go on)."""
 
 
 SHORT = Shape(
     sessions=8,
-    turns=6,
+    turns=28,
     turn_gap_ms=600,
     bursts=2,
     burst_size=4,
     batch=12,
-    overload=120,
-    overload_at_ms=4000,
+    overload=300,
+    overload_at_ms=2500,
     prompt_words=1500,
     turn_words=120,
     max_tokens=16,
+    failover_at_ms=8000,
 )
 LONG = Shape(
     sessions=24,
-    turns=12,
+    turns=30,
     turn_gap_ms=800,
     bursts=6,
     burst_size=6,
     batch=60,
     overload=400,
-    overload_at_ms=12000,
+    overload_at_ms=5000,
     prompt_words=3000,
     turn_words=200,
     max_tokens=32,
+    failover_at_ms=16000,
 )
 
 
@@ -192,7 +198,7 @@ def generate(shape: Shape, model: str, bands: dict[str, str], seed: int = 7) -> 
                 bands["batch"],
                 program,
                 {},
-                [{"role": "user", "content": _text(rng, 400)}],
+                [{"role": "user", "content": _text(rng, shape.batch_words)}],
                 model,
                 shape.max_tokens,
             )
@@ -209,12 +215,29 @@ def generate(shape: Shape, model: str, bands: dict[str, str], seed: int = 7) -> 
                 bands["batch"],
                 program,
                 {},
-                [{"role": "user", "content": _text(rng, 400)}],
+                [{"role": "user", "content": _text(rng, shape.overload_words)}],
                 model,
                 shape.max_tokens * 8,
             )
         )
     return sorted(out, key=lambda e: (e["at_ms"], e["id"]))
+
+
+def fit(shape: Shape, non_cached_tokens: int | None) -> Shape:
+    """The replay's lengths against the rendered P/D decider's threshold (a word of the replay
+    is one token of the simulator's dummy tokenizer, give or take separators): a batch
+    document is twice the threshold, so it is prefilled on a prefill endpoint; what a later
+    agent turn adds is a quarter of it (plus the previous answer), so a turn whose prefix is
+    cached stays on decode; the shared system prompt is above it, so a session's first turn
+    on an endpoint without its program's prefix is disaggregated."""
+    if not non_cached_tokens:
+        return shape
+    return replace(
+        shape,
+        batch_words=2 * non_cached_tokens,
+        turn_words=min(shape.turn_words, non_cached_tokens // 4),
+        prompt_words=max(shape.prompt_words, 2 * non_cached_tokens),
+    )
 
 
 def bands_of(objectives: list[dict[str, Any]]) -> dict[str, str]:

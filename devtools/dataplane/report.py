@@ -31,6 +31,15 @@ def hit_rate(before: list[str], after: list[str]) -> float | None:
     return hits / queries if queries > 0 else None
 
 
+def hit_rate_until(samples: list[dict[str, Any]], until_ms: float) -> float | None:
+    """Hit rate from the first periodic scrape to the last one before `until_ms` (the leader's
+    stop: the rendered and baseline runs are compared over the same stretch of the replay)."""
+    within = [s for s in samples if s["t_ms"] < until_ms]
+    if len(within) < 2:
+        return None
+    return hit_rate(within[0]["scrapes"], within[-1]["scrapes"])
+
+
 def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
@@ -60,7 +69,9 @@ def pd(
 ) -> dict[str, Any]:
     served = [r for r in results if r["outcome"] == "served"]
     disagg = [r for r in served if r["prefill"]]
+    fresh = [r for r in served if r["phase"] == "batch"]
     return {
+        "fresh": {"served": len(fresh), "disaggregated": sum(bool(r["prefill"]) for r in fresh)},
         "served": len(served),
         "disaggregated": len(disagg),
         "share": len(disagg) / len(served) if served else None,
@@ -69,36 +80,67 @@ def pd(
     }
 
 
-def flow_control(results: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
-    """Outcome counts by band and by program (served = dispatched and answered)."""
+def outcome(r: dict[str, Any]) -> str:
+    """dispatched (the picker named an endpoint), rejected (flow control or admission said no:
+    saturated, no endpoints), shed (taken out of a queue: evicted, TTL expired) or failed (no
+    picker answered, the picker was shutting down, or the endpoint failed). Reasons are the
+    picker's x-llm-d-request-dropped-reason values (llm-d-router v0.10.0
+    pkg/common/error/error.go)."""
+    if r["outcome"] == "served":
+        return "dispatched"
+    if r["outcome"] == "rejected":
+        reason = r.get("reason") or ""
+        if reason.startswith("evicted") or reason == "rejected-ttl-expired":
+            return "shed"
+        if reason in ("rejected-shutting-down", "rejected-context-cancelled"):
+            return "failed"
+        return "rejected"
+    return "failed"
+
+
+def overload_window(results: list[dict[str, Any]]) -> tuple[float, float] | None:
+    """From the first overload request's start to the last one's end."""
+    over = [r for r in results if r["phase"] == "overload"]
+    if not over:
+        return None
+    end = max(r["start_ms"] + r["pick_ms"] + r.get("total_ms", 0.0) for r in over)
+    return min(r["start_ms"] for r in over), end
+
+
+def flow_control(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Outcomes by band and by program of the requests started while the overload lasts, and
+    the median time the picker held the dispatched ones of each band (flow control's queue plus
+    scheduling)."""
+    window = overload_window(results)
+    during = [r for r in results if window and window[0] <= r["start_ms"] <= window[1]]
     table: dict[str, Counter[str]] = defaultdict(Counter)
-    for r in results:
-        table[f"band {r['band']}"][r["outcome"]] += 1
-        table[f"program {r['program']}"][r["outcome"]] += 1
-    return {k: dict(v) for k, v in sorted(table.items())}
+    held: dict[str, list[float]] = defaultdict(list)
+    for r in during:
+        table[f"band {r['band']}"][outcome(r)] += 1
+        table[f"program {r['program']}"][outcome(r)] += 1
+        if outcome(r) == "dispatched":
+            held[r["band"]].append(r["pick_ms"])
+    return {
+        "counts": {k: dict(v) for k, v in sorted(table.items())},
+        "held_median_ms": {band: _median(v) for band, v in sorted(held.items())},
+        "window_ms": list(window) if window else None,
+    }
 
 
-def queue_wait(results: list[dict[str, Any]], band: str, phase: str | None = None) -> float | None:
-    """Median time the picker held a request (flow control's queue plus scheduling)."""
-    return _median(
-        [
-            r["pick_ms"]
-            for r in results
-            if r["band"] == band and (phase is None or r["phase"] == phase) and r["outcome"] == "served"
-        ]
-    )
-
-
-def failover(results: list[dict[str, Any]], killed_at_ms: float | None) -> dict[str, Any]:
-    """Requests not served after the leader was stopped, and seconds until the first request
-    started after the stop was routed again."""
+def failover(
+    results: list[dict[str, Any]], killed_at_ms: float | None, killed: str | None = None
+) -> dict[str, Any]:
+    """Requests started after the leader was stopped that were not routed (no picker answered,
+    the stopped picker refused them while shutting down, or the endpoint failed), and seconds
+    from the stop until a request is routed again by another picker."""
     if killed_at_ms is None:
         return {"failed": None, "resume_s": None}
-    after = sorted((r for r in results if r["start_ms"] >= killed_at_ms), key=lambda r: r["start_ms"])
-    failed = sum(r["outcome"] in ("unrouted", "failed") for r in after)
-    routed = [r for r in after if r["outcome"] in ("served", "rejected")]
-    resume = (routed[0]["start_ms"] + routed[0]["pick_ms"] - killed_at_ms) / 1000 if routed else None
-    return {"failed": failed, "resume_s": resume}
+    after = [r for r in results if r["start_ms"] >= killed_at_ms]
+    failed = sum(outcome(r) == "failed" for r in after)
+    routed = [
+        r["start_ms"] + r["pick_ms"] for r in after if outcome(r) == "dispatched" and r["picker"] != killed
+    ]
+    return {"failed": failed, "resume_s": (min(routed) - killed_at_ms) / 1000 if routed else None}
 
 
 def _pct(value: float | None) -> str:
@@ -109,17 +151,33 @@ def _ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.0f} ms"
 
 
+def _fc_line(fc: dict[str, Any], bands: dict[str, str]) -> str:
+    counts = fc["counts"]
+
+    def row(key: str) -> str:
+        c = counts.get(key, {})
+        return (
+            f"{c.get('dispatched', 0)} dispatched/{c.get('rejected', 0)} rejected/"
+            f"{c.get('shed', 0)} shed/{c.get('failed', 0)} failed"
+        )
+
+    names = list(dict.fromkeys(bands.values()))
+    band_rows = [f"{b} {row('band ' + b)}" for b in names if f"band {b}" in counts]
+    program_rows = [f"{k.removeprefix('program ')} {row(k)}" for k in counts if k.startswith("program ")]
+    held = fc["held_median_ms"]
+    return (
+        "flow control: under overload "
+        + ", ".join(band_rows)
+        + "; by program "
+        + ", ".join(program_rows)
+        + "; held median "
+        + ", ".join(f"{b} {_ms(held.get(b))}" for b in names)
+    )
+
+
 def lines(report: dict[str, Any]) -> list[str]:
     r, b = report["rendered"], report.get("baseline", {})
     pdf = r["pd"]
-    fc = r["flow_control"]
-    inter, batch = report["bands"]["interactive"], report["bands"]["batch"]
-
-    def band(name: str) -> str:
-        c = fc.get(f"band {name}", {})
-        failed = c.get("unrouted", 0) + c.get("failed", 0)
-        return f"{name} {c.get('served', 0)} served/{c.get('rejected', 0)} rejected/{failed} failed"
-
     fo = r["failover"]
     return [
         f"hit rate: rendered {_pct(r['hit_rate'])} baseline {_pct(b.get('hit_rate'))}",
@@ -127,8 +185,7 @@ def lines(report: dict[str, Any]) -> list[str]:
         f"stickiness: {_pct(r['stickiness'])}",
         f"p/d: {_pct(pdf['share'])} disaggregated ({pdf['disaggregated']}/{pdf['served']}), "
         f"prefill on a prefill endpoint {pdf['prefill_on_prefill_endpoint']}/{pdf['disaggregated']}",
-        f"flow control: {band(inter)}, {band(batch)}; held median "
-        f"{_ms(r['wait_interactive_ms'])} interactive vs {_ms(r['wait_batch_ms'])} batch under overload",
+        _fc_line(r["flow_control"], report["bands"]),
         "failover: "
         + (
             "not run"
@@ -146,10 +203,8 @@ def figures(
     prefill: set[str],
     decode: set[str],
     killed_at_ms: float | None,
-    bands: dict[str, str],
+    killed: str | None = None,
 ) -> dict[str, Any]:
-    overload_start = min((r["start_ms"] for r in results if r["phase"] == "overload"), default=None)
-    under = [r for r in results if overload_start is not None and r["start_ms"] >= overload_start]
     return {
         "requests": len(results),
         "hit_rate": hit_rate(before, after),
@@ -157,10 +212,29 @@ def figures(
         "stickiness": stickiness(results),
         "pd": pd(results, prefill, decode),
         "flow_control": flow_control(results),
-        "wait_interactive_ms": queue_wait(under, bands["interactive"]),
-        "wait_batch_ms": queue_wait(under, bands["batch"]),
-        "failover": failover(results, killed_at_ms),
+        "failover": failover(results, killed_at_ms, killed),
     }
+
+
+WAITING = "vllm:num_requests_waiting"
+
+
+def time_series(samples: list[dict[str, Any]]) -> dict[str, list[tuple[float, float]]]:
+    """From the gateway's periodic scrapes (t_ms, one exposition per engine): the hit rate of
+    each interval (hits / queries of the counters' deltas; intervals without queries are
+    skipped) and the requests waiting in the engines' queues."""
+    hit: list[tuple[float, float]] = []
+    waiting: list[tuple[float, float]] = []
+    prev: tuple[float, float] | None = None
+    for s in samples:
+        t = s["t_ms"] / 1000
+        hits = sum(metric_sum(x, HITS) for x in s["scrapes"])
+        queries = sum(metric_sum(x, QUERIES) for x in s["scrapes"])
+        waiting.append((t, sum(metric_sum(x, WAITING) for x in s["scrapes"])))
+        if prev is not None and queries > prev[1]:
+            hit.append((t, (hits - prev[0]) / (queries - prev[1])))
+        prev = (hits, queries)
+    return {"hit rate": hit, "waiting": waiting}
 
 
 def svg(series: dict[str, list[tuple[float, float]]], title: str, width: int = 640, height: int = 240) -> str:
@@ -183,3 +257,35 @@ def svg(series: dict[str, list[tuple[float, float]]], title: str, width: int = 6
         parts.append(f'<text x="{width - 160}" y="{30 + 14 * i}" fill="{colour}">{name}</text>')
     parts.append(f'<text x="{width - 60}" y="{height - 5}">{xmax:.0f} s</text></svg>')
     return "\n".join(parts) + "\n"
+
+
+def checks(report: dict[str, Any], phases_disaggregated: tuple[str, ...] = ("batch",)) -> list[str]:
+    """What the run must show, from what the rendered config does (empty: pass):
+    - the rendered scorers beat the baseline on hit rate;
+    - the prefix-based P/D decider disaggregated the fresh long prompts (the replay makes them
+      twice its nonCachedTokens) and sent every prefill to a prefill endpoint; with no prefix
+      match information it disaggregates nothing;
+    - under overload the interactive band is dispatched and yields less than batch;
+    - after the leader stops, routing resumes."""
+    r, b = report["rendered"], report["baseline"]
+    failures = []
+    if r["hit_rate"] is None or b["hit_rate"] is None or r["hit_rate"] <= b["hit_rate"]:
+        failures.append("the rendered config does not beat the baseline on hit rate")
+    pdf = r["pd"]
+    fresh = pdf.get("fresh", {})
+    if not pdf["disaggregated"] or fresh.get("disaggregated", 0) < 0.9 * fresh.get("served", 0):
+        failures.append(f"the P/D decider did not disaggregate the long fresh prompts ({fresh})")
+    if pdf["prefill_on_prefill_endpoint"] != pdf["disaggregated"]:
+        failures.append("a prefill went to an endpoint that is not a prefill endpoint")
+    counts = r["flow_control"]["counts"]
+    inter, batch = (counts.get(f"band {report['bands'][k]}", {}) for k in ("interactive", "batch"))
+
+    def yielded(c: dict[str, int]) -> float:
+        total = sum(c.values())
+        return (c.get("rejected", 0) + c.get("shed", 0)) / total if total else 0.0
+
+    if not inter.get("dispatched") or yielded(inter) > yielded(batch):
+        failures.append("under overload the interactive band was not served ahead of batch")
+    if r["failover"]["failed"] is not None and r["failover"]["resume_s"] is None:
+        failures.append("routing did not resume after the leader stopped")
+    return failures

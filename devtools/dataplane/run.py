@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
@@ -27,6 +28,9 @@ CACHE_AWARE_SCORERS = ("prefix-cache-scorer", "no-hit-lru-scorer", "session-affi
 GATEWAY_NS = "gateway"
 GATEWAY_IP = "10.244.0.2"
 PICKER_IPS = ("10.244.0.3", "10.244.0.4")
+# The render (tokenizer) service's pod: a stand-in for `vllm launch render`, see start_renderer.
+RENDER_NS = "render"
+RENDER_IP = "10.244.0.5"
 CONFIG_MOUNT = "/config"
 
 
@@ -40,6 +44,21 @@ def baseline_config(text: str) -> str:
             p for p in profile["plugins"] if types.get(p["pluginRef"]) not in CACHE_AWARE_SCORERS
         ]
     return str(yaml.safe_dump(config, sort_keys=False))
+
+
+def break_render_url(text: str) -> str:
+    """The negative control: the token producer's render URL on a port nothing serves (a
+    misconfigured tokenizer Service port), everything else unchanged. The picker then has no
+    tokens, so the prefix producer matches nothing and the P/D decider has no cache state."""
+    config = yaml.safe_load(text)
+    for p in config["plugins"]:
+        vllm = (p.get("parameters") or {}).get("vllm")
+        if p.get("type") in ("token-producer", "tokenizer") and vllm and vllm.get("url"):
+            parts = urlsplit(vllm["url"])
+            wrong = (parts.port or 80) + 1
+            vllm["url"] = urlunsplit(parts._replace(netloc=f"{parts.hostname}:{wrong}"))
+            return str(yaml.safe_dump(config, sort_keys=False))
+    raise ValueError("the config has no token producer with a render URL to break")
 
 
 def picker_args(args: tuple[str, ...], config_file: Path) -> list[str]:
@@ -124,6 +143,27 @@ def start_pods(procs: Processes, topo: topology.Topology, bins: dict[str, Path],
             )
 
 
+def renderer_args(renderer: topology.Renderer) -> list[str]:
+    """The render stand-in: the inference simulator serves the same two render routes the token
+    producer calls (POST /v1/chat/completions/render and /v1/completions/render, answering
+    `token_ids`; llm-d-inference-sim v0.10.2 pkg/communication/http.go) with the dummy tokenizer
+    the engines are rendered with (`--force-dummy-tokenizer=true`), so the picker's tokens are the
+    engines' tokens by construction. Model and port are the rendered render Deployment's and the
+    port the producer dials."""
+    return [
+        f"--model={renderer.model}",
+        f"--served-model-name={renderer.served_model}",
+        f"--port={renderer.port}",
+        "--force-dummy-tokenizer=true",
+    ]
+
+
+def start_renderer(procs: Processes, renderer: topology.Renderer, bins: dict[str, Path], logs: Path) -> None:
+    procs.start(
+        "render", [*netns.exec_prefix(RENDER_NS), str(bins["simulator"]), *renderer_args(renderer)], logs
+    )
+
+
 def start_pickers(
     procs: Processes,
     topo: topology.Topology,
@@ -173,9 +213,11 @@ def run_replay(
     out: Path,
     scrape: list[str],
     logs: Path,
+    picker: topology.Picker,
     deadline: str = "15s",
 ) -> list[dict[str, Any]]:
     out.mkdir(parents=True, exist_ok=True)
+    health_port = next(a.split("=")[1] for a in picker.args if a.startswith("--grpc-health-port="))
     argv = [
         *netns.exec_prefix(GATEWAY_NS),
         str(bins["gateway"]),
@@ -184,6 +226,10 @@ def run_replay(
         f"--out={out}",
         f"--scrape={','.join(scrape)}",
         f"--pick-deadline={deadline}",
+        f"--health={','.join(f'{ip}:{health_port}' for ip in PICKER_IPS[: picker.replicas])}",
+        f"--probe-period={picker.probe_period_s}s",
+        f"--probe-failures={picker.probe_failures}",
+        "--series-period=1s",
     ]
     proc = procs.start(f"gateway-{out.name}", argv, logs)
     proc.wait(timeout=900)
@@ -192,6 +238,19 @@ def run_replay(
 
 def scrapes(out: Path, tag: str) -> list[str]:
     return [p.read_text() for p in sorted(out.glob(f"{tag}-*.prom"))]
+
+
+def picture(series: dict[str, dict[str, list[tuple[float, float]]]], stack: str) -> str:
+    """Hit rate per second of each run, and the engines' waiting requests (scaled to the most
+    seen), over the replay's time."""
+    lines: dict[str, list[tuple[float, float]]] = {}
+    for tag, s in series.items():
+        lines[f"hit rate, {tag}"] = s["hit rate"]
+    waiting = series.get("rendered", {}).get("waiting", [])
+    top = max((y for _, y in waiting), default=0.0)
+    if top > 0:
+        lines[f"waiting, rendered (max {top:.0f})"] = [(x, y / top) for x, y in waiting]
+    return report.svg(lines, f"{stack}: prefix-cache hit rate and queueing over time")
 
 
 def main_run(stack: str, long: bool, broken: bool, root: Path) -> int:
@@ -214,7 +273,7 @@ def main_run(stack: str, long: bool, broken: bool, root: Path) -> int:
             bins["simulator" if b == "llm-d-inference-sim" else b] = folder / b
     rendered_config = topo.picker.config
     if broken:
-        rendered_config = rendered_config.replace("socketPort: 5557", "socketPort: 5999")
+        rendered_config = break_render_url(rendered_config)
     bands = replay.bands_of(topo.objectives)
     model = next(
         a.split("=", 1)[1]
@@ -223,7 +282,9 @@ def main_run(stack: str, long: bool, broken: bool, root: Path) -> int:
         for a in c.args
         if a.startswith("--served-model-name=")
     )
-    entries = replay.generate(replay.LONG if long else replay.SHORT, model, bands)
+    threshold = topology.pd_threshold(topo.picker.config)
+    shape = replay.fit(replay.LONG if long else replay.SHORT, threshold)
+    entries = replay.generate(shape, model, bands)
     entries_file = run_dir / "replay.jsonl"
     entries_file.write_text(replay.write(entries))
     procs = Processes([])
@@ -260,8 +321,14 @@ def main_run(stack: str, long: bool, broken: bool, root: Path) -> int:
         spaces = [(GATEWAY_NS, GATEWAY_IP)] + [
             (f"picker-{i}", PICKER_IPS[i]) for i in range(topo.picker.replicas)
         ]
+        if topo.renderer:
+            spaces.append((RENDER_NS, RENDER_IP))
         spaces += [(p.name, p.ip) for p in topo.pods]
         netns.setup(spaces)
+        if topo.renderer:
+            # The Service name resolves to the render pod inside every namespace of the run.
+            netns.write_hosts([name for name, _ in spaces], {topo.renderer.host: RENDER_IP})
+            start_renderer(procs, topo.renderer, bins, logs)
         state = cluster.load_state(root)
         forwarder = netns.Forwarder(
             [f"picker-{i}" for i in range(topo.picker.replicas)], "127.0.0.1", state.ports["apiserver"]
@@ -289,6 +356,7 @@ def main_run(stack: str, long: bool, broken: bool, root: Path) -> int:
             for port in c.ports
         }
         result: dict[str, Any] = {"stack": stack, "bands": bands, "long": long, "broken": broken}
+        series: dict[str, dict[str, list[tuple[float, float]]]] = {}
         for tag, text in (("rendered", rendered_config), ("baseline", baseline_config(rendered_config))):
             start_pods(procs, topo, bins, logs)
             pickers = start_pickers(procs, topo, text, bins, run_dir, kubeconfig, logs, tag)
@@ -297,48 +365,58 @@ def main_run(stack: str, long: bool, broken: bool, root: Path) -> int:
             warm_file.write_text(replay.write([{**entries[0], "id": "warmup", "session": "warmup"}]))
 
             def warmed(pickers: list[str] = pickers, warm: Path = warm, warm_file: Path = warm_file) -> bool:
-                results = run_replay(procs, bins, pickers, warm_file, warm, [], logs, "5s")
+                results = run_replay(procs, bins, pickers, warm_file, warm, [], logs, topo.picker, "5s")
                 return any(r["outcome"] == "served" for r in results)
 
             wait_for(f"{tag}: a request routed", warmed, 120, 2)
-            killed: dict[str, float] = {}
-            t0 = time.monotonic()
+            killed: dict[str, Any] = {}
+            out = run_dir / tag
             if tag == "rendered":
 
-                def stop_leader(killed: dict[str, float] = killed, t0: float = t0) -> None:
-                    time.sleep(3)  # inside the agent phase of the short replay
+                def stop_leader(
+                    killed: dict[str, Any] = killed, out: Path = out, pickers: list[str] = pickers
+                ) -> None:
+                    clock = out / "start_unix_ms"
+                    while not clock.exists():
+                        time.sleep(0.05)
+                    start_ms = float(clock.read_text())
+                    time.sleep(max(0.0, (start_ms + shape.failover_at_ms) / 1000 - time.time()))
                     who = leader(kube, topo.namespace)
                     for i in range(topo.picker.replicas):
                         if who == f"{topo.picker.name}-{i}":
-                            killed["at_ms"] = (time.monotonic() - t0) * 1000
+                            killed["at_ms"] = time.time() * 1000 - start_ms
+                            killed["picker"] = pickers[i]
                             procs.stop(f"picker-{i}-")
 
                 threading.Thread(target=stop_leader, daemon=True).start()
-            results = run_replay(procs, bins, pickers, entries_file, run_dir / tag, scrape, logs)
+            results = run_replay(procs, bins, pickers, entries_file, out, scrape, logs, topo.picker)
             figs = report.figures(
                 results,
-                scrapes(run_dir / tag, "before"),
-                scrapes(run_dir / tag, "after"),
+                scrapes(out, "before"),
+                scrapes(out, "after"),
                 prefill,
                 decode,
                 killed.get("at_ms"),
-                bands,
+                killed.get("picker"),
             )
+            samples = [json.loads(x) for x in (out / "series.jsonl").read_text().splitlines() if x.strip()]
+            series[tag] = report.time_series(samples)
+            # Both runs' hit rate over the same stretch: up to the leader's stop.
+            figs["hit_rate"] = report.hit_rate_until(samples, shape.failover_at_ms)
             result[tag] = figs
             procs.stop("picker-")
             procs.stop("pod-")
         result["seconds"] = round(time.monotonic() - started)
+        result["series"] = series
+        result["failures"] = report.checks(result)
         (run_dir / "report.json").write_text(json.dumps(result, indent=2) + "\n")
+        (run_dir / "report.svg").write_text(picture(series, stack))
         for line in report.lines(result):
             print(line)
-        print(f"dataplane: {stack} in {result['seconds']} s; report {run_dir / 'report.json'}")
-        rendered, baseline = result["rendered"]["hit_rate"], result["baseline"]["hit_rate"]
-        if rendered is None or baseline is None or rendered <= baseline:
-            print(
-                "dataplane: FAIL: the rendered config does not beat the baseline on hit rate", file=sys.stderr
-            )
-            return 1
-        return 0
+        print(f"dataplane: {stack} in {result['seconds']} s; report {run_dir}/report.json, report.svg")
+        for failure in result["failures"]:
+            print(f"dataplane: FAIL: {failure}", file=sys.stderr)
+        return 1 if result["failures"] else 0
     finally:
         procs.stop()
         if forwarder:

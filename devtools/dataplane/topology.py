@@ -5,6 +5,7 @@ InferenceObjectives and the serving pods the DisaggregatedSet's roles make. Pure
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -38,6 +39,21 @@ class Picker:
     config: str
     """The EndpointPickerConfig text of the rendered ConfigMap, unmodified."""
     env: dict[str, str] = field(default_factory=dict)
+    probe_period_s: int = 10
+    """The readiness probe's period and failure threshold (Kubernetes' defaults if unset)."""
+    probe_failures: int = 3
+
+
+@dataclass(frozen=True)
+class Renderer:
+    """The render (tokenizer) service the picker's token producer calls: the host name in the
+    producer's URL, the port it dials, and the model of the Deployment behind the Service
+    (`vllm launch render <model> --served-model-name=...`)."""
+
+    host: str
+    port: int
+    model: str
+    served_model: str
 
 
 @dataclass(frozen=True)
@@ -47,6 +63,7 @@ class Topology:
     pool: dict[str, Any]
     objectives: list[dict[str, Any]]
     pods: list[Pod]
+    renderer: Renderer | None = None
 
     def role(self, name: str) -> list[Pod]:
         return [p for p in self.pods if p.role == name]
@@ -93,7 +110,16 @@ def picker(docs: list[dict[str, Any]]) -> Picker:
     )
     key = config_path.removeprefix(mount["mountPath"] + "/")
     env = {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
-    return Picker(name, int(deployment["spec"].get("replicas", 1)), args, configmap["data"][key], env)
+    probe = container.get("readinessProbe", {})
+    return Picker(
+        name,
+        int(deployment["spec"].get("replicas", 1)),
+        args,
+        configmap["data"][key],
+        env,
+        int(probe.get("periodSeconds", 10)),
+        int(probe.get("failureThreshold", 3)),
+    )
 
 
 def serving_pods(docs: list[dict[str, Any]]) -> list[Pod]:
@@ -115,11 +141,73 @@ def serving_pods(docs: list[dict[str, Any]]) -> list[Pod]:
     return pods
 
 
+def render_url(config_text: str) -> str | None:
+    """The URL of the render service the config's token producer calls, if it has one."""
+    config = yaml.safe_load(config_text)
+    for p in config.get("plugins", []):
+        if p.get("type") in ("token-producer", "tokenizer"):
+            url = (p.get("parameters") or {}).get("vllm", {}).get("url")
+            return str(url) if url else None
+    return None
+
+
+def pd_threshold(config_text: str) -> int | None:
+    """The prefix-based P/D decider's `nonCachedTokens` (None without that decider)."""
+    config = yaml.safe_load(config_text)
+    for p in config.get("plugins", []):
+        if p.get("type") == "prefix-based-pd-decider":
+            return int((p.get("parameters") or {}).get("nonCachedTokens", 0)) or None
+    return None
+
+
+def renderer(docs: list[dict[str, Any]], config_text: str) -> Renderer | None:
+    """The Service the token producer's URL names (`<service>.<namespace>.svc[...]`) and the
+    Deployment its selector picks; None when the config has no render URL."""
+    url = render_url(config_text)
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = parts.port or 80
+    name, _, rest = host.partition(".")
+    namespace = rest.split(".")[0]
+    service = next(
+        d
+        for d in docs
+        if d.get("kind") == "Service"
+        and d["metadata"]["name"] == name
+        and d["metadata"].get("namespace") == namespace
+    )
+    selector = service["spec"]["selector"]
+    deployment = next(
+        d
+        for d in docs
+        if d.get("kind") == "Deployment"
+        and d["metadata"].get("namespace") == namespace
+        and all(d["spec"]["template"]["metadata"]["labels"].get(k) == v for k, v in selector.items())
+    )
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    if not any(p["port"] == port for p in service["spec"]["ports"]):
+        raise ValueError(f"the token producer dials port {port}, which Service {name} does not serve")
+    args = [str(a) for a in container.get("args", [])]
+    model = next(a for a in args if not a.startswith("-"))
+    served = next((a.split("=", 1)[1] for a in args if a.startswith("--served-model-name=")), model)
+    return Renderer(host, port, model, served)
+
+
 def topology(render_dir: Path) -> Topology:
     docs = load_manifests(render_dir)
     pool = _one(docs, "InferencePool")
     objectives = [d for d in docs if d.get("kind") == "InferenceObjective"]
-    return Topology(pool["metadata"]["namespace"], picker(docs), pool, objectives, serving_pods(docs))
+    pick = picker(docs)
+    return Topology(
+        pool["metadata"]["namespace"],
+        pick,
+        pool,
+        objectives,
+        serving_pods(docs),
+        renderer(docs, pick.config),
+    )
 
 
 def selected(pool: dict[str, Any], pods: list[Pod]) -> list[Pod]:

@@ -28,6 +28,8 @@ import (
 	extproc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // One replayed request, as devtools/dataplane/replay.py writes it (one JSON object a line).
@@ -57,6 +59,7 @@ type result struct {
 	Prefill     string  `json:"prefill"`
 	Status      int     `json:"status"`
 	Outcome     string  `json:"outcome"`
+	Reason      string  `json:"reason,omitempty"`
 	PickMs      float64 `json:"pick_ms"`
 	TTFTMs      float64 `json:"ttft_ms"`
 	TotalMs     float64 `json:"total_ms"`
@@ -65,19 +68,61 @@ type result struct {
 
 const destinationHeader = "x-gateway-destination-endpoint" // pkg/epp/metadata/consts.go
 const prefillHeader = "x-prefiller-host-port"              // pkg/common/.../PrefillEndpointHeader
+const droppedHeader = "x-llm-d-request-dropped-reason"      // pkg/common/error/error.go
 
 type picked struct {
 	destination string
 	prefill     string
 	headers     map[string]string
 	body        []byte
-	immediate   int // HTTP status of an ImmediateResponse (flow control rejection), else 0
+	immediate   int    // HTTP status of an ImmediateResponse (flow control rejection), else 0
+	reason      string // its dropped-reason header
 }
 
 type picker struct {
 	addrs   []string
 	conns   []*grpc.ClientConn
 	current atomic.Int32
+	// Readiness as a Service sees it: the kubelet's gRPC probe of the picker's "readiness"
+	// health service (ready only on the leader and not while draining, cmd/epp/runner/health.go),
+	// every probe period, not ready after failureThreshold failures, ready after one success.
+	ready []atomic.Bool
+}
+
+func (p *picker) probe(health string, i int, period time.Duration, failures int) {
+	conn, err := grpc.NewClient(health, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return
+	}
+	failed := 0
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), period)
+		r, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: "readiness"})
+		cancel()
+		if err == nil && r.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			failed = 0
+			p.ready[i].Store(true)
+		} else if failed++; failed >= failures {
+			p.ready[i].Store(false)
+		}
+		time.Sleep(period)
+	}
+}
+
+// next is the picker a request goes to: with probes, a ready one (the current if it is),
+// else -1; without, the current one.
+func (p *picker) next() int {
+	i := int(p.current.Load())
+	if p.ready == nil || p.ready[i].Load() {
+		return i
+	}
+	for j := range p.addrs {
+		if p.ready[j].Load() {
+			p.current.Store(int32(j))
+			return j
+		}
+	}
+	return -1
 }
 
 func (p *picker) stream(ctx context.Context, i int) (extproc.ExternalProcessor_ProcessClient, error) {
@@ -147,6 +192,14 @@ func (p *picker) pick(ctx context.Context, i int, e *entry) (extproc.ExternalPro
 		switch v := r.GetResponse().(type) {
 		case *extproc.ProcessingResponse_ImmediateResponse:
 			out.immediate = int(v.ImmediateResponse.GetStatus().GetCode())
+			for _, h := range v.ImmediateResponse.GetHeaders().GetSetHeaders() {
+				if strings.EqualFold(h.GetHeader().GetKey(), droppedHeader) {
+					out.reason = string(h.GetHeader().GetRawValue())
+					if out.reason == "" {
+						out.reason = h.GetHeader().GetValue()
+					}
+				}
+			}
 			return s, out, nil
 		case *extproc.ProcessingResponse_RequestHeaders:
 			applyMutation(v.RequestHeaders.GetResponse(), out)
@@ -192,7 +245,12 @@ func (p *picker) route(e *entry, start time.Time, client *http.Client, deadline 
 	// A Service in front of the pickers sends to the ready one (the leader); the stand-in keeps
 	// the last picker that answered and moves to the next on an error, until the deadline.
 	for attempt := 0; time.Since(began) < deadline; attempt++ {
-		i := int(p.current.Load())
+		i := p.next()
+		if i < 0 {
+			lastErr = errors.New("no picker ready")
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		var err error
 		s, got, err = p.pick(ctx, i, e)
@@ -216,7 +274,7 @@ func (p *picker) route(e *entry, start time.Time, client *http.Client, deadline 
 		return r
 	}
 	if got.immediate != 0 {
-		r.Outcome, r.Status = "rejected", got.immediate
+		r.Outcome, r.Status, r.Reason = "rejected", got.immediate, got.reason
 		return r
 	}
 	r.Destination, r.Prefill = got.destination, got.prefill
@@ -275,12 +333,46 @@ func scrape(client *http.Client, urls []string, dir, tag string) {
 	}
 }
 
+// series scrapes the URLs every period and appends one line of raw expositions per scrape
+// (t in ms since start), until stop is closed.
+func series(client *http.Client, urls []string, path string, start time.Time, period time.Duration, stop chan struct{}) {
+	f, err := os.Create(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	enc := json.NewEncoder(f)
+	for {
+		texts := make([]string, 0, len(urls))
+		for _, u := range urls {
+			resp, err := client.Get(u)
+			if err != nil {
+				texts = append(texts, "")
+				continue
+			}
+			b, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			texts = append(texts, string(b))
+		}
+		_ = enc.Encode(map[string]any{"t_ms": time.Since(start).Milliseconds(), "scrapes": texts})
+		select {
+		case <-stop:
+			return
+		case <-time.After(period):
+		}
+	}
+}
+
 func main() {
 	pickers := flag.String("pickers", "", "comma-separated ext_proc addresses of the endpoint pickers")
 	replay := flag.String("replay", "", "replay file (JSON lines)")
 	out := flag.String("out", "", "directory for results.jsonl and metric scrapes")
 	scrapes := flag.String("scrape", "", "comma-separated metrics URLs scraped before and after")
 	deadline := flag.Duration("pick-deadline", 15*time.Second, "how long one request may wait for a picker")
+	health := flag.String("health", "", "comma-separated gRPC health addresses of the pickers (probed for readiness)")
+	probePeriod := flag.Duration("probe-period", 2*time.Second, "readiness probe period")
+	probeFailures := flag.Int("probe-failures", 3, "readiness probe failure threshold")
+	seriesPeriod := flag.Duration("series-period", 0, "scrape the metrics URLs this often into series.jsonl (0: off)")
 	flag.Parse()
 	data, err := os.ReadFile(*replay)
 	if err != nil {
@@ -311,6 +403,17 @@ func main() {
 		}
 		p.conns = append(p.conns, c)
 	}
+	if *health != "" {
+		addrs := strings.Split(*health, ",")
+		p.ready = make([]atomic.Bool, len(addrs))
+		for i, a := range addrs {
+			go p.probe(a, i, *probePeriod, *probeFailures)
+		}
+		// Routing starts once a Service would have an endpoint (or the deadline passes).
+		for waited := time.Duration(0); p.next() < 0 && waited < *deadline; waited += 100 * time.Millisecond {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	client := &http.Client{Timeout: 120 * time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}}
 	urls := []string{}
 	if *scrapes != "" {
@@ -326,6 +429,15 @@ func main() {
 	var wg sync.WaitGroup
 	enc := json.NewEncoder(file)
 	start := time.Now()
+	// The replay's clock, for whoever stops a picker mid-replay (unix ms).
+	_ = os.WriteFile(*out+"/start_unix_ms", []byte(fmt.Sprint(start.UnixMilli())), 0o644)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	if *seriesPeriod > 0 {
+		go func() { series(client, urls, *out+"/series.jsonl", start, *seriesPeriod, stop); close(done) }()
+	} else {
+		close(done)
+	}
 	// Turns of one session go in order (a turn follows the previous answer); sessions and bursts
 	// run concurrently at their scheduled times.
 	bySession := map[string][]*entry{}
@@ -353,6 +465,8 @@ func main() {
 		}(bySession[name])
 	}
 	wg.Wait()
+	close(stop)
+	<-done
 	_ = file.Close()
 	scrape(client, urls, *out, "after")
 }
