@@ -80,7 +80,7 @@ bench-workload: ## Validate every stack's benchmark workload with the pinned inf
 .PHONY: preflight-probe
 preflight-probe: ## The fabric preflight probe over the pinned NIXL (UCX, host memory, two local agents; cached env)
 	$(UV) run --frozen python -m devtools.preflight_probe.env
-	$(UV) run --frozen pytest -m nixl tests/test_preflight_probe.py
+	$(UV) run --frozen pytest -m nixl tests/devtools/test_preflight_probe.py
 
 .PHONY: checkov
 checkov: ## checkov over every rendered stack, serving pod templates included (pinned, cached env)

@@ -6,5 +6,5 @@ repository root (the Makefile's targets); `llmd-fleet twin` dispatches here from
 
 It imports the library; the library never imports it (tests/test_dependencies.py). The Go wrapper
 modules (twin/gomod, promtool/gomod, router_check/gomod) keep comments naming their former paths
-under llmd_fleet/tools: their bytes key the build caches, and rewording them would rebuild every
+under llmd_fleet/cli: their bytes key the build caches, and rewording them would rebuild every
 binary from source."""

@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmd_fleet.tools.paths import CHECKOUT
-from llmd_fleet.tools.stack_file import stack_names
+from llmd_fleet.cli.paths import CHECKOUT
+from llmd_fleet.cli.stack_file import stack_names
 
 ROOT = CHECKOUT
 BARE_IMPORT = "import pulumi, pulumi_kubernetes"
@@ -58,7 +58,7 @@ def best(command: list[str], repeat: int) -> Run:
 
 
 def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "llmd_fleet.tools.cli", *args]
+    return [sys.executable, "-m", "llmd_fleet.cli.main", *args]
 
 
 def stacks() -> list[str]:

@@ -4,7 +4,7 @@
     python -m devtools.config_reference --check    exit 1 when the committed file is stale
 
 Every field's key path, type, default, bounds and description come from the pydantic models in
-components/config*.py, where they are declared once; `tests/test_config_reference.py` fails when
+components/config*.py, where they are declared once; `tests/config/test_config_reference.py` fails when
 the committed page no longer matches them.
 """
 
@@ -20,8 +20,9 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from llmd_fleet.config import fleet as config_module
-from llmd_fleet.tools.paths import CHECKOUT
+from llmd_fleet.cli.paths import CHECKOUT
+from llmd_fleet.config import stack
+from llmd_fleet.targets.base import TargetBase
 
 ROOT = CHECKOUT
 OUTPUT = ROOT / "docs" / "configuration.md"
@@ -110,18 +111,21 @@ def _nested_models(annotation: Any) -> list[type[BaseModel]]:
 
 
 def _rows(model: type[BaseModel], prefix: str) -> list[str]:
-    rows = []
-    for name, field in model.model_fields.items():
-        key = f"{prefix}.{field.alias or name}"
-        description = " ".join((field.description or "").split()).replace("|", "\\|")
-        cells = (f"`{key}`", _type_name(field.annotation), _default(field), _constraints(field), description)
-        rows.append("| " + " | ".join(cells) + " |")
-        for nested in _nested_models(field.annotation):
-            is_map = typing.get_origin(field.annotation) is dict or any(
-                typing.get_origin(a) is dict for a in typing.get_args(field.annotation)
-            )
-            is_list = "list of" in _type_name(field.annotation)
-            rows += _rows(nested, f"{key}.<name>" if is_map else f"{key}[]" if is_list else key)
+    return [row for name, field in model.model_fields.items() for row in _field_rows(name, field, prefix)]
+
+
+def _field_rows(name: str, field: FieldInfo, prefix: str) -> list[str]:
+    """The row of one field, then the rows of the models under it."""
+    key = f"{prefix}.{field.alias or name}"
+    description = " ".join((field.description or "").split()).replace("|", "\\|")
+    cells = (f"`{key}`", _type_name(field.annotation), _default(field), _constraints(field), description)
+    rows = ["| " + " | ".join(cells) + " |"]
+    for nested in _nested_models(field.annotation):
+        is_map = typing.get_origin(field.annotation) is dict or any(
+            typing.get_origin(a) is dict for a in typing.get_args(field.annotation)
+        )
+        is_list = "list of" in _type_name(field.annotation)
+        rows += _rows(nested, f"{key}.<name>" if is_map else f"{key}[]" if is_list else key)
     return rows
 
 
@@ -134,19 +138,28 @@ def render() -> str:
         "every value is checked before anything is rendered or deployed (docs/bad-input.md).",
         "",
     ]
-    sections: list[tuple[str, type[BaseModel], bool]] = [
-        (key, model, True) for key, model in config_module._OBJECT_KEYS.items()
+    sections = [(key, True) for key in stack.OBJECT_KEYS] + [
+        (key, False) for key in stack.OPTIONAL_OBJECT_KEYS
     ]
-    sections += [(key, model, False) for key, model in config_module._OPTIONAL_OBJECT_KEYS.items()]
-    for key, model, required in sections:
+    for key, required in sections:
+        models = _nested_models(stack.StackConfig.model_fields[key].annotation)
+        # A section that is a union discriminated by kind (the target): the keys every kind has,
+        # then each kind's own section.
+        base = TargetBase if len(models) > 1 else models[0]
+        rows = _rows(base, key)
+        for member in models if len(models) > 1 else []:
+            own = {n: f for n, f in member.model_fields.items() if n not in base.model_fields}
+            for name, field in own.items():
+                if f"`{key}.{field.alias or name}`" not in "".join(rows):
+                    rows += _field_rows(name, field, key)
         lines += [
             f"## `llmd-fleet:{key}`{'' if required else ' (optional)'}",
             "",
-            " ".join((model.__doc__ or "").split()),
+            " ".join((base.__doc__ or "").split()),
             "",
             "| key | type | default | bounds | description |",
             "|---|---|---|---|---|",
-            *_rows(model, key),
+            *rows,
             "",
         ]
     lines += [
@@ -154,7 +167,7 @@ def render() -> str:
         "",
         "Set only with `pulumi config set --secret`; a plain value is refused.",
         "",
-        *(f"- `llmd-fleet:{key}`" for key in config_module.SECRET_KEYS),
+        *(f"- `llmd-fleet:{key}`" for key in stack.SECRET_KEYS),
         "",
     ]
     return "\n".join(lines)

@@ -4,15 +4,15 @@
     python -m devtools.golden --check    exit 1 and list the files that differ
 
 A change to what a stack deploys then shows up in review as a diff of plain YAML, and
-tests/test_golden.py fails until the golden copy is refreshed on purpose.
+tests/stacks/test_golden.py fails until the golden copy is refreshed on purpose.
 """
 
 import argparse
 import shutil
 import sys
 
-from llmd_fleet.tools.paths import CHECKOUT
-from llmd_fleet.tools.stack_file import stack_names
+from llmd_fleet.cli.paths import CHECKOUT
+from llmd_fleet.cli.stack_file import stack_names
 
 ROOT = CHECKOUT
 GOLDEN = ROOT / "tests" / "golden"
@@ -25,8 +25,8 @@ def stacks() -> list[str]:
 
 def rendered(stack: str) -> dict[str, str]:
     """The files `llmd-fleet render` writes for a stack (the marker file aside)."""
-    from llmd_fleet.tools.render import render_files
-    from llmd_fleet.tools.synth import synthesize
+    from llmd_fleet.cli.render import render_files
+    from llmd_fleet.cli.synth import synthesize
 
     return render_files(synthesize(STACKS, stack))
 

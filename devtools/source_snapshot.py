@@ -21,7 +21,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmd_fleet.tools.paths import CHECKOUT
+from llmd_fleet.cli.paths import CHECKOUT
 
 # Where CI and a developer's machine keep the shared build inputs: beside the checkout.
 SHARED_SOURCES = CHECKOUT.parent / "shared" / "src"

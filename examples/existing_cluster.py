@@ -14,7 +14,7 @@ Config, in this program's own namespace `platform`:
                           responses)
     platform:responsesDbPassword  with `responses`: the response store owner's password (secret)
 
-Run it with `pulumi up` from examples/ (Pulumi.yaml there); tests/test_examples.py runs
+Run it with `pulumi up` from examples/ (Pulumi.yaml there); tests/stacks/test_examples.py runs
 `add_llmd_serving` under the mock engine.
 """
 
@@ -24,10 +24,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from llmd_fleet import ServingLayers, add_serving_layers
-from llmd_fleet.config.fleet import parse_config
+from llmd_fleet.config.parse import parse_config
 from llmd_fleet.images.build import serving_image
-from llmd_fleet.plan.fabric import fabric_for
 from llmd_fleet.plan.fleet import plan_fleet
+from llmd_fleet.targets.specs import fabric_for
 
 
 def add_llmd_serving(
@@ -37,7 +37,7 @@ def add_llmd_serving(
 ) -> ServingLayers:
     """Validate and plan `settings`, then declare the LWS controller, serving, gateway and router
     (and with `responses` the agentic API and its CloudNativePG database, whose owner's password
-    is `responses_password`) on `provider`'s cluster. Raises llmd_fleet.config.fleet.ConfigError or
+    is `responses_password`) on `provider`'s cluster. Raises llmd_fleet.ConfigError or
     llmd_fleet.plan.fleet.PlanError, naming each bad key, before anything is declared."""
     config = parse_config(settings)
     plan = plan_fleet(config)

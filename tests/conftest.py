@@ -9,7 +9,7 @@ import pulumi
 import pytest
 import yaml
 
-from llmd_fleet.config.fleet import PROJECT
+from llmd_fleet.core.problems import PROJECT
 from llmd_fleet.versions import versions
 
 REPO = Path(__file__).resolve().parent.parent
@@ -32,7 +32,7 @@ def _serving(stack: str) -> dict[str, Any]:
 
 def vllm_stacks() -> list[str]:
     """The GPU stacks: every stack but those whose serving pods run the simulator
-    (`serving.engine: simulator`, kind local only; tests/test_local_sim.py covers them)."""
+    (`serving.engine: simulator`, kind local only; tests/targets/test_local_sim.py covers them)."""
     simulated = {s for s in all_stacks() if _serving(s).get("engine") == "simulator"}
     return [s for s in all_stacks() if s not in simulated]
 
@@ -91,7 +91,7 @@ def set_stack_config(raw: dict[str, Any], secrets: dict[str, str] | None = None)
 def rendered(tmp_path_factory):
     """`rendered(stack)`: every object `llmd-fleet render` writes for a stack, rendered once per
     test session."""
-    from llmd_fleet.tools.cli import run
+    from llmd_fleet.cli.main import run
 
     objects: dict[str, list[dict[str, Any]]] = {}
 

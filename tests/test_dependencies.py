@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import REPO
 
 PACKAGE = REPO / "components" / "llmd_fleet"
-TIER_NAMES = ("base", "config", "plan", "builders/components", "program", "tools")
+TIER_NAMES = ("base", "config", "plan", "builders/components", "program", "cli")
 # Modules of the base tier (facts every tier shares) besides `llmd_fleet.core`; the config package's
 # own base modules are base too, so the plan and the builders can take a grammar or a registry
 # without the models.
@@ -28,31 +28,32 @@ BASE = {
     "llmd_fleet.config.base",
     "llmd_fleet.config.vllm_registry",
 }
-# Subpackage -> tier; the areas of the runtime library (one per type-token area) and the in-cluster
-# layers share tier 3.
+# Subpackage -> tier, for the subpackages that are not sliced.
 AREAS = {
     "core": 0,
     "config": 1,
     "plan": 2,
-    # The preflight probe: self-contained (it runs alone in the serving image), pure.
-    "preflight": 2,
-    **dict.fromkeys(
-        (
-            "cluster",
-            "platform",
-            "security",
-            "observability",
-            "serving",
-            "router",
-            "responses",
-            "images",
-            "layers",
-        ),
-        3,
-    ),
-    "tools": 5,
+    **dict.fromkeys(("platform", "security", "images"), 3),
+    "cli": 5,
     "policies": 5,
 }
+SLICED = ("layers", "targets")
+"""One folder per in-cluster layer and per target kind; their files' tiers go by file name."""
+SLICE_FILE_TIERS = {
+    # the section models and the cross-field rules: the config tier
+    "config": 1,
+    "rules": 1,
+    "fabric": 1,
+    "tcpxo_plan": 1,
+    # names, selectors, ports and NetworkPolicy flows read the plan; the probe is self-contained
+    "specs": 2,
+    "flows": 2,
+    "probe": 2,
+}
+"""A slice file's tier by its name; any other file of a slice (component.py, cluster.py, build.py,
+pod.py, ...) declares resources or builds them: tier 3."""
+SLICE_ROOT_TIERS = {"base": 1, "rules": 1, "specs": 1, "declared": 3}
+"""Files at the root of `targets/`: `base` (TargetBase, TargetSpec) and `specs` (SPECS) are config."""
 PURE = 2  # tiers up to this one import no Pulumi and no cloud SDK
 
 
@@ -63,10 +64,19 @@ def tier(module: str) -> int:
     parts = module.split(".")
     if parts[:2] == ["llmd_fleet", "program"]:
         return 4
-    if len(parts) >= 2 and parts[1] in AREAS:
-        return AREAS[parts[1]]
     if module == "llmd_fleet":
         return 3  # the API facade re-exports components
+    if len(parts) >= 2 and parts[1] in SLICED:
+        if len(parts) == 2 or (len(parts) == 3 and parts[2] not in SLICE_ROOT_TIERS):
+            return 0  # the folder's own __init__ (a docstring) and the slice folders' __init__
+        if len(parts) == 3:
+            return SLICE_ROOT_TIERS[parts[2]]
+        if len(parts) >= 4:
+            return SLICE_FILE_TIERS.get(parts[-1], 3)
+    if parts[1:2] == ["images"] and parts[-1] in ("config", "rules"):
+        return 1
+    if len(parts) >= 2 and parts[1] in AREAS:
+        return AREAS[parts[1]]
     raise AssertionError(f"{module} has no tier: add it to BASE or AREAS in tests/test_dependencies.py")
 
 
@@ -136,10 +146,10 @@ def test_the_check_sees_an_upward_import(tmp_path):
     """The rule is not vacuous: a config module importing a builder is caught."""
     bad = tmp_path / "bad.py"
     bad.write_text(
-        "from llmd_fleet.platform.dra import claim_template_spec\nfrom llmd_fleet.serving import pod\n"
+        "from llmd_fleet.platform.dra import claim_template_spec\nfrom llmd_fleet.layers.serving import pod\n"
     )
     upward = [m for m in imports(bad) if m.startswith("llmd_fleet") and tier(m) > AREAS["config"]]
-    assert upward == ["llmd_fleet.platform.dra", "llmd_fleet.serving", "llmd_fleet.serving.pod"]
+    assert upward == ["llmd_fleet.platform.dra", "llmd_fleet.layers.serving.pod"]
 
 
 def test_pure_tiers_import_without_the_sdks():
@@ -148,7 +158,7 @@ def test_pure_tiers_import_without_the_sdks():
     import sys
 
     code = (
-        "import sys, llmd_fleet.core.netpol, llmd_fleet.config.fleet, llmd_fleet.plan.fleet,"
+        "import sys, llmd_fleet.core.netpol, llmd_fleet.config.parse, llmd_fleet.plan.fleet,"
         " llmd_fleet.plan.observability;"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('pulumi', 'pulumi_kubernetes'));"
         "print(bad); sys.exit(1 if bad else 0)"
@@ -205,16 +215,37 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+ROLES = {
+    "config": "model",
+    "fabric": "model",
+    "tcpxo_plan": "model",
+    "rules": "rules",
+    "specs": "specs",
+    "flows": "flows",
+}
+"""A slice file's role by its name (others by tier): the models, the rules that read the whole
+stack, the plan-tier builders, the components. The roles of one slice are distinct areas because
+the config core sits between them: the slices' models -> config.stack -> the slices' rules ->
+config.parse."""
+
+
 def area(module: str) -> str:
-    """A module's area: its subpackage (`llmd_fleet.layers` for every layer's slice); a top-level
-    module is an area of its own."""
-    return ".".join(module.split(".")[:2])
+    """A module's area: a slice's role (`llmd_fleet.layers.router:model`), a module of the config
+    core or of the targets' root on its own, else its subpackage; a top-level module is an area
+    of its own."""
+    parts = module.split(".")
+    if slice_of(module) is not None or parts[1:2] == ["images"]:
+        owner = slice_of(module) or "llmd_fleet.images"
+        return f"{owner}:{ROLES.get(parts[-1], TIER_NAMES[tier(module)])}"
+    if parts[1:2] in (["config"], ["targets"]):
+        return module
+    return ".".join(parts[:2])
 
 
 def slice_of(module: str) -> str | None:
-    """The layer slice a module belongs to (`llmd_fleet.layers.router`), if any."""
+    """The slice a module belongs to (`llmd_fleet.layers.router`, `llmd_fleet.targets.gke`), if any."""
     parts = module.split(".")
-    return ".".join(parts[:3]) if parts[1:2] == ["layers"] and len(parts) > 3 else None
+    return ".".join(parts[:3]) if parts[1:2] in (["layers"], ["targets"]) and len(parts) > 3 else None
 
 
 def test_no_import_cycle_between_areas():
@@ -226,20 +257,40 @@ def test_no_import_cycle_between_areas():
     assert cycles(graph) == []
 
 
+COMPOSED = {
+    # ModelServing declares the ModelExpress server and the fabric preflight as its children (the
+    # parent chain is part of every URN, so the composition stays where the URNs were made).
+    ("llmd_fleet.layers.serving.component", "llmd_fleet.layers.modelexpress.component"),
+    ("llmd_fleet.layers.serving.component", "llmd_fleet.layers.preflight.component"),
+    # The agentic API's routes attach to the gateway's Gateway (its policy API and drain settings).
+    ("llmd_fleet.layers.responses.component", "llmd_fleet.layers.gateway.component"),
+    # A cloud target's database hands the Responses layer a ManagedDatabase (Pulumi outputs).
+    ("llmd_fleet.targets.gke.database", "llmd_fleet.layers.responses.component"),
+    ("llmd_fleet.targets.eks.database", "llmd_fleet.layers.responses.component"),
+    ("llmd_fleet.targets.gke.build", "llmd_fleet.layers.responses.component"),
+    ("llmd_fleet.targets.eks.build", "llmd_fleet.layers.responses.component"),
+    ("llmd_fleet.targets.onprem.build", "llmd_fleet.layers.responses.component"),
+}
+"""Component-to-component edges between slices, each for the reason given."""
+
+
 def test_slices_meet_only_through_their_specs():
-    """A layer refers to another layer only through that layer's `specs.py` (its names, selectors,
-    ports and peers), never its flows or its component. Traffic runs both ways between layers (the
-    gateway reaches the engines, whose policy admits the gateway), so slices may know each other's
-    specs; specs import no flows and no component, which keeps the modules free of cycles."""
+    """A slice (a layer or a target kind) refers to another only through that slice's `specs.py`
+    (its names, selectors, ports and peers) or its `config.py` (its section's model), never its
+    flows, rules or component. Traffic runs both ways between layers (the gateway reaches the
+    engines, whose policy admits the gateway), so slices may know each other's specs; specs and
+    configs import no flows and no component, which keeps the modules free of cycles."""
     for module, imported in package_graph().items():
         if slice_of(module) is None:
-            continue  # the cores (security/isolation.py, program.py) take each layer's flows and component
+            continue  # the cores (config/parse.py, security/isolation.py, program.py) take every slice
         for target in imported:
-            if slice_of(target) not in (None, slice_of(module)):
-                assert target.endswith(".specs"), f"{module} imports {target}: import its slice's specs"
+            if slice_of(target) not in (None, slice_of(module)) and (module, target) not in COMPOSED:
+                assert target.endswith((".specs", ".config", ".fabric", ".tcpxo_plan")), (
+                    f"{module} imports {target}: import its slice's specs or config"
+                )
 
 
-PURE_FILES = ("flows", "specs", "config", "rules")
+PURE_FILES = ("flows", "specs", "config", "rules", "fabric", "tcpxo_plan", "probe")
 """Files of a slice that build data only; `component.py` and the like declare resources."""
 
 

@@ -7,56 +7,27 @@ import tokenize
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from llmd_fleet.images.spec import build_args
 from llmd_fleet.versions import VersionMatrix, matrix_path, version_tuple, versions
 from tests.conftest import REPO
+from tests.helpers import MATRIX, VERSION_SHAPE, matrix_raw, matrix_versions, version_pattern
 
-MATRIX = REPO / "images" / "versions.toml"
 # Where a version must never be written down: everything that is code or config, except the matrix.
 SCANNED_DIRS = ("components", "infra", "policies", "stacks", "tests", "examples")
 SCANNED_SUFFIXES = {".py", ".yaml", ".yml", ".json", ".toml", ".sh", ".cfg", ".ini"}
 THIS_FILE = Path(__file__).resolve()
 
 # Matrix keys whose values are not versions (names, URLs, architectures).
-NOT_VERSIONS = {"chart", "repository", "url", "base_repository", "cuda_arch"}
 # What a pinned version looks like: 1.34, v0.33.0, 3.4.5-0, 0.7.2.post1, a git commit, a digest.
-VERSION_SHAPE = re.compile(r"^(v?\d+(\.\d+)+([-+.~][0-9A-Za-z.]+)*|[0-9a-f]{7,64}|sha256:[0-9a-f]{64})$")
-
 # Known hard-coded copies, each to be replaced by a read of the matrix; the test below fails once
 # one is gone, so this list only shrinks.
 KNOWN_COPIES = {
-    ("tests/test_config.py", "1.34"): "expected error text of the minimum-version check",
-    ("tests/test_policies.py", "0.11.1"): "expected text of the image-pinned chart violation",
+    ("tests/config/test_config.py", "1.34"): "expected error text of the minimum-version check",
+    ("tests/policies/test_supply_chain.py", "0.11.1"): "expected text of the image-pinned chart violation",
 }
-
-
-def _raw() -> dict[str, Any]:
-    return tomllib.loads(MATRIX.read_text())
-
-
-def matrix_versions(raw: dict[str, Any]) -> dict[str, list[str]]:
-    """Every version string of the matrix -> the keys that pin it."""
-    found: dict[str, list[str]] = {}
-
-    def walk(node: Any, path: tuple[str, ...]) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                walk(value, (*path, key))
-        elif isinstance(node, str) and path[-1] not in NOT_VERSIONS and VERSION_SHAPE.match(node):
-            found.setdefault(node, []).append(".".join(path))
-
-    walk(raw, ())
-    return found
-
-
-def _pattern(version: str) -> re.Pattern[str]:
-    """`version` as a whole token: 1.34 matches in "1.34 or newer" and "k8s-1.34", never inside
-    1.34.2, 11.34 or v1.34 (v1.34 is a version of its own and listed separately if pinned)."""
-    return re.compile(r"(?<![0-9A-Za-z_.])" + re.escape(version) + r"(?![0-9A-Za-z_]|\.[0-9A-Za-z])")
 
 
 def _scanned_files() -> Iterator[Path]:
@@ -93,7 +64,7 @@ def _code_lines(path: Path) -> Iterator[tuple[int, str]]:
 
 def hard_coded_versions() -> set[tuple[str, str, int]]:
     """(file, version, line) for every matrix version written down outside the matrix."""
-    patterns = {version: _pattern(version) for version in matrix_versions(_raw())}
+    patterns = {version: version_pattern(version) for version in matrix_versions(matrix_raw())}
     hits = set()
     for path in _scanned_files():
         for number, line in _code_lines(path):
@@ -107,14 +78,14 @@ def test_matrix_loads_from_the_checkout():
     assert matrix_path().resolve() == MATRIX.resolve()
     matrix = versions()
     assert isinstance(matrix, VersionMatrix)
-    assert VersionMatrix.model_validate(_raw()) == matrix
+    assert VersionMatrix.model_validate(matrix_raw()) == matrix
 
 
 def test_every_name_the_code_asks_for_is_in_the_matrix():
     """Every versions().image/chart/manifest("<name>") in the source names an existing entry."""
     call = re.compile(r"\.(image|chart|manifest)\(\s*[\"']([A-Za-z0-9._-]+)[\"']\s*\)")
     tables = {"image": "images", "chart": "charts", "manifest": "manifests"}
-    raw = _raw()
+    raw = matrix_raw()
     asked = set()
     for path in _scanned_files():
         if path.suffix == ".py":
@@ -187,12 +158,12 @@ def test_matrix_values_agree_with_each_other():
 def test_the_version_scan_finds_what_it_should(tmp_path):
     """The token rule: whole versions only, so "1.34.2" is not the minimum "1.34"; comments are
     not pins, strings and docstrings are."""
-    minimum = _pattern("1.34")
+    minimum = version_pattern("1.34")
     assert minimum.search('"1.34 or newer"') and minimum.search("k8s-1.34)") and minimum.search("v=1.34.")
     assert not minimum.search("1.34.2") and not minimum.search("11.34") and not minimum.search("v1.34")
     assert not minimum.search("1.345") and not minimum.search("python1.34")
-    assert _pattern("v0.33.0").search("vllm-openai:v0.33.0@sha")
-    assert not _pattern("0.33.0").search("vllm-openai:v0.33.0")
+    assert version_pattern("v0.33.0").search("vllm-openai:v0.33.0@sha")
+    assert not version_pattern("0.33.0").search("vllm-openai:v0.33.0")
     source = tmp_path / "example.py"
     source.write_text('"""Doc 1.34."""\nx = "1.34"  # 1.34 in a comment\n# 1.34\ny = 2\n')
     assert [n for n, line in _code_lines(source) if minimum.search(line)] == [1, 2]

@@ -119,7 +119,7 @@ def test_the_example_program_runs_under_mocks(installed: Path, tmp_path: Path) -
             """
             import json
             import pulumi, pulumi_kubernetes as k8s, yaml
-            from llmd_fleet.tools.synth import RecordingMocks
+            from llmd_fleet.cli.synth import RecordingMocks
 
             mocks = RecordingMocks()
             pulumi.runtime.set_mocks(mocks, project="platform", stack="wheel", preview=False)

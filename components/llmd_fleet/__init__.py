@@ -18,7 +18,7 @@ The public API, by area (each subpackage matches a component type token `llmd-fl
 
 Each component takes one `<Component>Args` TypedDict; its docstring says what every key means and
 its default. Names load on first use, so `import llmd_fleet` and the pure layers need no Pulumi SDK.
-The offline tools (`llmd_fleet.tools`: the `llmd-fleet` CLI, policy runner, checkers) and the
+The offline tools (`llmd_fleet.cli`: the `llmd-fleet` CLI, policy runner, checkers) and the
 policy pack (`llmd_fleet.policies`) are not part of this API.
 """
 
@@ -26,7 +26,23 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from llmd_fleet.cluster.eks import (
+    from llmd_fleet.config.parse import parse_config
+    from llmd_fleet.config.stack import StackConfig
+    from llmd_fleet.core.fabric import Fabric
+    from llmd_fleet.core.problems import ConfigError
+    from llmd_fleet.images.build import ImageBuild, ImageBuildArgs, serving_image
+    from llmd_fleet.layers.autoscaling.component import Autoscaling, AutoscalingArgs
+    from llmd_fleet.layers.gateway.component import GatewayLayer, GatewayLayerArgs
+    from llmd_fleet.layers.observability.component import Observability, ObservabilityArgs
+    from llmd_fleet.layers.responses.component import ResponsesLayer, ResponsesLayerArgs
+    from llmd_fleet.layers.router.component import Router, RouterArgs
+    from llmd_fleet.layers.serving.component import ModelServing, ModelServingArgs
+    from llmd_fleet.plan.fleet import FleetPlan, PlanError, plan_fleet
+    from llmd_fleet.platform.accelerators import AcceleratorPlatform, AcceleratorPlatformArgs
+    from llmd_fleet.platform.lws import LeaderWorkerSetController, LeaderWorkerSetControllerArgs
+    from llmd_fleet.program import ServingLayers, ServingLayersArgs, add_serving_layers
+    from llmd_fleet.security.isolation import NetworkIsolation, NetworkIsolationArgs
+    from llmd_fleet.targets.eks.cluster import (
         EksCluster,
         EksClusterArgs,
         EksGpuCapacity,
@@ -38,7 +54,8 @@ if TYPE_CHECKING:
         EksSystemNodes,
         EksSystemNodesArgs,
     )
-    from llmd_fleet.cluster.gke import (
+    from llmd_fleet.targets.eks.database import EksResponses, EksResponsesArgs
+    from llmd_fleet.targets.gke.cluster import (
         GkeCluster,
         GkeClusterArgs,
         GkeNetwork,
@@ -46,80 +63,66 @@ if TYPE_CHECKING:
         GkeNodePool,
         GkeNodePoolArgs,
     )
-    from llmd_fleet.cluster.onprem import OnPremCluster, OnPremClusterArgs
-    from llmd_fleet.cluster.tcpxo import TcpxoNodeSetup, TcpxoNodeSetupArgs
-    from llmd_fleet.config.fleet import ConfigError, StackConfig, parse_config
-    from llmd_fleet.images.build import ImageBuild, ImageBuildArgs, serving_image
-    from llmd_fleet.observability.monitoring import Observability, ObservabilityArgs
-    from llmd_fleet.plan.fabric import Fabric, fabric_for
-    from llmd_fleet.plan.fleet import FleetPlan, PlanError, plan_fleet
-    from llmd_fleet.platform.accelerators import AcceleratorPlatform, AcceleratorPlatformArgs
-    from llmd_fleet.platform.lws import LeaderWorkerSetController, LeaderWorkerSetControllerArgs
-    from llmd_fleet.program import ServingLayers, ServingLayersArgs, add_serving_layers
-    from llmd_fleet.responses.db_eks import EksResponses, EksResponsesArgs
-    from llmd_fleet.responses.db_gke import GkeResponses, GkeResponsesArgs
-    from llmd_fleet.responses.layer import ResponsesLayer, ResponsesLayerArgs
-    from llmd_fleet.router.endpoint_picker import Router, RouterArgs
-    from llmd_fleet.router.gateway import GatewayLayer, GatewayLayerArgs
-    from llmd_fleet.security.isolation import NetworkIsolation, NetworkIsolationArgs
-    from llmd_fleet.serving.autoscaling import Autoscaling, AutoscalingArgs
-    from llmd_fleet.serving.model_serving import ModelServing, ModelServingArgs
+    from llmd_fleet.targets.gke.database import GkeResponses, GkeResponsesArgs
+    from llmd_fleet.targets.gke.tcpxo import TcpxoNodeSetup, TcpxoNodeSetupArgs
+    from llmd_fleet.targets.onprem.cluster import OnPremCluster, OnPremClusterArgs
+    from llmd_fleet.targets.specs import fabric_for
 
 # Public name -> the module that defines it.
 _EXPORTS: dict[str, str] = {
-    "ConfigError": "llmd_fleet.config.fleet",
-    "StackConfig": "llmd_fleet.config.fleet",
-    "parse_config": "llmd_fleet.config.fleet",
+    "ConfigError": "llmd_fleet.core.problems",
+    "StackConfig": "llmd_fleet.config.stack",
+    "parse_config": "llmd_fleet.config.parse",
     "FleetPlan": "llmd_fleet.plan.fleet",
     "PlanError": "llmd_fleet.plan.fleet",
     "plan_fleet": "llmd_fleet.plan.fleet",
-    "Fabric": "llmd_fleet.plan.fabric",
-    "fabric_for": "llmd_fleet.plan.fabric",
-    "OnPremCluster": "llmd_fleet.cluster.onprem",
-    "OnPremClusterArgs": "llmd_fleet.cluster.onprem",
-    "GkeCluster": "llmd_fleet.cluster.gke",
-    "GkeClusterArgs": "llmd_fleet.cluster.gke",
-    "GkeNetwork": "llmd_fleet.cluster.gke",
-    "GkeNetworkArgs": "llmd_fleet.cluster.gke",
-    "GkeNodePool": "llmd_fleet.cluster.gke",
-    "GkeNodePoolArgs": "llmd_fleet.cluster.gke",
-    "EksCluster": "llmd_fleet.cluster.eks",
-    "EksClusterArgs": "llmd_fleet.cluster.eks",
-    "EksGpuCapacity": "llmd_fleet.cluster.eks",
-    "EksGpuCapacityArgs": "llmd_fleet.cluster.eks",
-    "EksIam": "llmd_fleet.cluster.eks",
-    "EksIamArgs": "llmd_fleet.cluster.eks",
-    "EksNetwork": "llmd_fleet.cluster.eks",
-    "EksNetworkArgs": "llmd_fleet.cluster.eks",
-    "EksSystemNodes": "llmd_fleet.cluster.eks",
-    "EksSystemNodesArgs": "llmd_fleet.cluster.eks",
-    "TcpxoNodeSetup": "llmd_fleet.cluster.tcpxo",
-    "TcpxoNodeSetupArgs": "llmd_fleet.cluster.tcpxo",
+    "Fabric": "llmd_fleet.core.fabric",
+    "fabric_for": "llmd_fleet.targets.specs",
+    "OnPremCluster": "llmd_fleet.targets.onprem.cluster",
+    "OnPremClusterArgs": "llmd_fleet.targets.onprem.cluster",
+    "GkeCluster": "llmd_fleet.targets.gke.cluster",
+    "GkeClusterArgs": "llmd_fleet.targets.gke.cluster",
+    "GkeNetwork": "llmd_fleet.targets.gke.cluster",
+    "GkeNetworkArgs": "llmd_fleet.targets.gke.cluster",
+    "GkeNodePool": "llmd_fleet.targets.gke.cluster",
+    "GkeNodePoolArgs": "llmd_fleet.targets.gke.cluster",
+    "EksCluster": "llmd_fleet.targets.eks.cluster",
+    "EksClusterArgs": "llmd_fleet.targets.eks.cluster",
+    "EksGpuCapacity": "llmd_fleet.targets.eks.cluster",
+    "EksGpuCapacityArgs": "llmd_fleet.targets.eks.cluster",
+    "EksIam": "llmd_fleet.targets.eks.cluster",
+    "EksIamArgs": "llmd_fleet.targets.eks.cluster",
+    "EksNetwork": "llmd_fleet.targets.eks.cluster",
+    "EksNetworkArgs": "llmd_fleet.targets.eks.cluster",
+    "EksSystemNodes": "llmd_fleet.targets.eks.cluster",
+    "EksSystemNodesArgs": "llmd_fleet.targets.eks.cluster",
+    "TcpxoNodeSetup": "llmd_fleet.targets.gke.tcpxo",
+    "TcpxoNodeSetupArgs": "llmd_fleet.targets.gke.tcpxo",
     "AcceleratorPlatform": "llmd_fleet.platform.accelerators",
     "AcceleratorPlatformArgs": "llmd_fleet.platform.accelerators",
     "LeaderWorkerSetController": "llmd_fleet.platform.lws",
     "LeaderWorkerSetControllerArgs": "llmd_fleet.platform.lws",
-    "Autoscaling": "llmd_fleet.serving.autoscaling",
-    "AutoscalingArgs": "llmd_fleet.serving.autoscaling",
-    "ModelServing": "llmd_fleet.serving.model_serving",
-    "ModelServingArgs": "llmd_fleet.serving.model_serving",
+    "Autoscaling": "llmd_fleet.layers.autoscaling.component",
+    "AutoscalingArgs": "llmd_fleet.layers.autoscaling.component",
+    "ModelServing": "llmd_fleet.layers.serving.component",
+    "ModelServingArgs": "llmd_fleet.layers.serving.component",
     "ServingLayers": "llmd_fleet.program",
     "ServingLayersArgs": "llmd_fleet.program",
     "add_serving_layers": "llmd_fleet.program",
-    "Router": "llmd_fleet.router.endpoint_picker",
-    "RouterArgs": "llmd_fleet.router.endpoint_picker",
-    "GatewayLayer": "llmd_fleet.router.gateway",
-    "GatewayLayerArgs": "llmd_fleet.router.gateway",
-    "ResponsesLayer": "llmd_fleet.responses.layer",
-    "ResponsesLayerArgs": "llmd_fleet.responses.layer",
-    "GkeResponses": "llmd_fleet.responses.db_gke",
-    "GkeResponsesArgs": "llmd_fleet.responses.db_gke",
-    "EksResponses": "llmd_fleet.responses.db_eks",
-    "EksResponsesArgs": "llmd_fleet.responses.db_eks",
+    "Router": "llmd_fleet.layers.router.component",
+    "RouterArgs": "llmd_fleet.layers.router.component",
+    "GatewayLayer": "llmd_fleet.layers.gateway.component",
+    "GatewayLayerArgs": "llmd_fleet.layers.gateway.component",
+    "ResponsesLayer": "llmd_fleet.layers.responses.component",
+    "ResponsesLayerArgs": "llmd_fleet.layers.responses.component",
+    "GkeResponses": "llmd_fleet.targets.gke.database",
+    "GkeResponsesArgs": "llmd_fleet.targets.gke.database",
+    "EksResponses": "llmd_fleet.targets.eks.database",
+    "EksResponsesArgs": "llmd_fleet.targets.eks.database",
     "NetworkIsolation": "llmd_fleet.security.isolation",
     "NetworkIsolationArgs": "llmd_fleet.security.isolation",
-    "Observability": "llmd_fleet.observability.monitoring",
-    "ObservabilityArgs": "llmd_fleet.observability.monitoring",
+    "Observability": "llmd_fleet.layers.observability.component",
+    "ObservabilityArgs": "llmd_fleet.layers.observability.component",
     "ImageBuild": "llmd_fleet.images.build",
     "ImageBuildArgs": "llmd_fleet.images.build",
     "serving_image": "llmd_fleet.images.build",

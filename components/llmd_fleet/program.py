@@ -12,42 +12,40 @@ cloud target's components (and with them its SDK) are imported only when a stack
 target: the on-prem path imports no cloud SDK (docs/performance.md).
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from importlib import import_module
+from types import ModuleType
 from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from llmd_fleet.cluster.onprem import OnPremCluster
-from llmd_fleet.config.fleet import (
-    PROJECT,
-    ConfigError,
-    StackConfig,
-    check_stack_secrets,
-    parse_config,
-    read_pulumi_config,
-)
-from llmd_fleet.config.responses import PASSWORD_KEY, password_problems
+from llmd_fleet.config.parse import check_stack_secrets, parse_config, read_pulumi_config
+from llmd_fleet.config.stack import StackConfig
+from llmd_fleet.core.problems import PROJECT, ConfigError
 from llmd_fleet.images.build import ImageBuild, ImageBuildArgs, serving_image
 from llmd_fleet.images.spec import variant_for
-from llmd_fleet.observability.monitoring import Observability
-from llmd_fleet.plan.fabric import fabric_for
+from llmd_fleet.layers.autoscaling.component import Autoscaling
+from llmd_fleet.layers.gateway.component import GatewayLayer
+from llmd_fleet.layers.observability.component import Observability
+from llmd_fleet.layers.responses.component import ManagedDatabase, ResponsesLayer, gke_gateway_addresses
+from llmd_fleet.layers.responses.config import PASSWORD_KEY, password_problems
+from llmd_fleet.layers.router.component import Router
+from llmd_fleet.layers.serving.component import HF_TOKEN_SECRET, ModelServing
 from llmd_fleet.plan.fleet import FleetPlan, PlanError, plan_fleet
 from llmd_fleet.platform.accelerators import AcceleratorPlatform
 from llmd_fleet.platform.dra import DRANET_RDMA_CLASS, DRANET_RDMA_SELECTOR
 from llmd_fleet.platform.lws import LeaderWorkerSetController
-from llmd_fleet.responses.layer import ManagedDatabase, ResponsesLayer, gke_gateway_addresses
-from llmd_fleet.router.endpoint_picker import Router
-from llmd_fleet.router.gateway import GatewayLayer, aws_nlb_annotations
 from llmd_fleet.security.isolation import NetworkIsolation
-from llmd_fleet.serving.autoscaling import Autoscaling
-from llmd_fleet.serving.model_serving import HF_TOKEN_SECRET, ModelServing
-from llmd_fleet.versions import Chart, versions
+from llmd_fleet.targets.declared import DeclaredTarget
+from llmd_fleet.targets.onprem.cluster import OnPremCluster
+from llmd_fleet.targets.specs import BUILDS, fabric_for
+from llmd_fleet.versions import versions
 
 if TYPE_CHECKING:
-    from llmd_fleet.cluster.eks import EksCluster
-    from llmd_fleet.cluster.gke import GkeCluster
-    from llmd_fleet.responses.layer import ManagedDatabase
+    from llmd_fleet.layers.responses.component import ManagedDatabase
+    from llmd_fleet.targets.eks.cluster import EksCluster
+    from llmd_fleet.targets.gke.cluster import GkeCluster
 
 
 class ServingLayersArgs(TypedDict):
@@ -106,12 +104,13 @@ class ServingLayers:
     network: NetworkIsolation
     """The serving namespace's NetworkPolicies (llmd_fleet/security/isolation.py)."""
     responses: ResponsesLayer | None = None
-    """The agentic API and its routes (llmd_fleet/responses/layer.py), with `llmd-fleet:responses`."""
+    """The agentic API and its routes (llmd_fleet/layers/responses/component.py), with
+    `llmd-fleet:responses`."""
     observability: Observability | None = None
     """Monitors, alerts, dashboards and the endpoint picker's metrics auth
-    (llmd_fleet/observability/monitoring.py)."""
+    (llmd_fleet/layers/observability/component.py)."""
     autoscaling: Autoscaling | None = None
-    """KEDA and the roles' ScaledObjects (llmd_fleet/serving/autoscaling.py), with
+    """KEDA and the roles' ScaledObjects (llmd_fleet/layers/autoscaling/component.py), with
     `serving.autoscaling` and at least one role enabled."""
 
 
@@ -163,7 +162,8 @@ def add_serving_layers(args: ServingLayersArgs, provider: k8s.Provider) -> Servi
     network = NetworkIsolation("network-policies", {"config": config, "plan": plan}, opts=on_cluster(serving))
     responses = None
     if config.responses is not None and responses_password is not None:
-        # The agentic API ahead of the pool's route, and its database (llmd_fleet/responses/layer.py).
+        # The agentic API ahead of the pool's route, and its database
+        # (llmd_fleet/layers/responses/component.py).
         responses = ResponsesLayer(
             "responses",
             {
@@ -211,170 +211,27 @@ class Fleet:
     """The serving image build, when the stack asks for one (`llmd-fleet:images.build`)."""
 
 
-@dataclass(frozen=True)
-class _Target:
-    """The cluster of a target kind and what the platform layer needs to know about it."""
-
-    cluster: "OnPremCluster | GkeCluster | EksCluster"
-    node_setup: list[pulumi.Resource]
-    """Per-target node setup (drivers, fabric) that serving pods need first."""
-    driver_root: str
-    gpu_operator: bool
-    install_gateway_crds: bool
-    critical_priority: bool = True
-    """Whether driver pods outside kube-system may use system-*-critical priority (not on GKE)."""
-    nic_driver: tuple[str, Chart, str] | None = None
-    """(release, chart, namespace) of the target's NIC DRA driver when it ships its own DeviceClass
-    (EKS: aws-dranet); None installs upstream DRANET where a node group uses its class."""
-    gateway_annotations: dict[str, str] = field(default_factory=dict)
-    """Annotations for the Gateway's generated Service (EKS: the NLB)."""
-    cloud_opts: pulumi.ResourceOptions | None = None
-    """Options for the stack's other cloud resources (EKS: the region's AWS provider)."""
+def _declare_target(config: StackConfig) -> tuple[ModuleType, DeclaredTarget]:
+    """The target kind's Pulumi half (imported only for that kind: the on-prem path loads no cloud
+    SDK) and the cluster it declares."""
+    build = import_module(BUILDS[config.target.kind])
+    return build, build.declare(config, pulumi.Config())
 
 
-def _gke_target(config: StackConfig) -> _Target:
-    from llmd_fleet.cluster.gke import GkeCluster
-    from llmd_fleet.cluster.tcpxo import TcpxoNodeSetup
-    from llmd_fleet.plan.tcpxo import GKE_DRIVER_ROOT
-
-    gke = config.target.gke
-    assert gke is not None  # parse_config requires the section for kind gke
-    cluster = GkeCluster("cluster", {"gke": gke, "node_groups": config.fleet.node_groups})
-    setup = TcpxoNodeSetup(
-        "tcpxo",
-        {
-            "gpu_networks": [(n.vpc, n.subnet) for n in cluster.gpu_network_names],
-            "accelerators": cluster.accelerators,
-        },
-        opts=pulumi.ResourceOptions(providers={"kubernetes": cluster.provider}),
-    )
-    # GKE ships the Gateway API and InferencePool CRDs (from the fleet's minimum Kubernetes
-    # version on); no GPU Operator on COS.
-    return _Target(
-        cluster,
-        [setup],
-        GKE_DRIVER_ROOT,
-        gpu_operator=False,
-        install_gateway_crds=False,
-        critical_priority=False,
-    )
-
-
-def _eks_target(config: StackConfig) -> _Target:
-    from llmd_fleet.cluster.eks import ADDONS, EksCluster
-
-    eks = config.target.eks
-    assert eks is not None  # parse_config requires the section for kind eks
-    cluster = EksCluster(
-        "cluster",
-        {
-            "eks": eks,
-            "node_groups": config.fleet.node_groups,
-            "cluster_name": f"llmd-{pulumi.get_stack()}",
-            "kubernetes_version": versions().kubernetes.eks,
-            "addon_versions": {name: versions().software[f"eks-addon-{name}"] for name in ADDONS},
-        },
-    )
-    # AL2023 NVIDIA AMI: host driver at /, no GPU Operator. aws-dranet publishes the EFAs and
-    # ships the efa.networking.k8s.aws DeviceClass itself.
-    return _Target(
-        cluster,
-        [],
-        "/",
-        gpu_operator=False,
-        install_gateway_crds=True,
-        nic_driver=("aws-dranet", versions().chart("aws-dranet"), "kube-system"),
-        gateway_annotations=aws_nlb_annotations(eks.load_balancer_scheme),
-        cloud_opts=pulumi.ResourceOptions(providers={"aws": cluster.aws_provider}),
-    )
-
-
-def _target(config: StackConfig, pulumi_config: pulumi.Config) -> _Target:
-    if config.target.kind == "gke":
-        return _gke_target(config)
-    if config.target.kind == "eks":
-        return _eks_target(config)
-    # onprem and local (a kind cluster): an existing cluster through the kubeconfig.
-    cluster = OnPremCluster(
-        "cluster",
-        {
-            "kubeconfig": pulumi_config.get_secret("kubeconfig"),
-            "context": config.target.kubeconfig_context,
-        },
-    )
-    driver_root = "/" if config.target.gpu_driver == "host" else "/run/nvidia/driver"
-    return _Target(cluster, [], driver_root, gpu_operator=True, install_gateway_crds=True)
-
-
-def _image_build(config: StackConfig, target: _Target, pulumi_config: pulumi.Config) -> ImageBuild | None:
+def _image_build(
+    config: StackConfig, build: ModuleType, target: DeclaredTarget, pulumi_config: pulumi.Config
+) -> ImageBuild | None:
     """The wide-EP image build for the target's fabric, when the stack asks for one."""
-    images = config.images
-    if not images.build:
+    if not config.images.build:
         return None
     kind = config.target.kind
     args: ImageBuildArgs = {
         "target_kind": kind,
         "variant": variant_for(fabric_for(kind).name),
-        "repository": images.repository,
+        "repository": config.images.repository,
+        **build.image_registry_args(config, pulumi_config),  # type: ignore[typeddict-item]
     }
-    if kind == "gke":
-        gke = config.target.gke
-        assert gke is not None  # parse_config requires the section for kind gke
-        args.update({"gcp_project": gke.project, "gcp_location": gke.region})
-    elif kind == "onprem":
-        args.update(
-            {
-                "registry": images.registry,
-                "username": images.registry_username,
-                "password": pulumi_config.get_secret("registryPassword"),
-            }
-        )
     return ImageBuild("serving-image", args, opts=target.cloud_opts)
-
-
-def _responses_database(
-    config: StackConfig, target: _Target, password: pulumi.Input[str] | None
-) -> "ManagedDatabase | None":
-    """The cloud target's managed response store (Cloud SQL, RDS), its SDK module imported only
-    here; None when Responses is off or on-prem (the serving layers declare CloudNativePG)."""
-    if config.responses is None or password is None or config.target.kind == "onprem":
-        return None
-    if config.target.kind == "gke":
-        from llmd_fleet.cluster.gke import GkeCluster
-        from llmd_fleet.responses.db_gke import GkeResponses
-
-        gke = config.target.gke
-        assert gke is not None and isinstance(target.cluster, GkeCluster)
-        network = target.cluster.network
-        return GkeResponses(
-            "responses-db",
-            {
-                "gke": gke,
-                "responses": config.responses,
-                "gateway_implementation": config.gateway.implementation,
-                "network": network.network.id,
-                "subnet": network.subnet.id,
-                "password": password,
-            },
-        ).database
-    from llmd_fleet.cluster.eks import EksCluster
-    from llmd_fleet.responses.db_eks import EksResponses
-
-    eks, cluster = config.target.eks, target.cluster
-    assert eks is not None and isinstance(cluster, EksCluster)
-    return EksResponses(
-        "responses-db",
-        {
-            "eks": eks,
-            "responses": config.responses,
-            "cluster_name": cluster.cluster_name,
-            "vpc_id": cluster.vpc.id,
-            "cluster_security_group_id": cluster.cluster_security_group_id,
-            "password": password,
-            "tags": cluster.tags,
-        },
-        opts=target.cloud_opts,
-    ).database
 
 
 def _engine_image(config: StackConfig, image_build: ImageBuild | None) -> pulumi.Input[str]:
@@ -387,7 +244,7 @@ def _engine_image(config: StackConfig, image_build: ImageBuild | None) -> pulumi
 def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
     """Declare every resource of the stack and its outputs."""
     pulumi_config = pulumi.Config()
-    target = _target(config, pulumi_config)
+    build, target = _declare_target(config)
     cluster = target.cluster
     groups = config.fleet.node_groups.values()
     if any(g.accelerator_allocation == "dra" for g in groups):
@@ -412,7 +269,7 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
                 providers={"kubernetes": cluster.provider}, depends_on=target.node_setup
             ),
         )
-    image_build = _image_build(config, target, pulumi_config)
+    image_build = _image_build(config, build, target, pulumi_config)
     responses_password = pulumi_config.get_secret(PASSWORD_KEY) if config.responses is not None else None
     layers = add_serving_layers(
         {
@@ -425,7 +282,11 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
             "gateway_annotations": target.gateway_annotations,
             "serving_after": target.node_setup,
             "responses_password": responses_password,
-            "responses_database": _responses_database(config, target, responses_password),
+            "responses_database": (
+                build.responses_database(config, target, responses_password)
+                if responses_password is not None
+                else None
+            ),
         },
         cluster.provider,
     )

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from devtools.tool_cache import build_announced, cache_key, cache_root
 from devtools.vllm_check.env import EnvError, child_environ, step
-from llmd_fleet.tools.paths import CHECKOUT
+from llmd_fleet.cli.paths import CHECKOUT
 
 # The build steps, as hashed into the key: change this text when the steps change.
 RECIPE = "venv; pip install inference-perf==V; pip show inference-perf"
@@ -172,11 +172,11 @@ def validate(python: Path, workloads: dict[str, str]) -> dict[str, str | None]:
 
 
 def main(argv: list[str]) -> int:
-    from llmd_fleet.config.fleet import ConfigError
-    from llmd_fleet.layers.gateway.specs import MANAGED_IMPLEMENTATIONS
-    from llmd_fleet.tools.bench.workload import BenchError, BenchOptions, workload
-    from llmd_fleet.tools.render import to_yaml
-    from llmd_fleet.tools.stack_file import read_stack_file, stack_config
+    from llmd_fleet.cli.bench.workload import BenchError, BenchOptions, workload
+    from llmd_fleet.cli.render import to_yaml
+    from llmd_fleet.cli.stack_file import read_stack_file, stack_config
+    from llmd_fleet.core.problems import ConfigError
+    from llmd_fleet.layers.gateway.config import MANAGED_IMPLEMENTATIONS
 
     stacks_dir = Path(os.environ.get("LLMD_FLEET_STACKS_DIR", "stacks"))
     workloads: dict[str, str] = {}

@@ -17,7 +17,7 @@ from devtools.checkov_scan import env
 from devtools.checkov_scan.extract import write_scan_dir
 from devtools.checkov_scan.report import Report, figures, parse, problems, skipped_by_check
 from devtools.vllm_check.env import EnvError, child_environ
-from llmd_fleet.tools.paths import CHECKOUT
+from llmd_fleet.cli.paths import CHECKOUT
 
 PROJECT_ROOT = CHECKOUT
 # No network: no policy or guideline download, no update check (every check is in the package).

@@ -9,7 +9,7 @@ from typing import Any
 
 from devtools.metrics_catalogue import router, vllm
 from devtools.metrics_catalogue.catalogue import CATALOGUE
-from llmd_fleet.tools.stack_file import stack_names
+from llmd_fleet.cli.stack_file import stack_names
 
 
 def _write(families: dict[str, Any], source: str, note: dict[str, Any] | None = None) -> None:

@@ -6,7 +6,8 @@ catalogue.json (`make check-vllm` runs this).
 For each stack and role (stacks with `serving.engine: simulator` run no vLLM and add none), the
 engine configuration that decides which metrics vLLM registers (the
 role's --kv-transfer-config and its MTP speculative tokens) comes from the same builders the
-rendered command lines do (llmd_fleet/serving/vllm.py); the parser environment's vLLM then registers its
+rendered command lines do (llmd_fleet/layers/serving/vllm.py); the parser environment's vLLM then
+registers its
 metrics for each (devtools/metrics_catalogue/vllm_extract.py). Exit 1 on any difference, unless
 --write, which replaces the catalogue's vLLM families with the extraction.
 """
@@ -16,16 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from devtools.vllm_check import env
+from llmd_fleet.cli.stack_file import read_stack_file, stack_config
+from llmd_fleet.layers.serving.vllm import kv_transfer_config
 from llmd_fleet.plan.fleet import plan_fleet
-from llmd_fleet.serving.vllm import kv_transfer_config
-from llmd_fleet.tools.stack_file import read_stack_file, stack_config
 
 SOURCE = "vllm"
 
 
 def simulator_stacks(stacks_dir: Path, stacks: list[str]) -> list[str]:
     """The stacks whose serving pods run the simulator: no vLLM registers metrics there (the
-    simulator's families are llmd_fleet/serving/simulator.py SIMULATOR_METRICS)."""
+    simulator's families are llmd_fleet/layers/serving/simulator.py SIMULATOR_METRICS)."""
     return [s for s in stacks if stack_config(read_stack_file(stacks_dir, s)).serving.engine == "simulator"]
 
 
@@ -34,7 +35,7 @@ def engine_configs(stacks_dir: Path, stacks: list[str]) -> list[dict[str, Any]]:
     for stack in stacks:
         config = stack_config(read_stack_file(stacks_dir, stack))
         if config.serving.engine == "simulator":
-            # No vLLM runs there: its metrics are the simulator's (llmd_fleet/serving/simulator.py).
+            # No vLLM runs there: its metrics are the simulator's (llmd_fleet/layers/serving/simulator.py).
             continue
         plan = plan_fleet(config)
         for role in plan.roles:

@@ -2,8 +2,8 @@
 
     python -m devtools.preflight_probe.env      build it if missing, print its interpreter
 
-The probe (llmd_fleet/preflight/probe.py) is what the preflight Job runs in the serving image; its
-test (tests/test_preflight_probe.py, `make preflight-probe`) drives the same code over NIXL's UCX
+The probe (llmd_fleet/layers/preflight/probe.py) is what the preflight Job runs in the serving image; its
+test (tests/devtools/test_preflight_probe.py, `make preflight-probe`) drives the same code over NIXL's UCX
 backend between two agents on one machine, host memory only. That needs the real `nixl` package,
 which the project's `.venv` must not carry (a CUDA runtime's worth of wheels), so it lives in its own
 environment outside the repository, beside the vLLM parser and checkov environments

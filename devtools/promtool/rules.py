@@ -4,7 +4,8 @@ For each stack it reads the rule groups of the PrometheusRule (or GMP Rules) obj
 build/<stack>/manifests (render first), writes them as a Prometheus rule file, and runs
 
 1. `promtool check rules` on it (syntax, PromQL, templates);
-2. `promtool test rules` on the unit tests of llmd_fleet/observability/alerts.py: every alert fires on a
+2. `promtool test rules` on the unit tests of llmd_fleet/layers/observability/alerts.py: every alert
+fires on a
    synthetic series and stays silent on a healthy one.
 
 3. the metric-name check: every metric a rule or a rendered dashboard (the ConfigMaps of
@@ -33,11 +34,11 @@ import yaml
 
 from devtools.metrics_catalogue.catalogue import catalogue
 from devtools.promtool.build import BuildError, ensure
-from llmd_fleet.config.fleet import StackConfig
-from llmd_fleet.observability.alerts import fleet_alerts, promtool_tests
+from llmd_fleet.cli.stack_file import read_stack_file, stack_config, stack_names
+from llmd_fleet.config.stack import StackConfig
+from llmd_fleet.layers.observability.alerts import fleet_alerts, promtool_tests
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.plan.observability import plan_observability
-from llmd_fleet.tools.stack_file import read_stack_file, stack_config, stack_names
 
 RULE_KINDS = {("monitoring.coreos.com/v1", "PrometheusRule"), ("monitoring.googleapis.com/v1", "Rules")}
 

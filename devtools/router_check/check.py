@@ -30,8 +30,8 @@ from typing import Any
 import yaml
 
 from devtools.router_check.build import BuildError, SourceMissing, ensure, router_tag
-from llmd_fleet.router.epp_config import SESSION_SCORER, SESSION_TOKEN_SCORER
-from llmd_fleet.tools.stack_file import stack_names
+from llmd_fleet.cli.stack_file import stack_names
+from llmd_fleet.layers.router.epp_config import SESSION_SCORER, SESSION_TOKEN_SCORER
 
 # Session ids in the shapes each agent sends them: Claude Code a UUID, Codex a UUIDv7, OpenCode a
 # `ses_` id. Every turn of a conversation repeats its agent's header, as the agents do.

@@ -29,7 +29,7 @@ from devtools.twin import build, nodes
 from devtools.twin.kube import ApiError, Kube, wait_for
 from devtools.twin.modules import wrappers
 from devtools.twin.pki import SERVICE_CIDR, Pki, ensure_pki, kubeconfig_text
-from llmd_fleet.tools.paths import CHECKOUT
+from llmd_fleet.cli.paths import CHECKOUT
 
 PROJECT_ROOT = CHECKOUT
 DEFAULT_STACK = "onprem-h100"
@@ -198,7 +198,7 @@ def _start(name: str, argv: list[str], logs: Path) -> int:
 
 
 def up(stack: str = DEFAULT_STACK, apiserver_only: bool = False, root: Path = PROJECT_ROOT) -> State:
-    from llmd_fleet.tools.stack_file import read_stack_file, stack_config
+    from llmd_fleet.cli.stack_file import read_stack_file, stack_config
 
     directory = twin_dir(root)
     if state_path(root).is_file():

@@ -139,7 +139,7 @@ def render(stack: str, out: Path) -> list[dict[str, Any]]:
     command = [
         sys.executable,
         "-c",
-        "from llmd_fleet.tools.cli import main; main()",
+        "from llmd_fleet.cli.main import main; main()",
         "render",
         stack,
         "--out",
@@ -534,8 +534,8 @@ def run(stack: str, apiserver_only: bool, keep: bool, engine: bool = True) -> Re
 def main(argv: Sequence[str]) -> int:
     positional = [a for a in argv if not a.startswith("--")]
     stack = positional[0] if positional else cluster.DEFAULT_STACK
-    from llmd_fleet.config.fleet import ConfigError
-    from llmd_fleet.tools.stack_file import read_stack_file
+    from llmd_fleet.cli.stack_file import read_stack_file
+    from llmd_fleet.core.problems import ConfigError
 
     try:
         read_stack_file(PROJECT_ROOT / "stacks", stack)

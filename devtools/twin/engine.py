@@ -415,7 +415,7 @@ class Engine:
     def __init__(self, stack: str, root: Path = cluster.PROJECT_ROOT, verbose: bool = True):
         from pulumi import automation as auto
 
-        from llmd_fleet.tools.stack_file import stack_file_path
+        from llmd_fleet.cli.stack_file import stack_file_path
 
         self.stack_name = stack
         self.verbose = verbose
@@ -661,8 +661,8 @@ def _disaggregated_sets(kube: Any, objects: Sequence[dict[str, Any]]) -> dict[st
 
 
 def main(argv: Sequence[str]) -> int:
-    from llmd_fleet.config.fleet import ConfigError
-    from llmd_fleet.tools.stack_file import read_stack_file
+    from llmd_fleet.cli.stack_file import read_stack_file
+    from llmd_fleet.core.problems import ConfigError
 
     positional = [a for a in argv if not a.startswith("--")]
     stack = positional[0] if positional else cluster.DEFAULT_STACK

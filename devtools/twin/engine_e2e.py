@@ -43,7 +43,7 @@ def prepare(stack: str, report: e2e.Report) -> bool:
     """Build (or reuse) the engine's binaries before the twin starts; False (recorded as a failure)
     when they cannot be had, and the rest of e2e runs without the engine. A gke or eks stack
     creates cloud resources: no engine run for it (False, said as a figure)."""
-    from llmd_fleet.tools.stack_file import read_stack_file
+    from llmd_fleet.cli.stack_file import read_stack_file
 
     values = read_stack_file(e2e.PROJECT_ROOT / "stacks", stack).values
     kind = json.loads(values.get(f"{PROJECT}:target", "{}")).get("kind")

@@ -716,7 +716,7 @@ def serving(kube: Kube, held: list[dict[str, Any]], rules: dict[str, int], stack
             report: Reporter) -> Fleet | None:  # fmt: skip
     """The held-back DisaggregatedSet through the real webhook, then steps 1 to 3."""
     from devtools.twin import cluster, e2e
-    from llmd_fleet.tools.stack_file import read_stack_file, stack_config
+    from llmd_fleet.cli.stack_file import read_stack_file, stack_config
 
     if not held:
         report.figure("DisaggregatedSet", "none in the stack")

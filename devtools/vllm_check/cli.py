@@ -5,7 +5,7 @@ every vLLM container for every worker, builds (or reuses) the parser environment
 stacks' command lines plus the self-test's broken ones in one checker process. Exit 0 when the
 self-test rejects every broken line for its reason and no stack has a finding; 1 otherwise.
 
-A stack whose config sets `serving.engine: simulator` runs no vLLM (llmd_fleet/serving/simulator.py)
+A stack whose config sets `serving.engine: simulator` runs no vLLM (llmd_fleet/layers/serving/simulator.py)
 and is skipped, with that reason printed; its config is read and validated like every stack's,
 so a stack that cannot be read is an error, never a skip.
 """
@@ -19,8 +19,8 @@ from devtools.vllm_check import env
 from devtools.vllm_check.extract import stack_command_lines
 from devtools.vllm_check.lines import CommandLine, Finding, Origin, Problem
 from devtools.vllm_check.selftest import BrokenLine, broken_lines, self_test_base, verdicts
-from llmd_fleet.config.fleet import ConfigError
-from llmd_fleet.tools.stack_file import read_stack_file, stack_config
+from llmd_fleet.cli.stack_file import read_stack_file, stack_config
+from llmd_fleet.core.problems import ConfigError
 
 # Where the committed parser-name lists differ from the pinned vLLM's registries.
 REGISTRY_ORIGIN = Origin("llmd_fleet/config/vllm_registry.py")
@@ -87,7 +87,7 @@ def skip_reason(stacks_dir: Path, stack: str) -> str | None:
     if config.serving.engine == "simulator":
         return (
             "serving.engine is simulator: its pods run llm-d-inference-sim, not vLLM "
-            "(llmd_fleet/serving/simulator.py), so there is no vllm serve command line"
+            "(llmd_fleet/layers/serving/simulator.py), so there is no vllm serve command line"
         )
     return None
 

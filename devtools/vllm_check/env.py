@@ -46,7 +46,7 @@ from typing import Any
 
 from devtools.tool_cache import build_announced, cache_key, print_path_main
 from devtools.tool_cache import cache_root as cache_root
-from llmd_fleet.tools.paths import CHECKOUT, SOURCE_ROOT
+from llmd_fleet.cli.paths import CHECKOUT, SOURCE_ROOT
 
 HERE = Path(__file__).resolve().parent
 PROJECT_ROOT = CHECKOUT

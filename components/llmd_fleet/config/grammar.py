@@ -22,6 +22,8 @@ from pydantic import AfterValidator
 # DNS-1123 subdomain names StorageClasses and prefixes label keys.
 DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 DNS_LABEL_MAX = 63
+DNS_LABEL_PATTERN = rf"^{DNS_LABEL}$"
+"""A whole string that is a DNS label (for `Field(pattern=...)`)."""
 DNS_SUBDOMAIN = rf"{DNS_LABEL}(\.{DNS_LABEL})*"
 DNS_SUBDOMAIN_MAX = 253
 # A label's name part and value: alphanumerics at both ends, `-_.` inside, at most 63 characters.

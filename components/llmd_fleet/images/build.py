@@ -10,7 +10,7 @@ reference comes from one place, `serving_image()`:
 
 The built image has a variant per kind of fabric (`Variant`): `ib` for InfiniBand or RoCE
 (NVSHMEM over IBGDA, NIXL over UCX) and `efa` for AWS EFA (libfabric). The variant follows from the
-target's fabric (llmd_fleet/plan/fabric.py). The upstream image has no EFA user space, so EFA always
+target's fabric (llmd_fleet/targets/<kind>/fabric.py). The upstream image has no EFA user space, so EFA always
 needs the build. All versions come from the [build] table of images/versions.toml, passed
 as build arguments; the image tag hashes the Dockerfile and those arguments, so a version bump
 is a new tag.
@@ -29,6 +29,7 @@ from typing import NotRequired, TypedDict, get_args
 
 import pulumi
 
+from llmd_fleet.core.fabric import Fabric
 from llmd_fleet.images.spec import (
     DEFAULT_REPOSITORY,
     DOCKERFILE,
@@ -43,7 +44,6 @@ from llmd_fleet.images.spec import (
     variant_for,
     variant_problem,
 )
-from llmd_fleet.plan.fabric import Fabric
 from llmd_fleet.versions import versions
 
 # The cloud and build SDKs are imported where a build is declared: a stack that builds no image

@@ -2,7 +2,7 @@
 arguments and tag, all from the version matrix.
 
 Kept free of cloud SDK imports so that the policy pack can read it; the `images` stack config and
-the variant rules live in the config layer (llmd_fleet/config/images.py) and are re-exported here;
+the variant rules live in the config layer (llmd_fleet/images/config.py) and are re-exported here;
 llmd_fleet/images/build.py holds the component that builds and pushes the image.
 """
 
@@ -10,15 +10,15 @@ import hashlib
 import json
 from pathlib import Path
 
-from llmd_fleet.config.images import DEFAULT_REPOSITORY as DEFAULT_REPOSITORY
-from llmd_fleet.config.images import VARIANTS as VARIANTS
-from llmd_fleet.config.images import ImagesConfig as ImagesConfig
-from llmd_fleet.config.images import TargetKind as TargetKind
-from llmd_fleet.config.images import Variant as Variant
-from llmd_fleet.config.images import default_variant as default_variant
-from llmd_fleet.config.images import images_config_problems as images_config_problems
-from llmd_fleet.config.images import variant_for as variant_for
-from llmd_fleet.config.images import variant_problem as variant_problem
+from llmd_fleet.images.config import DEFAULT_REPOSITORY as DEFAULT_REPOSITORY
+from llmd_fleet.images.config import VARIANTS as VARIANTS
+from llmd_fleet.images.config import ImagesConfig as ImagesConfig
+from llmd_fleet.images.config import TargetKind as TargetKind
+from llmd_fleet.images.config import Variant as Variant
+from llmd_fleet.images.config import default_variant as default_variant
+from llmd_fleet.images.config import images_config_problems as images_config_problems
+from llmd_fleet.images.config import variant_for as variant_for
+from llmd_fleet.images.config import variant_problem as variant_problem
 from llmd_fleet.versions import VersionMatrix, versions
 
 IMAGE_NAME = "vllm-wide-ep"

@@ -14,15 +14,13 @@ import math
 from dataclasses import dataclass, replace
 from typing import Literal, TypedDict
 
-from llmd_fleet.config.fleet import (
-    HBM_MIB,
-    PROJECT,
-    NodeGroupConfig,
-    RoleConfig,
-    StackConfig,
-    autoscaling_max_instances,
-)
-from llmd_fleet.plan.fabric import Fabric, fabric_for
+from llmd_fleet.config.fleet import HBM_MIB, NodeGroupConfig
+from llmd_fleet.config.stack import StackConfig
+from llmd_fleet.core.fabric import Fabric
+from llmd_fleet.core.problems import PROJECT
+from llmd_fleet.layers.autoscaling.rules import autoscaling_max_instances
+from llmd_fleet.layers.serving.config import RoleConfig
+from llmd_fleet.targets.specs import fabric_for
 
 Engine = Literal["vllm", "simulator"]
 

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from llmd_fleet.config.fleet import StackConfig
+from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.plan.fleet import GIB, FleetPlan, RoleName, RolePlan
 
 # vLLM 0.33.0 observes vllm:nixl_xfer_time_seconds into buckets up to 5 s

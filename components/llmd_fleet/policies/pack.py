@@ -2,7 +2,7 @@
 
 Constructing a PolicyPack starts a server and blocks, so only the pack entry points (this package's
 `__main__.py` and the checkout's `policies/__main__.py`) call `serve`; tests and the offline runner
-(`llmd_fleet.tools.policy_check`) import `all_policies`.
+(`llmd_fleet.cli.policy_check`) import `all_policies`.
 """
 
 from pulumi_policy import EnforcementLevel, Policy, PolicyPack

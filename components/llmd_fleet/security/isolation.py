@@ -16,7 +16,8 @@ names through kube-dns. KEDA's namespace has its own policies, stated by the aut
 (llmd_fleet/layers/autoscaling/flows.py) and declared by its component.
 
 Enforcement is the CNI's: GKE's Dataplane V2 (`datapath_provider=ADVANCED_DATAPATH`,
-llmd_fleet/cluster/gke.py), on EKS the VPC CNI with `enableNetworkPolicy` (llmd_fleet/cluster/eks.py), on-prem
+llmd_fleet/targets/gke/cluster.py), on EKS the VPC CNI with `enableNetworkPolicy`
+(llmd_fleet/targets/eks/cluster.py), on-prem
 whichever CNI the cluster runs (docs/security.md lists the ones that enforce NetworkPolicy).
 """
 
@@ -26,7 +27,7 @@ from typing import TypedDict
 import pulumi
 import pulumi_kubernetes as k8s
 
-from llmd_fleet.config.fleet import OnPremTargetConfig, StackConfig
+from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.netpol import (
     ClusterRanges,
     PolicySpec,
@@ -34,13 +35,13 @@ from llmd_fleet.core.netpol import (
 )
 from llmd_fleet.labels import common_labels
 from llmd_fleet.layers.gateway import flows as gateway
-from llmd_fleet.layers.gateway.specs import MANAGED_IMPLEMENTATIONS
 from llmd_fleet.layers.modelexpress import flows as modelexpress
 from llmd_fleet.layers.preflight import flows as preflight
 from llmd_fleet.layers.responses import flows as responses
 from llmd_fleet.layers.router import flows as router
 from llmd_fleet.layers.serving import flows as serving
 from llmd_fleet.plan.fleet import FleetPlan
+from llmd_fleet.targets.specs import SPECS
 
 Flows = Callable[[StackConfig, FleetPlan, ClusterRanges], Mapping[str, PolicySpec]]
 NAMESPACE_FLOWS: tuple[Flows, ...] = (
@@ -54,32 +55,10 @@ NAMESPACE_FLOWS: tuple[Flows, ...] = (
 """Every layer with pods in the serving namespace, in the order their policies are declared."""
 RULE_LISTS = ("ingress", "egress")
 
-GCP_HEALTH_CHECK_RANGES = ("35.191.0.0/16", "130.211.0.0/22")
-"""Google Cloud load-balancer health-check probes (Cloud Load Balancing "Firewall rules"); the
-regional internal Application Load Balancer's own traffic comes from the proxy-only subnet."""
-EKS_SERVICE_RANGES = ("10.100.0.0/16", "172.20.0.0/16")
-"""EKS assigns Service addresses from one of these when the cluster sets no serviceIpv4Cidr
-(EKS API KubernetesNetworkConfigRequest); llmd_fleet/cluster/eks.py sets none."""
-
 
 def cluster_ranges(config: StackConfig) -> ClusterRanges:
-    target = config.target
-    if target.kind == "gke":
-        assert target.gke is not None  # parse_config requires the section for kind gke
-        net = target.gke.network
-        managed = config.gateway.implementation in MANAGED_IMPLEMENTATIONS
-        return ClusterRanges(
-            pods=(net.pod_cidr,),
-            services=(net.service_cidr,),
-            gateway_sources=(net.proxy_only_cidr,) if managed else (),
-            health_check_sources=GCP_HEALTH_CHECK_RANGES if managed else (),
-        )
-    if target.kind == "eks":
-        assert target.eks is not None  # parse_config requires the section for kind eks
-        # The VPC CNI gives pods addresses of the VPC's subnets.
-        return ClusterRanges(pods=(target.eks.vpc_cidr,), services=EKS_SERVICE_RANGES)
-    onprem = target.onprem or OnPremTargetConfig()
-    return ClusterRanges(pods=(onprem.pod_cidr,), services=(onprem.service_cidr,))
+    """The cluster's address ranges, from the target kind (llmd_fleet/targets/<kind>/rules.py)."""
+    return SPECS[config.target.kind].cluster_ranges(config)
 
 
 def union(contributions: Iterable[Mapping[str, PolicySpec]]) -> dict[str, PolicySpec]:

@@ -1,7 +1,7 @@
-// The wrapper module `make promtool` builds promtool from (llmd_fleet/tools/promtool/build.py).
+// The wrapper module `make promtool` builds promtool from (llmd_fleet/cli/promtool/build.py).
 // The version follows [tools].promtool of images/versions.toml; the exclude and replace
 // directives are the ones the Prometheus module itself declares at that version (`go build` of a
-// dependency does not apply them). Regenerate with `python -m llmd_fleet.tools.promtool gomod`
+// dependency does not apply them). Regenerate with `python -m llmd_fleet.cli.promtool gomod`
 // after a bump.
 
 module llmd-fleet.invalid/promtool

@@ -1,6 +1,6 @@
 //go:build tools
 
-// Package tools records the main package `make promtool` builds (llmd_fleet/tools/promtool/build.py).
+// Package tools records the main package `make promtool` builds (llmd_fleet/cli/promtool/build.py).
 package tools
 
 import (

@@ -102,5 +102,5 @@ require (
 )
 
 // The router's module is not served by the Go module proxy: its source at the pinned tag is
-// exported here at build time (llmd_fleet/tools/router_check/build.py).
+// exported here at build time (llmd_fleet/cli/router_check/build.py).
 replace github.com/llm-d/llm-d-router => ./router-src

@@ -17,7 +17,7 @@ flow in the serving namespace: KEDA reads Prometheus, not the pods.
 
 from typing import Any
 
-from llmd_fleet.config.fleet import StackConfig
+from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.netpol import API_SERVER_PORTS, PolicySpec, deny_all_but_dns, namespace, pods, tcp
 from llmd_fleet.plan.observability import prometheus_port
 

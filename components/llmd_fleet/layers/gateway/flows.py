@@ -10,14 +10,14 @@ istio); a managed gateway (GKE's) runs no proxy pod in the namespace.
 | gateway proxies | the implementation's control plane | its xDS port |
 """
 
-from llmd_fleet.config.fleet import StackConfig
+from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.netpol import ClusterRanges, PolicySpec, namespace, pods, tcp
+from llmd_fleet.layers.gateway.config import MANAGED_IMPLEMENTATIONS
 from llmd_fleet.layers.gateway.specs import (
     GATEWAY_NAME,
     GATEWAY_NAME_LABEL,
     GATEWAY_POLICY,
     IMPLEMENTATION_NAMESPACE,
-    MANAGED_IMPLEMENTATIONS,
 )
 from llmd_fleet.layers.router.specs import GRPC_PORT, epp_selector
 from llmd_fleet.layers.serving.specs import policy_ports, pool_selector

@@ -1,12 +1,12 @@
 """The Gateway's names and traffic sources other layers refer to (pure)."""
 
-from llmd_fleet.config.fleet import StackConfig
+from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.netpol import ClusterRanges, Peer, pods
+from llmd_fleet.layers.gateway.config import MANAGED_IMPLEMENTATIONS
 
 GATEWAY_NAME = "llm-d-inference-gateway"
 IMPLEMENTATION_NAMESPACE = {"agentgateway": "agentgateway-system", "istio": "istio-system"}
 # Managed implementations: the platform runs the controller, the stack installs nothing for it.
-MANAGED_IMPLEMENTATIONS = frozenset({"gke-l7-rilb"})
 GATEWAY_NAME_LABEL = "gateway.networking.k8s.io/gateway-name"
 """Label in-cluster gateway implementations put on the proxy pods of a Gateway (agentgateway's
 deployer, Istio's gateway template)."""
@@ -31,3 +31,12 @@ def gateway_peers(config: StackConfig, ranges: ClusterRanges) -> list[Peer]:
     # An empty `from` would admit every source.
     assert peers, "a gateway without sources"
     return peers
+
+
+def aws_nlb_annotations(scheme: str) -> dict[str, str]:
+    """Service annotations that put a Gateway's LoadBalancer Service behind an AWS Network Load
+    Balancer (EKS's built-in service controller); `scheme` is `internal` or `internet-facing`."""
+    annotations = {"service.beta.kubernetes.io/aws-load-balancer-type": "nlb"}
+    if scheme == "internal":
+        annotations["service.beta.kubernetes.io/aws-load-balancer-internal"] = "true"
+    return annotations

@@ -1,9 +1,20 @@
 """The ModelExpress server's names other layers refer to (pure)."""
 
-from llmd_fleet.config.fleet import StackConfig
+from llmd_fleet.config.stack import StackConfig
+from llmd_fleet.plan.fleet import MX_SERVER_PORT
 
 COMPONENT = "modelexpress"
 
 
 def server_selector(config: StackConfig) -> dict[str, str]:
     return {"app.kubernetes.io/component": COMPONENT, "app.kubernetes.io/instance": config.serving.name}
+
+
+def server_name(serving_name: str) -> str:
+    """Name of the server's Deployment, Service, ServiceAccount and Role."""
+    return f"{serving_name}-modelexpress"
+
+
+def server_address(serving_name: str, namespace: str) -> str:
+    """The clients' MX_SERVER_ADDRESS: the server's Service, host:port."""
+    return f"{server_name(serving_name)}.{namespace}.svc:{MX_SERVER_PORT}"

@@ -1,6 +1,6 @@
 """The preflight pods' names and port other layers refer to (pure)."""
 
-from llmd_fleet.config.fleet import StackConfig
+from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.conventions import PREFLIGHT_COMPONENT
 
 PORT = 5590

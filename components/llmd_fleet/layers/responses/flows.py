@@ -19,13 +19,7 @@ reached from.
 from typing import Any
 from urllib.parse import urlsplit
 
-from llmd_fleet.config.fleet import StackConfig
-from llmd_fleet.config.responses import (
-    ResponsesGkeDatabaseConfig,
-    S3BackupConfig,
-    database_subnet_cidrs,
-    gke_gateway_address,
-)
+from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.netpol import (
     API_SERVER_PORTS,
     ClusterRanges,
@@ -38,6 +32,12 @@ from llmd_fleet.core.netpol import (
     tcp,
 )
 from llmd_fleet.layers.gateway.specs import GATEWAY_POLICY, gateway_peers, gateway_proxies
+from llmd_fleet.layers.responses.config import (
+    ResponsesGkeDatabaseConfig,
+    S3BackupConfig,
+    database_subnet_cidrs,
+    gke_gateway_address,
+)
 from llmd_fleet.layers.responses.specs import (
     AGENTIC_API_PORT,
     CNPG_METRICS_PORT,
@@ -49,6 +49,8 @@ from llmd_fleet.layers.responses.specs import (
     is_managed_gateway,
 )
 from llmd_fleet.plan.fleet import FleetPlan
+from llmd_fleet.targets.eks.config import EksTarget
+from llmd_fleet.targets.gke.config import GkeTarget
 
 
 def database_peers(config: StackConfig) -> list[Peer]:
@@ -60,15 +62,14 @@ def database_peers(config: StackConfig) -> list[Peer]:
     if target.kind == "gke":
         settings = responses.database.gke or ResponsesGkeDatabaseConfig()
         return [{"ipBlock": {"cidr": settings.private_service_cidr}}]
-    if target.kind == "eks":
-        assert target.eks is not None
+    if isinstance(target, EksTarget):
         return [{"ipBlock": {"cidr": c}} for c in database_subnet_cidrs(target.eks.vpc_cidr).values()]
     return [pods(database_selector(responses))]
 
 
 def _gateway_destination(config: StackConfig) -> list[Peer]:
     if is_managed_gateway(config):
-        assert config.target.gke is not None and config.responses is not None
+        assert isinstance(config.target, GkeTarget) and config.responses is not None
         address = gke_gateway_address(config.responses, config.target.gke)
         return [{"ipBlock": {"cidr": f"{address}/32"}}]
     return [gateway_proxies()]

@@ -1,8 +1,8 @@
 """The Responses layer's ports and selectors (pure): the agentic API and, on-prem, CloudNativePG."""
 
-from llmd_fleet.config.fleet import StackConfig
-from llmd_fleet.config.responses import ResponsesConfig
-from llmd_fleet.layers.gateway.specs import MANAGED_IMPLEMENTATIONS
+from llmd_fleet.config.stack import StackConfig
+from llmd_fleet.layers.gateway.config import MANAGED_IMPLEMENTATIONS
+from llmd_fleet.layers.responses.config import ResponsesConfig
 
 AGENTIC_API_PORT = 9000
 """The agentic API's HTTP port (llm-d guides/agentic-api manifests: containerPort and Service)."""

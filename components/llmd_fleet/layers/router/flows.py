@@ -11,7 +11,7 @@
 | tokenizer | outside the cluster's pod and Service ranges | TCP 443 (the model hub) |
 """
 
-from llmd_fleet.config.fleet import StackConfig
+from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.netpol import (
     API_SERVER_PORTS,
     ClusterRanges,
@@ -62,7 +62,7 @@ def flows(config: StackConfig, plan: FleetPlan, ranges: ClusterRanges) -> dict[s
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [
                 {"from": [epp], "ports": tcp(TOKENIZER_PORT)},
-                # Its HTTP server's /metrics (llmd_fleet/observability/monitoring.py scrapes it).
+                # Its HTTP server's /metrics (llmd_fleet/layers/observability/component.py scrapes it).
                 {"from": [monitoring], "ports": tcp(TOKENIZER_PORT)},
             ],
             # The tokenizer and chat template come from the model hub.

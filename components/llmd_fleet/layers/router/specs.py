@@ -1,6 +1,8 @@
 """The endpoint picker's and the tokenizer's ports and selectors (pure)."""
 
-from llmd_fleet.config.fleet import StackConfig
+from dataclasses import dataclass
+
+from llmd_fleet.config.stack import StackConfig
 
 TOKENIZER_PORT = 8000
 GRPC_PORT = 9002
@@ -17,3 +19,29 @@ def epp_selector(config: StackConfig) -> dict[str, str]:
 
 def tokenizer_selector(config: StackConfig) -> dict[str, str]:
     return {"app.kubernetes.io/component": "tokenizer", "app.kubernetes.io/instance": config.serving.name}
+
+
+@dataclass(frozen=True)
+class RouterNames:
+    """Names of the router's objects, derived from the pool (the DisaggregatedSet) name."""
+
+    pool: str
+    namespace: str
+
+    @property
+    def epp(self) -> str:
+        return f"{self.pool}-epp"
+
+    @property
+    def tokenizer(self) -> str:
+        return f"{self.pool}-tokenizer"
+
+    @property
+    def tokenizer_url(self) -> str:
+        return f"http://{self.tokenizer}.{self.namespace}.svc:{TOKENIZER_PORT}"
+
+    @property
+    def leader_lease(self) -> str:
+        """The Lease the EPP replicas elect a leader on: `epp-<pool namespace>-<pool name>.llm-d.ai`
+        (llm-d-router pkg/epp/server/controller_manager.go NewDefaultManager, LeaderElectionID)."""
+        return f"epp-{self.namespace}-{self.pool}.llm-d.ai"

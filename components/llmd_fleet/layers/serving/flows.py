@@ -15,7 +15,7 @@ channel, p2p, KV events) are not all they use. RDMA, EFA and TCPXO traffic on th
 pod-network traffic and no NetworkPolicy sees it.
 """
 
-from llmd_fleet.config.fleet import StackConfig
+from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.netpol import (
     ClusterRanges,
     PolicySpec,

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from llmd_fleet.config.fleet import StackConfig
+from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.plan.fleet import FleetPlan
 
 

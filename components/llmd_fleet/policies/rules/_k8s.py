@@ -1,6 +1,6 @@
 """Kubernetes views: pod templates of any workload kind, containers, selectors, GPU counts.
 
-Conventions the fleet's objects follow (checked against components/ by tests/test_policies.py):
+Conventions the fleet's objects follow (checked against components/ by tests/policies/):
 serving pods run vLLM in container `vllm`, decode pods carry llm-d's routing sidecar as the
 native-sidecar initContainer `routing-proxy`, and the router (llm-d endpoint picker) is a workload
 labelled `app.kubernetes.io/component: endpoint-picker` whose container is `epp`.

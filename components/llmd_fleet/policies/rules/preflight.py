@@ -1,4 +1,4 @@
-"""The fabric preflight Job (llmd_fleet/serving/preflight.py, docs/preflight.md): its pods take the
+"""The fabric preflight Job (llmd_fleet/layers/preflight/component.py, docs/preflight.md): its pods take the
 devices the serving pods take, and it ends in bounded time with bounded retries."""
 
 from typing import Any
@@ -106,7 +106,8 @@ preflight_job = stack_rule(
     name="preflight-job",
     description="A fabric preflight Job requests the same devices (DRA claim shape or device-plugin "
     "GPUs) as the serving pods, and ends in bounded time with bounded retries.",
-    remediation="Render the preflight from the stack (`serving.preflight`, llmd_fleet/serving/preflight.py): "
+    remediation="Render the preflight from the stack (`serving.preflight`, "
+    "llmd_fleet/layers/preflight/component.py): "
     "it takes the serving ResourceClaimTemplate, activeDeadlineSeconds from deadlineMinutes and "
     "backoffLimit 1.",
     level=EnforcementLevel.MANDATORY,

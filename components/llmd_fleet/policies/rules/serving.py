@@ -238,7 +238,7 @@ drain_fits_grace_period = resource_rule(
     name="drain-fits-grace-period",
     description="Serving pods get enough termination grace for vLLM's drain plus GPU teardown.",
     remediation="Set `terminationGracePeriodSeconds` to at least `--shutdown-timeout` + teardownSeconds "
-    "(llmd_fleet/serving/pod.py derives it from `serving.drainSeconds`), or shorten the drain.",
+    "(llmd_fleet/layers/serving/pod.py derives it from `serving.drainSeconds`), or shorten the drain.",
     level=EnforcementLevel.MANDATORY,
     severity=Severity.HIGH,
     types=WORKLOAD_TYPES,
@@ -371,9 +371,10 @@ serving_engine_identified = resource_rule(
     name="serving-engine-identified",
     description="Every LeaderWorkerSet-shaped serving role runs `vllm serve` (which the serving "
     "rules check) or llm-d's inference simulator without GPUs, never something the pack cannot read.",
-    remediation="Run the engine as `vllm serve ...` in the pod's command (llmd_fleet/serving/vllm.py), "
+    remediation="Run the engine as `vllm serve ...` in the pod's command "
+    "(llmd_fleet/layers/serving/vllm.py), "
     "or the simulator with its `app.kubernetes.io/name: llm-d-inference-sim` label and no GPU "
-    "claim or limit (llmd_fleet/serving/simulator.py).",
+    "claim or limit (llmd_fleet/layers/serving/simulator.py).",
     level=EnforcementLevel.MANDATORY,
     severity=Severity.MEDIUM,
     types=WORKLOAD_TYPES,

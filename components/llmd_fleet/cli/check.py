@@ -1,0 +1,223 @@
+"""Validate rendered manifests: built-in kinds against the Kubernetes OpenAPI schemas of the
+stack's version (kubernetes-validate, strict: unknown fields are errors), custom resources
+against the openAPIV3Schema of their CRD (unknown fields rejected as the API server prunes them).
+
+CRDs come from the directories given (`--crd-dir`) and, always, from the project's own
+`schemas/crds/` (upstream CRDs vendored byte-identical, listed in its SOURCES.md).
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import yaml
+from kubernetes_validate import utils as kv_utils
+
+from llmd_fleet.cli.paths import CHECKOUT
+
+# API groups the kube-apiserver serves itself ("" is the core group).
+BUILTIN_GROUPS = frozenset(
+    {
+        "", "admissionregistration.k8s.io", "apiextensions.k8s.io", "apiregistration.k8s.io",
+        "apps", "authentication.k8s.io", "authorization.k8s.io", "autoscaling", "batch",
+        "certificates.k8s.io", "coordination.k8s.io", "discovery.k8s.io", "events.k8s.io",
+        "flowcontrol.apiserver.k8s.io", "networking.k8s.io", "node.k8s.io", "policy",
+        "rbac.authorization.k8s.io", "resource.k8s.io", "scheduling.k8s.io", "storage.k8s.io",
+    }
+)  # fmt: skip
+
+
+_PACKAGED_CRD_DIR = Path(__file__).resolve().parent / "schemas" / "crds"
+_CHECKOUT_CRD_DIR = CHECKOUT / "schemas" / "crds"
+
+
+def project_crd_dir() -> Path:
+    """The project's vendored CRDs: the packaged copy if installed as a wheel, else the checkout."""
+    return _PACKAGED_CRD_DIR if _PACKAGED_CRD_DIR.is_dir() else _CHECKOUT_CRD_DIR
+
+
+def crd_directories(given: list[Path]) -> list[Path]:
+    """The directories given, then the project's own, each once."""
+    unique: dict[Path, Path] = {}
+    for directory in [*given, project_crd_dir()]:
+        unique.setdefault(directory.resolve(), directory)
+    return list(unique.values())
+
+
+@dataclass(frozen=True)
+class Finding:
+    file: str
+    object: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.object}: {self.message}"
+
+
+def schema_version(kubernetes_version: str) -> str:
+    """Newest schema set kubernetes-validate ships that is not newer than the cluster's minor."""
+    wanted = tuple(int(p) for p in kubernetes_version.split(".")[:2])
+    available: list[str] = sorted(
+        {v for v in kv_utils.all_versions()}, key=lambda v: tuple(int(p) for p in v.split("."))
+    )
+    usable = [v for v in available if tuple(int(p) for p in v.split(".")[:2]) <= wanted]
+    if not usable or tuple(int(p) for p in available[-1].split(".")[:2]) < wanted:
+        raise ValueError(
+            f"kubernetes-validate has schemas for {available[0]}..{available[-1]}, "
+            f"not Kubernetes {kubernetes_version}"
+        )
+    return usable[-1]
+
+
+def _strict_int(_checker: Any, value: Any) -> bool:
+    # A float such as 2.0 is not an integer to the API server.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+_Validator = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _strict_int),
+)
+
+
+def structural_to_json_schema(node: Any, in_junction: bool = False) -> Any:
+    """A CRD structural schema (OpenAPI v3.0 dialect) as JSON Schema 2020-12, with the API
+    server's pruning made explicit: objects reject undeclared fields."""
+    if not isinstance(node, dict):
+        return node
+    out = dict(node)
+    if "properties" in out:
+        out["properties"] = {
+            k: structural_to_json_schema(v, in_junction) for k, v in out["properties"].items()
+        }
+    for key in ("items", "additionalProperties", "not"):
+        if isinstance(out.get(key), dict):
+            out[key] = structural_to_json_schema(out[key], in_junction or key == "not")
+    for key in ("allOf", "anyOf", "oneOf"):
+        if key in out:
+            out[key] = [structural_to_json_schema(x, True) for x in out[key]]
+    if out.get("x-kubernetes-int-or-string"):
+        out["type"] = ["integer", "string"]
+        out.pop("anyOf", None)
+    if out.pop("nullable", False) and "type" in out:
+        types = [out["type"]] if isinstance(out["type"], str) else list(out["type"])
+        out["type"] = [*types, "null"]
+    if out.get("x-kubernetes-embedded-resource"):
+        out.setdefault("properties", {})
+        for key in ("apiVersion", "kind", "metadata"):
+            out["properties"].setdefault(key, {})
+    pruned = not in_junction and not out.get("x-kubernetes-preserve-unknown-fields")
+    if pruned and "additionalProperties" not in out and ("properties" in out or out.get("type") == "object"):
+        out["additionalProperties"] = False
+    return out
+
+
+class CrdSchemas:
+    """CRD schemas found under some directories, by (group, kind, version)."""
+
+    def __init__(self, directories: list[Path]):
+        self._schemas: dict[tuple[str, str], dict[str, tuple[bool, dict[str, Any]]]] = {}
+        self._validators: dict[tuple[str, str, str], Any] = {}
+        sources: dict[tuple[str, str], Path] = {}
+        for directory in directories:
+            if not directory.is_dir():
+                raise ValueError(f"--crd-dir {directory}: not a directory")
+            for path in sorted(directory.rglob("*.y*ml")):
+                for doc in yaml.load_all(
+                    path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+                ):
+                    if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                        spec = doc["spec"]
+                        key = (spec["group"], spec["names"]["kind"])
+                        versions: dict[str, tuple[bool, dict[str, Any]]] = {}
+                        for version in spec.get("versions", []):
+                            schema = (version.get("schema") or {}).get("openAPIV3Schema") or {
+                                "type": "object",
+                                "x-kubernetes-preserve-unknown-fields": True,
+                            }
+                            versions[version["name"]] = (bool(version.get("served")), schema)
+                        # The same CRD in two directories must not make the result depend on
+                        # their order.
+                        if key in self._schemas and self._schemas[key] != versions:
+                            raise ValueError(
+                                f"CRD {key[1]}.{key[0]} differs between {sources[key]} and {path}"
+                            )
+                        self._schemas[key] = versions
+                        sources.setdefault(key, path)
+
+    def validator(self, group: str, version: str, kind: str) -> Any:
+        key = (group, version, kind)
+        if key not in self._validators:
+            self._validators[key] = self._build_validator(group, version, kind)
+        return self._validators[key]
+
+    def _build_validator(self, group: str, version: str, kind: str) -> Any:
+        versions = self._schemas.get((group, kind))
+        if versions is None:
+            raise LookupError(f"no CRD for {group}/{version} {kind} (pass its directory with --crd-dir)")
+        served, schema = versions.get(version, (False, {}))
+        if not served:
+            ok = ", ".join(sorted(v for v, (s, _) in versions.items() if s))
+            raise LookupError(f"{kind} version {version} is not served by its CRD (served: {ok})")
+        root = structural_to_json_schema(schema)
+        root.setdefault("properties", {})
+        root["properties"].update(
+            {"apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"}}
+        )
+        return _Validator(root)
+
+
+def _path(parts: Any) -> str:
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return text.lstrip(".") or "<root>"
+
+
+def check_object(obj: Any, version: str, crds: CrdSchemas) -> list[str]:
+    """Problems with one manifest document (empty when valid)."""
+    if not isinstance(obj, dict) or not obj.get("apiVersion") or not obj.get("kind"):
+        return ["not a Kubernetes object (apiVersion/kind missing)"]
+    if not (obj.get("metadata") or {}).get("name"):
+        return ["metadata.name is required"]
+    group, _, api_version = str(obj["apiVersion"]).rpartition("/")
+    if group in BUILTIN_GROUPS:
+        try:
+            kubernetes_validate.validate(obj, version, strict=True)
+        except kubernetes_validate.SchemaNotFoundError:
+            return [f"{obj['apiVersion']} {obj['kind']} is not a Kubernetes {version} kind"]
+        except kubernetes_validate.ValidationError as exc:
+            return [f"{_path(exc.path)}: {exc.message[:300]}"]
+        return []
+    try:
+        validator = crds.validator(group, api_version, str(obj["kind"]))
+    except LookupError as exc:
+        return [str(exc)]
+    errors = sorted(validator.iter_errors(obj), key=lambda e: [str(p) for p in e.absolute_path])
+    return [f"{_path(e.absolute_path)}: {e.message[:300]}" for e in errors]
+
+
+def check_manifests(
+    manifest_dir: Path, kubernetes_version: str, crd_dirs: list[Path]
+) -> tuple[int, list[Finding]]:
+    """Validate every YAML document under manifest_dir against the CRDs of crd_dirs and of the
+    project's own schemas directory; returns (objects checked, findings)."""
+    version = schema_version(kubernetes_version)
+    crds = CrdSchemas(crd_directories(crd_dirs))
+    findings: list[Finding] = []
+    count = 0
+    for path in sorted(manifest_dir.rglob("*.yaml")):
+        rel = str(path.relative_to(manifest_dir))
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc is None:
+                continue
+            count += 1
+            name = (
+                f"{doc.get('kind', '?')}/{(doc.get('metadata') or {}).get('name', '?')}"
+                if isinstance(doc, dict)
+                else "?"
+            )
+            findings += [Finding(rel, name, message) for message in check_object(doc, version, crds)]
+    return count, findings

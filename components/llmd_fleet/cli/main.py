@@ -1,0 +1,348 @@
+"""`llmd-fleet`: render, check and plan stacks offline.
+
+    llmd-fleet plan STACK                           print the fleet plan
+    llmd-fleet render STACK [--out DIR]             synthesize under mocks into build/STACK/
+    llmd-fleet check STACK [--crd-dir DIR]... [--policy-config FILE]
+                                                    render, validate every manifest, run the policy pack
+    llmd-fleet bench STACK [--out DIR] [--stages N,N...] [--gateway-address IP] [--prometheus-url URL]
+                                                    render the agentic benchmark Job into
+                                                    build/bench/STACK/ and check it (docs/benchmark.md)
+    llmd-fleet bench-summary DIR|LOG|-              summarize a benchmark run's reports
+    llmd-fleet twin up|down|status|e2e|engine|build [STACK]  the control-plane twin (docs/twin.md)
+    llmd-fleet policy-pack-path                     print the directory of the policy pack the
+                                                    package ships (for pulumi --policy-pack)
+
+Exit codes: 0 fine, 1 the rendered output failed a check, 2 bad input (config, plan or usage).
+"""
+
+import argparse
+import importlib
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from llmd_fleet.cli.outdir import OutputDirError, ensure_replaceable
+from llmd_fleet.core.problems import ConfigError
+from llmd_fleet.plan.fleet import PlanError, plan_fleet
+
+if TYPE_CHECKING:
+    from llmd_fleet.cli.policy_check import PolicyPackProcess
+    from llmd_fleet.cli.stack_file import StackFile
+    from llmd_fleet.cli.synth import Synthesis
+    from llmd_fleet.config.stack import StackConfig
+    from llmd_fleet.plan.fleet import FleetPlan
+
+EXIT_OK, EXIT_INVALID_OUTPUT, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _project_root() -> Path:
+    """The directory holding Pulumi.yaml: the current one or one of its parents."""
+    here = Path.cwd()
+    for candidate in (here, *here.parents):
+        if (candidate / "Pulumi.yaml").is_file():
+            return candidate
+    return here
+
+
+def _package_version() -> str:
+    """The version of the installed distribution (pyproject.toml's, the one place it is set)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("llmd-fleet")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="llmd-fleet", description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--stacks-dir",
+        type=Path,
+        default=None,
+        help="directory of Pulumi.<stack>.yaml files (default: stacks/)",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_package_version()}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser(
+        "policy-pack-path",
+        help="print the directory of the policy pack shipped in the package (for pulumi --policy-pack)",
+    )
+    plan = sub.add_parser("plan", help="print the fleet plan of a stack")
+    plan.add_argument("stack")
+    render = sub.add_parser("render", help="synthesize a stack offline into files")
+    render.add_argument("stack")
+    render.add_argument("--out", type=Path, default=None, help="output directory (default: build/STACK)")
+    check = sub.add_parser("check", help="render a stack and validate every manifest")
+    check.add_argument("stack")
+    check.add_argument("--out", type=Path, default=None, help="output directory (default: build/STACK)")
+    check.add_argument(
+        "--crd-dir",
+        type=Path,
+        action="append",
+        default=[],
+        help="directory of CRD YAML files (repeatable); the project's schemas/crds is always read too",
+    )
+    check.add_argument(
+        "--policy-config",
+        type=Path,
+        default=None,
+        help="policy pack config, as `pulumi preview --policy-pack-config` takes it "
+        "(default: policies/config/STACK.json when it exists)",
+    )
+    bench = sub.add_parser(
+        "bench",
+        help="render the agentic benchmark Job of a stack (never part of pulumi up) and check it",
+    )
+    bench.add_argument("stack")
+    bench.add_argument("--out", type=Path, default=None, help="output directory (default: build/bench/STACK)")
+    bench.add_argument(
+        "--stages",
+        default=None,
+        help="concurrent agents per stage, ascending (default: 500,1000,2000,3000)",
+    )
+    bench.add_argument(
+        "--gateway-address",
+        default=None,
+        help="the gateway's IPv4 address; required for a managed gateway (gke-l7-rilb)",
+    )
+    bench.add_argument(
+        "--prometheus-url",
+        default=None,
+        help="Prometheus to read server metrics from (default: from observability.prometheus)",
+    )
+    summary = sub.add_parser("bench-summary", help="summarize a benchmark run's inference-perf reports")
+    summary.add_argument("source", help="report directory, the bench Job's log file, or - (stdin)")
+    return parser
+
+
+def _bench(args: argparse.Namespace, root: Path, stacks_dir: Path) -> int:
+    """`llmd-fleet bench`: render the Job, its ConfigMap, NetworkPolicy and gateway Service, and
+    validate them like every rendered manifest; the stack program is not run."""
+    from llmd_fleet.cli.bench.workload import (
+        BenchError,
+        BenchOptions,
+        bench_files,
+        bench_name,
+        parse_stages,
+    )
+    from llmd_fleet.cli.check import check_manifests
+    from llmd_fleet.cli.outdir import write_atomically
+    from llmd_fleet.cli.stack_file import read_stack_file, stack_config
+
+    try:
+        config = stack_config(read_stack_file(stacks_dir, args.stack))
+        plan_fleet(config)  # a stack that does not plan does not deploy, and is not benchmarked
+        options = BenchOptions(gateway_address=args.gateway_address, prometheus_url=args.prometheus_url)
+        if args.stages is not None:
+            options = BenchOptions(
+                stages=parse_stages(args.stages),
+                gateway_address=args.gateway_address,
+                prometheus_url=args.prometheus_url,
+            )
+        out = args.out or root / "build" / "bench" / args.stack
+        ensure_replaceable(out)
+        files = bench_files(config, options)
+    except (ConfigError, PlanError, OutputDirError, BenchError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    write_atomically(files, out)
+    count, findings = check_manifests(out / "manifests", config.target.kubernetes_version, [])
+    for finding in findings:
+        print(f"INVALID {finding}")
+    bad = len({(f.file, f.object) for f in findings})
+    print(f"rendered the benchmark of {args.stack}: {len(files)} files in {out}")
+    print(f"checked {count} objects in {out / 'manifests'}: {count - bad} valid, {bad} invalid")
+    name, namespace = bench_name(config), config.serving.namespace
+    print(
+        f"run it:   kubectl apply -f {out / 'manifests'}\n"
+        f"follow:   kubectl logs -n {namespace} -f job/{name} -c inference-perf\n"
+        f"summary:  kubectl logs -n {namespace} job/{name} -c inference-perf | llmd-fleet bench-summary -\n"
+        f"clean up: kubectl delete -f {out / 'manifests'}"
+    )
+    return EXIT_INVALID_OUTPUT if findings else EXIT_OK
+
+
+def _bench_summary(source: str) -> int:
+    from llmd_fleet.cli.bench.report import ReportError, read, summarize, table
+
+    try:
+        rows = summarize(read(source, sys.stdin.read() if source == "-" else None))
+    except (ReportError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(table(rows))
+    return EXIT_OK
+
+
+def _twin(argv: list[str]) -> int:
+    """`llmd-fleet twin ...`: the control-plane twin (docs/twin.md) is repository tooling in
+    devtools/, which the wheel does not ship; it runs from a checkout only."""
+    from llmd_fleet.cli.paths import CHECKOUT
+
+    if not (CHECKOUT / "devtools" / "twin").is_dir():
+        print(
+            "error: `llmd-fleet twin` runs from a checkout of the llmd-fleet repository (its devtools/ "
+            "is not part of the installed package): make twin-up, or uv run llmd-fleet twin ... there",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+    sys.path.insert(0, str(CHECKOUT))
+    twin_cli = importlib.import_module("devtools.twin.cli")
+    status: int = twin_cli.main(argv)
+    return status
+
+
+def run(argv: list[str]) -> int:
+    if argv[:1] == ["twin"]:
+        return _twin(argv[1:])
+    args = _parser().parse_args(argv)
+    if args.command == "policy-pack-path":
+        from llmd_fleet.cli.paths import PACKAGE_DIR
+
+        print(PACKAGE_DIR / "policies")
+        return EXIT_OK
+    if args.command == "bench-summary":
+        return _bench_summary(args.source)
+    root = _project_root()
+    stacks_dir = args.stacks_dir or root / "stacks"
+    if args.command == "bench":
+        return _bench(args, root, stacks_dir)
+    from llmd_fleet.cli.stack_file import read_stack_file, stack_config
+
+    # Everything that can be refused is refused first, with no SDK imported yet: the stack file,
+    # its config and plan, the output directory and (for check) the policy config.
+    try:
+        stack_file = read_stack_file(stacks_dir, args.stack)
+        plan = plan_fleet(config := stack_config(stack_file))
+        if args.command == "plan":
+            from llmd_fleet.cli.render import plan_table
+
+            print(f"# plan of {args.stack}: {plan.gpus} GPUs on {plan.nodes} nodes\n")
+            print(plan_table(plan))
+            from llmd_fleet.layers.observability.live import live_table
+
+            print(
+                "\n## What to expect live (llmd_fleet/layers/observability/live.py, docs/observability.md)\n"
+            )
+            print(live_table(config, plan))
+            return EXIT_OK
+        out = args.out or root / "build" / args.stack
+        ensure_replaceable(out)
+    except (ConfigError, PlanError, OutputDirError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    pack, policy_config_path, policy_config = None, None, None
+    if args.command == "check":
+        from llmd_fleet.cli.policy_check import (
+            PACK_DIR,
+            PolicyConfigError,
+            PolicyPackProcess,
+            load_policy_config,
+        )
+
+        policy_config_path = args.policy_config or _default_policy_config(root, args.stack)
+        try:
+            policy_config = load_policy_config(policy_config_path) if policy_config_path else None
+        except PolicyConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        # The pack starts now and imports its rules while the stack is synthesized.
+        pack = PolicyPackProcess(PACK_DIR, args.stack)
+    try:
+        synthesis = _render(stack_file, config, plan, out)
+        if args.command == "render":
+            return EXIT_OK
+        return _check(synthesis, out, args.crd_dir, pack, policy_config_path, policy_config)
+    finally:
+        if pack is not None:
+            pack.stop()
+
+
+def _render(stack_file: "StackFile", config: "StackConfig", plan: "FleetPlan", out: Path) -> "Synthesis":
+    from llmd_fleet.cli.outdir import write_atomically
+    from llmd_fleet.cli.render import render_files
+    from llmd_fleet.cli.synth import synthesize_validated
+
+    synthesis = synthesize_validated(stack_file, config, plan)
+    files = render_files(synthesis)
+    write_atomically(files, out)
+    print(f"rendered {stack_file.stack}: {len(files)} files in {out}")
+    return synthesis
+
+
+def _check(
+    synthesis: "Synthesis",
+    out: Path,
+    crd_dirs: list[Path],
+    pack: "PolicyPackProcess | None",
+    policy_config_path: Path | None,
+    policy_config: dict[str, Any] | None,
+) -> int:
+    """Validate the rendered manifests, then run the policy pack over the same synthesis."""
+    from llmd_fleet.cli.check import check_manifests
+
+    try:
+        count, findings = check_manifests(
+            out / "manifests", synthesis.config.target.kubernetes_version, crd_dirs
+        )
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for finding in findings:
+        print(f"INVALID {finding}")
+    bad = len({(f.file, f.object) for f in findings})
+    print(f"checked {count} objects in {out / 'manifests'}: {count - bad} valid, {bad} invalid")
+    policy_result = _check_policies(synthesis, policy_config_path, policy_config, pack)
+    if policy_result is None:
+        return EXIT_BAD_INPUT
+    return EXIT_INVALID_OUTPUT if findings or policy_result else EXIT_OK
+
+
+def _default_policy_config(root: Path, stack: str) -> Path | None:
+    path = root / "policies" / "config" / f"{stack}.json"
+    return path if path.is_file() else None
+
+
+def _check_policies(
+    synthesis: "Synthesis",
+    config_path: Path | None,
+    config: dict[str, Any] | None,
+    pack: "PolicyPackProcess | None" = None,
+) -> bool | None:
+    """Run the policy pack over the synthesized resources and print its violations the way a
+    preview lists them; True when a mandatory policy failed, None when the policy config does
+    not fit the pack's schemas."""
+    from llmd_fleet.cli.policy_check import PolicyConfigError, PolicyPackError, run_policy_pack
+
+    try:
+        report = run_policy_pack(synthesis.resources, synthesis.stack, policy_config=config, started=pack)
+    except PolicyConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+    except PolicyPackError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return True
+    for violation in report.violations:
+        print(violation.line())
+    shown = config_path
+    if config_path is not None and config_path.is_absolute() and config_path.is_relative_to(Path.cwd()):
+        shown = config_path.relative_to(Path.cwd())
+    source = f" (config {shown})" if shown is not None else ""
+    print(report.summary() + source)
+    return bool(report.mandatory)
+
+
+def main() -> None:
+    code = run(sys.argv[1:])
+    # The mock engine leaves its event loop and some RPC tasks behind; collecting them at
+    # interpreter exit prints asyncio's "Task was destroyed but it is pending!". Everything is
+    # written: flush and leave directly, running no finalizer.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()

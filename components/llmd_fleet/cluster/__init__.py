@@ -1,1 +1,0 @@
-"""Targets (type tokens `llmd-fleet:cluster:*`): on-prem, GKE and EKS clusters and GPU node pools."""

@@ -1,0 +1,69 @@
+"""The `model` section: the served model and the architecture facts sizing needs. Pure."""
+
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from llmd_fleet.config.base import ConfigModel
+from llmd_fleet.config.grammar import (
+    GitRevision,
+    HfRepoId,
+    ServedModelName,
+    one_of,
+)
+from llmd_fleet.config.vllm_registry import REASONING_PARSERS, TOOL_CALL_PARSERS
+
+
+class _Model(ConfigModel):
+    """Strict, frozen, unknown keys refused, camelCase in YAML (llmd_fleet/config/base.py)."""
+
+
+class WeightDtype(StrEnum):
+    """Checkpoint weight formats and their bytes per parameter."""
+
+    FP8 = "fp8"
+    BF16 = "bf16"
+
+    @property
+    def bytes_per_param(self) -> int:
+        return {"fp8": 1, "bf16": 2}[self.value]
+
+
+class ModelConfig(_Model):
+    """The served model: where to get it and the architecture facts that size the roles."""
+
+    id: HfRepoId
+    """Hugging Face repository id, e.g. `zai-org/GLM-5.2-FP8`."""
+    revision: GitRevision
+    """Branch, tag or 40-hex commit id to load; pin a commit for production."""
+    served_name: ServedModelName | None = None
+    """Model name clients send; the repository id when unset."""
+    total_params_b: Annotated[float, Field(gt=0, le=100000)]
+    """Total parameters, in billions."""
+    active_params_b: Annotated[float, Field(gt=0, le=100000)]
+    """Parameters active per token, in billions (informational; shown in the plan)."""
+    routed_expert_params_b: Annotated[float, Field(ge=0, le=100000)]
+    """Parameters in routed experts, in billions: sharded across EP ranks. The rest (attention,
+    shared experts, dense MLPs, embeddings) is replicated on every data-parallel rank."""
+    layers: Annotated[int, Field(ge=1, le=1024)]
+    """Transformer layers."""
+    experts: Annotated[int, Field(ge=1, le=4096)]
+    """Routed experts per MoE layer; the expert-parallel size must divide it."""
+    experts_per_token: Annotated[int, Field(ge=1, le=256)]
+    """Routed experts each token activates."""
+    weight_dtype: Annotated[WeightDtype, Field(strict=False)]
+    """Weight format of the checkpoint."""
+    kv_cache_dtype: Literal["fp8", "auto"] = "fp8"
+    """vLLM --kv-cache-dtype; `kvBytesPerToken` must be given for this dtype."""
+    kv_bytes_per_token: Annotated[int, Field(ge=1, le=16 * 1024 * 1024)]
+    """KV-cache bytes one token occupies on a rank, all layers included, in `kvCacheDtype`."""
+    max_context_tokens: Annotated[int, Field(ge=1, le=16 * 1024 * 1024)]
+    """Longest context the model supports (config.json max_position_embeddings)."""
+    tool_call_parser: Annotated[str, one_of(TOOL_CALL_PARSERS, "tool-call parser")] | None = None
+    """vLLM --tool-call-parser (a name the pinned vLLM registers, llmd_fleet/config/vllm_registry.py);
+    enables auto tool choice when set."""
+    reasoning_parser: Annotated[str, one_of(REASONING_PARSERS, "reasoning parser")] | None = None
+    """vLLM --reasoning-parser (a name the pinned vLLM registers)."""
+    trust_remote_code: bool = False
+    """Pass --trust-remote-code to vLLM."""

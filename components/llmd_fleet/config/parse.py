@@ -1,0 +1,175 @@
+"""From raw config values to a validated StackConfig: each section's model, the target kind's
+defaults, then every cross-field rule in a fixed order (the explicit list `RULES`). Pure."""
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from llmd_fleet.config.errors import describe, key_path, section_loc
+from llmd_fleet.config.rules import model_problems, node_group_problems
+from llmd_fleet.config.stack import KNOWN_KEYS, OBJECT_KEYS, OPTIONAL_OBJECT_KEYS, SECRET_KEYS, StackConfig
+from llmd_fleet.core.problems import PROJECT, ConfigError, Problem
+from llmd_fleet.images.rules import images_problems
+from llmd_fleet.layers.autoscaling.rules import autoscaling_problems
+from llmd_fleet.layers.gateway.rules import gateway_problems
+from llmd_fleet.layers.modelexpress.rules import weight_loading_problems
+from llmd_fleet.layers.observability.config import GMP_NAMESPACE
+from llmd_fleet.layers.observability.rules import observability_problems
+from llmd_fleet.layers.preflight.rules import preflight_problems
+from llmd_fleet.layers.responses.config import password_problems
+from llmd_fleet.layers.responses.rules import responses_problems
+from llmd_fleet.layers.router.rules import router_problems
+from llmd_fleet.layers.serving.rules import kv_tier_problems, role_problems, simulator_problems
+from llmd_fleet.targets.base import kubernetes_version_problems
+from llmd_fleet.targets.local.rules import local_problems
+from llmd_fleet.targets.specs import SPECS
+
+
+def _target_kind_problems(config: StackConfig) -> list[Problem]:
+    return SPECS[config.target.kind].problems(config)
+
+
+# The target sections and the kinds that have them (a section under another kind is refused by
+# name, not as a bare unknown key).
+SECTION_KINDS = {"gke": "gke", "eks": "eks", "onprem": "onprem or local"}
+
+RULES: tuple[Callable[[StackConfig], list[Problem]], ...] = (
+    _target_kind_problems,
+    gateway_problems,
+    observability_problems,
+    responses_problems,
+    images_problems,
+    kubernetes_version_problems,
+    local_problems,
+    node_group_problems,
+    simulator_problems,
+    model_problems,
+    role_problems,
+    kv_tier_problems,
+    weight_loading_problems,
+    router_problems,
+    preflight_problems,
+    autoscaling_problems,
+)
+"""The cross-field rules: the target kind's, then one per section, in the order their problems
+are reported."""
+
+
+def _section_problems(key: str, error: ValidationError, raw: Any) -> list[Problem]:
+    problems = []
+    for err in error.errors():
+        loc = section_loc(err, raw)
+        message = describe(err, loc)
+        if key == "target" and len(loc) == 1 and loc[0] in SECTION_KINDS:
+            if err["type"] == "extra_forbidden":
+                message = f"only for kind {SECTION_KINDS[loc[0]]}"
+            elif err["type"] == "missing":
+                message = f"required for kind {loc[0]}"
+        problems.append(Problem(key_path(key, loc), message))
+    return problems
+
+
+def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset()) -> StackConfig:
+    """Validate raw config values (key without namespace -> parsed YAML/JSON value).
+
+    `secret_keys` names the keys that were set as Pulumi secrets. Raises ConfigError naming every
+    offending key path; never returns a half-valid config.
+    """
+    problems: list[Problem] = []
+    for key in sorted(set(raw) - KNOWN_KEYS):
+        allowed = ", ".join(sorted(KNOWN_KEYS))
+        problems.append(Problem(f"{PROJECT}:{key}", f"unknown key (allowed: {allowed})"))
+    for key in SECRET_KEYS:
+        if key in raw and key not in secret_keys:
+            problems.append(
+                Problem(f"{PROJECT}:{key}", f"must be a secret: pulumi config set --secret {key} <value>")
+            )
+    parts: dict[str, Any] = {}
+    for key, adapter in OBJECT_KEYS.items():
+        if key not in raw:
+            problems.append(Problem(f"{PROJECT}:{key}", "required"))
+            continue
+        try:
+            parts[key] = adapter.validate_python(raw[key])
+        except ValidationError as exc:
+            problems += _section_problems(key, exc, raw[key])
+    for key, adapter in OPTIONAL_OBJECT_KEYS.items():
+        if key not in raw:
+            continue
+        try:
+            parts[key] = adapter.validate_python(raw[key])
+        except ValidationError as exc:
+            problems += _section_problems(key, exc, raw[key])
+    if problems:
+        raise ConfigError(problems)
+    config = StackConfig(
+        **parts,
+        has_hf_token="hfToken" in raw,
+        has_registry_password="registryPassword" in raw,
+        has_responses_db_password="responsesDbPassword" in raw,
+    )
+    config = SPECS[config.target.kind].defaults(config)
+    if config.serving.engine == "simulator" and "enabled" not in config.serving.preflight.model_fields_set:
+        # The simulator moves no KV over a fabric: nothing for the preflight to prove.
+        preflight = config.serving.preflight.model_copy(update={"enabled": False})
+        serving = config.serving.model_copy(update={"preflight": preflight})
+        config = config.model_copy(update={"serving": serving})
+    config = _target_observability_defaults(config)
+    problems = [problem for rule in RULES for problem in rule(config)]
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def _target_observability_defaults(config: StackConfig) -> StackConfig:
+    """Fill the per-target defaults of the observability keys (an explicit value is kept): each
+    node group's NIC line rate, who scrapes, and the scrapers' namespace under GKE's managed
+    collection."""
+    spec = SPECS[config.target.kind]
+    groups = {
+        name: group.model_copy(update={"nic_gbps": spec.nic_gbps}) if group.nic_gbps is None else group
+        for name, group in config.fleet.node_groups.items()
+    }
+    observability = config.observability
+    if observability.prometheus is None:
+        observability = observability.model_copy(update={"prometheus": spec.prometheus})
+    if observability.prometheus == "gmp" and "namespace" not in config.observability.model_fields_set:
+        observability = observability.model_copy(update={"namespace": GMP_NAMESPACE})
+    fleet = config.fleet.model_copy(update={"node_groups": groups})
+    return config.model_copy(update={"fleet": fleet, "observability": observability})
+
+
+def read_pulumi_config(
+    get: Callable[[str], Any], all_keys: list[str], is_secret: Callable[[str], bool]
+) -> tuple[dict[str, Any], frozenset[str]]:
+    """Collect this project's raw config values.
+
+    `get(key)` returns a value as Pulumi stores it (objects as JSON text), `all_keys` lists every
+    set `project:key`, `is_secret(key)` tells whether a key was set with --secret.
+    """
+    raw: dict[str, Any] = {}
+    secrets = set()
+    for full_key in sorted(all_keys):
+        namespace, _, key = full_key.partition(":")
+        if namespace != PROJECT:
+            continue
+        value = get(full_key)
+        if (key in OBJECT_KEYS or key in OPTIONAL_OBJECT_KEYS) and isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                raise ConfigError([(full_key, "must be an object (a YAML mapping)")]) from None
+        raw[key] = value
+        if is_secret(full_key):
+            secrets.add(key)
+    return raw, frozenset(secrets)
+
+
+def check_stack_secrets(config: StackConfig) -> StackConfig:
+    """A whole stack's config also carries the secrets its sections need (parse_config validates
+    settings on their own, without secrets). Raises ConfigError."""
+    if problems := password_problems(config.responses, config.has_responses_db_password, PROJECT):
+        raise ConfigError(problems)
+    return config

@@ -1,0 +1,93 @@
+"""The typed stack configuration: one strict pydantic model per Pulumi config key.
+
+A stack file (stacks/Pulumi.<stack>.yaml) sets these keys under the `llmd-fleet:` namespace:
+
+    llmd-fleet:target    where the fleet runs (TargetConfig)
+    llmd-fleet:fleet     the GPU node groups (FleetConfig)
+    llmd-fleet:model     the served model and the architecture facts sizing needs (ModelConfig)
+    llmd-fleet:serving   namespace, load budget and the prefill/decode roles (ServingConfig)
+    llmd-fleet:router    endpoint picker mode, prefix routing, flow control (RouterConfig, optional)
+    llmd-fleet:gateway   gateway implementation and listener (GatewayConfig, optional)
+    llmd-fleet:images    build the wide-EP serving image or run the upstream one (ImagesConfig,
+                         optional; llmd_fleet/images/spec.py)
+    llmd-fleet:observability  where metrics are scraped from (ObservabilityConfig, optional)
+    llmd-fleet:responses  the Responses API's agentic API and its PostgreSQL (ResponsesConfig,
+                         optional; llmd_fleet/config/responses.py)
+    llmd-fleet:hfToken   Hugging Face token, only as a Pulumi secret
+    llmd-fleet:registryPassword  on-prem image registry password, only as a Pulumi secret
+    llmd-fleet:kubeconfig  optional kubeconfig for the on-prem target, only as a Pulumi secret
+    llmd-fleet:responsesDbPassword  the response store owner's password, only as a Pulumi secret
+
+Every field is documented where it is declared; defaults live here and nowhere else. Field
+names are camelCase in YAML (Pulumi's convention) and snake_case in Python.
+"""
+
+from typing import Annotated, Any
+
+from pydantic import Field, TypeAdapter
+
+from llmd_fleet.config.base import ConfigModel
+from llmd_fleet.config.fleet import FleetConfig
+from llmd_fleet.config.model import ModelConfig
+from llmd_fleet.images.config import ImagesConfig
+from llmd_fleet.layers.gateway.config import GatewayConfig
+from llmd_fleet.layers.observability.config import ObservabilityConfig
+from llmd_fleet.layers.responses.config import ResponsesConfig
+from llmd_fleet.layers.router.config import RouterConfig
+from llmd_fleet.layers.serving.config import ServingConfig
+from llmd_fleet.targets.eks.config import EksTarget
+from llmd_fleet.targets.gke.config import GkeTarget
+from llmd_fleet.targets.local.config import LocalTarget
+from llmd_fleet.targets.onprem.config import OnPremTarget
+
+TargetConfig = Annotated[OnPremTarget | GkeTarget | EksTarget | LocalTarget, Field(discriminator="kind")]
+"""`llmd-fleet:target`: one model per kind (llmd_fleet/targets/<kind>/config.py), chosen by `kind`."""
+
+
+class StackConfig(ConfigModel):
+    """The whole stack configuration."""
+
+    target: TargetConfig
+    """`llmd-fleet:target`."""
+    fleet: FleetConfig
+    """`llmd-fleet:fleet`."""
+    model: ModelConfig
+    """`llmd-fleet:model`."""
+    serving: ServingConfig
+    """`llmd-fleet:serving`."""
+    router: RouterConfig = Field(default_factory=RouterConfig)
+    """`llmd-fleet:router` (optional)."""
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    """`llmd-fleet:gateway` (optional)."""
+    images: ImagesConfig = Field(default_factory=ImagesConfig)
+    """`llmd-fleet:images` (optional): the serving image (llmd_fleet/images/spec.py)."""
+    observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
+    """`llmd-fleet:observability` (optional): where metrics are scraped from."""
+    responses: ResponsesConfig | None = None
+    """`llmd-fleet:responses` (optional; absent: off): the agentic API and its PostgreSQL
+    (llmd_fleet/config/responses.py)."""
+    has_hf_token: bool = False
+    """Whether `llmd-fleet:hfToken` is set (as a secret); the value itself is never held here."""
+    has_registry_password: bool = False
+    """Whether `llmd-fleet:registryPassword` is set (as a secret)."""
+    has_responses_db_password: bool = False
+    """Whether `llmd-fleet:responsesDbPassword` is set (as a secret)."""
+
+
+# The config keys, in the order errors are reported, and how each section is validated.
+OBJECT_KEYS: dict[str, TypeAdapter[Any]] = {
+    "target": TypeAdapter(TargetConfig),
+    "fleet": TypeAdapter(FleetConfig),
+    "model": TypeAdapter(ModelConfig),
+    "serving": TypeAdapter(ServingConfig),
+}
+# Optional keys: their models default every field.
+OPTIONAL_OBJECT_KEYS: dict[str, TypeAdapter[Any]] = {
+    "router": TypeAdapter(RouterConfig),
+    "gateway": TypeAdapter(GatewayConfig),
+    "images": TypeAdapter(ImagesConfig),
+    "observability": TypeAdapter(ObservabilityConfig),
+    "responses": TypeAdapter(ResponsesConfig),
+}
+SECRET_KEYS = ("hfToken", "kubeconfig", "registryPassword", "responsesDbPassword")
+KNOWN_KEYS = frozenset(OBJECT_KEYS) | frozenset(OPTIONAL_OBJECT_KEYS) | frozenset(SECRET_KEYS)

@@ -1,0 +1,32 @@
+"""The GPU fabric of a target: how KV moves between pods (NIXL backends), how DeepEP/NCCL reach
+the NICs, and what serving pods need for it. Derived from the target, never set per pod: each target
+defines its own (llmd_fleet/targets/<kind>/fabric.py); llmd_fleet/layers/serving/vllm.py and
+pod.py only read the Fabric the plan carries. Pure.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """Transport settings every serving pod of a target shares."""
+
+    name: str
+    """e.g. `infiniband` (on-prem HGX with CX-7), `tcpxo` (GKE A3 Mega), `efa` (AWS p5)."""
+    nixl_backends: tuple[str, ...]
+    """NIXL backends for the KV transfer (kv_connector_extra_config.backends)."""
+    engine_env: tuple[tuple[str, str], ...] = ()
+    """Extra environment of the vLLM container (NCCL/UCX/NVSHMEM/libfabric settings)."""
+    pod_annotations: tuple[tuple[str, str], ...] = ()
+    """Annotations of serving pods (e.g. multi-network interfaces)."""
+    modelexpress_env: tuple[tuple[str, str], ...] = ()
+    """Environment of the ModelExpress client with `serving.weightLoading: modelexpress`: the NIXL
+    backend that moves the weights (MX_NIXL_BACKEND, default UCX) and NIC pinning."""
+    weight_gbps_per_gpu: int = 0
+    """Fabric line rate one GPU's weights can move at, in Gb/s (its NICs'), for the plan's
+    peer-transfer estimate."""
+    image: str = "vllm"
+    """Version-matrix image name of the serving image that supports this fabric."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Target-specific data other builders may read (documented where it is set)."""

@@ -1,0 +1,102 @@
+"""Config problems and the key paths they name.
+
+A problem names the key a person edits: `llmd-fleet:serving.roles.decode.maxModelLen`. That path is
+built from the models' field aliases (the names a stack file uses), never written by hand, so a
+renamed field cannot leave an error pointing at a key that no longer exists: `Key.at` refuses a
+name the model does not have.
+
+Pure: pydantic only.
+"""
+
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple, Union
+
+from pydantic import BaseModel
+
+PROJECT = "llmd-fleet"
+
+
+class Problem(NamedTuple):
+    """One thing wrong with the stack configuration: the key path and what is allowed there."""
+
+    key: str
+    message: str
+
+
+class ConfigError(Exception):
+    """Invalid stack configuration: one message, one line per problem, each naming its key path."""
+
+    def __init__(self, problems: Sequence[tuple[str, str]]):
+        self.problems = [Problem(key, message) for key, message in problems]
+        lines = [f"{key}: {message}" for key, message in self.problems]
+        super().__init__("invalid stack configuration:\n  " + "\n  ".join(lines))
+
+
+def _unwrap(annotation: Any) -> Any:
+    """The type under `Annotated[...]` and `X | None`; a union of several types stays as it is."""
+    while True:
+        origin = typing.get_origin(annotation)
+        if origin is typing.Annotated:
+            annotation = typing.get_args(annotation)[0]
+            continue
+        if origin in (Union, types.UnionType):
+            members = [a for a in typing.get_args(annotation) if a is not type(None)]
+            if len(members) == 1:
+                annotation = members[0]
+                continue
+        return annotation
+
+
+class Key(str):
+    """A key path of the stack configuration (a `str`: it is the path an error prints), carrying
+    the value found there (a model, a mapping, a list; None when unset) and its declared type."""
+
+    value: Any
+    declared: Any
+
+    def __new__(cls, path: str, value: Any = None, declared: Any = None) -> "Key":
+        key = super().__new__(cls, path)
+        key.value = value
+        key.declared = declared if declared is not None or value is None else type(value)
+        return key
+
+    def at(self, *names: str | int) -> "Key":
+        """The key below this one: Python field names (rendered as their aliases), mapping keys
+        (rendered as they are) and list indices (`[i]`)."""
+        key = self
+        for name in names:
+            key = key._child(name)
+        return key
+
+    def _child(self, name: str | int) -> "Key":
+        declared = _unwrap(self.declared)
+        if isinstance(name, int):
+            value = self.value[name] if isinstance(self.value, Sequence) and name < len(self.value) else None
+            args = typing.get_args(declared)
+            return Key(f"{self}[{name}]", value, args[0] if args else None)
+        if isinstance(declared, type) and issubclass(declared, BaseModel):
+            field = declared.model_fields.get(name)
+            if field is None:
+                raise KeyError(f"{declared.__name__} has no field {name!r} (below {self})")
+            value = getattr(self.value, name, None) if isinstance(self.value, BaseModel) else None
+            annotation = type(value) if isinstance(value, BaseModel) else field.annotation
+            return Key(f"{self}.{field.alias or name}", value, annotation)
+        if typing.get_origin(declared) in (dict, Mapping) or isinstance(self.value, Mapping):
+            value = self.value.get(name) if isinstance(self.value, Mapping) else None
+            args = typing.get_args(declared)
+            item = type(value) if isinstance(value, BaseModel) else (args[1] if len(args) == 2 else None)
+            return Key(f"{self}.{name}", value, item)
+        raise KeyError(f"{self} is a value, not a section: no key {name!r} below it")
+
+
+def key(config: BaseModel, section: str, *names: str | int) -> Key:
+    """The key path of `config.<section>.<names...>` (`llmd-fleet:<alias>.<alias>...`), read from
+    the models' aliases: a name the model does not have raises KeyError."""
+    field = type(config).model_fields.get(section)
+    if field is None:
+        raise KeyError(f"{type(config).__name__} has no section {section!r}")
+    value = getattr(config, section)
+    declared = type(value) if isinstance(value, BaseModel) else field.annotation
+    return Key(f"{PROJECT}:{field.alias or section}", value, declared).at(*names)

@@ -1,0 +1,112 @@
+"""The `llmd-fleet:images` stack config and the facts it is checked against: which image
+variant each target's fabric needs. Config layer: pydantic and the config base only, so that the
+stack config can use it without importing the image builders (llmd_fleet/images/spec.py).
+"""
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from llmd_fleet.config.base import ConfigModel
+from llmd_fleet.core.problems import Key, Problem
+
+Variant = Literal["ib", "efa"]
+"""Variant of the built image. `ib`: verbs/mlx5 NICs (InfiniBand, RoCE), and fabrics whose RDMA
+does not go through the pod's verbs (GKE TCPXO: NCCL's plugin comes from the node). `efa`: AWS
+Elastic Fabric Adapter (libfabric)."""
+VARIANTS: tuple[Variant, ...] = ("ib", "efa")
+TargetKind = Literal["onprem", "gke", "eks", "local"]
+"""Where the fleet runs (the stack's target.kind)."""
+
+DEFAULT_REPOSITORY = "llmd-fleet"
+"""Artifact Registry repository id (gke), ECR repository prefix (eks), path under the registry
+(onprem)."""
+
+
+def variant_for(fabric_name: str) -> Variant:
+    """The image variant a fabric (llmd_fleet/core/fabric.py `Fabric.name`) needs."""
+    return "efa" if fabric_name == "efa" else "ib"
+
+
+def default_variant(target_kind: TargetKind) -> Variant:
+    """EKS GPU nodes talk over EFA; every other target over InfiniBand/RoCE/TCPXO."""
+    return "efa" if target_kind == "eks" else "ib"
+
+
+def variant_problem(target_kind: TargetKind, variant: Variant) -> str | None:
+    """Why image variant `variant` cannot serve on `target_kind`, or None when it can."""
+    if variant == "efa" and target_kind != "eks":
+        return f"the efa image serves only on the eks target (target is {target_kind})"
+    if target_kind == "eks" and variant != "efa":
+        return "eks GPU nodes talk over EFA: the image variant must be efa"
+    return None
+
+
+class ImagesConfig(ConfigModel):
+    """Stack config `llmd-fleet:images`: which serving image the engine runs.
+
+    The on-prem registry password is the secret config key `registryPassword`."""
+
+    build: bool = False
+    """Build the wide-EP image (images/Dockerfile.wide-ep) for the target's fabric and push it to
+    the target's registry; false runs the pinned upstream vLLM image. The eks target needs true
+    (EFA)."""
+    registry: Annotated[str, Field(pattern=r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._/-]+)?$")] | None = None
+    """onprem: registry host[:port][/path] to push to; required there when build is true.
+    gke pushes to Artifact Registry and eks to ECR, created by the build."""
+    registry_username: Annotated[str, Field(pattern=r"^[A-Za-z0-9._@+-]{1,255}$")] | None = None
+    """onprem: registry user, when the registry needs a login (its password: `registryPassword`)."""
+    repository: Annotated[str, Field(pattern=r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$")] = DEFAULT_REPOSITORY
+    """Artifact Registry repository id (gke), ECR repository prefix (eks), or path segment under
+    `registry` (onprem)."""
+
+
+_IMAGES_KEY = Key("llmd-fleet:images", declared=ImagesConfig)
+
+
+def images_config_problems(
+    target_kind: TargetKind,
+    config: ImagesConfig,
+    has_registry_password: bool = False,
+    prefix: Key = _IMAGES_KEY,
+) -> list[Problem]:
+    """Key paths and messages for an `images` config that cannot work on `target_kind`."""
+    problems: list[Problem] = []
+    if default_variant(target_kind) == "efa" and not config.build:
+        problems.append(
+            Problem(
+                prefix.at("build"),
+                f"must be true on {target_kind}: EFA needs the built image, the upstream vLLM image "
+                "has no EFA user space (libfabric)",
+            )
+        )
+    own_registry = target_kind == "onprem"
+    if config.build and own_registry and config.registry is None:
+        problems.append(
+            Problem(prefix.at("registry"), f"required when build is true on the {target_kind} target")
+        )
+    if not own_registry and (config.registry is not None or config.registry_username is not None):
+        pushes_to = {"gke": "the build pushes to Artifact Registry", "eks": "the build pushes to ECR"}
+        problems.append(
+            Problem(
+                prefix.at("registry"),
+                f"not used on {target_kind}: "
+                + pushes_to.get(target_kind, "nothing is built there (the simulator image is pinned)"),
+            )
+        )
+    root = prefix.rsplit(":", 1)[0]
+    if has_registry_password and (not own_registry or config.registry_username is None):
+        problems.append(
+            Problem(
+                f"{root}:registryPassword",
+                "only used with images.registryUsername on the onprem target (the registry login)",
+            )
+        )
+    if own_registry and config.registry_username is not None and not has_registry_password:
+        problems.append(
+            Problem(
+                f"{root}:registryPassword",
+                "required with images.registryUsername: pulumi config set --secret registryPassword <value>",
+            )
+        )
+    return problems

@@ -1,0 +1,11 @@
+"""The images section's rules against the target. Pure."""
+
+from llmd_fleet.config.stack import StackConfig
+from llmd_fleet.core.problems import Problem, key
+from llmd_fleet.images.config import images_config_problems
+
+
+def images_problems(config: StackConfig) -> list[Problem]:
+    return images_config_problems(
+        config.target.kind, config.images, config.has_registry_password, key(config, "images")
+    )

@@ -1,0 +1,1 @@
+"""The observability layer: monitors, alert rules, dashboards and the live metric reads."""

@@ -1,0 +1,122 @@
+"""The `router` section: endpoint picker mode, prefix routing, flow control, priorities. Pure."""
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from llmd_fleet.config.base import ConfigModel
+from llmd_fleet.config.grammar import (
+    DNS_LABEL_PATTERN,
+    CookieName,
+    HttpHeaderName,
+)
+
+
+class _Model(ConfigModel):
+    """Strict, frozen, unknown keys refused, camelCase in YAML (llmd_fleet/config/base.py)."""
+
+
+class PriorityClassConfig(_Model):
+    """A traffic class: an InferenceObjective clients select with `x-llm-d-inference-objective`."""
+
+    name: Annotated[str, Field(pattern=DNS_LABEL_PATTERN, max_length=63)]
+    """InferenceObjective name (the header value clients send)."""
+    priority: Annotated[int, Field(ge=-1000, le=1000)]
+    """Flow-control priority band: higher is served first; negative is sheddable under saturation."""
+    max_requests: Annotated[int, Field(ge=1, le=1_000_000)]
+    """Most requests this band may queue in the router before new ones are rejected."""
+
+
+def _default_priority_classes() -> list["PriorityClassConfig"]:
+    # Interactive main-agent turns first, their sub-agent bursts next, batch last and sheddable.
+    return [
+        PriorityClassConfig(name="agent-interactive", priority=100, max_requests=4000),
+        PriorityClassConfig(name="agent-subagent", priority=50, max_requests=8000),
+        PriorityClassConfig(name="batch", priority=-10, max_requests=2000),
+    ]
+
+
+class SessionAffinityConfig(_Model):
+    """Keep a multi-turn agent on the decode endpoint that holds its KV: the
+    session-affinity-scorer (`session_id` strategy) keyed by the first of `header`, `cookie` and
+    the coding agent's own session header that a request carries (docs/llm-d-1.0.md)."""
+
+    enabled: bool = True
+    """Score endpoints by the request's session key (session-affinity-scorer, `session_id` strategy)."""
+    header: HttpHeaderName = "x-session-id"
+    """Request header carrying a client-chosen session id; the first source of the key."""
+    cookie: CookieName | None = None
+    """Cookie carrying the session id (read by the router's session-id-producer), tried after
+    `header`. Unset by default: no cookie source."""
+    agent_identity: bool = True
+    """Also key sessions by the coding agent's own session header (the router's agent-identity
+    plugin: `x-claude-code-session-id`, `x-session-affinity`, `session-id`, `session_id`), tried
+    after `header` and `cookie`. The same identity names the agent's flow for program-aware
+    fairness."""
+    agent_headers: Annotated[list[HttpHeaderName], Field(max_length=8)] = Field(default_factory=list)
+    """Extra agent session headers the agent-identity plugin checks before its built-in ones
+    (`additionalSessionHeaders`); none by default, at most 8."""
+    token_header: HttpHeaderName | None = "x-session-token"
+    """Response header that returns the session token (the serving endpoint, encoded) to the
+    client, which echoes it on its next turn: a second session-affinity-scorer with the
+    `encoded_endpoint_header` strategy. It needs no router state, so it also survives an EPP
+    failover. Default `x-session-token`; unset: nothing is returned."""
+    ttl_seconds: Annotated[int, Field(ge=10, le=86400)] = 1800
+    """How long a session is remembered after its last request (agents pause in tool calls)."""
+
+
+class TracingConfig(_Model):
+    """OpenTelemetry export of the endpoint picker's traces (the OTEL_* variables of its SDK)."""
+
+    otlp_endpoint: Annotated[str, Field(pattern=r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?$")]
+    """OTLP gRPC collector, e.g. `http://otel-collector.monitoring.svc:4317`."""
+    sampling_ratio: Annotated[float, Field(ge=0, le=1)] = 0.01
+    """Fraction of traces kept (parent-based trace-id ratio sampler)."""
+
+
+class RouterConfig(_Model):
+    """The llm-d endpoint picker (EPP) in front of the serving pods."""
+
+    replicas: Annotated[int, Field(ge=1, le=10)] = 2
+    """EPP replicas; 2 or more for high availability."""
+    mode: Literal["active-passive", "active-active"] = "active-passive"
+    """`active-passive`: leader election, one replica routes and the other is a hot standby.
+    `active-active`: every replica routes; only valid with precise prefix routing, where each
+    replica builds the same index from the engines' KV events."""
+    prefix_routing: Literal["precise", "approximate"] = "precise"
+    """`precise`: route by the KV blocks engines report over ZMQ; `approximate`: by the router's
+    own guess of what each engine cached."""
+    non_cached_tokens_for_remote_prefill: Annotated[int, Field(ge=0, le=16 * 1024 * 1024)] = 2048
+    """Run prefill on a prefill instance only when at least this many prompt tokens are not
+    already cached on the chosen decode endpoint; smaller remainders are prefilled locally."""
+    session_affinity: SessionAffinityConfig = Field(default_factory=SessionAffinityConfig)
+    """Session affinity for multi-turn agents."""
+    flow_control: bool = True
+    """Queue and prioritise requests in the router (the `flowControl` feature gate)."""
+    fairness: Literal["program-aware", "round-robin", "strict"] = "program-aware"
+    """Fairness between flows inside a priority band. A flow is the `x-llm-d-inference-fairness-id`
+    header, else the agent identity (with `sessionAffinity.agentIdentity`), so each agent program
+    is a flow. `program-aware`: the router's program-aware-fairness policy (least attained
+    service in weighted tokens, idle programs decay); `round-robin`; `strict`: global strict."""
+    probabilistic_admission: bool = True
+    """Shed sheddable (negative-priority) requests before scheduling with a probability that rises
+    steeply with the pool's saturation (the router's probabilistic-admitter), with the same
+    queue-depth and KV-utilisation thresholds as flow control's saturation detector; non-negative
+    priorities are always admitted. Needs a negative-priority class."""
+    priority_classes: Annotated[list[PriorityClassConfig], Field(min_length=1)] = Field(
+        default_factory=_default_priority_classes
+    )
+    """Priority bands and the InferenceObjectives that select them."""
+    expected_requests_per_second: Annotated[float, Field(gt=0, le=400)] = 50
+    """Peak request rate the router must sustain; sizes its CPU (about 0.5 core per req/s, so the
+    bound keeps one replica within the largest CPU nodes) and its memory."""
+    expected_prompt_tokens: Annotated[int, Field(ge=1, le=16 * 1024 * 1024)] = 195_000
+    """Typical (median) prompt length in tokens; sizes the router's memory and the flow-control
+    byte bounds (the reference agentic traffic: ~195k input tokens per turn)."""
+    memory_gib: Annotated[int, Field(ge=2, le=1024)] | None = None
+    """Memory per EPP replica. Unset: derived by the plan from the request rate, the prompt size
+    and the flow-control queue bound (`llmd-fleet plan` shows it); an explicit value below the
+    derived one is refused."""
+    tracing: TracingConfig | None = None
+    """Export the EPP's traces over OTLP; unset turns tracing off (`--tracing=false`), since the
+    EPP traces by default and with no collector every span is wasted work."""

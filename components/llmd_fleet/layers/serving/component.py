@@ -1,0 +1,165 @@
+"""Model serving: namespace, Hugging Face token Secret and the prefill/decode DisaggregatedSet."""
+
+from typing import TypedDict, cast
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from llmd_fleet.config.stack import StackConfig
+from llmd_fleet.core.pod_context import pod_security_labels
+from llmd_fleet.labels import common_labels, serving_labels
+from llmd_fleet.layers.modelexpress.component import ModelExpressServer
+from llmd_fleet.layers.preflight.component import FabricPreflight
+from llmd_fleet.layers.serving.pod import PodInputs, disaggregated_set_spec
+from llmd_fleet.plan.fleet import FleetPlan
+from llmd_fleet.platform.dra import claim_template_name, claim_template_spec
+from llmd_fleet.versions import versions
+
+HF_TOKEN_SECRET = "llm-d-hf-token"
+
+
+class ModelServingArgs(TypedDict):
+    """Arguments of `ModelServing`.
+
+    - `config` (required): the validated stack config; `serving` names the namespace and the
+      DisaggregatedSet, `model` labels the pods.
+    - `plan` (required): the fleet plan; one pod template per role, one ResourceClaimTemplate per
+      node group and claim shape.
+    - `hf_token` (required, may be `None`): Hugging Face token (a secret); when set, the Secret
+      `llm-d-hf-token` is created and the pods read HF_TOKEN from it.
+    - `engine_image` (required): the image every engine container runs (`serving_image`), and
+      the fabric preflight's probe (`serving.preflight`, `FabricPreflight`).
+    """
+
+    config: StackConfig
+    """The validated stack configuration."""
+    plan: FleetPlan
+    """The fleet plan derived from it."""
+    hf_token: pulumi.Input[str] | None
+    """Hugging Face token (a secret); no Secret is created and pods get no HF_TOKEN when None."""
+    engine_image: pulumi.Input[str]
+    """The image every engine container runs, from llmd_fleet/images/build.py serving_image()."""
+
+
+class ModelServing(pulumi.ComponentResource):
+    """One DisaggregatedSet with a prefill and a decode role, each a multi-node LWS template."""
+
+    disaggregated_set: k8s.apiextensions.CustomResource
+    modelexpress: ModelExpressServer | None
+    """The ModelExpress server, with `serving.weightLoading: modelexpress`."""
+
+    def __init__(self, name: str, args: ModelServingArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("llmd-fleet:serving:ModelServing", name, {}, opts)
+        config, plan = args["config"], args["plan"]
+        serving = config.serving
+        child = pulumi.ResourceOptions(parent=self)
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=serving.namespace,
+                # Pod Security `privileged`: the serving pods add IPC_LOCK and SYS_RAWIO, which
+                # `baseline` refuses (it admits only the runtime's default capabilities), and
+                # mount hostPath volumes for a local-NVMe KV tier and, on GKE, the TCPXO
+                # libraries, aperture devices and /sys. The router (EPP, tokenizer) and the
+                # gateway proxies share this namespace: the InferencePool, its EPP and the pods
+                # it selects live together. The router's own pods would pass `restricted`
+                # (tests/stacks/test_security.py), so moving it out needs no change to its pods.
+                # The simulator's pods pass `restricted`; the namespace stays at `baseline` for
+                # the gateway proxies the implementation creates here (not rendered).
+                labels={
+                    **common_labels("serving", serving.name),
+                    **pod_security_labels("privileged" if serving.engine == "vllm" else "baseline"),
+                },
+            ),
+            opts=child,
+        )
+        after_namespace = pulumi.ResourceOptions(parent=self, depends_on=[namespace])
+        hf_token = args.get("hf_token")
+        token_secret = None
+        if hf_token is not None:
+            token_secret = k8s.core.v1.Secret(
+                f"{name}-hf-token",
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name=HF_TOKEN_SECRET,
+                    namespace=serving.namespace,
+                    labels=common_labels("serving", serving.name),
+                ),
+                type="Opaque",
+                string_data={"HF_TOKEN": pulumi.Output.secret(hf_token)},
+                opts=after_namespace,
+            )
+        # One ResourceClaimTemplate per node group and claim shape: each pod gets its own claim
+        # on the devices of the node it lands on.
+        claim_templates = []
+        shapes = {
+            claim_template_name(r.node_group, r.claim): r.claim for r in plan.roles if r.claim is not None
+        }
+        for template_name, shape in sorted(shapes.items()):
+            claim_templates.append(
+                k8s.resource.v1.ResourceClaimTemplate(
+                    f"{name}-{template_name}",
+                    metadata=k8s.meta.v1.ObjectMetaArgs(
+                        name=template_name,
+                        namespace=serving.namespace,
+                        labels=common_labels("model-server", serving.name),
+                    ),
+                    spec=cast(
+                        k8s.resource.v1.ResourceClaimTemplateSpecArgsDict,
+                        {"spec": claim_template_spec(shape)},
+                    ),
+                    opts=after_namespace,
+                )
+            )
+        # With ModelExpress, its server comes first: pods that start without it load from the hub.
+        self.modelexpress = None
+        if serving.weight_loading == "modelexpress":
+            self.modelexpress = ModelExpressServer(
+                f"{name}-modelexpress",
+                {"config": config, "install_crds": config.target.installs_platform},
+                opts=after_namespace,
+            )
+        # The fabric preflight (llmd_fleet/layers/preflight/component.py) on the same claim templates; with
+        # gateServing the DisaggregatedSet is created only once its Job has completed.
+        gate: list[pulumi.Resource] = []
+        if serving.preflight.enabled:
+            preflight = FabricPreflight(
+                f"{name}-preflight",
+                {"config": config, "plan": plan, "engine_image": args["engine_image"]},
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace, *claim_templates]),
+            )
+            if serving.preflight.gate_serving:
+                gate.append(preflight.job)
+        engine_version = (
+            versions().image("inference-sim").tag
+            if serving.engine == "simulator"
+            else versions().vllm.version
+        )
+        inputs: dict[str, PodInputs] = {
+            role.name: PodInputs(
+                instance=serving.name,
+                labels=serving_labels(
+                    serving.name, role.name, config.model.id, engine_version, serving.engine
+                ),
+                hf_token_secret=HF_TOKEN_SECRET if token_secret is not None else None,
+                engine_image=args["engine_image"],
+            )
+            for role in plan.roles
+        }
+        self.disaggregated_set = k8s.apiextensions.CustomResource(
+            f"{name}-disaggregated-set",
+            api_version="disaggregatedset.x-k8s.io/v1",
+            kind="DisaggregatedSet",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=serving.name,
+                namespace=serving.namespace,
+                labels=common_labels("model-server", serving.name),
+            ),
+            spec=disaggregated_set_spec(config, plan, inputs),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[namespace, *claim_templates, *gate]
+                + ([token_secret] if token_secret is not None else [])
+                + ([self.modelexpress] if self.modelexpress is not None else []),
+            ),
+        )
+        self.register_outputs({"disaggregatedSet": serving.name})

@@ -1,1 +1,0 @@
-"""Metrics, alerts and dashboards (type token `llmd-fleet:observability:Observability`)."""

@@ -1,1 +1,0 @@
-"""The agentic Responses API and its database (type tokens `llmd-fleet:responses:*`)."""

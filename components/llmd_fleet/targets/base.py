@@ -1,0 +1,123 @@
+"""What every target kind shares: the target section's common keys, the rules that depend only on
+them, and `TargetSpec`, the pure description each kind registers in llmd_fleet/targets/specs.py.
+Pure."""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Literal
+
+from pydantic import Field
+
+from llmd_fleet.config.base import ConfigModel
+from llmd_fleet.core.fabric import Fabric
+from llmd_fleet.core.netpol import ClusterRanges
+from llmd_fleet.core.problems import Key, Problem, key
+from llmd_fleet.images.config import TargetKind
+from llmd_fleet.layers.observability.config import PrometheusMode
+from llmd_fleet.versions import version_tuple, versions
+
+if TYPE_CHECKING:
+    from llmd_fleet.config.stack import StackConfig
+
+PlatformMode = Literal["install", "preinstalled"]
+
+
+class TargetBase(ConfigModel):
+    """Where the fleet runs. `kind` chooses the section that applies: `gke` for kind gke, `eks`
+    for kind eks, `onprem` for kinds onprem and local (one model per kind, llmd_fleet/targets/<kind>/
+    config.py; a section under another kind is refused)."""
+
+    kind: TargetKind
+    """Target platform. `onprem`: an existing Kubernetes cluster reached through a kubeconfig.
+    `gke`: a GKE Standard cluster with A3 Mega GPU pools, created by the stack (`gke` section).
+    `eks`: an EKS cluster with p5.48xlarge GPU node groups on EFA, created by the stack (`eks`
+    section). `local`: an existing kind cluster on a laptop, reached through the kubeconfig like
+    onprem, with plain CPU nodes (no GPU drivers, no DRA claims) and `serving.engine: simulator`
+    (docs/local-sim.md)."""
+    kubernetes_version: Annotated[str, Field(pattern=r"^1\.\d+(\.\d+)?$")]
+    """Kubernetes version of the cluster (e.g. "1.34.2"); manifests are validated against it."""
+    kubeconfig_context: Annotated[str, Field(pattern=r"^[^\x00-\x1f\x7f]{1,253}$")] | None = None
+    """kubeconfig context to use; the kubeconfig's current context when unset."""
+    platform: PlatformMode = "install"
+    """Who installs the cluster-wide software the fleet runs on. `install`: the stack releases it
+    (GPU Operator, NVIDIA DRA driver, DRANET, the LWS controller, the gateway's CRDs and
+    controller, KEDA, the CloudNativePG operator, the router's and ModelExpress' CRD bundles),
+    each at the version matrix's pin. `preinstalled`: the cluster already runs them (most on-prem
+    clusters, a shared platform team's cluster, the twin) and the stack declares only its own
+    objects; the NIC DeviceClass the stack names is still created. Kinds onprem and local only:
+    a gke or eks cluster is created by the stack and has nothing installed (docs/deploy.md)."""
+    gpu_driver: Literal["host", "gpu-operator"] = "host"
+    """Where the NVIDIA driver comes from: preinstalled on the hosts (DGX OS, driver root /) or
+    the GPU Operator's driver container (/run/nvidia/driver). Must stay `host` (unused) on kind
+    local, whose nodes have no GPUs."""
+
+    @property
+    def installs_platform(self) -> bool:
+        """Whether the stack releases the third-party cluster software (`platform: install`)."""
+        return self.platform == "install"
+
+
+def managed_cluster_problems(
+    target: TargetBase, kind: str, pinned_version: str, driver_source: str
+) -> list[Problem]:
+    """What a target whose cluster the stack creates (gke, eks) fixes itself: the control-plane
+    minor pinned in the version matrix, the host GPU driver and the kubeconfig."""
+    path = Key("llmd-fleet:target", target)
+    problems = []
+    if version_tuple(target.kubernetes_version)[:2] != version_tuple(pinned_version)[:2]:
+        problems.append(
+            Problem(
+                path.at("kubernetes_version"),
+                f"must be the minor the {kind.upper()} cluster is created at ({pinned_version}) "
+                f"(got {target.kubernetes_version!r})",
+            )
+        )
+    if target.gpu_driver != "host":
+        problems.append(Problem(path.at("gpu_driver"), f"must be host on {kind}: {driver_source}"))
+    if target.kubeconfig_context is not None:
+        problems.append(
+            Problem(path.at("kubeconfig_context"), f"not used on {kind}: the stack builds the kubeconfig")
+        )
+    if target.platform != "install":
+        problems.append(
+            Problem(
+                path.at("platform"),
+                f"must be install on {kind}: the stack creates the cluster, so nothing is preinstalled "
+                "(preinstalled is for kind onprem or local)",
+            )
+        )
+    return problems
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """A target kind's pure half: what config parsing, sizing and the NetworkPolicies need to know.
+    Its Pulumi half (the cluster, the image build's arguments, the managed database) is the module
+    `BUILDS[kind]` names, imported only for a stack of that kind."""
+
+    kind: str
+    fabric: Fabric
+    """How KV and the all-to-all move between nodes (NIXL backends, env, pod additions)."""
+    nic_gbps: int
+    """Line rate of one GPU-fabric NIC, the default of `fleet.nodeGroups.<name>.nicGbps`."""
+    prometheus: PrometheusMode
+    """Who scrapes the fleet when `observability.prometheus` is unset."""
+    problems: "Callable[[StackConfig], list[Problem]]"
+    """The kind's cross-field rules (its section against the fleet, what it cannot run)."""
+    cluster_ranges: "Callable[[StackConfig], ClusterRanges]"
+    """The cluster's pod and Service ranges, and where gateway and health-check traffic comes from."""
+    defaults: "Callable[[StackConfig], StackConfig]" = lambda config: config
+    """The kind's defaults of other sections (an explicit value is always kept)."""
+
+
+def kubernetes_version_problems(config: "StackConfig") -> list[Problem]:
+    """The cluster runs the DRA API the fleet's claims use (resource.k8s.io/v1)."""
+    minimum = versions().kubernetes.minimum
+    if version_tuple(config.target.kubernetes_version)[:2] >= version_tuple(minimum)[:2]:
+        return []
+    return [
+        Problem(
+            key(config, "target", "kubernetes_version"),
+            f"must be {minimum} or newer (DRA resource.k8s.io/v1) (got {config.target.kubernetes_version!r})",
+        )
+    ]

@@ -1,0 +1,38 @@
+"""Kind eks's fabric. Pure."""
+
+from llmd_fleet.core.fabric import Fabric
+
+# AWS p5.48xlarge: 32 EFA interfaces (4 per GPU, on the GPU's PCIe root), reached through
+# libfabric's `efa` provider, never verbs/UCX. NIXL's `LIBFABRIC` backend moves the KV blocks;
+# NVSHMEM (DeepEP) uses its libfabric transport. The engine image is the `efa` build of the wide-EP
+# image (llmd_fleet/images/build.py, variant_for): the upstream vLLM image has no EFA user space, so
+# `image` is only the matrix fallback that serving_image() refuses for this fabric.
+EFA = Fabric(
+    name="efa",
+    nixl_backends=("LIBFABRIC",),
+    # Deliberately absent: FI_EFA_USE_DEVICE_RDMA (libfabric >= 1.18 uses device RDMA whenever
+    # the NIC has it) and FI_EFA_FORK_SAFE (no effect on kernels that copy registered pages on
+    # fork, 5.13+; aws-ofi-nccl sets it itself), per aws-ofi-nccl doc/efa-env-var.md and
+    # libfabric prov/efa/src/efa_env.c. NCCL needs no env on p5: aws-ofi-nccl configures its
+    # tuner and protocol.
+    engine_env=(
+        # Keeps libfabric (NIXL's LIBFABRIC backend) from falling back to a TCP or shm provider.
+        ("FI_PROVIDER", "efa"),
+        ("NVSHMEM_REMOTE_TRANSPORT", "libfabric"),
+        # NVSHMEM's libfabric transport defaults to the `cxi` provider (Slingshot), so EFA must
+        # be named (nvshmem src/modules/transport/common/env_defs.h, LIBFABRIC_PROVIDER).
+        ("NVSHMEM_LIBFABRIC_PROVIDER", "efa"),
+        # IBGDA needs mlx5 verbs; EFA has none.
+        ("NVSHMEM_IB_ENABLE_IBGDA", "false"),
+        ("NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME", "eth0"),
+        # NCCL reaches EFA through the aws-ofi-nccl plugin the EFA installer puts in the image;
+        # bootstrap and Gloo stay on the pod's VPC interface.
+        ("NCCL_SOCKET_IFNAME", "eth0"),
+        ("GLOO_SOCKET_IFNAME", "eth0"),
+    ),
+    # LIBFABRIC on EFA: UCX can silently fall back to TCP there (modelexpress
+    # examples/p2p_transfer_k8s/client/vllm/aws_efa at the pinned tag). FI_PROVIDER=efa is set above.
+    modelexpress_env=(("MX_NIXL_BACKEND", "LIBFABRIC"),),
+    weight_gbps_per_gpu=4 * 100,
+    extra={"efa_per_gpu": 4},
+)

@@ -1,0 +1,37 @@
+"""Kind eks's rules and cluster ranges. Pure."""
+
+from llmd_fleet.config.stack import StackConfig
+from llmd_fleet.core.netpol import ClusterRanges
+from llmd_fleet.core.problems import Problem, key
+from llmd_fleet.targets.base import managed_cluster_problems
+from llmd_fleet.targets.eks.config import EksTarget, eks_problems
+from llmd_fleet.versions import versions
+
+EKS_SERVICE_RANGES = ("10.100.0.0/16", "172.20.0.0/16")
+"""EKS assigns Service addresses from one of these when the cluster sets no serviceIpv4Cidr
+(EKS API KubernetesNetworkConfigRequest); llmd_fleet/targets/eks/cluster.py sets none."""
+
+
+def _target(config: StackConfig) -> EksTarget:
+    assert isinstance(config.target, EksTarget), "an eks rule ran on another kind"
+    return config.target
+
+
+def eks_target_problems(config: StackConfig) -> list[Problem]:
+    """The cluster the stack creates, and the eks section against the fleet it carries."""
+    target = _target(config)
+    problems = managed_cluster_problems(
+        target, "eks", versions().kubernetes.eks, "the AL2023 NVIDIA AMI carries the driver"
+    )
+    problems += eks_problems(
+        target.eks,
+        config.fleet.node_groups,
+        key(config, "target", "eks"),
+        key(config, "fleet", "node_groups"),
+    )
+    return problems
+
+
+def eks_cluster_ranges(config: StackConfig) -> ClusterRanges:
+    # The VPC CNI gives pods addresses of the VPC's subnets.
+    return ClusterRanges(pods=(_target(config).eks.vpc_cidr,), services=EKS_SERVICE_RANGES)

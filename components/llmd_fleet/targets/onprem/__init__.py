@@ -1,0 +1,1 @@
+"""Kind onprem: an existing Kubernetes cluster reached through a kubeconfig."""

@@ -1,0 +1,39 @@
+"""Kinds onprem and local, the Pulumi half: an existing cluster through the kubeconfig."""
+
+from typing import Any
+
+import pulumi
+
+from llmd_fleet.config.stack import StackConfig
+from llmd_fleet.layers.responses.component import ManagedDatabase
+from llmd_fleet.targets.declared import DeclaredTarget
+from llmd_fleet.targets.onprem.cluster import OnPremCluster
+
+
+def declare(config: StackConfig, pulumi_config: pulumi.Config) -> DeclaredTarget:
+    cluster = OnPremCluster(
+        "cluster",
+        {
+            "kubeconfig": pulumi_config.get_secret("kubeconfig"),
+            "context": config.target.kubeconfig_context,
+        },
+    )
+    driver_root = "/" if config.target.gpu_driver == "host" else "/run/nvidia/driver"
+    return DeclaredTarget(cluster, [], driver_root, gpu_operator=True, install_gateway_crds=True)
+
+
+def image_registry_args(config: StackConfig, pulumi_config: pulumi.Config) -> dict[str, Any]:
+    """The image build pushes to the cluster's own registry (kind local builds nothing)."""
+    images = config.images
+    return {
+        "registry": images.registry,
+        "username": images.registry_username,
+        "password": pulumi_config.get_secret("registryPassword"),
+    }
+
+
+def responses_database(
+    config: StackConfig, target: DeclaredTarget, password: pulumi.Input[str]
+) -> ManagedDatabase | None:
+    """None: the serving layers declare CloudNativePG in the cluster."""
+    return None

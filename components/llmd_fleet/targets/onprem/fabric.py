@@ -1,0 +1,21 @@
+"""Kind onprem's fabric. Pure."""
+
+from llmd_fleet.core.fabric import Fabric
+
+# On-prem HGX H100: 8 x ConnectX-7 InfiniBand/RoCE. NIXL over UCX; DeepEP's inter-node kernels
+# over NVSHMEM IBGDA (GPU-initiated RDMA).
+INFINIBAND = Fabric(
+    name="infiniband",
+    nixl_backends=("UCX",),
+    engine_env=(
+        ("NVSHMEM_REMOTE_TRANSPORT", "ibgda"),
+        ("NVSHMEM_IB_ENABLE_IBGDA", "true"),
+        ("NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME", "eth0"),
+        ("NCCL_SOCKET_IFNAME", "eth0"),
+        ("GLOO_SOCKET_IFNAME", "eth0"),
+    ),
+    # ModelExpress over UCX; `auto` pins each rank's UCX_NET_DEVICES to its NUMA-local HCA
+    # (modelexpress docs/DEPLOYMENT.md at the pinned tag, a workaround for openucx/ucx#11259).
+    modelexpress_env=(("MX_NIXL_BACKEND", "UCX"), ("MX_RDMA_NIC_PIN", "auto")),
+    weight_gbps_per_gpu=400,
+)

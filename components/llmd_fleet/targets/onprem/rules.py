@@ -1,0 +1,9 @@
+"""Kind onprem's rules. Pure."""
+
+from llmd_fleet.config.stack import StackConfig
+from llmd_fleet.core.problems import Problem
+from llmd_fleet.targets.rules import preinstalled_platform_problems, range_problems
+
+
+def onprem_problems(config: StackConfig) -> list[Problem]:
+    return range_problems(config) + preinstalled_platform_problems(config)

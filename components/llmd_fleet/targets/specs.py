@@ -1,0 +1,73 @@
+"""The target kinds: each kind's pure half (`SPECS`) and the module of its Pulumi half (`BUILDS`,
+imported only for a stack of that kind, so the on-prem path loads no cloud SDK). Adding a target is
+a folder under targets/ and one line in each table. Pure."""
+
+from llmd_fleet.core.fabric import Fabric
+from llmd_fleet.targets.base import TargetSpec
+from llmd_fleet.targets.eks import fabric as eks_fabric
+from llmd_fleet.targets.eks.rules import eks_cluster_ranges, eks_target_problems
+from llmd_fleet.targets.gke import fabric as gke_fabric
+from llmd_fleet.targets.gke.rules import gke_cluster_ranges, gke_defaults, gke_target_problems
+from llmd_fleet.targets.local import fabric as local_fabric
+from llmd_fleet.targets.local.rules import local_defaults, local_target_problems
+from llmd_fleet.targets.onprem import fabric as onprem_fabric
+from llmd_fleet.targets.onprem.rules import onprem_problems
+from llmd_fleet.targets.rules import existing_cluster_ranges
+
+# The NIC line rates are per target: ConnectX-7 (400 GbE / NDR) on-prem; A3 Mega has 8 GPU NICs
+# for 1,600 Gb/s; p5.48xlarge has 32 EFA for 3,200 Gb/s (shared/reference/cluster.md). kind local
+# has no GPU fabric: its nominal 10 Gb/s only fills the field (no KV moves over NIXL). Who scrapes
+# when `observability.prometheus` is unset: GKE's managed collection (Managed Service for
+# Prometheus) is on by default there; a laptop's kind cluster has no prometheus-operator, so
+# nothing is scraped unless asked; elsewhere a prometheus-operator.
+SPECS: dict[str, TargetSpec] = {
+    spec.kind: spec
+    for spec in (
+        TargetSpec(
+            kind="onprem",
+            fabric=onprem_fabric.INFINIBAND,
+            nic_gbps=400,
+            prometheus="operator",
+            problems=onprem_problems,
+            cluster_ranges=existing_cluster_ranges,
+        ),
+        TargetSpec(
+            kind="local",
+            fabric=local_fabric.LOCAL,
+            nic_gbps=10,
+            prometheus="none",
+            problems=local_target_problems,
+            cluster_ranges=existing_cluster_ranges,
+            defaults=local_defaults,
+        ),
+        TargetSpec(
+            kind="gke",
+            fabric=gke_fabric.TCPXO,
+            nic_gbps=200,
+            prometheus="gmp",
+            problems=gke_target_problems,
+            cluster_ranges=gke_cluster_ranges,
+            defaults=gke_defaults,
+        ),
+        TargetSpec(
+            kind="eks",
+            fabric=eks_fabric.EFA,
+            nic_gbps=100,
+            prometheus="operator",
+            problems=eks_target_problems,
+            cluster_ranges=eks_cluster_ranges,
+        ),
+    )
+}
+BUILDS: dict[str, str] = {
+    "onprem": "llmd_fleet.targets.onprem.build",
+    "local": "llmd_fleet.targets.onprem.build",
+    "gke": "llmd_fleet.targets.gke.build",
+    "eks": "llmd_fleet.targets.eks.build",
+}
+"""kind -> the module whose `declare(config, pulumi_config)` creates (or reaches) the cluster."""
+
+
+def fabric_for(target_kind: str) -> Fabric:
+    """The fabric of a target kind (one per kind: a target's GPU network is fixed by its machines)."""
+    return SPECS[target_kind].fabric

@@ -1,0 +1,187 @@
+"""The plan: table tests on the reference model, property tests over any valid role shape."""
+
+import copy
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from llmd_fleet.config.parse import parse_config
+from llmd_fleet.core.problems import ConfigError
+from llmd_fleet.layers.serving.config import TEARDOWN_SECONDS
+from llmd_fleet.layers.serving.pod import PodInputs, disaggregated_set_spec
+from llmd_fleet.plan.fleet import PlanError, plan_fleet
+from tests.conftest import ENGINE_IMAGE, stack_raw_config
+
+
+def _with_roles(raw, **changes):
+    raw = copy.deepcopy(raw)
+    for role in ("prefill", "decode"):
+        raw["serving"]["roles"][role].update(changes.get(role, {}))
+    return raw
+
+
+def _shape(nodes: int, **extra):
+    return {"nodesPerInstance": nodes, "dataParallel": nodes * 8, "expertParallel": nodes * 8, **extra}
+
+
+def test_reference_plan(raw_config):
+    plan = plan_fleet(parse_config(raw_config))
+    prefill, decode = plan.role("prefill"), plan.role("decode")
+    assert plan.gpus == 544 and plan.nodes == 68
+    assert (prefill.instances, prefill.nodes_per_instance, prefill.data_parallel) == (7, 4, 32)
+    assert (decode.instances, decode.nodes_per_instance, decode.data_parallel) == (5, 8, 64)
+    assert prefill.start_ranks == (0, 8, 16, 24)
+    assert decode.client_ports == tuple(range(8000, 8008))
+    assert decode.engine_ports == tuple(range(8200, 8208))
+    assert decode.supervisor_port == 8208 and prefill.supervisor_port == 8008
+    # Each decode rank holds more than three full 195k-token agent contexts in HBM.
+    assert decode.memory.agent_contexts > 3
+
+
+def test_glm_does_not_fit_one_node(raw_config):
+    raw = _with_roles(raw_config, prefill=_shape(1), decode=_shape(1))
+    with pytest.raises(PlanError) as caught:
+        plan_fleet(parse_config(raw))
+    problems = dict(caught.value.problems)
+    message = problems["llmd-fleet:serving.roles.prefill.nodesPerInstance"]
+    assert "the model does not fit" in message and "EP=8" in message
+    assert "llmd-fleet:serving.roles.decode.nodesPerInstance" in problems
+
+
+def test_glm_fits_two_nodes(raw_config):
+    shape = _shape(2, maxModelLen=32768, runtimeReserveGiB=6)
+    plan = plan_fleet(parse_config(_with_roles(raw_config, prefill=shape, decode=shape)))
+    memory = plan.role("decode").memory
+    # ~18 GiB replicated + ~42 GiB of experts per GPU leave only a few GiB for KV at EP=16.
+    assert 40 < memory.expert_weights_gib < 45
+    assert 0 < memory.kv_cache_gib < 10
+    assert memory.kv_tokens >= 32768
+
+
+def test_two_nodes_cannot_hold_a_full_context(raw_config):
+    shape = _shape(2, runtimeReserveGiB=6)
+    raw = _with_roles(raw_config, prefill=shape, decode=shape)
+    with pytest.raises(PlanError) as caught:
+        plan_fleet(parse_config(raw))
+    assert (
+        "fewer than maxModelLen 202752"
+        in dict(caught.value.problems)["llmd-fleet:serving.roles.prefill.maxModelLen"]
+    )
+
+
+def test_roles_need_more_nodes_than_the_group_has(raw_config):
+    raw = _with_roles(raw_config, decode={"instances": 6})
+    with pytest.raises(PlanError) as caught:
+        plan_fleet(parse_config(raw))
+    assert caught.value.problems == [
+        (
+            "llmd-fleet:fleet.nodeGroups.h100.count",
+            "the roles need 76 nodes prefill 7x4 + decode 6x8 but the group has 68",
+        )
+    ]
+
+
+def test_pod_memory_must_fit_the_node(raw_config):
+    raw = _with_roles(raw_config, decode={"hostMemoryPerRankGiB": 512})
+    with pytest.raises(PlanError) as caught:
+        plan_fleet(parse_config(raw))
+    assert (
+        "offers 1984 GiB"
+        in dict(caught.value.problems)["llmd-fleet:serving.roles.decode.hostMemoryPerRankGiB"]
+    )
+
+
+@st.composite
+def role_shapes(draw):
+    tp = draw(st.sampled_from([1, 2, 4]))
+    nodes = draw(st.sampled_from([2, 4, 8, 16, 32]))
+    dp = nodes * 8 // tp
+    return {
+        "nodesPerInstance": nodes,
+        "instances": draw(st.integers(1, 3)),
+        "tensorParallel": tp,
+        "dataParallel": dp,
+        "expertParallel": tp * dp,
+        "maxModelLen": 32768,
+        "runtimeReserveGiB": 4,
+    }
+
+
+@settings(max_examples=60, deadline=None)
+@given(prefill=role_shapes(), decode=role_shapes())
+def test_any_valid_shape_plans_consistently(prefill, decode):
+    raw = _with_roles(stack_raw_config(), prefill=prefill, decode=decode)
+    raw["fleet"]["nodeGroups"]["h100"]["count"] = 4096
+    try:
+        plan = plan_fleet(parse_config(raw))
+    except PlanError as exc:  # only HBM may legitimately refuse a shape
+        assert all(p.endswith((".nodesPerInstance", ".maxModelLen")) for p, _ in exc.problems), exc
+        return
+    for role in plan.roles:
+        assert role.tensor_parallel * role.data_parallel == role.gpus_per_instance
+        assert role.expert_parallel == role.gpus_per_instance
+        assert role.dp_size_local * role.tensor_parallel == role.gpus_per_node
+        # Start ranks tile the DP world exactly: every global rank belongs to one worker.
+        ranks = [s + i for s in role.start_ranks for i in range(role.dp_size_local)]
+        assert sorted(ranks) == list(range(role.data_parallel))
+        assert role.lws_size == len(role.start_ranks) == role.nodes_per_instance
+        # No two listeners in a pod share a port.
+        ports = [p for group in role.pod_ports().values() for p in group]
+        assert len(ports) == len(set(ports)), role.pod_ports()
+        assert len(role.client_ports) == role.dp_size_local
+        assert role.memory.kv_tokens >= 32768
+
+
+def test_a_full_node_group_replaces_decode_in_place_instead_of_stalling(raw_config):
+    """68 of 68 nodes used: a decode surge instance could never schedule, and with maxUnavailable
+    0 the rollout would wait forever."""
+    plan = plan_fleet(parse_config(raw_config))
+    assert plan.node_groups[0].nodes == plan.node_groups[0].used
+    for role in plan.roles:
+        assert (role.max_surge, role.max_unavailable) == (0, 1), role.name
+
+
+@pytest.mark.parametrize(("spare", "decode_rollout"), [(7, (0, 1)), (8, (1, 0)), (20, (1, 0))])
+def test_decode_surges_only_into_a_whole_spare_instance(raw_config, spare, decode_rollout):
+    raw_config["fleet"]["nodeGroups"]["h100"]["count"] = 68 + spare
+    plan = plan_fleet(parse_config(raw_config))
+    decode = plan.role("decode")
+    assert decode.nodes_per_instance == 8
+    assert (decode.max_surge, decode.max_unavailable) == decode_rollout
+    # Prefill instances span nodes and always replace in place.
+    assert (plan.role("prefill").max_surge, plan.role("prefill").max_unavailable) == (0, 1)
+
+
+def test_the_drain_reaches_every_role(raw_config):
+    raw_config["serving"]["drainSeconds"] = 900
+    plan = plan_fleet(parse_config(raw_config))
+    assert {r.drain_seconds for r in plan.roles} == {900}
+
+
+def test_pods_get_the_drain_plus_teardown_as_grace_and_the_planned_rollout(raw_config):
+    raw_config["fleet"]["nodeGroups"]["h100"]["count"] = 76
+    raw_config["serving"]["drainSeconds"] = 1200
+    config = parse_config(raw_config)
+    inputs = {r: PodInputs("glm52", {}, None, ENGINE_IMAGE) for r in ("prefill", "decode")}
+    spec = disaggregated_set_spec(config, plan_fleet(config), inputs)
+    by_role = {r["name"]: r["spec"] for r in spec["roles"]}
+    for role in by_role.values():
+        pod = role["leaderWorkerTemplate"]["workerTemplate"]["spec"]
+        assert pod["terminationGracePeriodSeconds"] == 1200 + TEARDOWN_SECONDS
+    assert by_role["decode"]["rolloutStrategy"]["rollingUpdateConfiguration"] == {
+        "maxSurge": 1,
+        "maxUnavailable": 0,
+    }
+    assert by_role["prefill"]["rolloutStrategy"]["rollingUpdateConfiguration"] == {
+        "maxSurge": 0,
+        "maxUnavailable": 1,
+    }
+
+
+@pytest.mark.parametrize("drain", [-1, 7201])
+def test_drain_out_of_range_names_the_key(raw_config, drain):
+    raw_config["serving"]["drainSeconds"] = drain
+    with pytest.raises(ConfigError) as caught:
+        parse_config(raw_config)
+    assert [path for path, _ in caught.value.problems] == ["llmd-fleet:serving.drainSeconds"]
