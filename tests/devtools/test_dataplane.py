@@ -8,8 +8,9 @@ from typing import Any
 import yaml
 
 from devtools.dataplane import netns, replay, report, run, topology
+from tests.conftest import REPO
 
-GOLDEN = Path(__file__).parent / "golden" / "local-sim"
+GOLDEN = REPO / "tests" / "golden" / "local-sim"
 
 
 def _topology() -> topology.Topology:
