@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import threading
+import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -122,6 +123,29 @@ def _listen_in(ns: str, host: str, port: int) -> socket.socket:
     if "error" in box:
         raise box["error"]  # type: ignore[misc]
     return box["sock"]  # type: ignore[return-value]
+
+
+def fetch(name: str, url: str, timeout: float = 5.0) -> str | None:
+    """GET `url` from inside the run's namespace `name` (a thread enters it); None on an error."""
+    box: dict[str, str] = {}
+
+    def enter() -> None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = os.open(f"/run/netns/{ns_name(name)}", os.O_RDONLY)
+            if libc.setns(fd, CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), f"setns {name}")
+            os.close(fd)
+            opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+            with opener.open(url, timeout=timeout) as resp:
+                box["text"] = resp.read().decode()
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=enter)
+    thread.start()
+    thread.join()
+    return box.get("text")
 
 
 class Forwarder:

@@ -7,9 +7,12 @@ the gateway stand-in.
   as the router's agent-identity plugin reads them: llm-d-router v0.10.0
   pkg/epp/framework/plugins/requestcontrol/requestheader/agentidentity/agent_identity.go);
 - sub-agent bursts: several short sessions started at once from a parent's prefix (sub-agent band);
-- batch requests from other programs (batch band);
-- an overload phase: a wave of batch requests far beyond what the engines serve at once, while
-  interactive sessions keep going.
+- batch requests from other programs (batch band).
+
+Three phases, each replayed and measured on its own (docs/twin.md): the steady replay (hit rate,
+TTFT, stickiness, P/D), then the overload (a flood of batch requests sized from the rendered
+saturation thresholds, see `flood`, while interactive sessions and a sub-agent burst go on: flow
+control), then the failover replay (agent sessions while the leader picker is stopped).
 
 Bands are the rendered InferenceObjectives, named by `x-llm-d-inference-objective`; programs by
 the fairness header `x-llm-d-inference-fairness-id` (pkg/epp/metadata/consts.go).
@@ -64,15 +67,18 @@ class Shape:
     bursts: int
     burst_size: int
     batch: int
-    overload: int
-    overload_at_ms: int
     prompt_words: int
     turn_words: int
     max_tokens: int
     batch_words: int = 400
     overload_words: int = 400
-    failover_at_ms: int = 0
-    """When the leader picker is stopped (after the overload, while sessions go on)."""
+    overload_sessions: int = 4
+    overload_turns: int = 8
+    failover_sessions: int = 6
+    failover_turns: int = 16
+    failover_gap_ms: int = 500
+    failover_at_ms: int = 1500
+    """When, in the failover replay, the leader picker is stopped."""
 
 
 SHORT = Shape(
@@ -82,12 +88,9 @@ SHORT = Shape(
     bursts=2,
     burst_size=4,
     batch=12,
-    overload=300,
-    overload_at_ms=2500,
     prompt_words=1500,
     turn_words=120,
     max_tokens=16,
-    failover_at_ms=8000,
 )
 LONG = Shape(
     sessions=24,
@@ -96,13 +99,36 @@ LONG = Shape(
     bursts=6,
     burst_size=6,
     batch=60,
-    overload=400,
-    overload_at_ms=5000,
     prompt_words=3000,
     turn_words=200,
     max_tokens=32,
-    failover_at_ms=16000,
+    overload_sessions=8,
+    overload_turns=12,
+    failover_turns=30,
 )
+
+
+@dataclass(frozen=True)
+class Flood:
+    """The overload's batch wave: `count` requests over `spread_ms`, each decoding `max_tokens`."""
+
+    count: int
+    spread_ms: int
+    max_tokens: int
+
+
+def flood(decode_seqs: int, saturating_waiting: int, itl_ms: float, spread_ms: int = 1000) -> Flood:
+    """The batch wave from the rendered thresholds: the decode ranks run `decode_seqs` requests at
+    once and the saturation detector reads 1.0 (every band's dispatch gate) once
+    `saturating_waiting` more wait in the engines' queues. Twice their sum arrives within
+    `spread_ms`, and each request decodes for six times that long (`ignore_eos`: the simulator
+    then decodes all of `max_tokens` instead of a random length), so the first half of the wave
+    is still in the engines when the picker has dispatched it even at a sixth of the arrival
+    rate: the pool saturates whatever the picker's speed, and what it cannot hold is the
+    sheddable band's to yield (held by flow control, rejected by the admitter)."""
+    count = 2 * (decode_seqs + saturating_waiting)
+    max_tokens = max(16, round(6 * spread_ms / itl_ms)) if itl_ms > 0 else 256
+    return Flood(count, spread_ms, max_tokens)
 
 
 def _text(rng: random.Random, words: int) -> str:
@@ -137,7 +163,8 @@ def _entry(
 
 
 def generate(shape: Shape, model: str, bands: dict[str, str], seed: int = 7) -> list[dict[str, Any]]:
-    """`bands` maps the roles interactive/subagent/batch to the rendered objectives' names."""
+    """The steady replay. `bands` maps the roles interactive/subagent/batch to the rendered
+    objectives' names."""
     rng = random.Random(seed)
     programs = [f"program-{i}" for i in range(3)]
     systems = {p: _text(rng, shape.prompt_words) for p in programs}
@@ -203,23 +230,106 @@ def generate(shape: Shape, model: str, bands: dict[str, str], seed: int = 7) -> 
                 shape.max_tokens,
             )
         )
-    for i in range(shape.overload):
-        program = f"batch-{i % 2}"
+    return sorted(out, key=lambda e: (e["at_ms"], e["id"]))
+
+
+def overload(
+    shape: Shape, wave: Flood, model: str, bands: dict[str, str], seed: int = 11
+) -> list[dict[str, Any]]:
+    """The overload replay: the batch wave from t=0 (two batch programs), interactive agent
+    sessions of their own starting as it lands (one turn a second, growing their prefix) and a
+    sub-agent burst, all meeting the saturated pool."""
+    rng = random.Random(seed)
+    out: list[dict[str, Any]] = []
+    for i in range(wave.count):
         out.append(
             _entry(
                 f"overload-{i:03d}",
-                shape.overload_at_ms + i * 5,
+                i * wave.spread_ms // wave.count,
                 "overload",
                 f"overload-{i:03d}",
                 0,
                 bands["batch"],
-                program,
+                f"batch-{i % 2}",
                 {},
                 [{"role": "user", "content": _text(rng, shape.overload_words)}],
                 model,
-                shape.max_tokens * 8,
+                wave.max_tokens,
             )
         )
+        out[-1]["body"]["ignore_eos"] = True
+    clients = list(CLIENTS)
+    for s in range(shape.overload_sessions):
+        program = f"program-{s % 3}"
+        client = clients[s % len(clients)]
+        session = f"{client}-busy-{s:03d}"
+        messages = [{"role": "system", "content": _text(rng, shape.turn_words * 2)}]
+        for turn in range(shape.overload_turns):
+            messages = [*messages, {"role": "user", "content": _text(rng, shape.turn_words // 2)}]
+            out.append(
+                _entry(
+                    f"{session}-t{turn}",
+                    wave.spread_ms // 2 + s * 100 + turn * 1000,
+                    "agent",
+                    session,
+                    turn,
+                    bands["interactive"],
+                    program,
+                    {CLIENTS[client]: session},
+                    messages,
+                    model,
+                    shape.max_tokens,
+                )
+            )
+            messages = [*messages, {"role": "assistant", "content": _text(rng, shape.max_tokens)}]
+    for b in range(3):
+        sub = f"busy-sub{b}"
+        out.append(
+            _entry(
+                f"{sub}-t0",
+                wave.spread_ms + 50 * b,
+                "subagent",
+                sub,
+                0,
+                bands["subagent"],
+                "program-0",
+                {CLIENTS["claude-code"]: sub},
+                [{"role": "user", "content": f"sub-task {b}: " + _text(rng, 40)}],
+                model,
+                shape.max_tokens,
+            )
+        )
+    return sorted(out, key=lambda e: (e["at_ms"], e["id"]))
+
+
+def failover(shape: Shape, model: str, bands: dict[str, str], seed: int = 13) -> list[dict[str, Any]]:
+    """The failover replay: agent sessions taking a turn every `failover_gap_ms`, before and after
+    the leader picker is stopped at `failover_at_ms`."""
+    rng = random.Random(seed)
+    out: list[dict[str, Any]] = []
+    clients = list(CLIENTS)
+    for s in range(shape.failover_sessions):
+        client = clients[s % len(clients)]
+        session = f"{client}-fo-{s:03d}"
+        messages = [{"role": "system", "content": _text(rng, shape.turn_words * 2)}]
+        for turn in range(shape.failover_turns):
+            messages = [*messages, {"role": "user", "content": _text(rng, shape.turn_words // 2)}]
+            out.append(
+                _entry(
+                    f"{session}-t{turn}",
+                    s * shape.failover_gap_ms // shape.failover_sessions + turn * shape.failover_gap_ms,
+                    "agent",
+                    session,
+                    turn,
+                    bands["interactive"],
+                    f"program-{s % 3}",
+                    {CLIENTS[client]: session},
+                    messages,
+                    model,
+                    shape.max_tokens,
+                )
+            )
+            messages = [*messages, {"role": "assistant", "content": _text(rng, shape.max_tokens)}]
     return sorted(out, key=lambda e: (e["at_ms"], e["id"]))
 
 

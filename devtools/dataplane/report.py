@@ -31,15 +31,6 @@ def hit_rate(before: list[str], after: list[str]) -> float | None:
     return hits / queries if queries > 0 else None
 
 
-def hit_rate_until(samples: list[dict[str, Any]], until_ms: float) -> float | None:
-    """Hit rate from the first periodic scrape to the last one before `until_ms` (the leader's
-    stop: the rendered and baseline runs are compared over the same stretch of the replay)."""
-    within = [s for s in samples if s["t_ms"] < until_ms]
-    if len(within) < 2:
-        return None
-    return hit_rate(within[0]["scrapes"], within[-1]["scrapes"])
-
-
 def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
@@ -98,24 +89,13 @@ def outcome(r: dict[str, Any]) -> str:
     return "failed"
 
 
-def overload_window(results: list[dict[str, Any]]) -> tuple[float, float] | None:
-    """From the first overload request's start to the last one's end."""
-    over = [r for r in results if r["phase"] == "overload"]
-    if not over:
-        return None
-    end = max(r["start_ms"] + r["pick_ms"] + r.get("total_ms", 0.0) for r in over)
-    return min(r["start_ms"] for r in over), end
-
-
 def flow_control(results: list[dict[str, Any]]) -> dict[str, Any]:
-    """Outcomes by band and by program of the requests started while the overload lasts, and
-    the median time the picker held the dispatched ones of each band (flow control's queue plus
-    scheduling)."""
-    window = overload_window(results)
-    during = [r for r in results if window and window[0] <= r["start_ms"] <= window[1]]
+    """Outcomes by band and by program of the overload replay's requests (the overload is a
+    phase of its own), and the median time the picker held the dispatched ones of each band
+    (flow control's queue plus scheduling)."""
     table: dict[str, Counter[str]] = defaultdict(Counter)
     held: dict[str, list[float]] = defaultdict(list)
-    for r in during:
+    for r in results:
         table[f"band {r['band']}"][outcome(r)] += 1
         table[f"program {r['program']}"][outcome(r)] += 1
         if outcome(r) == "dispatched":
@@ -123,8 +103,28 @@ def flow_control(results: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "counts": {k: dict(v) for k, v in sorted(table.items())},
         "held_median_ms": {band: _median(v) for band, v in sorted(held.items())},
-        "window_ms": list(window) if window else None,
     }
+
+
+KV_USAGE = "vllm:kv_cache_usage_perc"
+
+
+def saturation(scrapes: list[str], queue_depth: int, kv_threshold: float) -> float | None:
+    """The pool's saturation as the rendered detector computes it from one scrape of every
+    engine: the mean over endpoints of max(waiting / queueDepthThreshold, KV use /
+    kvCacheUtilThreshold) (llm-d-router v0.10.0
+    pkg/epp/framework/plugins/flowcontrol/saturationdetector/utilization/detector.go)."""
+    ratios = [
+        max(metric_sum(t, WAITING) / queue_depth, metric_sum(t, KV_USAGE) / kv_threshold)
+        for t in scrapes
+        if t.strip()
+    ]
+    return sum(ratios) / len(ratios) if ratios else None
+
+
+def peak_saturation(samples: list[dict[str, Any]], queue_depth: int, kv_threshold: float) -> float | None:
+    values = [v for s in samples if (v := saturation(s["scrapes"], queue_depth, kv_threshold)) is not None]
+    return max(values, default=None)
 
 
 def failover(
@@ -172,6 +172,7 @@ def _fc_line(fc: dict[str, Any], bands: dict[str, str]) -> str:
         + ", ".join(program_rows)
         + "; held median "
         + ", ".join(f"{b} {_ms(held.get(b))}" for b in names)
+        + ("" if fc.get("peak_saturation") is None else f"; peak saturation {fc['peak_saturation']:.2f}")
     )
 
 
@@ -202,17 +203,14 @@ def figures(
     after: list[str],
     prefill: set[str],
     decode: set[str],
-    killed_at_ms: float | None,
-    killed: str | None = None,
 ) -> dict[str, Any]:
+    """The steady replay's figures (hit rate over that replay alone)."""
     return {
         "requests": len(results),
         "hit_rate": hit_rate(before, after),
         "ttft_ms": ttft(results),
         "stickiness": stickiness(results),
         "pd": pd(results, prefill, decode),
-        "flow_control": flow_control(results),
-        "failover": failover(results, killed_at_ms, killed),
     }
 
 
@@ -259,33 +257,46 @@ def svg(series: dict[str, list[tuple[float, float]]], title: str, width: int = 6
     return "\n".join(parts) + "\n"
 
 
-def checks(report: dict[str, Any], phases_disaggregated: tuple[str, ...] = ("batch",)) -> list[str]:
+def _yielded(c: dict[str, int]) -> int:
+    return c.get("rejected", 0) + c.get("shed", 0)
+
+
+def checks(report: dict[str, Any]) -> list[str]:
     """What the run must show, from what the rendered config does (empty: pass):
-    - the rendered scorers beat the baseline on hit rate;
+    - the rendered scorers beat the baseline on hit rate, and session affinity on stickiness;
     - the prefix-based P/D decider disaggregated the fresh long prompts (the replay makes them
       twice its nonCachedTokens) and sent every prefill to a prefill endpoint; with no prefix
       match information it disaggregates nothing;
-    - under overload the interactive band is dispatched and yields less than batch;
+    - the overload drove the pool to the admitter's shedding point (the wave is sized for it);
+      the interactive band (priority >= 0: never shed by the admitter, its queue far from its
+      limits) is dispatched whole, and batch yields: some of it rejected or shed, or held longer
+      than interactive;
     - after the leader stops, routing resumes."""
     r, b = report["rendered"], report["baseline"]
     failures = []
     if r["hit_rate"] is None or b["hit_rate"] is None or r["hit_rate"] <= b["hit_rate"]:
         failures.append("the rendered config does not beat the baseline on hit rate")
+    if r["stickiness"] is None or b["stickiness"] is None or r["stickiness"] <= b["stickiness"]:
+        failures.append("the rendered config does not beat the baseline on session stickiness")
     pdf = r["pd"]
     fresh = pdf.get("fresh", {})
     if not pdf["disaggregated"] or fresh.get("disaggregated", 0) < 0.9 * fresh.get("served", 0):
         failures.append(f"the P/D decider did not disaggregate the long fresh prompts ({fresh})")
     if pdf["prefill_on_prefill_endpoint"] != pdf["disaggregated"]:
         failures.append("a prefill went to an endpoint that is not a prefill endpoint")
-    counts = r["flow_control"]["counts"]
+    fc = r["flow_control"]
+    peak, shed_at = fc.get("peak_saturation"), fc.get("shed_at")
+    if shed_at is not None and (peak is None or peak < shed_at):
+        failures.append(f"the overload did not saturate the pool (peak {peak}, sheds at {shed_at:.2f})")
+    counts = fc["counts"]
     inter, batch = (counts.get(f"band {report['bands'][k]}", {}) for k in ("interactive", "batch"))
-
-    def yielded(c: dict[str, int]) -> float:
-        total = sum(c.values())
-        return (c.get("rejected", 0) + c.get("shed", 0)) / total if total else 0.0
-
-    if not inter.get("dispatched") or yielded(inter) > yielded(batch):
-        failures.append("under overload the interactive band was not served ahead of batch")
-    if r["failover"]["failed"] is not None and r["failover"]["resume_s"] is None:
+    if not inter.get("dispatched") or _yielded(inter) or inter.get("failed"):
+        failures.append(f"under overload the interactive band was not served whole ({inter})")
+    held = fc["held_median_ms"]
+    held_i, held_b = held.get(report["bands"]["interactive"]), held.get(report["bands"]["batch"])
+    held_longer = held_i is not None and held_b is not None and held_b > held_i
+    if not _yielded(batch) and not held_longer:
+        failures.append(f"under overload batch did not yield ({batch}, held {held_b} vs {held_i} ms)")
+    if r["failover"]["failed"] is None or r["failover"]["resume_s"] is None:
         failures.append("routing did not resume after the leader stopped")
     return failures

@@ -197,6 +197,20 @@ def start_pickers(
     return addresses
 
 
+def idle(urls: list[str]) -> bool:
+    """No engine runs or queues a request (read from inside the gateway's namespace)."""
+    for url in urls:
+        text = netns.fetch(GATEWAY_NS, url)
+        if text is None:
+            return False
+        if report.metric_sum(text, report.WAITING) + report.metric_sum(text, RUNNING) > 0:
+            return False
+    return True
+
+
+RUNNING = "vllm:num_requests_running"
+
+
 def leader(kube: Kube, namespace: str) -> str | None:
     for lease in kube.list("coordination.k8s.io/v1", "Lease", namespace):
         holder = lease.get("spec", {}).get("holderIdentity") or ""
@@ -241,8 +255,8 @@ def scrapes(out: Path, tag: str) -> list[str]:
 
 
 def picture(series: dict[str, dict[str, list[tuple[float, float]]]], stack: str) -> str:
-    """Hit rate per second of each run, and the engines' waiting requests (scaled to the most
-    seen), over the replay's time."""
+    """Hit rate per second of each config's steady replay, and the engines' waiting requests
+    (scaled to the most seen) over the rendered config's three phases one after the other."""
     lines: dict[str, list[tuple[float, float]]] = {}
     for tag, s in series.items():
         lines[f"hit rate, {tag}"] = s["hit rate"]
@@ -251,6 +265,24 @@ def picture(series: dict[str, dict[str, list[tuple[float, float]]]], stack: str)
     if top > 0:
         lines[f"waiting, rendered (max {top:.0f})"] = [(x, y / top) for x, y in waiting]
     return report.svg(lines, f"{stack}: prefix-cache hit rate and queueing over time")
+
+
+def samples_of(out: Path) -> list[dict[str, Any]]:
+    path = out / "series.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def joined(phases: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The phases' periodic scrapes on one clock (each phase after the previous one's last)."""
+    out: list[dict[str, Any]] = []
+    offset = 0.0
+    for samples in phases:
+        out += [{**x, "t_ms": x["t_ms"] + offset} for x in samples]
+        if samples:
+            offset += samples[-1]["t_ms"] + 1000
+    return out
 
 
 def main_run(stack: str, long: bool, broken: bool, root: Path) -> int:
@@ -284,9 +316,16 @@ def main_run(stack: str, long: bool, broken: bool, root: Path) -> int:
     )
     threshold = topology.pd_threshold(topo.picker.config)
     shape = replay.fit(replay.LONG if long else replay.SHORT, threshold)
-    entries = replay.generate(shape, model, bands)
-    entries_file = run_dir / "replay.jsonl"
-    entries_file.write_text(replay.write(entries))
+    cap = topology.capacity(topo)
+    wave = replay.flood(cap.decode_seqs, cap.saturating_waiting, cap.itl_ms)
+    files = {}
+    for phase, entries in (
+        ("steady", replay.generate(shape, model, bands)),
+        ("overload", replay.overload(shape, wave, model, bands)),
+        ("failover", replay.failover(shape, model, bands)),
+    ):
+        files[phase] = run_dir / f"replay-{phase}.jsonl"
+        files[phase].write_text(replay.write(entries))
     procs = Processes([])
     forwarder = None
     try:
@@ -355,23 +394,54 @@ def main_run(stack: str, long: bool, broken: bool, root: Path) -> int:
             if c.name != "simulator"
             for port in c.ports
         }
-        result: dict[str, Any] = {"stack": stack, "bands": bands, "long": long, "broken": broken}
+        result: dict[str, Any] = {
+            "stack": stack,
+            "bands": bands,
+            "long": long,
+            "broken": broken,
+            "capacity": vars(cap),
+            "flood": vars(wave),
+        }
         series: dict[str, dict[str, list[tuple[float, float]]]] = {}
+        first = replay.generate(shape, model, bands)[0]
         for tag, text in (("rendered", rendered_config), ("baseline", baseline_config(rendered_config))):
             start_pods(procs, topo, bins, logs)
             pickers = start_pickers(procs, topo, text, bins, run_dir, kubeconfig, logs, tag)
             warm = run_dir / f"warm-{tag}"
             warm_file = run_dir / "warm.jsonl"
-            warm_file.write_text(replay.write([{**entries[0], "id": "warmup", "session": "warmup"}]))
+            warm_file.write_text(replay.write([{**first, "id": "warmup", "session": "warmup"}]))
 
             def warmed(pickers: list[str] = pickers, warm: Path = warm, warm_file: Path = warm_file) -> bool:
                 results = run_replay(procs, bins, pickers, warm_file, warm, [], logs, topo.picker, "5s")
                 return any(r["outcome"] == "served" for r in results)
 
             wait_for(f"{tag}: a request routed", warmed, 120, 2)
-            killed: dict[str, Any] = {}
-            out = run_dir / tag
+
+            def replay_phase(
+                name: str, tag: str = tag, pickers: list[str] = pickers
+            ) -> tuple[Path, list[dict[str, Any]]]:
+                out = run_dir / tag / name
+                return out, run_replay(procs, bins, pickers, files[name], out, scrape, logs, topo.picker)
+
+            # Steady replay: hit rate, TTFT, stickiness, P/D, over this replay alone.
+            out, results = replay_phase("steady")
+            figs = report.figures(results, scrapes(out, "before"), scrapes(out, "after"), prefill, decode)
+            steady_samples = samples_of(out)
             if tag == "rendered":
+                # Overload, once the steady replay is done: flow control in its own window.
+                out, results = replay_phase("overload")
+                overload_samples = samples_of(out)
+                fc = report.flow_control(results)
+                fc["peak_saturation"] = report.peak_saturation(
+                    overload_samples, cap.queue_depth, cap.kv_threshold
+                )
+                fc["shed_at"] = cap.shed_at
+                figs["flow_control"] = fc
+                # Drain: the failover replay starts with the engines idle again.
+                wait_for("engines drained", lambda: idle(scrape), 120, 1)
+                # Failover: stop the leader mid-replay; nothing else runs meanwhile.
+                killed: dict[str, Any] = {}
+                out = run_dir / tag / "failover"
 
                 def stop_leader(
                     killed: dict[str, Any] = killed, out: Path = out, pickers: list[str] = pickers
@@ -389,20 +459,12 @@ def main_run(stack: str, long: bool, broken: bool, root: Path) -> int:
                             procs.stop(f"picker-{i}-")
 
                 threading.Thread(target=stop_leader, daemon=True).start()
-            results = run_replay(procs, bins, pickers, entries_file, out, scrape, logs, topo.picker)
-            figs = report.figures(
-                results,
-                scrapes(out, "before"),
-                scrapes(out, "after"),
-                prefill,
-                decode,
-                killed.get("at_ms"),
-                killed.get("picker"),
-            )
-            samples = [json.loads(x) for x in (out / "series.jsonl").read_text().splitlines() if x.strip()]
-            series[tag] = report.time_series(samples)
-            # Both runs' hit rate over the same stretch: up to the leader's stop.
-            figs["hit_rate"] = report.hit_rate_until(samples, shape.failover_at_ms)
+                out, results = replay_phase("failover")
+                figs["failover"] = report.failover(results, killed.get("at_ms"), killed.get("picker"))
+                series[tag] = report.time_series(joined([steady_samples, overload_samples, samples_of(out)]))
+                series[tag]["hit rate"] = report.time_series(steady_samples)["hit rate"]
+            else:
+                series[tag] = {"hit rate": report.time_series(steady_samples)["hit rate"]}
             result[tag] = figs
             procs.stop("picker-")
             procs.stop("pod-")

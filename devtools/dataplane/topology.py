@@ -214,3 +214,70 @@ def selected(pool: dict[str, Any], pods: list[Pod]) -> list[Pod]:
     """The pods the InferencePool's selector picks (what the picker will discover)."""
     match = pool["spec"]["selector"]["matchLabels"]
     return [p for p in pods if all(p.labels.get(k) == v for k, v in match.items())]
+
+
+def _flag(args: tuple[str, ...], name: str, default: str) -> str:
+    return next((a.split("=", 1)[1] for a in args if a.startswith(f"--{name}=")), default)
+
+
+def _duration_ms(text: str) -> float:
+    for suffix, factor in (("ms", 1.0), ("us", 0.001), ("s", 1000.0)):
+        if text.endswith(suffix):
+            return float(text.removesuffix(suffix)) * factor
+    return float(text)
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What the rendered config and engines say saturation is (docs/twin.md, data plane):
+    - `decode_seqs`: requests the decode ranks run at once (each simulator's `--max-num-seqs`,
+      once per data-parallel rank); more wait in the engines' queues;
+    - `endpoints`: the endpoints the pool holds (pods x targetPorts), over which the saturation
+      detector averages max(waiting / queueDepthThreshold, KV use / kvCacheUtilThreshold);
+    - `queue_depth`, `kv_threshold`: those two thresholds; `shed_at`: the saturation from which the
+      probabilistic admitter rejects every sheddable request (min(sat^power * k, 1) = 1), None
+      without that admitter;
+    - `itl_ms`: the decode simulators' inter-token latency."""
+
+    decode_seqs: int
+    endpoints: int
+    queue_depth: int
+    kv_threshold: float
+    shed_at: float | None
+    itl_ms: float
+
+    @property
+    def saturating_waiting(self) -> int:
+        """Requests waiting in the engines at which the detector reads saturation 1.0 (the
+        dispatch gate of every band)."""
+        return self.queue_depth * self.endpoints
+
+
+def capacity(topo: Topology) -> Capacity:
+    config = yaml.safe_load(topo.picker.config)
+    params = {p.get("type"): p.get("parameters") or {} for p in config.get("plugins", [])}
+    detector_ref = (config.get("flowControl") or {}).get("saturationDetector", {}).get("pluginRef")
+    detector = next(
+        (p.get("parameters") or {} for p in config.get("plugins", []) if p.get("name") == detector_ref),
+        params.get("utilization-detector", {}),
+    )
+    queue_depth = int(detector.get("queueDepthThreshold", 5))
+    kv_threshold = float(detector.get("kvCacheUtilThreshold", 0.8))
+    admitter = params.get("probabilistic-admitter")
+    shed_at = None
+    if admitter is not None:
+        shed_at = (1.0 / float(admitter.get("k", 300.0))) ** (1.0 / float(admitter.get("power", 5.0)))
+    seqs = 0
+    itl = 0.0
+    for pod in selected(topo.pool, topo.pods):
+        if pod.role != "decode":
+            continue
+        for c in pod.containers:
+            if c.name == "simulator":
+                ranks = int(_flag(c.args, "data-parallel-size", "1"))
+                seqs += ranks * int(_flag(c.args, "max-num-seqs", "5"))
+                itl = max(itl, _duration_ms(_flag(c.args, "inter-token-latency", "0ms")))
+    ports = len(topo.pool["spec"].get("targetPorts", [])) or 1
+    return Capacity(
+        seqs, ports * len(selected(topo.pool, topo.pods)), queue_depth, kv_threshold, shed_at, itl
+    )

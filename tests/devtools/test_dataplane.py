@@ -58,8 +58,35 @@ def test_replay_sessions_grow_one_prefix_and_carry_client_headers() -> None:
     for a, b in itertools.pairwise(turns):
         assert b["body"]["messages"][: len(a["body"]["messages"])] == a["body"]["messages"]
     assert turns[0]["headers"]["session-id"] == "codex-001"
-    assert {e["phase"] for e in entries} == {"agent", "subagent", "batch", "overload"}
+    assert {e["phase"] for e in entries} == {"agent", "subagent", "batch"}
     assert {e["headers"][replay.OBJECTIVE_HEADER] for e in entries} == set(bands.values())
+
+
+def test_overload_is_sized_from_the_rendered_thresholds() -> None:
+    cap = topology.capacity(_topology())
+    # two decode pods of two data-parallel ranks, --max-num-seqs=32; six endpoints (three pods,
+    # two target ports) at queueDepthThreshold 5; the admitter sheds all batch from (1/300)^(1/5)
+    assert (cap.decode_seqs, cap.endpoints, cap.queue_depth, cap.kv_threshold) == (128, 6, 5, 0.85)
+    assert cap.saturating_waiting == 30 and cap.shed_at is not None and 0.31 < cap.shed_at < 0.33
+    wave = replay.flood(cap.decode_seqs, cap.saturating_waiting, cap.itl_ms)
+    assert wave.count == 2 * (128 + 30)
+    assert wave.max_tokens * cap.itl_ms >= 6 * wave.spread_ms  # still decoding when the tail lands
+    bands = replay.bands_of(_topology().objectives)
+    entries = replay.overload(replay.SHORT, wave, "m", bands)
+    batch = [e for e in entries if e["phase"] == "overload"]
+    assert len(batch) == wave.count and max(e["at_ms"] for e in batch) < wave.spread_ms
+    assert all(e["body"]["ignore_eos"] and e["body"]["max_tokens"] == wave.max_tokens for e in batch)
+    assert {e["band"] for e in entries if e["phase"] == "agent"} == {bands["interactive"]}
+    fo = replay.failover(replay.SHORT, "m", bands)
+    assert min(e["at_ms"] for e in fo) < replay.SHORT.failover_at_ms < max(e["at_ms"] for e in fo)
+
+
+def test_saturation_as_the_detector_computes_it() -> None:
+    idle = "vllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 0.1\n"
+    busy = "vllm:num_requests_waiting 10\nvllm:kv_cache_usage_perc 0.2\n"
+    assert report.saturation([idle, busy], 5, 0.5) == (0.2 + 2.0) / 2
+    samples = [{"t_ms": 0, "scrapes": [idle, idle]}, {"t_ms": 1000, "scrapes": [busy, busy]}]
+    assert report.peak_saturation(samples, 5, 0.5) == 2.0
 
 
 def test_hit_rate_is_the_counter_delta_over_all_engines() -> None:
@@ -107,15 +134,43 @@ def test_stickiness_pd_failover_and_lines() -> None:
         killed="old",
     )
     assert fo == {"failed": 2, "resume_s": 1.2}
-    figs = report.figures(results, [], [], {"p1"}, {"d1"}, None)
+    figs = report.figures(results, [], [], {"p1"}, {"d1"})
+    figs["flow_control"] = report.flow_control([])
+    figs["failover"] = fo
     lines = report.lines({"rendered": figs, "baseline": figs, "bands": {"interactive": "i", "batch": "b"}})
     assert [line.split(":")[0] for line in lines] == [
         "hit rate", "ttft", "stickiness", "p/d", "flow control", "failover"
     ]  # fmt: skip
     assert lines[2] == "stickiness: 66.7%"
+    assert lines[5] == "failover: 2 failed, 1.2 s"
 
 
-def test_flow_control_counts_by_band_and_program_during_the_overload() -> None:
+def test_checks_follow_the_rendered_behaviour() -> None:
+    bands = {"interactive": "i", "subagent": "s", "batch": "b"}
+    pd = {"disaggregated": 2, "prefill_on_prefill_endpoint": 2, "fresh": {"served": 2, "disaggregated": 2}}
+    fc = {
+        "counts": {"band i": {"dispatched": 5}, "band b": {"dispatched": 3, "rejected": 4}},
+        "held_median_ms": {"i": 10.0, "b": 5.0},
+        "peak_saturation": 1.2,
+        "shed_at": 0.32,
+    }
+    rendered = {
+        "hit_rate": 0.5, "stickiness": 0.9, "pd": pd, "flow_control": fc,
+        "failover": {"failed": 1, "resume_s": 2.0},
+    }  # fmt: skip
+    good = {"bands": bands, "rendered": rendered, "baseline": {"hit_rate": 0.3, "stickiness": 0.4}}
+    assert report.checks(good) == []
+    broken = {**good, "rendered": {**rendered, "hit_rate": 0.3}}
+    assert report.checks(broken) == ["the rendered config does not beat the baseline on hit rate"]
+    quiet = {"band i": {"dispatched": 5}, "band b": {"dispatched": 7}}
+    calm = {**fc, "peak_saturation": 0.1, "counts": quiet}
+    failures = report.checks({**good, "rendered": {**rendered, "flow_control": calm}})
+    assert [f.split(" (")[0] for f in failures] == [
+        "the overload did not saturate the pool", "under overload batch did not yield"
+    ]  # fmt: skip
+
+
+def test_flow_control_counts_the_overload_replay_by_band_and_program() -> None:
     results = [
         _r("o1", 0, "d", phase="overload", band="b", program="q", start_ms=100.0, total_ms=50.0),
         _r("o2", 0, "", phase="overload", band="b", program="q", start_ms=110.0, outcome="rejected",
@@ -123,7 +178,6 @@ def test_flow_control_counts_by_band_and_program_during_the_overload() -> None:
         _r("o3", 0, "", phase="overload", band="b", program="q", start_ms=120.0, outcome="rejected",
            reason="evicted-priority"),
         _r("a", 3, "d", start_ms=130.0, pick_ms=4.0),
-        _r("a", 9, "d", start_ms=900.0),  # after the overload: not counted
     ]  # fmt: skip
     fc = report.flow_control(results)
     assert fc["counts"]["band b"] == {"dispatched": 1, "rejected": 1, "shed": 1}
