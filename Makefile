@@ -129,6 +129,14 @@ dataplane: ## Short replay through the rendered router (rendered vs baseline sco
 dataplane-long: ## The long replay (more sessions, turns and overload)
 	$(UV) run --frozen python -m devtools.dataplane run $(DATAPLANE_STACK) --long
 
-dataplane-broken: ## Negative control: the token producer's render URL on a wrong port; passes only if the run fails
-	@if $(UV) run --frozen python -m devtools.dataplane run $(DATAPLANE_STACK) --broken; then \
-	  echo "dataplane-broken: the broken config passed" >&2; exit 1; else echo "dataplane-broken: failed as it must"; fi
+# The reason the broken run must fail with: without tokens from the render service the picker has no
+# prefix match information, so the prefix-based P/D decider disaggregates nothing.
+DATAPLANE_BROKEN_REASON := the P/D decider did not disaggregate
+
+dataplane-broken: ## Negative control (steady replay only): the token producer's render URL on a wrong port; passes only if the run fails for that reason
+	@start=$$(date +%s); out=$$($(UV) run --frozen python -m devtools.dataplane run $(DATAPLANE_STACK) --broken 2>&1); \
+	status=$$?; echo "$$out" | grep -v '^twin'; echo "dataplane-broken: $$(( $$(date +%s) - start )) s"; \
+	if [ $$status -eq 0 ]; then echo "dataplane-broken: the broken config passed" >&2; exit 1; fi; \
+	if ! echo "$$out" | grep -q "FAIL: $(DATAPLANE_BROKEN_REASON)"; then \
+	  echo "dataplane-broken: failed, but not for the expected reason ($(DATAPLANE_BROKEN_REASON))" >&2; exit 1; fi; \
+	echo "dataplane-broken: failed as it must ($(DATAPLANE_BROKEN_REASON))"

@@ -427,7 +427,7 @@ def main_run(stack: str, long: bool, broken: bool, root: Path) -> int:
             out, results = replay_phase("steady")
             figs = report.figures(results, scrapes(out, "before"), scrapes(out, "after"), prefill, decode)
             steady_samples = samples_of(out)
-            if tag == "rendered":
+            if tag == "rendered" and not broken:
                 # Overload, once the steady replay is done: flow control in its own window.
                 out, results = replay_phase("overload")
                 overload_samples = samples_of(out)
