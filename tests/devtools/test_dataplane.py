@@ -5,6 +5,7 @@ import itertools
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from devtools.dataplane import netns, replay, report, run, topology
@@ -208,3 +209,18 @@ def test_netns_commands_wire_each_namespace_to_the_bridge() -> None:
     assert f"ip -n {netns.ns_name('pod')} addr add 10.244.0.10/24 dev eth0" in flat
     assert sum("master br0" in c for c in flat) == 2
     assert all(c.startswith("ip ") for c in flat)
+
+
+def test_twin_cli_dispatches_dataplane(monkeypatch: pytest.MonkeyPatch) -> None:
+    from devtools.twin import cli
+
+    seen: list[tuple[str, bool, bool]] = []
+
+    def fake_run(stack: str, long: bool, broken: bool, root: Path) -> int:
+        seen.append((stack, long, broken))
+        return 0
+
+    monkeypatch.setattr(run, "main_run", fake_run)
+    assert cli.main(["dataplane"]) == 2
+    assert cli.main(["dataplane", "local-sim", "--broken"]) == 0
+    assert seen == [("local-sim", False, True)]
