@@ -114,3 +114,29 @@ e2e: ## Put TWIN_STACK into a fresh twin and assert by reading the API server; p
 
 engine: ## With the twin up (make twin): TWIN_STACK through the Pulumi engine (preview, up, second up, update, destroy)
 	$(UV) run --frozen python -m devtools.twin engine $(TWIN_STACK)
+
+# The data-plane twin (docs/twin.md): the twin's API server, the rendered router objects, the
+# simulators and routing sidecars in per-pod network namespaces, two picker replicas with the
+# rendered flags and config, and a replay through the gateway stand-in. Needs root (namespaces)
+# and the router and simulator source snapshots ("not run" without them).
+DATAPLANE_STACK ?= local-sim
+
+.PHONY: dataplane dataplane-long dataplane-broken
+dataplane: ## Short replay through the rendered router (rendered vs baseline scorers); prints the figures and its time
+	@start=$$(date +%s); $(UV) run --frozen python -m devtools.dataplane run $(DATAPLANE_STACK); \
+	status=$$?; echo "dataplane: $$(( $$(date +%s) - start )) s"; exit $$status
+
+dataplane-long: ## The long replay (more sessions, turns and overload)
+	$(UV) run --frozen python -m devtools.dataplane run $(DATAPLANE_STACK) --long
+
+# The reason the broken run must fail with: without tokens from the render service the picker has no
+# prefix match information, so the prefix-based P/D decider disaggregates nothing.
+DATAPLANE_BROKEN_REASON := the P/D decider did not disaggregate
+
+dataplane-broken: ## Negative control (steady replay only): the token producer's render URL on a wrong port; passes only if the run fails for that reason
+	@start=$$(date +%s); out=$$($(UV) run --frozen python -m devtools.dataplane run $(DATAPLANE_STACK) --broken 2>&1); \
+	status=$$?; echo "$$out" | grep -v '^twin'; echo "dataplane-broken: $$(( $$(date +%s) - start )) s"; \
+	if [ $$status -eq 0 ]; then echo "dataplane-broken: the broken config passed" >&2; exit 1; fi; \
+	if ! echo "$$out" | grep -q "FAIL: $(DATAPLANE_BROKEN_REASON)"; then \
+	  echo "dataplane-broken: failed, but not for the expected reason ($(DATAPLANE_BROKEN_REASON))" >&2; exit 1; fi; \
+	echo "dataplane-broken: failed as it must ($(DATAPLANE_BROKEN_REASON))"

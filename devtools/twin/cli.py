@@ -9,6 +9,9 @@
     python -m devtools.twin build [NAME ...]                build or reuse the binaries (cache)
     python -m devtools.twin gomod [NAME ...]                regenerate the wrapper Go modules
     python -m devtools.twin lws-build                       build or reuse the LWS controller
+    python -m devtools.twin dataplane STACK [--long] [--broken]
+                                                            the data-plane twin: replay through
+                                                            STACK's rendered router (root)
 
 STACK defaults to onprem-h100.
 """
@@ -38,6 +41,13 @@ def main(argv: Sequence[str]) -> int:
         from devtools.twin.lws import main as lws_main
 
         return lws_main()
+    if command == "dataplane":
+        from devtools.dataplane.cli import main as dataplane_main
+
+        if len(argv) < 2:
+            print(f"twin: dataplane needs a STACK\n{__doc__}", file=sys.stderr)
+            return 2
+        return dataplane_main(["run", *argv[1:]])
     if command == "e2e":
         from devtools.twin.e2e import main as e2e_main
 

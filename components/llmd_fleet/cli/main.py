@@ -10,6 +10,7 @@
                                                     build/bench/STACK/ and check it (docs/benchmark.md)
     llmd-fleet bench-summary DIR|LOG|-              summarize a benchmark run's reports
     llmd-fleet twin up|down|status|e2e|engine|build [STACK]  the control-plane twin (docs/twin.md)
+    llmd-fleet twin dataplane STACK [--long|--broken]  the data-plane twin (docs/twin.md)
     llmd-fleet policy-pack-path                     print the directory of the policy pack the
                                                     package ships (for pulumi --policy-pack)
 

@@ -1,0 +1,472 @@
+// The data-plane twin's gateway stand-in (docs/twin.md): it plays the part agentgateway/Envoy play
+// in a cluster, and only that part. For every request of a replay it opens an ext_proc stream to
+// the endpoint picker, sends the request headers and body, reads back the header mutation (the
+// destination endpoint, the prefill header of P/D), forwards the request there over HTTP, and
+// hands the response back to the picker so its response-phase plugins (session token, request
+// accounting) see it. It is compiled inside the pinned router's module at build time (the envoy
+// ext_proc protos come from that module's requirements); no router code is copied.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extproc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// One replayed request, as devtools/dataplane/replay.py writes it (one JSON object a line).
+type entry struct {
+	ID      string            `json:"id"`
+	AtMs    int64             `json:"at_ms"`
+	Phase   string            `json:"phase"`
+	Session string            `json:"session"`
+	Turn    int               `json:"turn"`
+	Band    string            `json:"band"`
+	Program string            `json:"program"`
+	Headers map[string]string `json:"headers"`
+	Body    json.RawMessage   `json:"body"`
+}
+
+// What happened to it, read by devtools/dataplane/report.py.
+type result struct {
+	ID          string  `json:"id"`
+	Phase       string  `json:"phase"`
+	Session     string  `json:"session"`
+	Turn        int     `json:"turn"`
+	Band        string  `json:"band"`
+	Program     string  `json:"program"`
+	StartMs     float64 `json:"start_ms"`
+	Picker      string  `json:"picker"`
+	Destination string  `json:"destination"`
+	Prefill     string  `json:"prefill"`
+	Status      int     `json:"status"`
+	Outcome     string  `json:"outcome"`
+	Reason      string  `json:"reason,omitempty"`
+	PickMs      float64 `json:"pick_ms"`
+	TTFTMs      float64 `json:"ttft_ms"`
+	TotalMs     float64 `json:"total_ms"`
+	Error       string  `json:"error,omitempty"`
+}
+
+const destinationHeader = "x-gateway-destination-endpoint" // pkg/epp/metadata/consts.go
+const prefillHeader = "x-prefiller-host-port"              // pkg/common/.../PrefillEndpointHeader
+const droppedHeader = "x-llm-d-request-dropped-reason"      // pkg/common/error/error.go
+
+type picked struct {
+	destination string
+	prefill     string
+	headers     map[string]string
+	body        []byte
+	immediate   int    // HTTP status of an ImmediateResponse (flow control rejection), else 0
+	reason      string // its dropped-reason header
+}
+
+type picker struct {
+	addrs   []string
+	conns   []*grpc.ClientConn
+	current atomic.Int32
+	// Readiness as a Service sees it: the kubelet's gRPC probe of the picker's "readiness"
+	// health service (ready only on the leader and not while draining, cmd/epp/runner/health.go),
+	// every probe period, not ready after failureThreshold failures, ready after one success.
+	ready []atomic.Bool
+}
+
+func (p *picker) probe(health string, i int, period time.Duration, failures int) {
+	conn, err := grpc.NewClient(health, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return
+	}
+	failed := 0
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), period)
+		r, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: "readiness"})
+		cancel()
+		if err == nil && r.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			failed = 0
+			p.ready[i].Store(true)
+		} else if failed++; failed >= failures {
+			p.ready[i].Store(false)
+		}
+		time.Sleep(period)
+	}
+}
+
+// next is the picker a request goes to: with probes, a ready one (the current if it is),
+// else -1; without, the current one.
+func (p *picker) next() int {
+	i := int(p.current.Load())
+	if p.ready == nil || p.ready[i].Load() {
+		return i
+	}
+	for j := range p.addrs {
+		if p.ready[j].Load() {
+			p.current.Store(int32(j))
+			return j
+		}
+	}
+	return -1
+}
+
+func (p *picker) stream(ctx context.Context, i int) (extproc.ExternalProcessor_ProcessClient, error) {
+	return extproc.NewExternalProcessorClient(p.conns[i]).Process(ctx)
+}
+
+func headerMap(h map[string]string) *corev3.HeaderMap {
+	list := make([]*corev3.HeaderValue, 0, len(h))
+	for k, v := range h {
+		list = append(list, &corev3.HeaderValue{Key: k, RawValue: []byte(v)})
+	}
+	return &corev3.HeaderMap{Headers: list}
+}
+
+func applyMutation(m *extproc.CommonResponse, out *picked) {
+	if m == nil {
+		return
+	}
+	if hm := m.GetHeaderMutation(); hm != nil {
+		for _, h := range hm.GetSetHeaders() {
+			v := string(h.GetHeader().GetRawValue())
+			if v == "" {
+				v = h.GetHeader().GetValue()
+			}
+			out.headers[strings.ToLower(h.GetHeader().GetKey())] = v
+		}
+		for _, k := range hm.GetRemoveHeaders() {
+			delete(out.headers, strings.ToLower(k))
+		}
+	}
+	if bm := m.GetBodyMutation(); bm != nil {
+		if b := bm.GetBody(); b != nil {
+			out.body = b
+		} else if s := bm.GetStreamedResponse(); s != nil {
+			out.body = append(out.body[:0:0], s.GetBody()...)
+		}
+	}
+}
+
+// pick runs the request phase on picker i: headers, then the whole body in one frame.
+func (p *picker) pick(ctx context.Context, i int, e *entry) (extproc.ExternalProcessor_ProcessClient, *picked, error) {
+	s, err := p.stream(ctx, i)
+	if err != nil {
+		return nil, nil, err
+	}
+	h := map[string]string{
+		":method": "POST", ":path": "/v1/chat/completions", ":authority": "llm-d-inference-gateway",
+		":scheme": "http", "content-type": "application/json", "x-request-id": e.ID,
+	}
+	for k, v := range e.Headers {
+		h[k] = v
+	}
+	if err := s.Send(&extproc.ProcessingRequest{Request: &extproc.ProcessingRequest_RequestHeaders{
+		RequestHeaders: &extproc.HttpHeaders{Headers: headerMap(h)}}}); err != nil {
+		return nil, nil, err
+	}
+	if err := s.Send(&extproc.ProcessingRequest{Request: &extproc.ProcessingRequest_RequestBody{
+		RequestBody: &extproc.HttpBody{Body: e.Body, EndOfStream: true}}}); err != nil {
+		return nil, nil, err
+	}
+	out := &picked{headers: h, body: append([]byte(nil), e.Body...)}
+	for {
+		r, err := s.Recv()
+		if err != nil {
+			return nil, nil, err
+		}
+		switch v := r.GetResponse().(type) {
+		case *extproc.ProcessingResponse_ImmediateResponse:
+			out.immediate = int(v.ImmediateResponse.GetStatus().GetCode())
+			for _, h := range v.ImmediateResponse.GetHeaders().GetSetHeaders() {
+				if strings.EqualFold(h.GetHeader().GetKey(), droppedHeader) {
+					out.reason = string(h.GetHeader().GetRawValue())
+					if out.reason == "" {
+						out.reason = h.GetHeader().GetValue()
+					}
+				}
+			}
+			return s, out, nil
+		case *extproc.ProcessingResponse_RequestHeaders:
+			applyMutation(v.RequestHeaders.GetResponse(), out)
+		case *extproc.ProcessingResponse_RequestBody:
+			applyMutation(v.RequestBody.GetResponse(), out)
+			out.destination = out.headers[destinationHeader]
+			out.prefill = out.headers[prefillHeader]
+			if md := r.GetDynamicMetadata(); out.destination == "" && md != nil {
+				if lb, ok := md.GetFields()["envoy.lb"]; ok {
+					out.destination = lb.GetStructValue().GetFields()[destinationHeader].GetStringValue()
+				}
+			}
+			if i := strings.Index(out.destination, ","); i >= 0 { // fallbacks follow the first
+				out.destination = out.destination[:i]
+			}
+			return s, out, nil
+		}
+	}
+}
+
+// respond hands the upstream response to the picker (response phase), best effort.
+func respond(s extproc.ExternalProcessor_ProcessClient, status int, body []byte) {
+	_ = s.Send(&extproc.ProcessingRequest{Request: &extproc.ProcessingRequest_ResponseHeaders{
+		ResponseHeaders: &extproc.HttpHeaders{Headers: headerMap(map[string]string{
+			":status": fmt.Sprint(status), "content-type": "text/event-stream"})}}})
+	_ = s.Send(&extproc.ProcessingRequest{Request: &extproc.ProcessingRequest_ResponseBody{
+		ResponseBody: &extproc.HttpBody{Body: body, EndOfStream: true}}})
+	_ = s.CloseSend()
+	for {
+		if _, err := s.Recv(); err != nil {
+			return
+		}
+	}
+}
+
+func (p *picker) route(e *entry, start time.Time, client *http.Client, deadline time.Duration) result {
+	r := result{ID: e.ID, Phase: e.Phase, Session: e.Session, Turn: e.Turn, Band: e.Band, Program: e.Program,
+		StartMs: float64(time.Since(start).Microseconds()) / 1000}
+	began := time.Now()
+	var s extproc.ExternalProcessor_ProcessClient
+	var got *picked
+	var lastErr error
+	// A Service in front of the pickers sends to the ready one (the leader); the stand-in keeps
+	// the last picker that answered and moves to the next on an error, until the deadline.
+	for attempt := 0; time.Since(began) < deadline; attempt++ {
+		i := p.next()
+		if i < 0 {
+			lastErr = errors.New("no picker ready")
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var err error
+		s, got, err = p.pick(ctx, i, e)
+		if err == nil && (got.immediate != 0 || got.destination != "") {
+			r.Picker = p.addrs[i]
+			defer cancel()
+			break
+		}
+		cancel()
+		if err == nil {
+			err = errors.New("picker returned no destination")
+		}
+		lastErr = err
+		p.current.CompareAndSwap(int32(i), int32((i+1)%len(p.addrs)))
+		got = nil
+		time.Sleep(100 * time.Millisecond)
+	}
+	r.PickMs = float64(time.Since(began).Microseconds()) / 1000
+	if got == nil {
+		r.Outcome, r.Error = "unrouted", fmt.Sprint(lastErr)
+		return r
+	}
+	if got.immediate != 0 {
+		r.Outcome, r.Status, r.Reason = "rejected", got.immediate, got.reason
+		return r
+	}
+	r.Destination, r.Prefill = got.destination, got.prefill
+	req, _ := http.NewRequest(http.MethodPost, "http://"+got.destination+"/v1/chat/completions", bytes.NewReader(got.body))
+	for k, v := range got.headers {
+		if !strings.HasPrefix(k, ":") && k != "content-length" {
+			req.Header.Set(k, v)
+		}
+	}
+	sent := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		r.Outcome, r.Error = "failed", err.Error()
+		respond(s, 502, nil)
+		return r
+	}
+	reader := bufio.NewReader(resp.Body)
+	var all bytes.Buffer
+	first := true
+	for {
+		line, err := reader.ReadBytes('\n')
+		if len(line) > 0 && first {
+			r.TTFTMs = float64(time.Since(sent).Microseconds()) / 1000
+			first = false
+		}
+		all.Write(line)
+		if err != nil {
+			break
+		}
+	}
+	_ = resp.Body.Close()
+	r.Status = resp.StatusCode
+	r.TotalMs = float64(time.Since(sent).Microseconds()) / 1000
+	r.Outcome = "served"
+	if resp.StatusCode >= 300 {
+		r.Outcome = "failed"
+		r.Error = strings.TrimSpace(all.String())
+		if len(r.Error) > 300 {
+			r.Error = r.Error[:300]
+		}
+	}
+	respond(s, resp.StatusCode, all.Bytes())
+	return r
+}
+
+func scrape(client *http.Client, urls []string, dir, tag string) {
+	for _, u := range urls {
+		resp, err := client.Get(u)
+		text := []byte(fmt.Sprint("# error: ", err))
+		if err == nil {
+			text, _ = io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+		}
+		name := strings.NewReplacer("http://", "", "/", "_", ":", "_").Replace(u)
+		_ = os.WriteFile(fmt.Sprintf("%s/%s-%s.prom", dir, tag, name), text, 0o644)
+	}
+}
+
+// series scrapes the URLs every period and appends one line of raw expositions per scrape
+// (t in ms since start), until stop is closed.
+func series(client *http.Client, urls []string, path string, start time.Time, period time.Duration, stop chan struct{}) {
+	f, err := os.Create(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	enc := json.NewEncoder(f)
+	for {
+		texts := make([]string, 0, len(urls))
+		for _, u := range urls {
+			resp, err := client.Get(u)
+			if err != nil {
+				texts = append(texts, "")
+				continue
+			}
+			b, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			texts = append(texts, string(b))
+		}
+		_ = enc.Encode(map[string]any{"t_ms": time.Since(start).Milliseconds(), "scrapes": texts})
+		select {
+		case <-stop:
+			return
+		case <-time.After(period):
+		}
+	}
+}
+
+func main() {
+	pickers := flag.String("pickers", "", "comma-separated ext_proc addresses of the endpoint pickers")
+	replay := flag.String("replay", "", "replay file (JSON lines)")
+	out := flag.String("out", "", "directory for results.jsonl and metric scrapes")
+	scrapes := flag.String("scrape", "", "comma-separated metrics URLs scraped before and after")
+	deadline := flag.Duration("pick-deadline", 15*time.Second, "how long one request may wait for a picker")
+	health := flag.String("health", "", "comma-separated gRPC health addresses of the pickers (probed for readiness)")
+	probePeriod := flag.Duration("probe-period", 2*time.Second, "readiness probe period")
+	probeFailures := flag.Int("probe-failures", 3, "readiness probe failure threshold")
+	seriesPeriod := flag.Duration("series-period", 0, "scrape the metrics URLs this often into series.jsonl (0: off)")
+	flag.Parse()
+	data, err := os.ReadFile(*replay)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	var entries []entry
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var e entry
+		if err := json.Unmarshal(line, &e); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		entries = append(entries, e)
+	}
+	p := &picker{addrs: strings.Split(*pickers, ",")}
+	for _, a := range p.addrs {
+		// The picker serves ext_proc over TLS with a self-signed certificate (--secure-serving,
+		// default true); gateways in front of it skip verification, and so does the stand-in.
+		creds := credentials.NewTLS(&tls.Config{InsecureSkipVerify: true}) //nolint:gosec
+		c, err := grpc.NewClient(a, grpc.WithTransportCredentials(creds))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		p.conns = append(p.conns, c)
+	}
+	if *health != "" {
+		addrs := strings.Split(*health, ",")
+		p.ready = make([]atomic.Bool, len(addrs))
+		for i, a := range addrs {
+			go p.probe(a, i, *probePeriod, *probeFailures)
+		}
+		// Routing starts once a Service would have an endpoint (or the deadline passes).
+		for waited := time.Duration(0); p.next() < 0 && waited < *deadline; waited += 100 * time.Millisecond {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	client := &http.Client{Timeout: 120 * time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}}
+	urls := []string{}
+	if *scrapes != "" {
+		urls = strings.Split(*scrapes, ",")
+	}
+	scrape(client, urls, *out, "before")
+	file, err := os.Create(*out + "/results.jsonl")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	enc := json.NewEncoder(file)
+	start := time.Now()
+	// The replay's clock, for whoever stops a picker mid-replay (unix ms).
+	_ = os.WriteFile(*out+"/start_unix_ms", []byte(fmt.Sprint(start.UnixMilli())), 0o644)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	if *seriesPeriod > 0 {
+		go func() { series(client, urls, *out+"/series.jsonl", start, *seriesPeriod, stop); close(done) }()
+	} else {
+		close(done)
+	}
+	// Turns of one session go in order (a turn follows the previous answer); sessions and bursts
+	// run concurrently at their scheduled times.
+	bySession := map[string][]*entry{}
+	var order []string
+	for i := range entries {
+		e := &entries[i]
+		if _, ok := bySession[e.Session]; !ok {
+			order = append(order, e.Session)
+		}
+		bySession[e.Session] = append(bySession[e.Session], e)
+	}
+	for _, name := range order {
+		wg.Add(1)
+		go func(list []*entry) {
+			defer wg.Done()
+			for _, e := range list {
+				if wait := time.Duration(e.AtMs)*time.Millisecond - time.Since(start); wait > 0 {
+					time.Sleep(wait)
+				}
+				r := p.route(e, start, client, *deadline)
+				mu.Lock()
+				_ = enc.Encode(r)
+				mu.Unlock()
+			}
+		}(bySession[name])
+	}
+	wg.Wait()
+	close(stop)
+	<-done
+	_ = file.Close()
+	scrape(client, urls, *out, "after")
+}

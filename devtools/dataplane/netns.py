@@ -1,0 +1,194 @@
+"""The run's pod network: one network namespace per pod (its own loopback, so each pod's processes
+bind the ports the rendering gives them, as in a cluster), one per picker replica and one for the
+gateway stand-in, joined by a bridge in a namespace of its own. Nothing is added to the host's
+network namespace; every address the run dials exists only inside these namespaces, except the
+twin's API server on the host's loopback, which `Forwarder` brings into a namespace at the same
+address (so the kubeconfig and the server's certificate stay as they are)."""
+
+import contextlib
+import ctypes
+import os
+import selectors
+import shutil
+import socket
+import subprocess
+import threading
+import urllib.request
+from collections.abc import Iterable
+from pathlib import Path
+
+CLONE_NEWNET = 0x40000000
+PREFIX = "lfdp-"
+BRIDGE_NS = PREFIX + "net"
+# `ip netns exec NAME` bind-mounts every file of /etc/netns/NAME over /etc (ip-netns(8)): a
+# hosts file there is how a Service name resolves inside the run's namespaces, as cluster DNS
+# would resolve it in a pod.
+NETNS_ETC = Path("/etc/netns")
+
+
+def ns_name(name: str) -> str:
+    return PREFIX + name
+
+
+def setup_commands(namespaces: Iterable[tuple[str, str]], prefix_len: int = 24) -> list[list[str]]:
+    """The `ip` commands that create the bridge namespace and one namespace per (name, address)
+    wired to it. Pure, so a test can read them."""
+    commands = [
+        ["ip", "netns", "add", BRIDGE_NS],
+        ["ip", "-n", BRIDGE_NS, "link", "add", "br0", "type", "bridge"],
+        ["ip", "-n", BRIDGE_NS, "link", "set", "br0", "up"],
+    ]
+    for index, (name, address) in enumerate(namespaces):
+        ns = ns_name(name)
+        port = f"v{index}"
+        commands += [
+            ["ip", "netns", "add", ns],
+            ["ip", "-n", ns, "link", "set", "lo", "up"],
+            ["ip", "-n", BRIDGE_NS, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns],
+            ["ip", "-n", BRIDGE_NS, "link", "set", port, "master", "br0", "up"],
+            ["ip", "-n", ns, "addr", "add", f"{address}/{prefix_len}", "dev", "eth0"],
+            ["ip", "-n", ns, "link", "set", "eth0", "up"],
+        ]
+    return commands
+
+
+def existing() -> list[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
+    return [line.split()[0] for line in out.splitlines() if line.startswith(PREFIX)]
+
+
+def hosts_text(base: str, entries: dict[str, str]) -> str:
+    """The host's hosts file with one line per (name, address) added. Pure."""
+    lines = [base.rstrip("\n")] if base.strip() else []
+    lines += [f"{address} {name}" for name, address in sorted(entries.items())]
+    return "\n".join(lines) + "\n"
+
+
+def write_hosts(names: Iterable[str], entries: dict[str, str], etc: Path = NETNS_ETC) -> None:
+    """Give the namespaces `names` a hosts file with `entries` added (see NETNS_ETC)."""
+    base = Path("/etc/hosts").read_text() if Path("/etc/hosts").exists() else ""
+    for name in names:
+        folder = etc / ns_name(name)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "hosts").write_text(hosts_text(base, entries))
+
+
+def teardown(etc: Path = NETNS_ETC) -> None:
+    """Delete every namespace this tool made (named with its prefix), the veths with them, and
+    the per-namespace files under /etc/netns."""
+    for ns in existing():
+        subprocess.run(["ip", "netns", "del", ns], check=False)
+    if etc.is_dir():
+        for folder in etc.glob(PREFIX + "*"):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def setup(namespaces: list[tuple[str, str]]) -> None:
+    teardown()
+    for command in setup_commands(namespaces):
+        subprocess.run(command, check=True)
+
+
+def exec_prefix(name: str, hostname: str | None = None) -> list[str]:
+    """Run a command inside the namespace; with `hostname`, in its own UTS namespace too (the
+    picker's leader-election identity is the host name, which pods have each their own of)."""
+    prefix = ["ip", "netns", "exec", ns_name(name)]
+    if hostname:
+        prefix += ["unshare", "--uts", "sh", "-c", f'hostname {hostname} && exec "$0" "$@"']
+    return prefix
+
+
+def _listen_in(ns: str, host: str, port: int) -> socket.socket:
+    """A listening socket created inside namespace `ns` (a thread enters it; the socket keeps it)."""
+    box: dict[str, socket.socket | BaseException] = {}
+
+    def enter() -> None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = os.open(f"/run/netns/{ns}", os.O_RDONLY)
+            if libc.setns(fd, CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), f"setns {ns}")
+            os.close(fd)
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+            sock.listen(64)
+            box["sock"] = sock
+        except BaseException as exc:  # reported in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=enter)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box["sock"]  # type: ignore[return-value]
+
+
+def fetch(name: str, url: str, timeout: float = 5.0) -> str | None:
+    """GET `url` from inside the run's namespace `name` (a thread enters it); None on an error."""
+    box: dict[str, str] = {}
+
+    def enter() -> None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = os.open(f"/run/netns/{ns_name(name)}", os.O_RDONLY)
+            if libc.setns(fd, CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), f"setns {name}")
+            os.close(fd)
+            opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+            with opener.open(url, timeout=timeout) as resp:
+                box["text"] = resp.read().decode()
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=enter)
+    thread.start()
+    thread.join()
+    return box.get("text")
+
+
+class Forwarder:
+    """TCP from `host:port` inside the given namespaces to the same `host:port` on the host."""
+
+    def __init__(self, namespaces: list[str], host: str, port: int):
+        self.target = (host, port)
+        self.listeners = [_listen_in(ns_name(n), host, port) for n in namespaces]
+        self.stop = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        sel = selectors.DefaultSelector()
+        for sock in self.listeners:
+            sel.register(sock, selectors.EVENT_READ)
+        while not self.stop.is_set():
+            for key, _ in sel.select(timeout=0.5):
+                client, _addr = key.fileobj.accept()  # type: ignore[union-attr]
+                threading.Thread(target=self._pipe, args=(client,), daemon=True).start()
+
+    def _pipe(self, client: socket.socket) -> None:
+        try:
+            upstream = socket.create_connection(self.target, timeout=10)
+        except OSError:
+            client.close()
+            return
+        upstream.settimeout(None)
+
+        def copy(src: socket.socket, dst: socket.socket) -> None:
+            try:
+                while data := src.recv(65536):
+                    dst.sendall(data)
+            except OSError:
+                pass
+            finally:
+                for s in (src, dst):
+                    with contextlib.suppress(OSError):
+                        s.shutdown(socket.SHUT_RDWR)
+
+        threading.Thread(target=copy, args=(upstream, client), daemon=True).start()
+        copy(client, upstream)
+
+    def close(self) -> None:
+        self.stop.set()
+        for sock in self.listeners:
+            sock.close()

@@ -1,0 +1,304 @@
+"""The figures of a data-plane run, from the gateway stand-in's results and the simulators' own
+metrics (pure functions; `lines` prints one line per figure, starting with its word)."""
+
+import re
+import statistics
+from collections import Counter, defaultdict
+from typing import Any
+
+# The simulator's prefix-cache counters, without vLLM's `_total` suffix (llm-d-inference-sim
+# v0.10.2 pkg/llm-d-inference-sim/metrics.go PrefixCacheHitsMetricName/QueriesMetricName).
+HITS = "vllm:prefix_cache_hits"
+QUERIES = "vllm:prefix_cache_queries"
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEinfNa]+)")
+
+
+def metric_sum(text: str, name: str) -> float:
+    """Sum of every sample of `name` (all label sets) in a Prometheus text exposition."""
+    total = 0.0
+    for line in text.splitlines():
+        m = _SAMPLE.match(line)
+        if m and m.group(1) == name:
+            total += float(m.group(3))
+    return total
+
+
+def hit_rate(before: list[str], after: list[str]) -> float | None:
+    """Prefix-cache hit rate over the run: hits / queries, deltas of the counters summed over
+    every engine scraped."""
+    hits = sum(metric_sum(t, HITS) for t in after) - sum(metric_sum(t, HITS) for t in before)
+    queries = sum(metric_sum(t, QUERIES) for t in after) - sum(metric_sum(t, QUERIES) for t in before)
+    return hits / queries if queries > 0 else None
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def ttft(results: list[dict[str, Any]], phases: tuple[str, ...] = ("agent", "subagent")) -> float | None:
+    return _median([r["ttft_ms"] for r in results if r["outcome"] == "served" and r["phase"] in phases])
+
+
+def stickiness(results: list[dict[str, Any]]) -> float | None:
+    """Share of later turns that land on the decode endpoint of the session's first turn."""
+    by_session: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in results:
+        if r["phase"] == "agent" and r["outcome"] == "served":
+            by_session[r["session"]].append(r)
+    same = total = 0
+    for turns in by_session.values():
+        turns.sort(key=lambda r: r["turn"])
+        first = turns[0]["destination"]
+        for r in turns[1:]:
+            total += 1
+            same += r["destination"] == first
+    return same / total if total else None
+
+
+def pd(
+    results: list[dict[str, Any]], prefill_endpoints: set[str], decode_endpoints: set[str]
+) -> dict[str, Any]:
+    served = [r for r in results if r["outcome"] == "served"]
+    disagg = [r for r in served if r["prefill"]]
+    fresh = [r for r in served if r["phase"] == "batch"]
+    return {
+        "fresh": {"served": len(fresh), "disaggregated": sum(bool(r["prefill"]) for r in fresh)},
+        "served": len(served),
+        "disaggregated": len(disagg),
+        "share": len(disagg) / len(served) if served else None,
+        "prefill_on_prefill_endpoint": sum(r["prefill"] in prefill_endpoints for r in disagg),
+        "decode_on_decode_endpoint": sum(r["destination"] in decode_endpoints for r in served),
+    }
+
+
+def outcome(r: dict[str, Any]) -> str:
+    """dispatched (the picker named an endpoint), rejected (flow control or admission said no:
+    saturated, no endpoints), shed (taken out of a queue: evicted, TTL expired) or failed (no
+    picker answered, the picker was shutting down, or the endpoint failed). Reasons are the
+    picker's x-llm-d-request-dropped-reason values (llm-d-router v0.10.0
+    pkg/common/error/error.go)."""
+    if r["outcome"] == "served":
+        return "dispatched"
+    if r["outcome"] == "rejected":
+        reason = r.get("reason") or ""
+        if reason.startswith("evicted") or reason == "rejected-ttl-expired":
+            return "shed"
+        if reason in ("rejected-shutting-down", "rejected-context-cancelled"):
+            return "failed"
+        return "rejected"
+    return "failed"
+
+
+def flow_control(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Outcomes by band and by program of the overload replay's requests (the overload is a
+    phase of its own), and the median time the picker held the dispatched ones of each band
+    (flow control's queue plus scheduling)."""
+    table: dict[str, Counter[str]] = defaultdict(Counter)
+    held: dict[str, list[float]] = defaultdict(list)
+    for r in results:
+        table[f"band {r['band']}"][outcome(r)] += 1
+        table[f"program {r['program']}"][outcome(r)] += 1
+        if outcome(r) == "dispatched":
+            held[r["band"]].append(r["pick_ms"])
+    return {
+        "counts": {k: dict(v) for k, v in sorted(table.items())},
+        "held_median_ms": {band: _median(v) for band, v in sorted(held.items())},
+    }
+
+
+KV_USAGE = "vllm:kv_cache_usage_perc"
+
+
+def saturation(scrapes: list[str], queue_depth: int, kv_threshold: float) -> float | None:
+    """The pool's saturation as the rendered detector computes it from one scrape of every
+    engine: the mean over endpoints of max(waiting / queueDepthThreshold, KV use /
+    kvCacheUtilThreshold) (llm-d-router v0.10.0
+    pkg/epp/framework/plugins/flowcontrol/saturationdetector/utilization/detector.go)."""
+    ratios = [
+        max(metric_sum(t, WAITING) / queue_depth, metric_sum(t, KV_USAGE) / kv_threshold)
+        for t in scrapes
+        if t.strip()
+    ]
+    return sum(ratios) / len(ratios) if ratios else None
+
+
+def peak_saturation(samples: list[dict[str, Any]], queue_depth: int, kv_threshold: float) -> float | None:
+    values = [v for s in samples if (v := saturation(s["scrapes"], queue_depth, kv_threshold)) is not None]
+    return max(values, default=None)
+
+
+def failover(
+    results: list[dict[str, Any]], killed_at_ms: float | None, killed: str | None = None
+) -> dict[str, Any]:
+    """Requests started after the leader was stopped that were not routed (no picker answered,
+    the stopped picker refused them while shutting down, or the endpoint failed), and seconds
+    from the stop until a request is routed again by another picker."""
+    if killed_at_ms is None:
+        return {"failed": None, "resume_s": None}
+    after = [r for r in results if r["start_ms"] >= killed_at_ms]
+    failed = sum(outcome(r) == "failed" for r in after)
+    routed = [
+        r["start_ms"] + r["pick_ms"] for r in after if outcome(r) == "dispatched" and r["picker"] != killed
+    ]
+    return {"failed": failed, "resume_s": (min(routed) - killed_at_ms) / 1000 if routed else None}
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0f} ms"
+
+
+def _fc_line(fc: dict[str, Any], bands: dict[str, str]) -> str:
+    counts = fc["counts"]
+
+    def row(key: str) -> str:
+        c = counts.get(key, {})
+        return (
+            f"{c.get('dispatched', 0)} dispatched/{c.get('rejected', 0)} rejected/"
+            f"{c.get('shed', 0)} shed/{c.get('failed', 0)} failed"
+        )
+
+    names = list(dict.fromkeys(bands.values()))
+    band_rows = [f"{b} {row('band ' + b)}" for b in names if f"band {b}" in counts]
+    program_rows = [f"{k.removeprefix('program ')} {row(k)}" for k in counts if k.startswith("program ")]
+    held = fc["held_median_ms"]
+    return (
+        "flow control: under overload "
+        + ", ".join(band_rows)
+        + "; by program "
+        + ", ".join(program_rows)
+        + "; held median "
+        + ", ".join(f"{b} {_ms(held.get(b))}" for b in names)
+        + ("" if fc.get("peak_saturation") is None else f"; peak saturation {fc['peak_saturation']:.2f}")
+    )
+
+
+def lines(report: dict[str, Any]) -> list[str]:
+    r, b = report["rendered"], report.get("baseline", {})
+    pdf = r["pd"]
+    fo = r.get("failover")
+    return [
+        f"hit rate: rendered {_pct(r['hit_rate'])} baseline {_pct(b.get('hit_rate'))}",
+        f"ttft: rendered {_ms(r['ttft_ms'])} baseline {_ms(b.get('ttft_ms'))} (median, agent turns)",
+        f"stickiness: {_pct(r['stickiness'])}",
+        f"p/d: {_pct(pdf['share'])} disaggregated ({pdf['disaggregated']}/{pdf['served']}), "
+        f"prefill on a prefill endpoint {pdf['prefill_on_prefill_endpoint']}/{pdf['disaggregated']}",
+        _fc_line(r["flow_control"], report["bands"]) if "flow_control" in r else "flow control: not run",
+        "failover: "
+        + (
+            "not run"
+            if fo is None or fo["failed"] is None
+            else f"{fo['failed']} failed, "
+            + ("never resumed" if fo["resume_s"] is None else f"{fo['resume_s']:.1f} s")
+        ),
+    ]
+
+
+def figures(
+    results: list[dict[str, Any]],
+    before: list[str],
+    after: list[str],
+    prefill: set[str],
+    decode: set[str],
+) -> dict[str, Any]:
+    """The steady replay's figures (hit rate over that replay alone)."""
+    return {
+        "requests": len(results),
+        "hit_rate": hit_rate(before, after),
+        "ttft_ms": ttft(results),
+        "stickiness": stickiness(results),
+        "pd": pd(results, prefill, decode),
+    }
+
+
+WAITING = "vllm:num_requests_waiting"
+
+
+def time_series(samples: list[dict[str, Any]]) -> dict[str, list[tuple[float, float]]]:
+    """From the gateway's periodic scrapes (t_ms, one exposition per engine): the hit rate of
+    each interval (hits / queries of the counters' deltas; intervals without queries are
+    skipped) and the requests waiting in the engines' queues."""
+    hit: list[tuple[float, float]] = []
+    waiting: list[tuple[float, float]] = []
+    prev: tuple[float, float] | None = None
+    for s in samples:
+        t = s["t_ms"] / 1000
+        hits = sum(metric_sum(x, HITS) for x in s["scrapes"])
+        queries = sum(metric_sum(x, QUERIES) for x in s["scrapes"])
+        waiting.append((t, sum(metric_sum(x, WAITING) for x in s["scrapes"])))
+        if prev is not None and queries > prev[1]:
+            hit.append((t, (hits - prev[0]) / (queries - prev[1])))
+        prev = (hits, queries)
+    return {"hit rate": hit, "waiting": waiting}
+
+
+def svg(series: dict[str, list[tuple[float, float]]], title: str, width: int = 640, height: int = 240) -> str:
+    """A plain line chart (x seconds, y share 0..1) of each series; no plotting dependency."""
+    colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"]
+    xmax = max((x for pts in series.values() for x, _ in pts), default=1.0) or 1.0
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        'font-family="sans-serif" font-size="11">',
+        f'<text x="10" y="14">{title}</text>',
+        f'<line x1="40" y1="{height - 20}" x2="{width - 10}" y2="{height - 20}" stroke="#888"/>',
+        f'<line x1="40" y1="20" x2="40" y2="{height - 20}" stroke="#888"/>',
+    ]
+    for i, (name, pts) in enumerate(series.items()):
+        colour = colours[i % len(colours)]
+        coords = " ".join(
+            f"{40 + (width - 50) * x / xmax:.1f},{height - 20 - (height - 40) * y:.1f}" for x, y in pts
+        )
+        parts.append(f'<polyline fill="none" stroke="{colour}" points="{coords}"/>')
+        parts.append(f'<text x="{width - 160}" y="{30 + 14 * i}" fill="{colour}">{name}</text>')
+    parts.append(f'<text x="{width - 60}" y="{height - 5}">{xmax:.0f} s</text></svg>')
+    return "\n".join(parts) + "\n"
+
+
+def _yielded(c: dict[str, int]) -> int:
+    return c.get("rejected", 0) + c.get("shed", 0)
+
+
+def checks(report: dict[str, Any]) -> list[str]:
+    """What the run must show, from what the rendered config does (empty: pass):
+    - the rendered scorers beat the baseline on hit rate, and session affinity on stickiness;
+    - the prefix-based P/D decider disaggregated the fresh long prompts (the replay makes them
+      twice its nonCachedTokens) and sent every prefill to a prefill endpoint; with no prefix
+      match information it disaggregates nothing;
+    - the overload drove the pool to the admitter's shedding point (the wave is sized for it);
+      the interactive band (priority >= 0: never shed by the admitter, its queue far from its
+      limits) is dispatched whole, and batch yields: some of it rejected or shed, or held longer
+      than interactive;
+    - after the leader stops, routing resumes."""
+    r, b = report["rendered"], report["baseline"]
+    failures = []
+    if r["hit_rate"] is None or b["hit_rate"] is None or r["hit_rate"] <= b["hit_rate"]:
+        failures.append("the rendered config does not beat the baseline on hit rate")
+    if r["stickiness"] is None or b["stickiness"] is None or r["stickiness"] <= b["stickiness"]:
+        failures.append("the rendered config does not beat the baseline on session stickiness")
+    pdf = r["pd"]
+    fresh = pdf.get("fresh", {})
+    if not pdf["disaggregated"] or fresh.get("disaggregated", 0) < 0.9 * fresh.get("served", 0):
+        failures.append(f"the P/D decider did not disaggregate the long fresh prompts ({fresh})")
+    if pdf["prefill_on_prefill_endpoint"] != pdf["disaggregated"]:
+        failures.append("a prefill went to an endpoint that is not a prefill endpoint")
+    if "flow_control" not in r:  # the broken run's short form: the steady replay only
+        return failures
+    fc = r["flow_control"]
+    peak, shed_at = fc.get("peak_saturation"), fc.get("shed_at")
+    if shed_at is not None and (peak is None or peak < shed_at):
+        failures.append(f"the overload did not saturate the pool (peak {peak}, sheds at {shed_at:.2f})")
+    counts = fc["counts"]
+    inter, batch = (counts.get(f"band {report['bands'][k]}", {}) for k in ("interactive", "batch"))
+    if not inter.get("dispatched") or _yielded(inter) or inter.get("failed"):
+        failures.append(f"under overload the interactive band was not served whole ({inter})")
+    held = fc["held_median_ms"]
+    held_i, held_b = held.get(report["bands"]["interactive"]), held.get(report["bands"]["batch"])
+    held_longer = held_i is not None and held_b is not None and held_b > held_i
+    if not _yielded(batch) and not held_longer:
+        failures.append(f"under overload batch did not yield ({batch}, held {held_b} vs {held_i} ms)")
+    if r["failover"]["failed"] is None or r["failover"]["resume_s"] is None:
+        failures.append("routing did not resume after the leader stopped")
+    return failures

@@ -1,0 +1,491 @@
+"""One data-plane run of a stack (docs/twin.md): render it, start the twin's API server, put the
+router objects and the serving pods in (pods carry their address in the run's pod network, set in
+their status as a kubelet would), start the simulators and routing sidecars inside the pods'
+namespaces with their rendered arguments, two picker replicas with the rendered flags and config,
+and drive the replay through the gateway stand-in: once with the rendered config, once with the
+baseline (the same config without the prefix, session and no-hit scorers in any profile)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import yaml
+
+from devtools.dataplane import build, netns, replay, report, topology
+from devtools.twin import cluster, e2e
+from devtools.twin.kube import Kube, wait_for
+
+# Scorers whose benefit the figures measure; the baseline drops them from every profile.
+CACHE_AWARE_SCORERS = ("prefix-cache-scorer", "no-hit-lru-scorer", "session-affinity-scorer")
+GATEWAY_NS = "gateway"
+GATEWAY_IP = "10.244.0.2"
+PICKER_IPS = ("10.244.0.3", "10.244.0.4")
+# The render (tokenizer) service's pod: a stand-in for `vllm launch render`, see start_renderer.
+RENDER_NS = "render"
+RENDER_IP = "10.244.0.5"
+CONFIG_MOUNT = "/config"
+
+
+def baseline_config(text: str) -> str:
+    """The rendered EndpointPickerConfig with the cache- and session-aware scorers removed from
+    every scheduling profile (load-aware scorers and everything else kept)."""
+    config = yaml.safe_load(text)
+    types = {p["name"]: p["type"] for p in config["plugins"]}
+    for profile in config["schedulingProfiles"]:
+        profile["plugins"] = [
+            p for p in profile["plugins"] if types.get(p["pluginRef"]) not in CACHE_AWARE_SCORERS
+        ]
+    return str(yaml.safe_dump(config, sort_keys=False))
+
+
+def break_render_url(text: str) -> str:
+    """The negative control: the token producer's render URL on a port nothing serves (a
+    misconfigured tokenizer Service port), everything else unchanged. The picker then has no
+    tokens, so the prefix producer matches nothing and the P/D decider has no cache state."""
+    config = yaml.safe_load(text)
+    for p in config["plugins"]:
+        vllm = (p.get("parameters") or {}).get("vllm")
+        if p.get("type") in ("token-producer", "tokenizer") and vllm and vllm.get("url"):
+            parts = urlsplit(vllm["url"])
+            wrong = (parts.port or 80) + 1
+            vllm["url"] = urlunsplit(parts._replace(netloc=f"{parts.hostname}:{wrong}"))
+            return str(yaml.safe_dump(config, sort_keys=False))
+    raise ValueError("the config has no token producer with a render URL to break")
+
+
+def picker_args(args: tuple[str, ...], config_file: Path) -> list[str]:
+    """The rendered flags; only the config file's path follows where the run put the ConfigMap's
+    content (the kubelet's volume mount at /config)."""
+    return [f"--config-file={config_file}" if a.startswith("--config-file=") else a for a in args]
+
+
+def pod_status(ip: str) -> dict[str, Any]:
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    conditions = [
+        {"type": t, "status": "True", "lastTransitionTime": now}
+        for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+    ]
+    return {
+        "status": {
+            "phase": "Running",
+            "podIP": ip,
+            "podIPs": [{"ip": ip}],
+            "hostIP": "127.0.0.1",
+            "startTime": now,
+            "conditions": conditions,
+        }
+    }
+
+
+def pod_object(pod: topology.Pod, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": pod.name, "namespace": namespace, "labels": pod.labels},
+        "spec": {
+            "nodeName": "dataplane",
+            "containers": [
+                {"name": c.name, "image": "dataplane", "ports": [{"containerPort": p} for p in c.ports]}
+                for c in pod.containers
+            ],
+        },
+    }
+
+
+@dataclass
+class Processes:
+    items: list[tuple[str, subprocess.Popen[bytes]]]
+
+    def start(
+        self, name: str, argv: list[str], logs: Path, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        log = (logs / f"{name}.log").open("ab")
+        proc = subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
+        self.items.append((name, proc))
+        return proc
+
+    def stop(self, name_prefix: str = "") -> None:
+        for name, proc in list(self.items):
+            if name.startswith(name_prefix) and proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for name, proc in list(self.items):
+            if name.startswith(name_prefix):
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                if (name, proc) in self.items:  # a concurrent stop may have taken it
+                    self.items.remove((name, proc))
+
+
+def start_pods(procs: Processes, topo: topology.Topology, bins: dict[str, Path], logs: Path) -> None:
+    for pod in topo.pods:
+        env = {"POD_IP": pod.ip, "POD_NAME": pod.name, "POD_NAMESPACE": topo.namespace}
+        for c in pod.containers:
+            binary = bins["simulator"] if c.name == "simulator" else bins["pd-sidecar"]
+            procs.start(
+                f"pod-{pod.name}-{c.name}", [*netns.exec_prefix(pod.name), str(binary), *c.args], logs, env
+            )
+
+
+def renderer_args(renderer: topology.Renderer) -> list[str]:
+    """The render stand-in: the inference simulator serves the same two render routes the token
+    producer calls (POST /v1/chat/completions/render and /v1/completions/render, answering
+    `token_ids`; llm-d-inference-sim v0.10.2 pkg/communication/http.go) with the dummy tokenizer
+    the engines are rendered with (`--force-dummy-tokenizer=true`), so the picker's tokens are the
+    engines' tokens by construction. Model and port are the rendered render Deployment's and the
+    port the producer dials."""
+    return [
+        f"--model={renderer.model}",
+        f"--served-model-name={renderer.served_model}",
+        f"--port={renderer.port}",
+        "--force-dummy-tokenizer=true",
+    ]
+
+
+def start_renderer(procs: Processes, renderer: topology.Renderer, bins: dict[str, Path], logs: Path) -> None:
+    procs.start(
+        "render", [*netns.exec_prefix(RENDER_NS), str(bins["simulator"]), *renderer_args(renderer)], logs
+    )
+
+
+def start_pickers(
+    procs: Processes,
+    topo: topology.Topology,
+    config_text: str,
+    bins: dict[str, Path],
+    run_dir: Path,
+    kubeconfig: Path,
+    logs: Path,
+    tag: str,
+) -> list[str]:
+    config_file = run_dir / f"config-{tag}" / "epp.yaml"
+    config_file.parent.mkdir(parents=True, exist_ok=True)
+    config_file.write_text(config_text)
+    addresses = []
+    for i in range(topo.picker.replicas):
+        name = f"{topo.picker.name}-{i}"
+        env = {
+            "KUBECONFIG": str(kubeconfig),
+            "NAMESPACE": topo.namespace,
+            "POD_NAME": name,
+            **topo.picker.env,
+        }
+        argv = [
+            *netns.exec_prefix(f"picker-{i}", hostname=name),
+            str(bins["epp"]),
+            *picker_args(topo.picker.args, config_file),
+        ]
+        procs.start(f"picker-{i}-{tag}", argv, logs, env)
+        port = next(a.split("=")[1] for a in topo.picker.args if a.startswith("--grpc-port="))
+        addresses.append(f"{PICKER_IPS[i]}:{port}")
+    return addresses
+
+
+def idle(urls: list[str]) -> bool:
+    """No engine runs or queues a request (read from inside the gateway's namespace)."""
+    for url in urls:
+        text = netns.fetch(GATEWAY_NS, url)
+        if text is None:
+            return False
+        if report.metric_sum(text, report.WAITING) + report.metric_sum(text, RUNNING) > 0:
+            return False
+    return True
+
+
+RUNNING = "vllm:num_requests_running"
+
+
+def leader(kube: Kube, namespace: str) -> str | None:
+    for lease in kube.list("coordination.k8s.io/v1", "Lease", namespace):
+        holder = lease.get("spec", {}).get("holderIdentity") or ""
+        if holder:
+            return str(holder).split("_")[0]
+    return None
+
+
+def run_replay(
+    procs: Processes,
+    bins: dict[str, Path],
+    pickers: list[str],
+    entries_file: Path,
+    out: Path,
+    scrape: list[str],
+    logs: Path,
+    picker: topology.Picker,
+    deadline: str = "15s",
+) -> list[dict[str, Any]]:
+    out.mkdir(parents=True, exist_ok=True)
+    health_port = next(a.split("=")[1] for a in picker.args if a.startswith("--grpc-health-port="))
+    argv = [
+        *netns.exec_prefix(GATEWAY_NS),
+        str(bins["gateway"]),
+        f"--pickers={','.join(pickers)}",
+        f"--replay={entries_file}",
+        f"--out={out}",
+        f"--scrape={','.join(scrape)}",
+        f"--pick-deadline={deadline}",
+        f"--health={','.join(f'{ip}:{health_port}' for ip in PICKER_IPS[: picker.replicas])}",
+        f"--probe-period={picker.probe_period_s}s",
+        f"--probe-failures={picker.probe_failures}",
+        "--series-period=1s",
+    ]
+    proc = procs.start(f"gateway-{out.name}", argv, logs)
+    proc.wait(timeout=900)
+    return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
+
+
+def scrapes(out: Path, tag: str) -> list[str]:
+    return [p.read_text() for p in sorted(out.glob(f"{tag}-*.prom"))]
+
+
+def picture(series: dict[str, dict[str, list[tuple[float, float]]]], stack: str) -> str:
+    """Hit rate per second of each config's steady replay, and the engines' waiting requests
+    (scaled to the most seen) over the rendered config's three phases one after the other."""
+    lines: dict[str, list[tuple[float, float]]] = {}
+    for tag, s in series.items():
+        lines[f"hit rate, {tag}"] = s["hit rate"]
+    waiting = series.get("rendered", {}).get("waiting", [])
+    top = max((y for _, y in waiting), default=0.0)
+    if top > 0:
+        lines[f"waiting, rendered (max {top:.0f})"] = [(x, y / top) for x, y in waiting]
+    return report.svg(lines, f"{stack}: prefix-cache hit rate and queueing over time")
+
+
+def samples_of(out: Path) -> list[dict[str, Any]]:
+    path = out / "series.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def joined(phases: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The phases' periodic scrapes on one clock (each phase after the previous one's last)."""
+    out: list[dict[str, Any]] = []
+    offset = 0.0
+    for samples in phases:
+        out += [{**x, "t_ms": x["t_ms"] + offset} for x in samples]
+        if samples:
+            offset += samples[-1]["t_ms"] + 1000
+    return out
+
+
+def main_run(stack: str, long: bool, broken: bool, root: Path) -> int:
+    started = time.monotonic()
+    run_dir = root / "build" / "dataplane" / stack
+    subprocess.run(["rm", "-rf", str(run_dir)], check=True)
+    logs = run_dir / "logs"
+    logs.mkdir(parents=True)
+    render = run_dir / "render"
+    subprocess.run(
+        [str(Path(sys.executable).with_name("llmd-fleet")), "render", stack, "--out", str(render)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    topo = topology.topology(render)
+    bins: dict[str, Path] = {}
+    for target in (build.ROUTER, build.SIMULATOR):
+        folder = build.ensure(target)
+        for b in target.binaries:
+            bins["simulator" if b == "llm-d-inference-sim" else b] = folder / b
+    rendered_config = topo.picker.config
+    if broken:
+        rendered_config = break_render_url(rendered_config)
+    bands = replay.bands_of(topo.objectives)
+    model = next(
+        a.split("=", 1)[1]
+        for p in topo.pods
+        for c in p.containers
+        for a in c.args
+        if a.startswith("--served-model-name=")
+    )
+    threshold = topology.pd_threshold(topo.picker.config)
+    shape = replay.fit(replay.LONG if long else replay.SHORT, threshold)
+    cap = topology.capacity(topo)
+    wave = replay.flood(cap.decode_seqs, cap.saturating_waiting, cap.itl_ms)
+    files = {}
+    for phase, entries in (
+        ("steady", replay.generate(shape, model, bands)),
+        ("overload", replay.overload(shape, wave, model, bands)),
+        ("failover", replay.failover(shape, model, bands)),
+    ):
+        files[phase] = run_dir / f"replay-{phase}.jsonl"
+        files[phase].write_text(replay.write(entries))
+    procs = Processes([])
+    forwarder = None
+    try:
+        cluster.up(stack, apiserver_only=True, root=root)
+        kube = cluster.client(root)
+        for crd in e2e.vendored_crds():
+            if crd["spec"]["group"] in ("inference.networking.k8s.io", "llm-d.ai"):
+                kube.apply(crd)
+        time.sleep(3)
+        kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": topo.namespace}})
+        # No controller manager runs: the ServiceAccount admission needs the default account.
+        kube.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": "default", "namespace": topo.namespace},
+            }
+        )
+        wait_for(
+            "router CRDs served",
+            lambda: kube.resource("inference.networking.k8s.io/v1", "InferencePool", refresh=True),
+            60,
+        )
+        for obj in [topo.pool, *topo.objectives]:
+            kube.apply(obj)
+        for pod in topo.pods:
+            obj = pod_object(pod, topo.namespace)
+            kube.apply(obj)
+            kube.request(
+                "PATCH", kube.object_path(obj) + "/status", pod_status(pod.ip), "application/merge-patch+json"
+            )
+        spaces = [(GATEWAY_NS, GATEWAY_IP)] + [
+            (f"picker-{i}", PICKER_IPS[i]) for i in range(topo.picker.replicas)
+        ]
+        if topo.renderer:
+            spaces.append((RENDER_NS, RENDER_IP))
+        spaces += [(p.name, p.ip) for p in topo.pods]
+        netns.setup(spaces)
+        if topo.renderer:
+            # The Service name resolves to the render pod inside every namespace of the run.
+            netns.write_hosts([name for name, _ in spaces], {topo.renderer.host: RENDER_IP})
+            start_renderer(procs, topo.renderer, bins, logs)
+        state = cluster.load_state(root)
+        forwarder = netns.Forwarder(
+            [f"picker-{i}" for i in range(topo.picker.replicas)], "127.0.0.1", state.ports["apiserver"]
+        )
+        kubeconfig = cluster.twin_dir(root) / "kubeconfig"
+        scrape = [
+            f"http://{p.ip}:{port}/metrics"
+            for p in topo.pods
+            for c in p.containers
+            if c.name == "simulator"
+            for port in c.ports
+        ]
+        prefill = {
+            f"{p.ip}:{port}"
+            for p in topo.role("prefill")
+            for c in p.containers
+            if c.name == "simulator"
+            for port in c.ports
+        }
+        decode = {
+            f"{p.ip}:{port}"
+            for p in topo.role("decode")
+            for c in p.containers
+            if c.name != "simulator"
+            for port in c.ports
+        }
+        result: dict[str, Any] = {
+            "stack": stack,
+            "bands": bands,
+            "long": long,
+            "broken": broken,
+            "capacity": vars(cap),
+            "flood": vars(wave),
+        }
+        series: dict[str, dict[str, list[tuple[float, float]]]] = {}
+        first = replay.generate(shape, model, bands)[0]
+        for tag, text in (("rendered", rendered_config), ("baseline", baseline_config(rendered_config))):
+            start_pods(procs, topo, bins, logs)
+            pickers = start_pickers(procs, topo, text, bins, run_dir, kubeconfig, logs, tag)
+            warm = run_dir / f"warm-{tag}"
+            warm_file = run_dir / "warm.jsonl"
+            warm_file.write_text(replay.write([{**first, "id": "warmup", "session": "warmup"}]))
+
+            def warmed(pickers: list[str] = pickers, warm: Path = warm, warm_file: Path = warm_file) -> bool:
+                results = run_replay(procs, bins, pickers, warm_file, warm, [], logs, topo.picker, "5s")
+                return any(r["outcome"] == "served" for r in results)
+
+            wait_for(f"{tag}: a request routed", warmed, 120, 2)
+
+            def replay_phase(
+                name: str, tag: str = tag, pickers: list[str] = pickers
+            ) -> tuple[Path, list[dict[str, Any]]]:
+                out = run_dir / tag / name
+                return out, run_replay(procs, bins, pickers, files[name], out, scrape, logs, topo.picker)
+
+            # Steady replay: hit rate, TTFT, stickiness, P/D, over this replay alone.
+            out, results = replay_phase("steady")
+            figs = report.figures(results, scrapes(out, "before"), scrapes(out, "after"), prefill, decode)
+            steady_samples = samples_of(out)
+            if tag == "rendered" and not broken:
+                # Overload, once the steady replay is done: flow control in its own window.
+                out, results = replay_phase("overload")
+                overload_samples = samples_of(out)
+                fc = report.flow_control(results)
+                fc["peak_saturation"] = report.peak_saturation(
+                    overload_samples, cap.queue_depth, cap.kv_threshold
+                )
+                fc["shed_at"] = cap.shed_at
+                figs["flow_control"] = fc
+                # Drain: the failover replay starts with the engines idle again (bounded: a
+                # gauge left over by a refused request must not stop the run; recorded).
+                drain_until = time.monotonic() + 30
+                while not idle(scrape) and time.monotonic() < drain_until:
+                    time.sleep(1)
+                fc["drained_before_failover"] = idle(scrape)
+                # Failover: stop the leader mid-replay; nothing else runs meanwhile.
+                killed: dict[str, Any] = {}
+                out = run_dir / tag / "failover"
+
+                def stop_leader(
+                    killed: dict[str, Any] = killed, out: Path = out, pickers: list[str] = pickers
+                ) -> None:
+                    clock = out / "start_unix_ms"
+                    while not clock.exists():
+                        time.sleep(0.05)
+                    start_ms = float(clock.read_text())
+                    time.sleep(max(0.0, (start_ms + shape.failover_at_ms) / 1000 - time.time()))
+                    who = leader(kube, topo.namespace)
+                    for i in range(topo.picker.replicas):
+                        if who == f"{topo.picker.name}-{i}":
+                            killed["at_ms"] = time.time() * 1000 - start_ms
+                            killed["picker"] = pickers[i]
+                            procs.stop(f"picker-{i}-")
+
+                threading.Thread(target=stop_leader, daemon=True).start()
+                out, results = replay_phase("failover")
+                figs["failover"] = report.failover(results, killed.get("at_ms"), killed.get("picker"))
+                series[tag] = report.time_series(joined([steady_samples, overload_samples, samples_of(out)]))
+                series[tag]["hit rate"] = report.time_series(steady_samples)["hit rate"]
+            else:
+                series[tag] = {"hit rate": report.time_series(steady_samples)["hit rate"]}
+            result[tag] = figs
+            procs.stop("picker-")
+            procs.stop("pod-")
+        result["seconds"] = round(time.monotonic() - started)
+        result["series"] = series
+        result["failures"] = report.checks(result)
+        (run_dir / "report.json").write_text(json.dumps(result, indent=2) + "\n")
+        (run_dir / "report.svg").write_text(picture(series, stack))
+        for line in report.lines(result):
+            print(line)
+        print(f"dataplane: {stack} in {result['seconds']} s; report {run_dir}/report.json, report.svg")
+        for failure in result["failures"]:
+            print(f"dataplane: FAIL: {failure}", file=sys.stderr)
+        return 1 if result["failures"] else 0
+    finally:
+        procs.stop()
+        if forwarder:
+            forwarder.close()
+        netns.teardown()
+        cluster.down(root)

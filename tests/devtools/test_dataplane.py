@@ -1,0 +1,226 @@
+"""The data-plane twin's pure parts: topology from a rendering, the baseline config, the replay
+and the figures (the run itself is `make dataplane`)."""
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from devtools.dataplane import netns, replay, report, run, topology
+from tests.conftest import REPO
+
+GOLDEN = REPO / "tests" / "golden" / "local-sim"
+
+
+def _topology() -> topology.Topology:
+    return topology.topology(GOLDEN)
+
+
+def test_topology_reads_the_rendered_roles_and_picker() -> None:
+    topo = _topology()
+    assert [p.role for p in topo.pods] == ["prefill", "decode", "decode"]
+    assert len({p.ip for p in topo.pods}) == 3
+    decode = topo.role("decode")[0]
+    assert [c.name for c in decode.containers] == ["routing-proxy", "simulator"]
+    assert topo.picker.replicas == 2
+    assert "--ha-enable-leader-election" in topo.picker.args
+    assert yaml.safe_load(topo.picker.config)["kind"] == "EndpointPickerConfig"
+    assert len(topology.selected(topo.pool, topo.pods)) == 3
+
+
+def test_baseline_drops_only_the_cache_and_session_scorers() -> None:
+    text = _topology().picker.config
+    base = yaml.safe_load(run.baseline_config(text))
+    rendered = yaml.safe_load(text)
+    refs = {p["pluginRef"] for prof in base["schedulingProfiles"] for p in prof["plugins"]}
+    assert not refs & {"prefix-cache-scorer", "session-affinity-scorer", "no-hit-lru-scorer"}
+    assert "queue-scorer" in refs and "max-score-picker" in refs
+    assert base["plugins"] == rendered["plugins"] and base["flowControl"] == rendered["flowControl"]
+
+
+def test_picker_flags_unchanged_but_the_config_path() -> None:
+    args = ("--pool-name=p", "--config-file=/config/epp.yaml", "--ha-enable-leader-election")
+    assert run.picker_args(args, Path("/run/epp.yaml")) == [
+        "--pool-name=p",
+        "--config-file=/run/epp.yaml",
+        "--ha-enable-leader-election",
+    ]
+
+
+def test_replay_sessions_grow_one_prefix_and_carry_client_headers() -> None:
+    bands = replay.bands_of(_topology().objectives)
+    assert bands == {"interactive": "agent-interactive", "subagent": "agent-subagent", "batch": "batch"}
+    entries = replay.generate(replay.SHORT, "m", bands)
+    assert entries == replay.generate(replay.SHORT, "m", bands)  # deterministic
+    turns = sorted((e for e in entries if e["session"] == "codex-001"), key=lambda e: e["turn"])
+    assert len(turns) == replay.SHORT.turns
+    for a, b in itertools.pairwise(turns):
+        assert b["body"]["messages"][: len(a["body"]["messages"])] == a["body"]["messages"]
+    assert turns[0]["headers"]["session-id"] == "codex-001"
+    assert {e["phase"] for e in entries} == {"agent", "subagent", "batch"}
+    assert {e["headers"][replay.OBJECTIVE_HEADER] for e in entries} == set(bands.values())
+
+
+def test_overload_is_sized_from_the_rendered_thresholds() -> None:
+    cap = topology.capacity(_topology())
+    # two decode pods of two data-parallel ranks, --max-num-seqs=32; six endpoints (three pods,
+    # two target ports) at queueDepthThreshold 5; the admitter sheds all batch from (1/300)^(1/5)
+    assert (cap.decode_seqs, cap.endpoints, cap.queue_depth, cap.kv_threshold) == (128, 6, 5, 0.85)
+    assert cap.saturating_waiting == 30 and cap.shed_at is not None and 0.31 < cap.shed_at < 0.33
+    wave = replay.flood(cap.decode_seqs, cap.saturating_waiting, cap.itl_ms)
+    assert wave.count == 2 * (128 + 30)
+    assert wave.max_tokens * cap.itl_ms >= 6 * wave.spread_ms  # still decoding when the tail lands
+    bands = replay.bands_of(_topology().objectives)
+    entries = replay.overload(replay.SHORT, wave, "m", bands)
+    batch = [e for e in entries if e["phase"] == "overload"]
+    assert len(batch) == wave.count and max(e["at_ms"] for e in batch) < wave.spread_ms
+    assert all(e["body"]["ignore_eos"] and e["body"]["max_tokens"] == wave.max_tokens for e in batch)
+    assert {e["band"] for e in entries if e["phase"] == "agent"} == {bands["interactive"]}
+    fo = replay.failover(replay.SHORT, "m", bands)
+    assert min(e["at_ms"] for e in fo) < replay.SHORT.failover_at_ms < max(e["at_ms"] for e in fo)
+
+
+def test_saturation_as_the_detector_computes_it() -> None:
+    idle = "vllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 0.1\n"
+    busy = "vllm:num_requests_waiting 10\nvllm:kv_cache_usage_perc 0.2\n"
+    assert report.saturation([idle, busy], 5, 0.5) == (0.2 + 2.0) / 2
+    samples = [{"t_ms": 0, "scrapes": [idle, idle]}, {"t_ms": 1000, "scrapes": [busy, busy]}]
+    assert report.peak_saturation(samples, 5, 0.5) == 2.0
+
+
+def test_hit_rate_is_the_counter_delta_over_all_engines() -> None:
+    before = ['vllm:prefix_cache_hits{rank="0"} 10\nvllm:prefix_cache_queries{rank="0"} 100\n']
+    after = [
+        'vllm:prefix_cache_hits{rank="0"} 40\nvllm:prefix_cache_queries{rank="0"} 140\n'
+        "# HELP x\nvllm:prefix_cache_hits_other 999\n"
+    ]
+    assert report.hit_rate(before, after) == 0.75
+    assert report.hit_rate(before, before) is None
+
+
+def _r(session: str, turn: int, dest: str, **kw: Any) -> dict[str, Any]:
+    base = {
+        "phase": "agent",
+        "outcome": "served",
+        "session": session,
+        "turn": turn,
+        "destination": dest,
+        "prefill": "",
+        "band": "i",
+        "program": "p",
+        "start_ms": 0.0,
+        "pick_ms": 1.0,
+        "picker": "p0",
+        "ttft_ms": 5.0,
+    }
+    return {**base, **kw}
+
+
+def test_stickiness_pd_failover_and_lines() -> None:
+    results = [_r("a", 0, "d1"), _r("a", 1, "d1"), _r("a", 2, "d2"), _r("b", 0, "d2"), _r("b", 1, "d2")]
+    assert report.stickiness(results) == 2 / 3
+    pd = report.pd([_r("a", 0, "d1", prefill="p1"), _r("a", 1, "d1")], {"p1"}, {"d1"})
+    assert pd["share"] == 0.5 and pd["prefill_on_prefill_endpoint"] == 1
+    fo = report.failover(
+        [
+            _r("x", 0, "", outcome="unrouted", start_ms=1000.0),
+            # refused by the stopping leader: not routed, counted as failed
+            _r("w", 0, "", outcome="rejected", reason="rejected-shutting-down", start_ms=1100.0),
+            _r("v", 0, "d", start_ms=1200.0, picker="old"),  # the old leader still routing
+            _r("y", 0, "d", start_ms=1500.0, pick_ms=600.0),
+        ],
+        killed_at_ms=900.0,
+        killed="old",
+    )
+    assert fo == {"failed": 2, "resume_s": 1.2}
+    figs = report.figures(results, [], [], {"p1"}, {"d1"})
+    figs["flow_control"] = report.flow_control([])
+    figs["failover"] = fo
+    lines = report.lines({"rendered": figs, "baseline": figs, "bands": {"interactive": "i", "batch": "b"}})
+    assert [line.split(":")[0] for line in lines] == [
+        "hit rate", "ttft", "stickiness", "p/d", "flow control", "failover"
+    ]  # fmt: skip
+    assert lines[2] == "stickiness: 66.7%"
+    assert lines[5] == "failover: 2 failed, 1.2 s"
+
+
+def test_checks_follow_the_rendered_behaviour() -> None:
+    bands = {"interactive": "i", "subagent": "s", "batch": "b"}
+    pd = {"disaggregated": 2, "prefill_on_prefill_endpoint": 2, "fresh": {"served": 2, "disaggregated": 2}}
+    fc = {
+        "counts": {"band i": {"dispatched": 5}, "band b": {"dispatched": 3, "rejected": 4}},
+        "held_median_ms": {"i": 10.0, "b": 5.0},
+        "peak_saturation": 1.2,
+        "shed_at": 0.32,
+    }
+    rendered = {
+        "hit_rate": 0.5, "stickiness": 0.9, "pd": pd, "flow_control": fc,
+        "failover": {"failed": 1, "resume_s": 2.0},
+    }  # fmt: skip
+    good = {"bands": bands, "rendered": rendered, "baseline": {"hit_rate": 0.3, "stickiness": 0.4}}
+    assert report.checks(good) == []
+    broken = {**good, "rendered": {**rendered, "hit_rate": 0.3}}
+    assert report.checks(broken) == ["the rendered config does not beat the baseline on hit rate"]
+    quiet = {"band i": {"dispatched": 5}, "band b": {"dispatched": 7}}
+    calm = {**fc, "peak_saturation": 0.1, "counts": quiet}
+    failures = report.checks({**good, "rendered": {**rendered, "flow_control": calm}})
+    assert [f.split(" (")[0] for f in failures] == [
+        "the overload did not saturate the pool", "under overload batch did not yield"
+    ]  # fmt: skip
+
+
+def test_flow_control_counts_the_overload_replay_by_band_and_program() -> None:
+    results = [
+        _r("o1", 0, "d", phase="overload", band="b", program="q", start_ms=100.0, total_ms=50.0),
+        _r("o2", 0, "", phase="overload", band="b", program="q", start_ms=110.0, outcome="rejected",
+           reason="rejected-saturated"),
+        _r("o3", 0, "", phase="overload", band="b", program="q", start_ms=120.0, outcome="rejected",
+           reason="evicted-priority"),
+        _r("a", 3, "d", start_ms=130.0, pick_ms=4.0),
+    ]  # fmt: skip
+    fc = report.flow_control(results)
+    assert fc["counts"]["band b"] == {"dispatched": 1, "rejected": 1, "shed": 1}
+    assert fc["counts"]["band i"] == {"dispatched": 1}
+    assert fc["counts"]["program q"]["shed"] == 1
+    assert fc["held_median_ms"]["i"] == 4.0
+
+
+def test_render_stand_in_and_broken_config() -> None:
+    topo = _topology()
+    assert topo.renderer is not None
+    assert topo.renderer.host == "glm52-tokenizer.llm-d.svc" and topo.renderer.port == 8000
+    assert f"--port={topo.renderer.port}" in run.renderer_args(topo.renderer)
+    broken = yaml.safe_load(run.break_render_url(topo.picker.config))
+    url = next(p for p in broken["plugins"] if p["type"] == "token-producer")["parameters"]["vllm"]["url"]
+    assert url == "http://glm52-tokenizer.llm-d.svc:8001"
+    assert topology.pd_threshold(topo.picker.config) == 512
+    shape = replay.fit(replay.SHORT, 512)
+    assert shape.batch_words == 1024 and shape.turn_words <= 128
+    hosts = netns.hosts_text("127.0.0.1 localhost\n", {"svc.example": "10.244.0.5"})
+    assert hosts == "127.0.0.1 localhost\n10.244.0.5 svc.example\n"
+
+
+def test_netns_commands_wire_each_namespace_to_the_bridge() -> None:
+    commands = netns.setup_commands([("gw", "10.244.0.2"), ("pod", "10.244.0.10")])
+    flat = [" ".join(c) for c in commands]
+    assert flat[0] == f"ip netns add {netns.BRIDGE_NS}"
+    assert f"ip -n {netns.ns_name('pod')} addr add 10.244.0.10/24 dev eth0" in flat
+    assert sum("master br0" in c for c in flat) == 2
+    assert all(c.startswith("ip ") for c in flat)
+
+
+def test_twin_cli_dispatches_dataplane(monkeypatch: pytest.MonkeyPatch) -> None:
+    from devtools.twin import cli
+
+    seen: list[tuple[str, bool, bool]] = []
+
+    def fake_run(stack: str, long: bool, broken: bool, root: Path) -> int:
+        seen.append((stack, long, broken))
+        return 0
+
+    monkeypatch.setattr(run, "main_run", fake_run)
+    assert cli.main(["dataplane"]) == 2
+    assert cli.main(["dataplane", "local-sim", "--broken"]) == 0
+    assert seen == [("local-sim", False, True)]
