@@ -11,13 +11,14 @@ and a rank's KV room is the simulator's emulated prefix cache (`simulator.kvCach
 """
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, TypedDict
 
 from llmd_fleet.config.fleet import HBM_MIB, NodeGroupConfig
 from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.fabric import Fabric
-from llmd_fleet.core.problems import PROJECT
+from llmd_fleet.core.problems import PROJECT, Problem
 from llmd_fleet.layers.autoscaling.rules import autoscaling_max_instances
 from llmd_fleet.layers.router.specs import (
     AdmissionPlan,
@@ -107,8 +108,8 @@ MX_MIN_TRANSFER_TIMEOUT_S = 120
 class PlanError(Exception):
     """The configuration is valid but the fleet cannot be built as asked."""
 
-    def __init__(self, problems: list[tuple[str, str]]):
-        self.problems = problems
+    def __init__(self, problems: Sequence[tuple[str, str]]):
+        self.problems = [Problem(key, message) for key, message in problems]
         lines = [f"{path}: {message}" for path, message in problems]
         super().__init__("the stack cannot be planned:\n  " + "\n  ".join(lines))
 
