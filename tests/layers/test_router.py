@@ -199,3 +199,23 @@ def test_istio_gateway_opts_in_to_ext_proc(raw_config):
         assert files == ["gateway-llm-d-router-crds"]
 
     return layer.address.apply(check)
+
+
+def test_agentgateway_without_multi_port_pools_is_refused(raw_config, monkeypatch):
+    """agentgateway before PR #1445 (v1.2.0) backs only targetPorts[0]; every rendered pool has
+    more than one target port, so the pinned release must have the fix, and an older pin is refused."""
+    from llmd_fleet.layers.gateway import rules
+    from llmd_fleet.versions import Chart, version_tuple, versions
+
+    config = parse_config(raw_config)
+    plan = plan_fleet(config)
+    names = RouterNames(pool=config.serving.name, namespace=config.serving.namespace)
+    assert len(inference_pool_spec(config, plan, names)["targetPorts"]) > 1
+    assert config.gateway.implementation == "agentgateway"
+    assert version_tuple(versions().chart("agentgateway").version) >= rules.AGENTGATEWAY_MULTI_PORT_POOLS
+
+    old_chart = Chart(chart="agentgateway", version="v1.1.0")
+    old = versions().model_copy(update={"charts": {**versions().charts, "agentgateway": old_chart}})
+    monkeypatch.setattr(rules, "versions", lambda: old)
+    with pytest.raises(ConfigError, match=r"gateway\.implementation.*targetPorts\[0\].*#1445"):
+        parse_config(raw_config)

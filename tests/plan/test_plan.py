@@ -207,3 +207,26 @@ def test_drain_out_of_range_names_the_key(raw_config, drain):
     with pytest.raises(ConfigError) as caught:
         parse_config(raw_config)
     assert [path for path, _ in caught.value.problems] == ["llmd-fleet:serving.drainSeconds"]
+
+
+@pytest.mark.parametrize(
+    ("stack", "prefill", "decode"),
+    [
+        ("onprem-h100", "deepep_high_throughput", "deepep_low_latency"),
+        ("eks-h100", "allgather_reducescatter", "allgather_reducescatter"),
+        ("gke-h100", "allgather_reducescatter", "allgather_reducescatter"),
+    ],
+)
+def test_the_moe_all2all_backend_is_chosen_per_fabric(stack, prefill, decode):
+    """DeepEP's inter-node kernels need NVSHMEM IBGDA over mlx5 RDMA: only InfiniBand/RoCE gets
+    them by default; EFA and TCPXO run vLLM's NCCL-based allgather_reducescatter."""
+    plan = plan_fleet(parse_config(stack_raw_config(stack)))
+    assert {r.name: r.all2all_backend for r in plan.roles} == {"prefill": prefill, "decode": decode}
+
+
+@pytest.mark.parametrize("stack", ["eks-h100", "gke-h100"])
+def test_deepep_is_refused_on_fabrics_without_mlx5_rdma(stack):
+    raw = copy.deepcopy(stack_raw_config(stack))
+    raw["serving"]["roles"]["decode"]["all2allBackend"] = "deepep_low_latency"
+    with pytest.raises(PlanError, match=r"serving\.roles\.decode\.all2allBackend.*IBGDA.*ibgda_device"):
+        plan_fleet(parse_config(raw))

@@ -7,6 +7,14 @@ pod.py only read the Fabric the plan carries. Pure.
 from dataclasses import dataclass, field
 from typing import Any
 
+DEEPEP_NEEDS_MLX5 = (
+    "DeepEP's inter-node kernels are written for NVSHMEM IBGDA, GPU-initiated RDMA over mlx5 "
+    "(deepseek-ai/DeepEP csrc/kernels/ibgda_device.cuh); only a patched DeepEP on NVSHMEM 3.7 "
+    "libfabric runs on EFA (AWS sample 'DeepSeek-R1 on SGLang with DeepEP over EFA'), not the "
+    "pinned build; use allgather_reducescatter"
+)
+"""Why the deepep_* all2all backends are refused on a fabric without mlx5 RDMA."""
+
 
 @dataclass(frozen=True)
 class Fabric:
@@ -26,6 +34,16 @@ class Fabric:
     weight_gbps_per_gpu: int = 0
     """Fabric line rate one GPU's weights can move at, in Gb/s (its NICs'), for the plan's
     peer-transfer estimate."""
+    all2all: tuple[tuple[str, str], ...] = (
+        ("prefill", "allgather_reducescatter"),
+        ("decode", "allgather_reducescatter"),
+    )
+    """vLLM's MoE all-to-all backend (--all2all-backend) per role when the role sets none:
+    DeepEP only where its inter-node kernels can run (NVSHMEM IBGDA over Mellanox RDMA), else
+    vLLM 0.33's own default, allgather_reducescatter over NCCL."""
+    all2all_refused: tuple[tuple[str, str], ...] = ()
+    """(backend prefix, why it cannot run on this fabric, with the source) for
+    `serving.roles.<role>.all2allBackend` values the plan refuses."""
     image: str = "vllm"
     """Version-matrix image name of the serving image that supports this fabric."""
     extra: dict[str, Any] = field(default_factory=dict)

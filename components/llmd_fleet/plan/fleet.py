@@ -215,6 +215,8 @@ class RolePlan:
     """DRA claim of each pod; None when the node group uses device plugins."""
     fabric: Fabric
     """The target's GPU fabric (KV transfer backends, NCCL/NVSHMEM settings, pod annotations)."""
+    all2all_backend: str = "allgather_reducescatter"
+    """vLLM's --all2all-backend: the role's own, else the fabric's per-role choice."""
     drain_seconds: int = 0
     """vLLM `--shutdown-timeout`: in-flight requests finish within this after SIGTERM."""
     max_surge: int = 0
@@ -670,6 +672,12 @@ def _role_plan(config: StackConfig, name: RoleName) -> tuple[RolePlan, list[tupl
                 f"node of {role.node_group!r} offers {node_cpus} after system reservations",
             )
         )
+    fabric = fabric_for(config.target.kind)
+    all2all = role.all2all_backend or dict(fabric.all2all)[name]
+    for prefix, why in fabric.all2all_refused:
+        if all2all.startswith(prefix):
+            why = f"{all2all} cannot run on fabric {fabric.name}: {why}"
+            problems.append((f"{path}.all2allBackend", why))
     plan = RolePlan(
         name=name,
         node_group=role.node_group,
@@ -697,10 +705,11 @@ def _role_plan(config: StackConfig, name: RoleName) -> tuple[RolePlan, list[tupl
         pod_memory_gib=pod_memory_gib,
         pod_cpus=pod_cpus,
         claim=claim_shape(group),
-        fabric=fabric_for(config.target.kind),
+        fabric=fabric,
+        all2all_backend=all2all,
         drain_seconds=config.serving.drain_seconds,
         **_instance_range(config, name),
-        weights=weight_load_plan(config, memory, group.gpus_per_node, fabric_for(config.target.kind)),
+        weights=weight_load_plan(config, memory, group.gpus_per_node, fabric),
     )
     return plan, problems
 

@@ -2,10 +2,33 @@
 
 from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.problems import Problem, key
+from llmd_fleet.versions import version_tuple, versions
+
+AGENTGATEWAY_MULTI_PORT_POOLS = (1, 2, 0)
+"""First agentgateway release whose InferencePool backends take every target port: PR #1445
+(commit e17b713, in v1.2.0 and later). Before it a pool with more than one target port is
+ResolvedRefs=False and only targetPorts[0] is a backend (v1.1.0
+controller/pkg/agentgateway/plugins/inference_plugin.go ~145-147, reference_indexes.go ~160), so
+on EPP fail-open every request lands on one port. Every pool the stacks render has more than one
+target port (one per local DP rank, and prefill and decode listen on different ports)."""
 
 
 def gateway_problems(config: StackConfig) -> list[Problem]:
-    """GKE's managed gateway class exists only on GKE."""
-    if config.gateway.implementation == "gke-l7-rilb" and config.target.kind != "gke":
-        return [Problem(key(config, "gateway", "implementation"), "gke-l7-rilb exists only on kind gke")]
-    return []
+    """GKE's managed gateway class exists only on GKE; agentgateway must handle multi-port pools."""
+    problems: list[Problem] = []
+    implementation = config.gateway.implementation
+    if implementation == "gke-l7-rilb" and config.target.kind != "gke":
+        where = key(config, "gateway", "implementation")
+        problems.append(Problem(where, "gke-l7-rilb exists only on kind gke"))
+    if implementation == "agentgateway":
+        pinned = versions().chart("agentgateway").version
+        if version_tuple(pinned) < AGENTGATEWAY_MULTI_PORT_POOLS:
+            problems.append(
+                Problem(
+                    key(config, "gateway", "implementation"),
+                    f"agentgateway {pinned} (images/versions.toml) backs only targetPorts[0] of a "
+                    "multi-port InferencePool (fixed by agentgateway PR #1445, v1.2.0); pin 1.2.0 "
+                    "or newer or use istio",
+                )
+            )
+    return problems

@@ -134,8 +134,14 @@ def epp_deployment_spec(
     active_passive = ha and router.mode == "active-passive"
     return {
         "replicas": router.replicas,
-        # Active-passive: only the leader turns Ready, so a rolling update would wait forever on
-        # a standby; replace both, the pool fails open for the seconds that takes.
+        # Active-passive keeps `Recreate`: with --ha-enable-leader-election only the leader passes
+        # readiness (router v0.10.0 pkg/epp/server/options.go 165-166, cmd/epp/runner/health.go),
+        # and the lease moves only when the leader gets SIGTERM (options.go 167-170). A new pod
+        # is therefore never Ready while the old leader lives, so any RollingUpdate that keeps one
+        # replica available (maxUnavailable < 100%) stalls before killing the leader; the router's
+        # chart uses Recreate for this reason (config/charts/routerlib/templates/_deployment.yaml
+        # 338-345). The pool fails open for the handover; agentgateway >= 1.2 spreads fail-open
+        # traffic over every target port (layers/gateway/rules.py).
         "strategy": {"type": "Recreate"} if active_passive else {"type": "RollingUpdate"},
         "selector": {"matchLabels": epp_selector(config)},
         "template": {

@@ -15,10 +15,6 @@ from llmd_fleet.config.model import ModelConfig
 from llmd_fleet.layers.serving.config import KvTierConfig, RoleConfig
 from llmd_fleet.plan.fleet import GIB, KV_EVENTS_PORT, NIXL_SIDE_CHANNEL_PORT, P2P_PORT, RolePlan
 
-# Default MoE all-to-all kernels: prefill moves large batches (DeepEP high-throughput), decode
-# moves few tokens per step and is latency bound (DeepEP low-latency).
-DEFAULT_ALL2ALL = {"prefill": "deepep_high_throughput", "decode": "deepep_low_latency"}
-
 # Mount points of the pod's volumes, shared with the pod builder.
 SHM_PATH = "/dev/shm"
 CACHE_PATH = "/var/cache"
@@ -161,7 +157,7 @@ def vllm_serve_argv(
         "--data-parallel-supervisor-port",
         str(plan.supervisor_port),
         "--all2all-backend",
-        role.all2all_backend or DEFAULT_ALL2ALL[plan.name],
+        plan.all2all_backend,
         "--kv-transfer-config",
         _json(kv_transfer_config(plan.name, plan, tier)),
         "--kv-events-config",

@@ -1,6 +1,6 @@
 """Kind eks's fabric. Pure."""
 
-from llmd_fleet.core.fabric import Fabric
+from llmd_fleet.core.fabric import DEEPEP_NEEDS_MLX5, Fabric
 
 # AWS p5.48xlarge: 32 EFA interfaces (4 per GPU, on the GPU's PCIe root), reached through
 # libfabric's `efa` provider, never verbs/UCX. NIXL's `LIBFABRIC` backend moves the KV blocks;
@@ -34,5 +34,8 @@ EFA = Fabric(
     # examples/p2p_transfer_k8s/client/vllm/aws_efa at the pinned tag). FI_PROVIDER=efa is set above.
     modelexpress_env=(("MX_NIXL_BACKEND", "LIBFABRIC"),),
     weight_gbps_per_gpu=4 * 100,
+    # MoE all-to-all over NCCL (aws-ofi-nccl on EFA): vLLM 0.33's allgather_reducescatter, the
+    # fabric's default all2all. DeepEP is refused: see DEEPEP_NEEDS_MLX5.
+    all2all_refused=(("deepep", "efa has no mlx5 verbs; " + DEEPEP_NEEDS_MLX5),),
     extra={"efa_per_gpu": 4},
 )

@@ -1,6 +1,6 @@
 """Kind gke's fabric. Pure."""
 
-from llmd_fleet.core.fabric import Fabric
+from llmd_fleet.core.fabric import DEEPEP_NEEDS_MLX5, Fabric
 from llmd_fleet.targets.gke import tcpxo_plan as tcpxo
 
 # GKE A3 Mega (a3-megagpu-8g): 8 GPU NICs without RDMA, GPUDirect-TCPXO. NCCL runs over the TCPXO
@@ -16,6 +16,9 @@ TCPXO = Fabric(
     # HCAs only).
     modelexpress_env=(("MX_NIXL_BACKEND", "UCX"),),
     weight_gbps_per_gpu=200,
+    # No RDMA: the MoE all-to-all runs on NCCL (over the TCPXO plugin) with vLLM 0.33's
+    # allgather_reducescatter, the fabric's default all2all; DeepEP is refused.
+    all2all_refused=(("deepep", "a3-megagpu-8g NICs have no RDMA; " + DEEPEP_NEEDS_MLX5),),
     extra={
         "sidecars": (tcpxo.rxdm_sidecar(),),
         "volumes": tuple(tcpxo.pod_volumes()),

@@ -18,4 +18,7 @@ INFINIBAND = Fabric(
     # (modelexpress docs/DEPLOYMENT.md at the pinned tag, a workaround for openucx/ucx#11259).
     modelexpress_env=(("MX_NIXL_BACKEND", "UCX"), ("MX_RDMA_NIC_PIN", "auto")),
     weight_gbps_per_gpu=400,
+    # ConnectX-7 (mlx5): DeepEP's high-throughput kernels for prefill's large batches, its
+    # low-latency kernels for decode (llm-d's wide-EP guide), both over NVSHMEM IBGDA.
+    all2all=(("prefill", "deepep_high_throughput"), ("decode", "deepep_low_latency")),
 )
