@@ -3,6 +3,7 @@ the ordering against serving, and the probe's verdict logic (the probe itself ru
 in tests/devtools/test_preflight_probe.py, `make preflight-probe`)."""
 
 import copy
+import json
 from typing import Any
 
 import pulumi
@@ -22,6 +23,9 @@ from tests.conftest import ENGINE_IMAGE, stack_raw_config, vllm_stacks
 # SPECS[kind].nic_gbps).
 BACKEND = {"onprem-h100": "UCX", "onprem-h100-autoscale": "UCX", "gke-h100": "UCX", "eks-h100": "LIBFABRIC"}
 NIC_GBPS = {"onprem-h100": "400", "onprem-h100-autoscale": "400", "gke-h100": "200", "eks-h100": "100"}
+# Fabrics whose preflight verifies bytes but gates no rate (Fabric.preflight_rate_gate): UCX TCP on
+# TCPXO has no reachable rate known.
+UNGATED = {"gke-h100"}
 
 
 def _one(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
@@ -55,11 +59,16 @@ def test_every_stack_renders_a_paired_job_on_the_serving_claim(stack, rendered):
     (container,) = pod["containers"]
     env = _env(container)
     assert env["PREFLIGHT_BACKEND"] == BACKEND[stack]
-    assert (env["PREFLIGHT_NIC_GBPS"], env["PREFLIGHT_EFFICIENCY"]) == (NIC_GBPS[stack], "0.4")
-    # The engines' fabric environment comes along (e.g. FI_PROVIDER=efa on EKS).
+    if stack in UNGATED:
+        assert "PREFLIGHT_NIC_GBPS" not in env and env["PREFLIGHT_RATE_GATE"] == "off"
+    else:
+        assert (env["PREFLIGHT_NIC_GBPS"], env["PREFLIGHT_EFFICIENCY"]) == (NIC_GBPS[stack], "0.4")
+        assert "PREFLIGHT_RATE_GATE" not in env
+    # The engines' fabric environment comes along (e.g. FI_PROVIDER=efa on EKS, the UCX interfaces
+    # on GKE).
     engine = worker["containers"][0]
     assert {
-        e["name"]: e.get("value") for e in engine["env"] if e["name"].startswith(("FI_", "NCCL_"))
+        e["name"]: e.get("value") for e in engine["env"] if e["name"].startswith(("FI_", "NCCL_", "UCX_"))
     }.items() <= (env.items())
     # The initiator finds index 0 through the headless Service that is the pods' subdomain.
     service = _one(objects, "Service", "glm52-preflight")
@@ -89,6 +98,64 @@ def test_the_gke_probe_pods_join_the_gpu_networks(rendered):
     serving_annotations = worker["workerTemplate"]["metadata"]["annotations"]
     networks = {k: v for k, v in serving_annotations.items() if k.startswith("networking.gke.io")}
     assert networks and networks.items() <= pod["metadata"]["annotations"].items()
+
+
+def test_on_gke_ucx_rides_the_gpu_nics_the_annotations_name(rendered):
+    """UCX_NET_DEVICES defaults to every device and UCX's TCP transport prefers the default-route
+    interface (openucx ucp_context.c, tcp_iface.c PREFER_DEFAULT): unpinned, NIXL's KV and the
+    probe could ride eth0. Engines and probe name exactly the GPU interfaces of the
+    `networking.gke.io/interfaces` annotation of their own pod, never eth0."""
+    objects = rendered("gke-h100")
+    job_pod = _one(objects, "Job", "glm52-preflight")["spec"]["template"]
+    pods = [job_pod]
+    for role in _one(objects, "DisaggregatedSet", "glm52")["spec"]["roles"]:
+        lws = role["spec"]["leaderWorkerTemplate"]
+        pods += [t for t in (lws.get("leaderTemplate"), lws["workerTemplate"]) if t]
+    for pod in pods:
+        interfaces = json.loads(pod["metadata"]["annotations"]["networking.gke.io/interfaces"])
+        gpu_nics = [i["interfaceName"] for i in interfaces if i["network"] != "default"]
+        assert len(gpu_nics) == 8 and "eth0" not in gpu_nics
+        container = next(c for c in pod["spec"]["containers"] if c["name"] in ("vllm", "probe"))
+        env = _env(container)
+        assert env["UCX_NET_DEVICES"].split(",") == gpu_nics, container["name"]
+        assert "tcp" in env["UCX_TLS"].split(",")
+
+
+@pytest.mark.parametrize("stack", vllm_stacks())
+def test_the_plan_states_each_fabrics_rate_gate_and_its_basis(stack):
+    """200 Gb/s x 0.4 over UCX's kernel TCP transport is not a rate anything known reaches: on
+    TCPXO the gate is off and the plan says so; elsewhere it prints the figure and its basis."""
+    from llmd_fleet.cli.plan_sections import preflight_section
+    from llmd_fleet.layers.preflight.component import threshold
+
+    config = parse_config(stack_raw_config(stack))
+    plan = plan_fleet(config)
+    limit, section = threshold(config, plan), preflight_section(config, plan)
+    fabric = plan.role("prefill").fabric
+    assert fabric.preflight_basis and fabric.preflight_basis in section
+    if stack in UNGATED:
+        assert not limit.gated and limit.min_gbps == 0
+        assert "no rate gate" in section and "TCPXO accelerates NCCL only" in section
+    else:
+        assert limit.gated and f"{limit.min_gbps:g} Gb/s each direction" in section
+
+
+def test_without_a_rate_gate_only_the_bytes_decide():
+    ungated = probe.Threshold(nic_gbps=200, efficiency=0.4, gated=False)
+    slow = M("UCX", 1 << 30, 8, read_gbps=9.5, write_gbps=8.0, read_verified=True, write_verified=True)
+    assert probe.verdict(slow, ungated) == (True, [])
+    assert probe.verdict(slow, probe.Threshold(200, 0.4))[0] is False
+    corrupt = M("UCX", 1 << 30, 8, read_gbps=9.5, write_gbps=8.0, read_verified=True, write_verified=False)
+    assert probe.verdict(corrupt, ungated) == (
+        False,
+        ["the bytes WRITTEN to the target differ from what was sent"],
+    )
+    assert "threshold=ungated " in probe.summary_line(slow, ungated, True, "peer")
+    # The initiator takes the gate from the Job's environment; without it it needs a rate.
+    args = probe.parse_args(["--role", "initiator", "--rate-gate", "off"])
+    assert args.rate_gate == "off"
+    with pytest.raises(SystemExit):
+        probe.parse_args(["--role", "initiator", "--nic-gbps", "0"])
 
 
 class DependencyMonitor(mocks.MockMonitor):

@@ -302,13 +302,14 @@ def _plan(args: argparse.Namespace, config: "StackConfig", plan: "FleetPlan") ->
 
         print(json.dumps(plan_json(args.stack, config, plan), indent=2))
         return EXIT_OK
-    from llmd_fleet.cli.plan_sections import memory_section, workload_section
+    from llmd_fleet.cli.plan_sections import memory_section, preflight_section, workload_section
     from llmd_fleet.cli.render import plan_table
     from llmd_fleet.layers.observability.live import live_table
 
     print(f"# plan of {args.stack}: {plan.gpus} GPUs on {plan.nodes} nodes\n")
     print(fit_tables(plan_table(plan)))
-    for section in (memory_section(config, plan), workload_section(config, plan)):
+    sections = (memory_section(config, plan), workload_section(config, plan), preflight_section(config, plan))
+    for section in sections:
         if section:
             print("\n" + fit_tables(section))
     print("\n## What to expect live (llmd_fleet/layers/observability/live.py, docs/observability.md)\n")

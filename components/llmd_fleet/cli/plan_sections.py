@@ -213,3 +213,21 @@ def workload_section(config: StackConfig, plan: FleetPlan) -> str:
     ]
     lines += [_row(("warning", text, "")) for text in warnings]
     return "\n".join(lines)
+
+
+def preflight_section(config: StackConfig, plan: FleetPlan) -> str:
+    """The fabric preflight's gate and its basis (docs/preflight.md); empty when it is off."""
+    if not config.serving.preflight.enabled:
+        return ""
+    from llmd_fleet.layers.preflight.component import threshold_summary
+
+    return "\n".join(
+        [
+            "## Fabric preflight (serving.preflight, layers/preflight/component.py)",
+            "",
+            "| preflight | value |",
+            "|---|---|",
+            _row(("backend", plan.role("prefill").fabric.nixl_backends[0])),
+            _row(("rate gate", threshold_summary(config, plan))),
+        ]
+    )

@@ -44,6 +44,12 @@ class Fabric:
     all2all_refused: tuple[tuple[str, str], ...] = ()
     """(backend prefix, why it cannot run on this fabric, with the source) for
     `serving.roles.<role>.all2allBackend` values the plan refuses."""
+    preflight_rate_gate: bool = True
+    """Whether the fabric preflight fails below `nicGbps x minEfficiency` (docs/preflight.md).
+    False where no rate one probe pair can reach is known: the probe still moves and verifies
+    every byte over the fabric's backend and reports its rates, but passes at any rate."""
+    preflight_basis: str = ""
+    """Why the preflight's rate gate is what it is on this fabric (the plan prints it)."""
     image: str = "vllm"
     """Version-matrix image name of the serving image that supports this fabric."""
     extra: dict[str, Any] = field(default_factory=dict)

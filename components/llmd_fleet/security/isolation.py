@@ -19,6 +19,20 @@ Enforcement is the CNI's: GKE's Dataplane V2 (`datapath_provider=ADVANCED_DATAPA
 llmd_fleet/targets/gke/cluster.py), on EKS the VPC CNI with `enableNetworkPolicy`
 (llmd_fleet/targets/eks/cluster.py), on-prem
 whichever CNI the cluster runs (docs/security.md lists the ones that enforce NetworkPolicy).
+
+Secondary interfaces. Under GKE Dataplane V2 multi-networking a NetworkPolicy is enforced on an
+additional Pod network only when it names that network in its `networking.gke.io/network`
+annotation, and a policy annotated for one network leaves the default Pod network unrestricted
+(GKE docs "About multi-network network policies", concepts/about-multi-networking-policies, "How
+multi-network network policies work with Pod networks"; "Set up multi-network network policies",
+how-to/control-traffic-between-pods-services: to enforce rules on a Pod network, reference it).
+These policies name no network, so (as we read those pages) they filter eth0 only, never the
+GPU NICs (eth1..eth8 on vpc1..vpc8, llmd_fleet/targets/gke/tcpxo_plan.py). What filters those
+is each GPU VPC's firewall rule (internal TCP/UDP, any port, from its own subnet:
+llmd_fleet/targets/gke/cluster.py), so UCX's ephemeral data ports need no rule there.
+Whether GKE enforces multi-network policies on the `Device` networks TCPXO uses is not stated on
+those pages; none is declared. On eth0, UCX needs nothing: the `tcpxo` fabric pins it to the GPU
+NICs (UCX_NET_DEVICES), and serving pods may reach each other on any port regardless.
 """
 
 from collections.abc import Callable, Iterable, Mapping

@@ -81,10 +81,27 @@ def paired_role(plan: FleetPlan) -> RolePlan:
 
 
 def threshold(config: StackConfig, plan: FleetPlan) -> probe.Threshold:
-    """One fabric NIC's line rate of the serving node group times `minEfficiency`."""
-    group = config.fleet.node_groups[paired_role(plan).node_group]
+    """One fabric NIC's line rate of the serving node group times `minEfficiency`, or no rate
+    gate where the fabric has none it can be held to (`Fabric.preflight_rate_gate`)."""
+    role = paired_role(plan)
+    group = config.fleet.node_groups[role.node_group]
     assert group.nic_gbps is not None  # parse_config fills in the target's NIC
-    return probe.Threshold(nic_gbps=group.nic_gbps, efficiency=config.serving.preflight.min_efficiency)
+    return probe.Threshold(
+        nic_gbps=group.nic_gbps,
+        efficiency=config.serving.preflight.min_efficiency,
+        gated=role.fabric.preflight_rate_gate,
+    )
+
+
+def threshold_summary(config: StackConfig, plan: FleetPlan) -> str:
+    """The gate the plan prints: the figure (or that there is none) and the fabric's basis."""
+    limit, fabric = threshold(config, plan), paired_role(plan).fabric
+    figure = (
+        f"{limit.min_gbps:g} Gb/s each direction ({limit.nic_gbps:g} Gb/s x {limit.efficiency:g})"
+        if limit.gated
+        else "none: every byte verified, rates reported, no rate gate"
+    )
+    return f"{figure}; {fabric.name}: {fabric.preflight_basis}"
 
 
 def probe_source() -> str:
@@ -127,8 +144,12 @@ def _env(config: StackConfig, plan: FleetPlan) -> list[dict[str, Any]]:
         "PREFLIGHT_BACKEND": role.fabric.nixl_backends[0],
         "PREFLIGHT_SIZE_MIB": str(preflight.transfer_mib),
         "PREFLIGHT_ITERATIONS": str(preflight.iterations),
-        "PREFLIGHT_NIC_GBPS": str(limit.nic_gbps),
-        "PREFLIGHT_EFFICIENCY": str(limit.efficiency),
+        **(
+            {"PREFLIGHT_NIC_GBPS": str(limit.nic_gbps), "PREFLIGHT_EFFICIENCY": str(limit.efficiency)}
+            if limit.gated
+            # No reachable rate is known for this fabric (Fabric.preflight_basis): bytes only.
+            else {"PREFLIGHT_RATE_GATE": "off"}
+        ),
         "PREFLIGHT_TIMEOUT_SECONDS": str(preflight.deadline_minutes * 60),
     }
     # The engines' fabric settings (UCX/libfabric providers, interfaces), so the probe takes the

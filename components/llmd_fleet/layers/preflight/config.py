@@ -23,7 +23,8 @@ class PreflightConfig(_Model):
     is refused)."""
     min_efficiency: Annotated[float, Field(ge=0.05, le=1.0)] = 0.4
     """Fraction of one fabric NIC's line rate (the node group's `nicGbps`) each direction must
-    reach; below it the Job fails and serving is not created."""
+    reach; below it the Job fails and serving is not created. Unused on a fabric without a rate
+    gate (GKE `tcpxo`: the probe verifies bytes and reports rates only, docs/preflight.md)."""
     transfer_mib: Annotated[int, Field(ge=16, le=8192)] = 1024
     """Bytes moved per transfer, in MiB (host memory registered on each side; the pods' memory
     limit is sized from it)."""

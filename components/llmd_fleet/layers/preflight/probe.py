@@ -14,10 +14,12 @@ target's buffer (decode pulling KV from prefill, as vLLM's NixlConnector does) a
 pattern into it, each `--iterations` times after one untimed warm-up, through the NIXL backend
 named by `--backend` (UCX on InfiniBand/RoCE and TCPXO, LIBFABRIC on EFA) with NIXL's progress
 thread on. The initiator verifies what it read; the target verifies what was written. The verdict
-(PASS when every byte matched and both directions reached `--nic-gbps` x `--efficiency`) goes back
-to the target, and both processes exit with it: 0 pass, 1 below the threshold or a byte mismatch,
-2 the probe could not run (no peer, no backend, a failed transfer). Each process logs its steps
-and ends with one summary line that starts with `preflight:`.
+(PASS when every byte matched and both directions reached `--nic-gbps` x `--efficiency`; with
+`--rate-gate off`, where the fabric has no rate to gate on, every byte matching is enough and the
+rates are only reported) goes back to the target, and both processes exit with it: 0 pass, 1
+below the threshold or a byte mismatch, 2 the probe could not run (no peer, no backend, a failed
+transfer). Each process logs its steps and ends with one summary line that starts with
+`preflight:`.
 """
 
 import argparse
@@ -53,10 +55,15 @@ class Threshold:
     """Line rate of one GPU-fabric NIC of the node group, in Gb/s (nicGbps)."""
     efficiency: float
     """Fraction of that line rate each direction must reach (serving.preflight.minEfficiency)."""
+    gated: bool = True
+    """False: the rates are reported, not judged (a fabric without a known reachable rate)."""
 
     @property
     def min_gbps(self) -> float:
-        return self.nic_gbps * self.efficiency
+        return self.nic_gbps * self.efficiency if self.gated else 0.0
+
+    def describe(self) -> str:
+        return f"{self.min_gbps:.1f}Gb/s" if self.gated else "ungated"
 
 
 @dataclass(frozen=True)
@@ -85,7 +92,7 @@ def verdict(measurement: Measurement, threshold: Threshold) -> tuple[bool, list[
     if not measurement.write_verified:
         reasons.append("the bytes WRITTEN to the target differ from what was sent")
     for direction, gbps in (("READ", measurement.read_gbps), ("WRITE", measurement.write_gbps)):
-        if gbps < threshold.min_gbps:
+        if threshold.gated and gbps < threshold.min_gbps:
             reasons.append(
                 f"{direction} {gbps:.1f} Gb/s is below {threshold.min_gbps:.1f} Gb/s "
                 f"({threshold.nic_gbps:g} Gb/s x {threshold.efficiency:g})"
@@ -99,7 +106,7 @@ def summary_line(measurement: Measurement, threshold: Threshold, passed: bool, p
         f"{SUMMARY_PREFIX} {'PASS' if passed else 'FAIL'} backend={measurement.backend} peer={peer} "
         f"size={measurement.bytes_per_transfer // MIB}MiB iterations={measurement.iterations} "
         f"read={measurement.read_gbps:.1f}Gb/s write={measurement.write_gbps:.1f}Gb/s "
-        f"threshold={threshold.min_gbps:.1f}Gb/s verified={measurement.verified_bytes}B"
+        f"threshold={threshold.describe()} verified={measurement.verified_bytes}B"
     )
 
 
@@ -252,7 +259,7 @@ def run_initiator(args: argparse.Namespace) -> int:
 
     role = "initiator"
     size = args.size_mib * MIB
-    threshold = Threshold(nic_gbps=args.nic_gbps, efficiency=args.efficiency)
+    threshold = Threshold(nic_gbps=args.nic_gbps, efficiency=args.efficiency, gated=args.rate_gate == "on")
     agent = make_agent(f"{args.name}-initiator", args.backend)
     buffer = np.zeros(size, dtype=np.uint8)
     registration, local = register(agent, buffer, args.backend)
@@ -321,6 +328,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--iterations", type=int, default=int(env.get("PREFLIGHT_ITERATIONS", "8")))
     parser.add_argument("--nic-gbps", type=float, default=float(env.get("PREFLIGHT_NIC_GBPS", "0")))
     parser.add_argument("--efficiency", type=float, default=float(env.get("PREFLIGHT_EFFICIENCY", "0")))
+    parser.add_argument(
+        "--rate-gate",
+        choices=("on", "off"),
+        default=env.get("PREFLIGHT_RATE_GATE", "on"),
+        help="off: pass at any rate once every byte matched (the rates are still reported)",
+    )
     parser.add_argument("--timeout", type=float, default=float(env.get("PREFLIGHT_TIMEOUT_SECONDS", "600")))
     parser.add_argument("--name", default=env.get("PREFLIGHT_NAME", "preflight"))
     args = parser.parse_args(argv)
@@ -328,8 +341,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.role = "target" if env.get("JOB_COMPLETION_INDEX", "0") == "0" else "initiator"
     if args.size_mib < 1 or args.iterations < 1 or not 0 < args.port < 65536:
         parser.error("--size-mib and --iterations must be positive and --port a TCP port")
-    if args.role == "initiator" and (args.nic_gbps <= 0 or not 0 < args.efficiency <= 1):
-        parser.error("the initiator needs --nic-gbps > 0 and 0 < --efficiency <= 1")
+    gated = args.rate_gate == "on"
+    if args.role == "initiator" and gated and (args.nic_gbps <= 0 or not 0 < args.efficiency <= 1):
+        parser.error("the initiator needs --nic-gbps > 0 and 0 < --efficiency <= 1 (or --rate-gate off)")
     return args
 
 

@@ -12,7 +12,9 @@
 Between serving pods every port is open: vLLM's DP coordinator, torch.distributed (NCCL/Gloo
 bootstrap) and UCX's TCP transport pick ephemeral ports, so the named ports (DP RPC, NIXL side
 channel, p2p, KV events) are not all they use. RDMA, EFA and TCPXO traffic on the GPU NICs is not
-pod-network traffic and no NetworkPolicy sees it.
+pod-network traffic and no NetworkPolicy of ours sees it; on GKE that includes NIXL's UCX TCP,
+pinned to the GPU NICs by the `tcpxo` fabric (llmd_fleet/security/isolation.py, "Secondary
+interfaces").
 """
 
 from llmd_fleet.config.stack import StackConfig

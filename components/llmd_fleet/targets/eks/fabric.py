@@ -37,5 +37,10 @@ EFA = Fabric(
     # MoE all-to-all over NCCL (aws-ofi-nccl on EFA): vLLM 0.33's allgather_reducescatter, the
     # fabric's default all2all. DeepEP is refused: see DEEPEP_NEEDS_MLX5.
     all2all_refused=(("deepep", "efa has no mlx5 verbs; " + DEEPEP_NEEDS_MLX5),),
+    preflight_basis=(
+        "libfabric's efa provider with device RDMA: the NIC moves the bytes (kernel bypass), so "
+        "1 GiB transfers over one EFA device are expected above 40% of its line rate; an "
+        "estimate, not a measurement: tune minEfficiency after the first run"
+    ),
     extra={"efa_per_gpu": 4},
 )

@@ -24,12 +24,21 @@ def network_names(count: int) -> list[str]:
     return [f"vpc{i}" for i in range(1, count + 1)]
 
 
+def gpu_interfaces(count: int) -> list[tuple[str, str]]:
+    """(interface name inside the pod, network) of each GPU NIC: ethI on vpcI. The one list the
+    interfaces annotation and every interface setting of the engines and the probe derive from."""
+    return [(f"eth{i}", name) for i, name in enumerate(network_names(count), 1)]
+
+
+def data_interfaces(count: int) -> list[str]:
+    """The GPU NICs' interface names inside the pod (eth1..ethN), as the annotation names them."""
+    return [interface for interface, _ in gpu_interfaces(count)]
+
+
 def interfaces_annotation(count: int) -> str:
     """`networking.gke.io/interfaces`: eth0 on the default network, ethI on vpcI."""
     interfaces = [{"interfaceName": "eth0", "network": "default"}]
-    interfaces += [
-        {"interfaceName": f"eth{i}", "network": name} for i, name in enumerate(network_names(count), 1)
-    ]
+    interfaces += [{"interfaceName": interface, "network": name} for interface, name in gpu_interfaces(count)]
     return json.dumps(interfaces, separators=(",", ":"))
 
 
@@ -50,8 +59,9 @@ def pod_annotations(gpus: int, nics: int) -> tuple[tuple[str, str], ...]:
 
 
 def engine_env(nics: int) -> tuple[tuple[str, str], ...]:
-    """NCCL settings for the TCPXO (FasTrak) plugin: data over eth1..ethN, control over eth0."""
-    data_nics = ",".join(f"eth{i}" for i in range(1, nics + 1))
+    """NCCL settings for the TCPXO (FasTrak) plugin: data over eth1..ethN, control over eth0; and
+    UCX (NIXL's KV transfers) pinned to the same eth1..ethN."""
+    data_nics = ",".join(data_interfaces(nics))
     return (
         # The plugin (libnccl-net.so) and its tuner are found on the library path.
         ("LD_LIBRARY_PATH", f"{TCPXO_LIB}:/usr/local/nvidia/lib64:/usr/local/nvidia/lib"),
@@ -70,8 +80,14 @@ def engine_env(nics: int) -> tuple[tuple[str, str], ...]:
         ("NCCL_TUNER_PLUGIN", "libnccl-tuner.so"),
         ("NCCL_TUNER_CONFIG_PATH", f"{TCPXO_LIB}/a3plus_tuner_config.textproto"),
         ("NCCL_SHIMNET_GUEST_CONFIG_CHECKER_CONFIG_FILE", f"{TCPXO_LIB}/a3plus_guest_config.textproto"),
-        # NIXL moves KV over UCX's TCP transport: there is no RDMA on A3 Mega.
+        # NIXL moves KV over UCX's TCP transport: there is no RDMA on A3 Mega. TCPXO (the FasTrak
+        # plugin above) accelerates NCCL only; UCX sends through the kernel TCP stack.
         ("UCX_TLS", "tcp,cuda_copy,cuda_ipc,sm,self"),
+        # UCX_NET_DEVICES defaults to `all` (openucx src/ucp/core/ucp_context.c) and its TCP
+        # transport ranks the default-route interface first (src/uct/tcp/tcp_iface.c
+        # PREFER_DEFAULT=y): unpinned, KV could ride eth0, the pod network. Pinned to the GPU NICs.
+        # Network devices only: cuda_copy, cuda_ipc, sm and self are not filtered by it.
+        ("UCX_NET_DEVICES", data_nics),
     )
 
 
