@@ -68,8 +68,12 @@ def registered_in(source: Path, full: str, prefix_candidates: tuple[str, ...]) -
             continue
         text = path.read_text(errors="replace")
         for short in shorts:
-            if re.search(rf'Name:\s*"{re.escape(short)}"', text) or re.search(
-                rf'newDual(Counter|Histogram)\([^)]*"{re.escape(short)}"', text
+            # Collector-built series (e.g. llm_d_epp_per_endpoint_queue_size) are declared with
+            # prometheus.NewDesc("<full name>", ...) in pkg/epp/metrics.
+            if (
+                re.search(rf'Name:\s*"{re.escape(short)}"', text)
+                or re.search(rf'newDual(Counter|Histogram)\([^)]*"{re.escape(short)}"', text)
+                or re.search(rf'NewDesc\(\s*"{re.escape(short)}"', text)
             ):
                 return path.relative_to(source).as_posix()
     return None

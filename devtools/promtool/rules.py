@@ -14,8 +14,10 @@ fires on a
 4. with `serving.autoscaling`: the PromQL of every rendered KEDA ScaledObject's prometheus
    trigger through `check rules` (as recording rules), the name check, and `test rules` on
    synthetic series: prefill's backlog counts the leader endpoint picker's prefill tokens only
-   (not the standby's stale series, not decode endpoints), decode's KV usage averages decode's
-   ranks only.
+   (not the standby's stale series, not decode endpoints, not another producer's), and stops
+   counting a removed endpoint whose in-flight series the router never prunes (its
+   `llm_d_epp_per_endpoint_queue_size` series ends); decode's KV usage averages decode's ranks
+   only.
 
 Then a self-test proves the checks can fail: a rule with broken PromQL must be refused by
 `check rules`, a test that expects an alert on the healthy series must fail `test rules`, and a
@@ -161,22 +163,36 @@ def scaling_query_tests(config: StackConfig, rule_file: str) -> dict[str, Any]:
         rate = scaling.prefill.prefill_tokens_per_second
         assert rate is not None
 
-        def tokens(epp: str, endpoint: str, value: int) -> dict[str, str]:
-            labels = (
-                f'namespace="{ns}", pod="{epp}", endpoint_name="{endpoint}", producer_name="inflight-load"'
-            )
+        def tokens(epp: str, endpoint: str, value: int, producer: str = "inflight-load") -> dict[str, str]:
+            labels = f'namespace="{ns}", pod="{epp}", endpoint_name="{endpoint}", producer_name="{producer}"'
             return {"series": f"llm_d_epp_inflight_tokens{{{labels}}}", "values": f"{value}+0x5"}
 
+        def live(epp: str, endpoint: str, values: str = "0+0x5") -> dict[str, str]:
+            # Rebuilt from the EPP's live endpoints at every scrape: a removed endpoint's series
+            # ends (a staleness marker), unlike the in-flight gauge (llm-d-router #2529).
+            labels = f'namespace="{ns}", pod="{epp}", name="{pool}", model_server_endpoint="{endpoint}"'
+            return {"series": f"llm_d_epp_per_endpoint_queue_size{{{labels}}}", "values": values}
+
+        live_prefill = (f"{pool}-0-5d8f7c6b9-prefill-0-rank-0", f"{pool}-0-5d8f7c6b9-prefill-1-3")
+        removed = f"{pool}-0-5d8f7c6b9-prefill-2-1"
         series = [
             # The leader: two prefill ranks' in-flight prompt tokens, and a decode endpoint's.
-            tokens(f"{pool}-epp-0", f"{pool}-0-5d8f7c6b9-prefill-0-rank-0", 3 * rate),
-            tokens(f"{pool}-epp-0", f"{pool}-0-5d8f7c6b9-prefill-1-3", rate),
+            tokens(f"{pool}-epp-0", live_prefill[0], 3 * rate),
+            tokens(f"{pool}-epp-0", live_prefill[1], rate),
             tokens(f"{pool}-epp-0", f"{pool}-0-7f9c8d6a5-decode-0", 50 * rate),
+            # Another producer's series of a live prefill endpoint: not this config's counter.
+            tokens(f"{pool}-epp-0", live_prefill[0], 70 * rate, producer="other-inflight"),
+            # A removed prefill endpoint: its in-flight series stays frozen at its last value,
+            # while the live-endpoint series ends with the endpoint after the first minute.
+            tokens(f"{pool}-epp-0", removed, 20 * rate),
+            live(f"{pool}-epp-0", removed, "0 0 stale"),
+            *(live(f"{pool}-epp-0", e) for e in (*live_prefill, f"{pool}-0-7f9c8d6a5-decode-0")),
         ]
         expected = 4.0
         if lease is not None:
             # The standby still exports a stale, larger series (llm-d-router #2529).
-            series.append(tokens(f"{pool}-epp-1", f"{pool}-0-5d8f7c6b9-prefill-0-rank-0", 40 * rate))
+            series.append(tokens(f"{pool}-epp-1", live_prefill[0], 40 * rate))
+            series += [live(f"{pool}-epp-1", e) for e in live_prefill]
             for epp, leader in ((f"{pool}-epp-0", 1), (f"{pool}-epp-1", 0)):
                 labels = f'namespace="{ns}", pod="{epp}", name="{lease}"'
                 series.append(
@@ -187,11 +203,18 @@ def scaling_query_tests(config: StackConfig, rule_file: str) -> dict[str, Any]:
                 "interval": "1m",
                 "input_series": series,
                 "promql_expr_test": [
+                    # While the third endpoint lives its tokens count ...
                     {
                         "expr": "scaling:prefill",
-                        "eval_time": "2m",
+                        "eval_time": "1m",
+                        "exp_samples": [{"labels": "scaling:prefill", "value": expected + 20}],
+                    },
+                    # ... and once it is removed they no longer do: the backlog falls back.
+                    {
+                        "expr": "scaling:prefill",
+                        "eval_time": "3m",
                         "exp_samples": [{"labels": "scaling:prefill", "value": expected}],
-                    }
+                    },
                 ],
             }
         )

@@ -15,4 +15,4 @@ def test_every_field_of_every_section_is_documented():
         assert f"| `{key}` |" in text, key
     # Each documented field states its default and its bounds where it has them.
     line = next(row for row in text.splitlines() if row.startswith("| `router.expectedRequestsPerSecond` |"))
-    assert "`50`" in line and "<= 400" in line
+    assert "`127`" in line and "<= 400" in line

@@ -21,9 +21,10 @@ from llmd_fleet.cli.main import run
 from llmd_fleet.cli.outdir import OUTPUT_MARKER
 from llmd_fleet.config.errors import unit_of
 from llmd_fleet.config.grammar import (
-    HOST_PATH_DENYLIST,
+    DEFAULT_HOST_DATA_ROOT,
     git_revision_problem,
     hf_repo_id_problem,
+    host_path_problem,
     served_name_problem,
 )
 from llmd_fleet.config.model import ModelConfig
@@ -82,8 +83,8 @@ BAD_VALUES = [
     # Host paths.
     ("serving.kvTier.secondary", {"type": "local-nvme", "path": "/"}, "normalised path"),
     ("serving.kvTier.secondary", {"type": "local-nvme", "path": "../../etc"}, "normalised path"),
-    ("serving.kvTier.secondary", {"type": "local-nvme", "path": "/var/lib/kubelet/x"}, "/var/lib/kubelet"),
-    ("serving.kvTier.secondary", {"type": "local-nvme", "path": "/etc"}, "two levels below"),
+    ("serving.kvTier.secondary", {"type": "local-nvme", "path": "/var/lib/kubelet/x"}, "below a data root"),
+    ("serving.kvTier.secondary", {"type": "local-nvme", "path": "/etc"}, "below a data root"),
     ("serving.kvTier.secondary", {"type": "local-nvme", "path": "/mnt/a/../b"}, "normalised path"),
     ("serving.kvTier.secondary", {"type": "local-nvme", "path": "/mnt/kv/"}, "normalised path"),
     ("serving.kvTier.secondary", {"type": "pvc", "storageClass": "../Bad Class"}, "DNS-1123 subdomain"),
@@ -142,8 +143,9 @@ def test_commit_ids_refs_and_hub_revisions_are_accepted():
         assert git_revision_problem(revision) is None, revision
 
 
-def test_the_host_path_denylist_covers_the_kubelet_and_the_os():
-    assert {"/var/lib/kubelet", "/etc", "/proc", "/sys", "/dev", "/usr", "/boot"} <= set(HOST_PATH_DENYLIST)
+def test_host_paths_are_below_data_roots_only():
+    assert all(host_path_problem(path) for path in ("/var/lib/kubelet/x", "/etc/kv", "/proc/x/y"))
+    assert host_path_problem(f"{DEFAULT_HOST_DATA_ROOT}/kv-cache") is None
 
 
 # --- Numbers: every one bounded above, with a unit ---------------------------------------------------

@@ -18,7 +18,7 @@ from llmd_fleet.layers.autoscaling.component import (
     prefill_backlog_query,
     scaled_object_spec,
 )
-from llmd_fleet.layers.router.epp_config import build_epp_config
+from llmd_fleet.layers.router.epp_config import _index_size, build_epp_config, epp_cpus
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.versions import versions
 from tests.conftest import CRD_DIR, stack_raw_config
@@ -49,8 +49,10 @@ def _problems(raw: dict[str, Any]) -> dict[str, str]:
 
 A = "llmd-fleet:serving.autoscaling"
 BAD = [
-    ("serving.autoscaling.prefill.minInstances", 4, f"{A}.prefill.minInstances", "must not exceed"),
-    ("serving.autoscaling.decode.maxInstances", 3, f"{A}.decode.maxInstances", "at least"),
+    ("serving.autoscaling.prefill.minInstances", 4, f"{A}.prefill.minInstances", "must equal"),
+    # The old variant's start: instances 3 above minInstances 2, which LWS and KEDA never honour.
+    ("serving.roles.prefill.instances", 3, f"{A}.prefill.minInstances", "starts at minInstances"),
+    ("serving.autoscaling.decode.maxInstances", 2, f"{A}.decode.maxInstances", "at least"),
     ("serving.autoscaling.decode.maxInstances", 7, f"{A}.decode.maxInstances", "need 76 nodes"),
     ("serving.autoscaling.decode.maxInstances", 10**9, f"{A}.decode.maxInstances", "<= 4096"),
     ("serving.autoscaling.decode.maxInstances", -1, f"{A}.decode.maxInstances", ">= 1"),
@@ -81,8 +83,8 @@ BAD = [
     ("serving.autoscaling.prefill.pollingIntervalSeconds", 1, f"{A}.prefill.pollingIntervalSeconds", ">= 5"),
     ("serving.autoscaling.keda", "helm", f"{A}.keda", "'install'"),
     ("serving.autoscaling.kedaNamespace", "KEDA;rm -rf", f"{A}.kedaNamespace", ""),
-    ("serving.autoscaling.prometheusAddress", "http://x/$(id)", f"{A}.prometheusAddress", "pattern"),
-    ("serving.autoscaling.prometheusAddress", "file:///etc/passwd", f"{A}.prometheusAddress", "pattern"),
+    ("serving.autoscaling.prometheusAddress", "http://x/$(id)", f"{A}.prometheusAddress", "http(s) URL"),
+    ("serving.autoscaling.prometheusAddress", "file:///etc/passwd", f"{A}.prometheusAddress", "http(s) URL"),
     ("serving.autoscaling.decode.replicas", 3, f"{A}.decode.replicas", "unknown key"),
     ("observability.prometheus", "none", f"{A}.prometheusAddress", "required unless"),
     ("router.mode", "active-active", f"{A}.prefill.enabled", "active-passive"),
@@ -122,7 +124,7 @@ def test_disabled_roles_keep_their_instances(raw):
     raw = _set(raw, "serving.autoscaling.prefill.maxInstances", 4000)
     plan = plan_fleet(parse_config(raw))
     prefill, decode = plan.role("prefill"), plan.role("decode")
-    assert not prefill.autoscaled and prefill.max_instances == prefill.min_instances == 3
+    assert not prefill.autoscaled and prefill.max_instances == prefill.min_instances == 2
     assert decode.autoscaled and (decode.min_instances, decode.max_instances) == (3, 5)
 
 
@@ -168,7 +170,9 @@ def test_scaled_objects_target_the_role_scalers(rendered):
         # Cooldown longer than the 45-minute model load; one instance per 600 s drain + 60 s.
         assert behavior["scaleDown"]["stabilizationWindowSeconds"] == 45 * 60 + 300 > 45 * 60
         assert behavior["scaleDown"]["policies"] == [{"type": "Pods", "value": 1, "periodSeconds": 660}]
-        assert spec["cooldownPeriod"] == 3000
+        # KEDA's cooldownPeriod only times a scale to zero (minReplicaCount >= 1 never takes it):
+        # rendering it would claim a delay it never applies; the stabilization window is the one.
+        assert spec["minReplicaCount"] >= 1 and "cooldownPeriod" not in spec
         (trigger,) = spec["triggers"]
         assert trigger["type"] == "prometheus"
         assert trigger["metadata"]["serverAddress"] == "http://prometheus-operated.monitoring.svc:9090"
@@ -210,6 +214,25 @@ def test_prefill_reads_only_the_leaders_in_flight_tokens(raw):
     # A single EPP replica elects no leader: its series is the only one.
     single = parse_config(_set(raw, "router.replicas", 1))
     assert "leader_election" not in prefill_backlog_query(single, plan_fleet(single))
+
+
+def test_prefill_counts_only_live_endpoints_of_its_own_producer(raw):
+    # At the pinned router a removed endpoint's in-flight series is never pruned (llm-d-router
+    # #2529): the query keeps only endpoints the EPP's per-endpoint queue gauge, rebuilt every
+    # scrape, still lists, joined per EPP pod (llm-d's keda-epp-token-aware README workaround).
+    # `make promtool` evaluates it on a removed endpoint's frozen series.
+    config = parse_config(raw)
+    query = prefill_backlog_query(config, plan_fleet(config))
+    assert 'producer_name="inflight-load"' in query
+    assert (
+        'and on (pod, target_pod) label_replace(llm_d_epp_per_endpoint_queue_size{namespace="llm-d", '
+        'name="glm52"}, "target_pod", "$1", "model_server_endpoint", "(.+)")' in query
+    )
+    assert "label_replace(llm_d_epp_inflight_tokens{" in query and '"endpoint_name", "(.+)")' in query
+    # The producer the EPP config names is the one the query reads.
+    epp = build_epp_config(config, plan_fleet(config), "http://tokenizer:8000")
+    (producer,) = [p.name for p in epp.plugins if p.type == "inflight-load-producer"]
+    assert f'producer_name="{producer}"' in query
 
 
 def test_scaling_queries_read_metrics_the_fleet_exposes(raw):
@@ -301,3 +324,27 @@ def test_keda_operator_egress_follows_the_prometheus_address(raw):
     assert keda_namespace_flows(parse_config(explicit))["operator"]["egress"][0] == {
         "ports": [{"protocol": "TCP", "port": 443}]
     }
+
+
+def test_an_autoscaled_role_starts_at_its_minimum(raw):
+    # LWS seeds a fresh External role's scaler at 1 and KEDA lifts it to minReplicaCount, so the
+    # config's start (`instances`) must be the minimum; the shipped variant says so.
+    config = parse_config(raw)
+    plan = plan_fleet(config)
+    for name in ("prefill", "decode"):
+        role = plan.role(name)
+        assert role.autoscaled and role.instances == role.min_instances
+        spec = scaled_object_spec(config, plan, role)
+        assert spec["minReplicaCount"] == getattr(config.serving.roles, name).instances
+
+
+def test_the_router_is_sized_for_the_maxima_not_the_start(raw):
+    # The prefix index and the EPP's CPU follow the most ranks the roles can run: starting
+    # lower (the same maxima) changes neither.
+    high = raw
+    for name in ("prefill", "decode"):
+        high = _set(high, f"serving.roles.{name}.instances", 5)
+        high = _set(high, f"serving.autoscaling.{name}.minInstances", 5)
+    low_plan, high_plan = plan_fleet(parse_config(raw)), plan_fleet(parse_config(high))
+    assert _index_size(low_plan) == _index_size(high_plan)
+    assert epp_cpus(low_plan, 10) == epp_cpus(high_plan, 10)

@@ -70,6 +70,7 @@ def test_transfer_config_combines_nixl_and_offloading(raw_config, role):
 
 def test_offload_off_keeps_plain_nixl(raw_config):
     raw_config["serving"]["kvTier"] = {"cpuOffload": False, "peerToPeer": False}
+    raw_config["workload"]["agents"] = 1000  # what the decode HBM holds without a CPU tier
     config = parse_config(raw_config)
     plan = plan_fleet(config)
     assert _transfer(config, plan, "decode")["kv_connector"] == "NixlConnector"
@@ -77,7 +78,9 @@ def test_offload_off_keeps_plain_nixl(raw_config):
 
 
 def test_fs_tier_on_local_nvme(raw_config):
-    raw_config["serving"]["kvTier"] = {"secondary": {"type": "local-nvme", "path": "/mnt/nvme/kv"}}
+    raw_config["serving"]["kvTier"] = {
+        "secondary": {"type": "local-nvme", "hostRoot": "/mnt/nvme", "path": "/mnt/nvme/kv"}
+    }
     config = parse_config(raw_config)
     plan = plan_fleet(config)
     tiers = _transfer(config, plan, "decode")["kv_connector_extra_config"]["connectors"][1][
@@ -195,6 +198,7 @@ def test_memory_is_consistent_for_any_valid_config(host_memory, per_rank, pinned
     raw["serving"]["kvTier"] = {"hostMemoryFraction": fraction, "pinnedBuffersPerRankGiB": pinned}
     for role_name in ("prefill", "decode"):
         raw["serving"]["roles"][role_name]["hostMemoryPerRankGiB"] = per_rank
+    raw["workload"]["agents"] = 1  # this test is about host memory, not the agents it holds
     config = parse_config(raw)
     try:
         plan = plan_fleet(config)

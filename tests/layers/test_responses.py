@@ -296,9 +296,16 @@ def test_cloud_sql_keeps_fewer_days_of_logs_than_backups():
 def test_a_responses_request_reaches_the_agentic_api_and_its_database_secret(stack, rendered):
     objects = rendered(stack)
     routes = [o for o in objects if o["kind"] == "HTTPRoute"]
-    # Clients: the Responses and Conversations APIs go to the agentic API, everything else to the
-    # pool as before.
-    for path in ("/v1/responses", "/v1/responses/resp_0123/cancel", "/v1/conversations"):
+    # Clients: the Responses, Conversations and Messages APIs and the model list go to the agentic
+    # API (llm-d's agentic-api guide routes), everything else to the pool as before.
+    for path in (
+        "/v1/responses",
+        "/v1/responses/resp_0123/cancel",
+        "/v1/conversations",
+        "/v1/messages",
+        "/v1/models",
+        "/v1/models/zai-org/GLM-5.2-FP8",
+    ):
         match = route_request(routes, GATEWAY, CLIENT_HOST, path)
         assert match is not None and match.route == "agentic-api", path
         (backend,) = match.backend_refs
@@ -613,8 +620,8 @@ def _serving_change(config: dict[str, Any]) -> None:
     serving["roles"]["prefill"].update(instances=6, maxNumBatchedTokens=8192)
     serving["roles"]["decode"].update(maxNumSeqs=32, gpuMemoryUtilization=0.9)
     if "autoscaling" in serving:
-        # An autoscaled prefill's range must still hold the new instance count.
-        serving["autoscaling"]["prefill"].update(maxInstances=6)
+        # An autoscaled prefill starts at its minimum, which must be the new instance count.
+        serving["autoscaling"]["prefill"].update(minInstances=6, maxInstances=6)
     config["llmd-fleet:router"] = {"replicas": 3}
 
 

@@ -38,6 +38,9 @@ def _config(scale: int = 1, **router: Any) -> StackConfig:
     for role in raw["serving"]["roles"].values():
         role["instances"] *= scale
     raw.setdefault("router", {}).update(router)
+    if router.get("expectedRequestsPerSecond", 127) < 127:
+        # A slower router serves fewer agents (plan/workload.py refuses 3,000 at 10 req/s).
+        raw["workload"]["agents"] = 200
     return parse_config(raw)
 
 
@@ -272,7 +275,7 @@ def test_the_plan_table_shows_the_derived_router_sizes():
     from llmd_fleet.cli.render import plan_table
 
     table = plan_table(plan_fleet(_config()))
-    assert "podCacheSize 1360" in table and "maxBytes 10.2 GiB" in table and "memory 46 GiB" in table
+    assert "podCacheSize 1360" in table and "maxBytes 10.2 GiB" in table and "memory 93 GiB" in table
 
 
 def test_the_rendered_epp_config_is_json_clean():

@@ -60,6 +60,22 @@ def test_glm_does_not_fit_two_h100_nodes(raw_config):
     assert "the model does not fit" in message and "42.2 GiB experts (EP=16)" in message
 
 
+def test_admission_is_refused_when_nominal_load_is_already_at_the_gate(raw_config):
+    # DEP32 instances with a 22 GiB reserve hold about 62k tokens per rank: at nominal load (one
+    # typical prompt per rank, at most maxModelLen 60000) the pool is already past flow control's
+    # gate, where no probabilistic-admitter curve can admit nominal traffic.
+    shape = _shape(4, maxModelLen=60000, runtimeReserveGiB=22)
+    raw = _with_roles(raw_config, prefill=shape, decode={**shape, "instances": 5})
+    # A small fleet sized for a few agents with short contexts: only the admission rule refuses it.
+    raw["workload"] = {"agents": 10, "refusedPercentile": "p50"}
+    with pytest.raises(PlanError) as caught:
+        plan_fleet(parse_config(raw))
+    ((where, message),) = caught.value.problems
+    assert where == "llmd-fleet:router.probabilisticAdmission" and "gate (1.0)" in message
+    raw["router"] = {"probabilisticAdmission": False}
+    assert plan_fleet(parse_config(raw)).router.admission is None
+
+
 def test_a_prefill_rank_cannot_hold_a_300k_context(raw_config):
     # DEP32 prefill: ~256k tokens of KV per rank at 62,252 B per token.
     raw = _with_roles(raw_config, prefill={"maxModelLen": 300000}, decode={"maxModelLen": 300000})
@@ -114,10 +130,15 @@ def role_shapes(draw):
 def test_any_valid_shape_plans_consistently(prefill, decode):
     raw = _with_roles(stack_raw_config(), prefill=prefill, decode=decode)
     raw["fleet"]["nodeGroups"]["h100"]["count"] = 4096
+    # A workload every shape's 32k window and smallest decode role serve: this test is about HBM.
+    raw["workload"] = {"agents": 1, "inputTokensP50": 1000, "inputTokensP90": 2000, "inputTokensP99": 4000}
     try:
         plan = plan_fleet(parse_config(raw))
-    except PlanError as exc:  # only HBM may legitimately refuse a shape
-        assert all(p.endswith((".nodesPerInstance", ".maxModelLen")) for p, _ in exc.problems), exc
+    except PlanError as exc:
+        # Only HBM may legitimately refuse a shape: too little of it for a context, or (KV for
+        # about one context per rank) for probabilistic admission below the gate.
+        suffixes = (".nodesPerInstance", ".maxModelLen", "router.probabilisticAdmission")
+        assert all(p.endswith(suffixes) for p, _ in exc.problems), exc
         return
     for role in plan.roles:
         assert role.tensor_parallel * role.data_parallel == role.gpus_per_instance

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llmd_fleet.cli.outdir import OutputDirError, ensure_replaceable
-from llmd_fleet.core.problems import ConfigError
+from llmd_fleet.core.problems import ConfigError, printable
 from llmd_fleet.plan.fleet import PlanError, plan_fleet
 from llmd_fleet.targets.extras import MissingExtraError, require_target_extra
 
@@ -36,6 +36,13 @@ if TYPE_CHECKING:
     from llmd_fleet.plan.fleet import FleetPlan
 
 EXIT_OK, EXIT_INVALID_OUTPUT, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _error(exc: Exception) -> None:
+    """Print a refusal to stderr: a ConfigError's lines are escaped already (one per problem);
+    any other message is one line, its control characters escaped (a path or value it quotes
+    cannot forge output lines)."""
+    print(f"error: {exc if isinstance(exc, ConfigError) else printable(str(exc))}", file=sys.stderr)
 
 
 def _project_root() -> Path:
@@ -161,7 +168,7 @@ def _bench(args: argparse.Namespace, root: Path, stacks_dir: Path) -> int:
         ensure_replaceable(out)
         files = bench_files(config, options)
     except (ConfigError, PlanError, OutputDirError, BenchError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _error(exc)
         return EXIT_BAD_INPUT
     write_atomically(files, out)
     count, findings = check_manifests(out / "manifests", config.target.kubernetes_version, [])
@@ -186,7 +193,7 @@ def _bench_summary(source: str) -> int:
     try:
         rows = summarize(read(source, sys.stdin.read() if source == "-" else None))
     except (ReportError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _error(exc)
         return EXIT_BAD_INPUT
     print(table(rows))
     return EXIT_OK
@@ -240,12 +247,12 @@ def run(argv: list[str]) -> int:
 
             if problems := deploy_problems(stacks_dir, args.stack):
                 for key, message in problems:
-                    print(f"error: {key} {message}", file=sys.stderr)
+                    print(f"error: {printable(key)} {printable(message)}", file=sys.stderr)
                 return EXIT_BAD_INPUT
         out = args.out or root / "build" / args.stack
         ensure_replaceable(out)
     except (ConfigError, PlanError, OutputDirError, MissingExtraError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _error(exc)
         return EXIT_BAD_INPUT
     pack, policy_config_path, policy_config = None, None, None
     if args.command == "check":
@@ -260,12 +267,16 @@ def run(argv: list[str]) -> int:
         try:
             policy_config = load_policy_config(policy_config_path) if policy_config_path else None
         except PolicyConfigError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            _error(exc)
             return EXIT_BAD_INPUT
         # The pack starts now and imports its rules while the stack is synthesized.
         pack = PolicyPackProcess(PACK_DIR, args.stack)
     try:
-        synthesis = _render(stack_file, config, plan, out)
+        try:
+            synthesis = _render(stack_file, config, plan, out)
+        except ConfigError as exc:  # objects declared twice (llmd_fleet/cli/render.py)
+            _error(exc)
+            return EXIT_BAD_INPUT
         if args.command == "render":
             return EXIT_OK
         return _check(synthesis, out, args.crd_dir, pack, policy_config_path, policy_config, args.verbose)
@@ -284,14 +295,15 @@ def _plan(args: argparse.Namespace, config: "StackConfig", plan: "FleetPlan") ->
 
         print(json.dumps(plan_json(args.stack, config, plan), indent=2))
         return EXIT_OK
-    from llmd_fleet.cli.plan_sections import memory_section
+    from llmd_fleet.cli.plan_sections import memory_section, workload_section
     from llmd_fleet.cli.render import plan_table
     from llmd_fleet.layers.observability.live import live_table
 
     print(f"# plan of {args.stack}: {plan.gpus} GPUs on {plan.nodes} nodes\n")
     print(fit_tables(plan_table(plan)))
-    if section := memory_section(config, plan):
-        print("\n" + fit_tables(section))
+    for section in (memory_section(config, plan), workload_section(config, plan)):
+        if section:
+            print("\n" + fit_tables(section))
     print("\n## What to expect live (llmd_fleet/layers/observability/live.py, docs/observability.md)\n")
     print(fit_tables(live_table(config, plan)))
     return EXIT_OK
@@ -327,7 +339,7 @@ def _check(
             out / "manifests", synthesis.config.target.kubernetes_version, crd_dirs
         )
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _error(exc)
         return EXIT_BAD_INPUT
     for finding in findings:
         print(f"INVALID {finding}")
@@ -365,10 +377,10 @@ def _check_policies(
     try:
         report = run_policy_pack(synthesis.resources, synthesis.stack, policy_config=config, started=pack)
     except PolicyConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _error(exc)
         return None
     except PolicyPackError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _error(exc)
         return True, (0, 0)
     for line in report_lines(report.violations, verbose):
         print(line)

@@ -2,38 +2,91 @@
 
 The directory is replaced only after everything rendered, so a failure leaves the previous output
 as it was. It is replaced only when this command wrote it (it holds the marker file
-`.llmd-fleet-render`) or it is empty or new: any other directory is refused, never deleted.
+`.llmd-fleet-render`, which every render writes) or it is empty or new: any other directory is
+refused, never deleted. Whether it can be written is checked before any rendering.
+
+The swap uses two fixed siblings of OUT: `.OUT.llmd-new` (the new output, written whole first)
+and `.OUT.llmd-old` (the previous output, while the new one moves in). An interrupt at any point
+leaves OUT whole (old or new) or, between the two renames, OUT absent and `.OUT.llmd-old` whole:
+the next run puts it back first (`recover`), and so can `mv .OUT.llmd-old OUT` by hand.
 Standard library only, so the command line can import it before anything heavy.
 """
 
+import os
 import shutil
-import tempfile
 from pathlib import Path
 
 # Written into every output directory: only a directory holding it is ever replaced.
 OUTPUT_MARKER = ".llmd-fleet-render"
 _MARKER_TEXT = "Written by `llmd-fleet render`; the whole directory is replaced on the next render.\n"
-# What a render wrote before the marker existed: such a directory is still recognised as ours.
-_RENDER_ENTRIES = frozenset({"summary.md", "manifests", "helm", "cloud", "remote"})
 
 
 class OutputDirError(Exception):
-    """The output directory is not one this command may replace."""
+    """The output directory is not one this command may replace, or cannot be written."""
+
+
+def _new(out_dir: Path) -> Path:
+    return out_dir.with_name(f".{out_dir.name}.llmd-new")
+
+
+def _old(out_dir: Path) -> Path:
+    return out_dir.with_name(f".{out_dir.name}.llmd-old")
+
+
+def _ours(directory: Path) -> bool:
+    return directory.is_dir() and not directory.is_symlink() and (directory / OUTPUT_MARKER).is_file()
+
+
+def recover(out_dir: Path) -> None:
+    """Finish or undo a swap an interrupt cut short: the previous output back in place when OUT
+    is missing; a half-written new output removed."""
+    old, new = _old(out_dir), _new(out_dir)
+    if not out_dir.exists() and not out_dir.is_symlink() and _ours(old):
+        old.rename(out_dir)
+    if _ours(old):
+        shutil.rmtree(old)
+    for leftover in (old, new):  # an empty one is nothing's output
+        if leftover.is_dir() and not leftover.is_symlink() and not any(leftover.iterdir()):
+            leftover.rmdir()
+    if _ours(new):
+        shutil.rmtree(new)
 
 
 def _owned_output(out_dir: Path) -> bool:
-    """Whether out_dir may be replaced: new, empty, or written by a render."""
+    """Whether out_dir may be replaced: new, empty, or written by a render (its marker)."""
     if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
         return False
-    if not out_dir.exists() or (out_dir / OUTPUT_MARKER).is_file():
-        return True
-    entries = {entry.name for entry in out_dir.iterdir()}
-    return not entries or ("summary.md" in entries and entries <= _RENDER_ENTRIES)
+    return not out_dir.exists() or _ours(out_dir) or not any(out_dir.iterdir())
+
+
+def _writability_problem(out_dir: Path) -> str | None:
+    """Why out_dir cannot be written and swapped in, or None."""
+    resolved = Path(os.path.abspath(out_dir))
+    if resolved == Path(os.path.abspath(Path.cwd())) or out_dir.name in {"", ".", ".."}:
+        return "is the current directory or its parent; name a directory below it"
+    if resolved.exists() and os.path.ismount(resolved):
+        return "is a mount point, which cannot be replaced; name a directory inside it"
+    ancestor = resolved.parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        return f"is under {ancestor}, which is a file"
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        return f"cannot be written: {ancestor} is not writable"
+    for sibling in (_new(resolved), _old(resolved)):
+        empty_dir = sibling.is_dir() and not sibling.is_symlink() and not any(sibling.iterdir())
+        if (sibling.exists() or sibling.is_symlink()) and not _ours(sibling) and not empty_dir:
+            return f"{sibling} exists and was not written by this command; move it away"
+    return None
 
 
 def ensure_replaceable(out_dir: Path) -> None:
     """Raise OutputDirError, touching nothing, when out_dir holds anything a render did not
-    write (a typo such as `--out .` must never delete a working tree)."""
+    write (a typo such as `--out .` must never delete a working tree) or cannot be written.
+    Recovers an interrupted swap first."""
+    if problem := _writability_problem(out_dir):
+        raise OutputDirError(f"--out {out_dir}: {problem}; nothing was changed")
+    recover(out_dir)
     if not _owned_output(out_dir):
         raise OutputDirError(
             f"--out {out_dir}: exists and is not a directory this command wrote (no {OUTPUT_MARKER} "
@@ -42,29 +95,29 @@ def ensure_replaceable(out_dir: Path) -> None:
 
 
 def write_atomically(files: dict[str, str], out_dir: Path) -> None:
-    """Write all files to a sibling temp dir, then swap it in place of out_dir (which must pass
-    ensure_replaceable)."""
+    """Write all files to the sibling `.OUT.llmd-new`, then swap it in place of out_dir (which
+    must pass ensure_replaceable): out_dir -> `.OUT.llmd-old`, new -> out_dir, old removed."""
     ensure_replaceable(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    holder = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.previous.", dir=out_dir.parent))
-    previous = holder / "previous"
+    new, old = _new(out_dir), _old(out_dir)
     try:
+        new.mkdir()
+        # The marker first: a new output an interrupt cut short is recognised and removed.
+        (new / OUTPUT_MARKER).write_text(_MARKER_TEXT)
         for rel, text in sorted(files.items()):
-            target = staging / rel
+            target = new / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text)
-        (staging / OUTPUT_MARKER).write_text(_MARKER_TEXT)
-        if out_dir.exists():
-            out_dir.rename(previous)
-        try:
-            staging.rename(out_dir)
-        except OSError:
-            if previous.exists() and not out_dir.exists():
-                previous.rename(out_dir)  # put the earlier output back before reporting
-            raise
-    finally:
-        # Only our own temporary directories are removed: the staging copy (after a failure) and
-        # the previous output that was just replaced.
-        shutil.rmtree(staging, ignore_errors=True)
-        shutil.rmtree(holder, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True)
+        raise
+    if out_dir.exists():
+        out_dir.rename(old)
+    try:
+        new.rename(out_dir)
+    except OSError:
+        if old.exists() and not out_dir.exists():
+            old.rename(out_dir)  # put the earlier output back before reporting
+        shutil.rmtree(new, ignore_errors=True)
+        raise
+    shutil.rmtree(old, ignore_errors=True)

@@ -107,3 +107,109 @@ def memory_section(config: StackConfig, plan: FleetPlan) -> str:
         _row(("served (maxModelLen)", served, "engine log `max_model_len`; `vllm:cache_config_info`")),
     ]
     return "\n".join(lines)
+
+
+def workload_section(config: StackConfig, plan: FleetPlan) -> str:
+    """The declared workload against the plan (plan/workload.py); empty for the simulator."""
+    from llmd_fleet.plan.workload import DECODE_KV_HEADROOM, plan_workload, workload_problems
+
+    wp = plan_workload(config, plan)
+    if wp is None:
+        return ""
+    w = config.workload
+    _, warnings = workload_problems(config, plan)
+    percentiles = ", ".join(f"{name} {tokens:,}" for name, tokens in wp.input_percentiles)
+    refused = (
+        f"{wp.first_refused} and above: ~{wp.refused_share:.0%} of turns (declared)"
+        if wp.first_refused
+        else "none (the window covers p99)"
+    )
+    lines = [
+        "## The workload the stack is sized for (llmd-fleet:workload, plan/workload.py)",
+        "",
+        "| workload | value | confirm live |",
+        "|---|---|---|",
+        _row(("agents", f"{w.agents:,}", "`llmd-fleet bench-summary` agents")),
+        _row(
+            (
+                "input tokens per turn",
+                percentiles,
+                "`vllm:request_prompt_tokens` histogram; bench-summary median input",
+            )
+        ),
+        _row(("output tokens per answer", f"{w.output_tokens:,}", "`vllm:request_generation_tokens`")),
+        _row(
+            (
+                "growth per turn, prefix reuse",
+                f"{w.growth_tokens_per_turn:,} tokens, {w.prefix_reuse:.1%}",
+                "`vllm:prefix_cache_hits` / `vllm:prefix_cache_queries`",
+            )
+        ),
+        _row(("tool gap", f"{w.tool_gap_seconds:g} s (assumed: the benchmark's mean tool latency)", "")),
+        _row(
+            (
+                "served window (maxModelLen, model window)",
+                f"{wp.served_window:,}; refused: {refused}",
+                "HTTP 400 (prompt too long) at the gateway; bench-summary failed",
+            )
+        ),
+        _row(
+            (
+                "decode time per answer",
+                f"{wp.decode_seconds:.2f} s = {w.output_tokens} / MTP tokens per step x step time "
+                "(plan/throughput.py)",
+                "`vllm:request_decode_time_seconds` p50",
+            )
+        ),
+        _row(
+            (
+                "decode contexts needed (Little's law)",
+                f"{wp.decode_contexts_needed:,.0f} = {w.agents:,} x {wp.decode_seconds:.2f} / "
+                f"({wp.decode_seconds:.2f} + {w.tool_gap_seconds:g})",
+                "sum of `vllm:num_requests_running` + `vllm:num_requests_waiting` over decode pods",
+            )
+        ),
+        _row(
+            (
+                "decode contexts at the measured request rate",
+                f"{wp.decode_contexts_at_measured_rate:,.0f} = {wp.requests_per_second:.0f} req/s x "
+                f"{wp.decode_seconds:.2f} s (turns measured at {60 / w.requests_per_agent_minute:.1f} s, "
+                f"not the {wp.decode_seconds + w.tool_gap_seconds:.1f} s of decode + tool gap; not checked)",
+                "",
+            )
+        ),
+        _row(
+            (
+                f"decode contexts held ({wp.context_tokens:,} tokens each)",
+                f"{wp.decode_contexts_held:,.0f} (whole per rank {wp.decode_contexts_whole:,}); "
+                f"plan refuses above {DECODE_KV_HEADROOM:.0%} without a CPU tier",
+                "`vllm:kv_cache_usage_perc` on decode; `vllm:num_preemptions_total` stays 0",
+            )
+        ),
+        _row(
+            (
+                "CPU tier: agents' contexts / decode tier",
+                f"{wp.cpu_tier_tokens_needed:,} / {wp.cpu_tier_tokens_held:,} tokens "
+                f"({wp.cpu_tier_tokens_needed / max(wp.cpu_tier_tokens_held, 1):.0%})",
+                "`vllm:kv_offload_cpu_cache_usage_perc` on decode",
+            )
+        ),
+        _row(
+            (
+                "request rate",
+                f"{wp.requests_per_second:.0f} req/s = {w.agents:,} x "
+                f"{w.requests_per_agent_minute:g} req/min / 60",
+                "bench-summary requests/min; rate of `vllm:request_success_total`",
+            )
+        ),
+        _row(
+            (
+                "EPP working set at that rate (+ queue bound)",
+                f"{wp.epp_working_set_gib:.1f} GiB (+ {plan.router.queue_max_bytes / 1024**3:.1f} = "
+                f"{wp.epp_needed_gib:.1f}) of {wp.epp_memory_gib} GiB per replica",
+                "`container_memory_working_set_bytes` of the epp container",
+            )
+        ),
+    ]
+    lines += [_row(("warning", text, "")) for text in warnings]
+    return "\n".join(lines)

@@ -17,6 +17,8 @@ import yaml
 from llmd_fleet.cli.paths import CHECKOUT
 from llmd_fleet.cli.stack_file import SECRET_PLACEHOLDER
 from llmd_fleet.cli.synth import REDACTED, Recorded, Synthesis, clean
+from llmd_fleet.core.problems import PROJECT, ConfigError
+from llmd_fleet.layers.router.specs import OVERLOAD
 from llmd_fleet.plan.fleet import FleetPlan, RolePlan
 
 _TOP_KEYS = ("apiVersion", "kind", "metadata")
@@ -98,8 +100,89 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")
 
 
+# An object's identity: two objects with the same one are the same object to the API server (the
+# second apply would overwrite the first), so a render refuses the config that declares both.
+Identity = tuple[str, str, str, str]  # apiVersion, kind, namespace ("" when cluster-scoped), name
+
+
+def _identity(resource: Recorded) -> Identity | None:
+    if is_kubernetes_object(resource):
+        obj = kubernetes_object(resource)
+        meta = obj.get("metadata") or {}
+        return (
+            str(obj.get("apiVersion")),
+            str(obj.get("kind")),
+            str(meta.get("namespace") or ""),
+            str(meta.get("name", resource.name)),
+        )
+    if resource.type == _HELM_TYPE:
+        release = helm_release(resource)
+        return ("helm.sh/v3", "Release", str(release["namespace"] or "default"), str(release["name"]))
+    return None
+
+
+def _naming_keys(config: Any) -> list[tuple[str, str]]:
+    """(key path, value) of every config setting that names an object or a namespace (a key
+    `name`, `namespace` or `...Namespace`), defaults included."""
+    found: list[tuple[str, str]] = []
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, dict):
+            for name, value in node.items():
+                walk(value, f"{path}.{name}" if path else f"{PROJECT}:{name}")
+        leaf = path.rsplit(".", 1)[-1].rsplit(":", 1)[-1]
+        if isinstance(node, str) and (leaf in {"name", "namespace"} or leaf.endswith("Namespace")):
+            found.append((path, node))
+
+    walk(config.model_dump(by_alias=True, mode="json"), "")
+    return found
+
+
+def _keys_naming(identity: Identity, naming: list[tuple[str, str]]) -> list[str]:
+    """The settings an object's name comes from: a namespace setting for a Namespace, else a
+    name setting equal to the name or the prefix of a name derived from it (`<serving.name>-epp`)."""
+    kind, name = identity[1], identity[3]
+    keys = set()
+    for path, value in naming:
+        if path.endswith("amespace"):
+            if kind == "Namespace" and value == name:
+                keys.add(path)
+        elif value == name or name.startswith(f"{value}-"):
+            keys.add(path)
+    return sorted(keys)
+
+
+def object_identity_problems(synthesis: Synthesis) -> list[tuple[str, str]]:
+    """One problem per set of settings that makes two rendered objects the same object: the
+    setting keys that collide, and the objects they both declare."""
+    seen: Counter[Identity] = Counter(
+        identity for identity in map(_identity, synthesis.resources) if identity is not None
+    )
+    naming = _naming_keys(synthesis.config)
+    collisions: dict[str, list[str]] = {}
+    for identity, count in sorted(seen.items()):
+        if count < 2:
+            continue
+        api_version, kind, namespace, name = identity
+        keys = _keys_naming(identity, naming) or ["stack"]
+        shown = f"{kind} {namespace + '/' if namespace else ''}{name} ({api_version})"
+        collisions.setdefault(", ".join(keys), []).append(shown)
+    return [
+        (
+            keys,
+            f"these settings declare the same object twice ({'; '.join(objects)}): every rendered "
+            "object's apiVersion, kind, namespace and name must be unique; give each section a "
+            "name and namespace of its own",
+        )
+        for keys, objects in sorted(collisions.items())
+    ]
+
+
 def render_files(synthesis: Synthesis) -> dict[str, str]:
-    """Relative path -> file text for everything the stack declares."""
+    """Relative path -> file text for everything the stack declares. Raises ConfigError, before
+    anything is written, when two declared objects are the same object."""
+    if problems := object_identity_problems(synthesis):
+        raise ConfigError(problems)
     files: dict[str, str] = {}
     for resource in synthesis.resources:
         if is_kubernetes_object(resource):
@@ -241,6 +324,25 @@ def _tables(rows: list[tuple[str, ...]], plan: FleetPlan) -> str:
         f"| working set at the expected rate | {router.working_set_gib} GiB |",
         f"| EPP memory per replica | memory {router.memory_gib} GiB |",
     ]
+    admission = router.admission
+    if admission is not None:
+        lines.append(
+            f"| probabilistic admission (sheddable only) | power {admission.power:g}, k {admission.k:g}: "
+            f"shed {admission.shed_nominal:.2%} at nominal load (saturation "
+            f"{admission.nominal_saturation:.2f}: one typical prompt per rank), "
+            f"{admission.shed_overload:.2%} at {OVERLOAD:g}x "
+            f"({OVERLOAD * admission.nominal_saturation:.2f}), "
+            f"100% from {admission.full_shed_saturation:.2f} (flow control's gate) |"
+        )
+    fairness = router.fairness
+    if fairness is not None:
+        lines.append(
+            f"| program-aware fairness (a program per agent session) | half-life "
+            f"{fairness.half_life_seconds} s, evicted {fairness.eviction_ttl_seconds} s after its "
+            f"last completion (swept every {fairness.eviction_sweep_seconds} s): at most "
+            f"{fairness.max_programs:,} programs, {fairness.max_series:,} per-program series in "
+            "the EPP's /metrics, dropped at scrape |"
+        )
     return "\n".join(lines)
 
 

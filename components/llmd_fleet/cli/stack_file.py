@@ -5,6 +5,7 @@ validates the stack file first, so bad input is refused before any SDK is import
 """
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,14 +24,115 @@ class _DuplicateKey(yaml.YAMLError):
     """A mapping names the same key twice."""
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """YAML's safe loader, refusing a key that appears twice in one mapping. Plain YAML keeps the
-    last value silently (a second `llmd-fleet:model:` block would replace the first); the Pulumi
-    CLI refuses such a file, and so does this."""
+class _Refused(yaml.YAMLError):
+    """YAML the stack reader does not take: too many aliases or merge keys, or a tag."""
+
+
+# Aliases and merge keys a stack file may use, and the size their expansion may reach (in nodes):
+# a few KB of nested aliases can otherwise expand to gigabytes (an "alias bomb"), even under a
+# key the program ignores. Stack files need neither in practice.
+MAX_ALIASES = 16
+MAX_EXPANDED_NODES = 100_000
+# Tags a stack file may spell out: the plain ones a config value can hold. Anything else
+# (`!!binary`, `!!set`, `!!timestamp`, `!!python/...`, local `!tags`) is refused.
+_PLAIN_TAGS = frozenset(
+    f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null", "map", "seq")
+) | {"!"}
+
+
+class _Resolver(yaml.resolver.BaseResolver):
+    """Plain scalars read as the Pulumi CLI reads them (YAML 1.2's core schema): booleans are
+    only true/false, and an unquoted date, `yes`, `on` or `1:20` stay strings."""
+
+
+_Resolver.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+_Resolver.add_implicit_resolver(
+    "tag:yaml.org,2002:int", re.compile(r"^(?:[-+]?[0-9]+|0x[0-9a-fA-F]+|0o[0-7]+)$"), list("-+0123456789")
+)
+_Resolver.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+    ),
+    list("-+.0123456789"),
+)
+_Resolver.add_implicit_resolver("tag:yaml.org,2002:merge", re.compile(r"^(?:<<)$"), ["<"])
+_Resolver.add_implicit_resolver(
+    "tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"), ["~", "n", "N", ""]
+)
+
+
+def _yaml_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    text = str(loader.construct_scalar(node))
+    if text.startswith(("0x", "0o")):
+        return int(text, 0)
+    return int(text, 10)
+
+
+class _StackLoader(
+    yaml.reader.Reader,
+    yaml.scanner.Scanner,
+    yaml.parser.Parser,
+    yaml.composer.Composer,
+    yaml.constructor.SafeConstructor,
+    _Resolver,
+):
+    """The stack file reader: YAML 1.2 core scalars, a bound on aliases and their expansion, plain
+    tags only, and a key given twice in one mapping refused (YAML keeps the last value silently; a
+    second `llmd-fleet:model:` block would replace the first; the Pulumi CLI refuses such a file)."""
+
+    def __init__(self, stream: str) -> None:
+        yaml.reader.Reader.__init__(self, stream)
+        yaml.scanner.Scanner.__init__(self)
+        yaml.parser.Parser.__init__(self)
+        yaml.composer.Composer.__init__(self)
+        yaml.constructor.SafeConstructor.__init__(self)
+        _Resolver.__init__(self)
+        self.aliases = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        event = self.peek_event()  # type: ignore[no-untyped-call]
+        line = event.start_mark.line + 1 if event.start_mark else 0
+        if isinstance(event, yaml.AliasEvent):
+            self.aliases += 1
+            if self.aliases > MAX_ALIASES:
+                raise _Refused(
+                    f"line {line}: more than {MAX_ALIASES} aliases (*name) and "
+                    "merge keys (<<): write the values out"
+                )
+        # The parser has expanded `!!x` to `tag:yaml.org,2002:x`; `!` alone marks a quoted scalar.
+        elif (
+            isinstance(event, (yaml.ScalarEvent, yaml.SequenceStartEvent, yaml.MappingStartEvent))
+            and event.tag is not None
+            and event.tag not in _PLAIN_TAGS
+        ):
+            raise _Refused(
+                f"line {line}: tag {event.tag.replace('tag:yaml.org,2002:', '!!')} "
+                "is not allowed: a stack file "
+                "holds plain strings, numbers, booleans, lists and mappings"
+            )
+        return super().compose_node(parent, index)
+
+    def compose_document(self) -> yaml.Node | None:
+        node = super().compose_document()
+        if node is not None:
+            _check_expansion(node)
+        return node
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         first_line: dict[Any, int] = {}
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                self.aliases += 1
+                if self.aliases > MAX_ALIASES:
+                    raise _Refused(
+                        f"line {key_node.start_mark.line + 1}: more than {MAX_ALIASES} aliases "
+                        "(*name) and merge keys (<<): write the values out"
+                    )
+                continue
             key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
             try:
@@ -44,6 +146,51 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 )
             first_line[key] = line
         return super().construct_mapping(node, deep=deep)
+
+
+_StackLoader.add_constructor("tag:yaml.org,2002:int", _yaml_int)
+
+
+def _check_expansion(root: yaml.Node) -> None:
+    """Refuse a document whose aliases would expand beyond MAX_EXPANDED_NODES nodes (counted
+    over the shared node graph, so the count itself stays cheap)."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def size(node: yaml.Node, depth: int) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        if id(node) in open_nodes:
+            raise _Refused(f"line {node.start_mark.line + 1}: an alias refers to a node that holds it")
+        if depth > 100:
+            raise _Refused(f"line {node.start_mark.line + 1}: nested more than 100 levels deep")
+        open_nodes.add(id(node))
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            total += sum(size(child, depth + 1) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total += sum(size(k, depth + 1) + size(v, depth + 1) for k, v in node.value)
+        if total > MAX_EXPANDED_NODES:
+            raise _Refused(
+                f"line {node.start_mark.line + 1}: its aliases expand to more than "
+                f"{MAX_EXPANDED_NODES:,} values: write the values out"
+            )
+        open_nodes.discard(id(node))
+        sizes[id(node)] = total
+        return total
+
+    size(root, 0)
+
+
+def _one_line(exc: yaml.YAMLError) -> str:
+    """A YAML error on one line: what is wrong and where."""
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        text = f"{where}{exc.problem or exc.context or 'invalid'}"
+    else:
+        text = str(exc)
+    return " ".join(text.split())
 
 
 @dataclass(frozen=True)
@@ -72,22 +219,34 @@ def read_stack_file(stacks_dir: Path, stack: str) -> StackFile:
         known = stack_names(stacks_dir)
         raise ConfigError([("stack", f"no stack file {path} (stacks: {', '.join(known) or 'none'})")])
     try:
-        document = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader) or {}
-    except _DuplicateKey as exc:
+        loader = _StackLoader(path.read_text(encoding="utf-8"))
+        try:
+            document = loader.get_single_data() or {}
+        finally:
+            loader.dispose()
+    except (_DuplicateKey, _Refused) as exc:
         raise ConfigError([(str(path), str(exc))]) from None
     except yaml.YAMLError as exc:
-        raise ConfigError([(str(path), f"not valid YAML: {exc}")]) from None
+        raise ConfigError([(str(path), f"not valid YAML: {_one_line(exc)}")]) from None
+    except RecursionError:
+        raise ConfigError([(str(path), "not valid YAML: nested too deeply")]) from None
     except UnicodeDecodeError as exc:
         raise ConfigError([(str(path), f"not UTF-8 text: {exc.reason} at byte {exc.start}")]) from None
     config = document.get("config") if isinstance(document, dict) else None
     if not isinstance(config, dict):
         raise ConfigError([(str(path), "must contain a `config:` mapping")])
     values: dict[str, str] = {}
+    given_as: dict[str, str] = {}
     secrets = set()
     for key, value in config.items():
         if not isinstance(key, str):
             raise ConfigError([(str(path), f"config keys must be strings (got {key!r})")])
         full_key = key if ":" in key else f"{PROJECT}:{key}"
+        if full_key in given_as:
+            raise ConfigError(
+                [(full_key, f"given twice, as {given_as[full_key]!r} and {key!r} (one key): keep one")]
+            )
+        given_as[full_key] = key
         if isinstance(value, dict) and set(value) == {"secure"}:
             values[full_key] = SECRET_PLACEHOLDER
             secrets.add(full_key)

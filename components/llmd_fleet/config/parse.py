@@ -1,7 +1,9 @@
 """From raw config values to a validated StackConfig: each section's model, the target kind's
 defaults, then every cross-field rule in a fixed order (the explicit list `RULES`). Pure."""
 
+import difflib
 import json
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -141,6 +143,15 @@ def _target_observability_defaults(config: StackConfig) -> StackConfig:
     return config.model_copy(update={"fleet": fleet, "observability": observability})
 
 
+def near_project(namespace: str) -> bool:
+    """Whether a config key's prefix is a near miss of this project's (`llmd_fleet`, `llmdfleet`,
+    `LLMD-Fleet`, `llmd-flet`): such a key would otherwise be taken for another project's and
+    dropped without a word."""
+    folded = re.sub(r"[^a-z0-9]", "", namespace.lower())
+    target = re.sub(r"[^a-z0-9]", "", PROJECT)
+    return folded == target or difflib.SequenceMatcher(None, folded, target).ratio() >= 0.8
+
+
 def read_pulumi_config(
     get: Callable[[str], Any], all_keys: list[str], is_secret: Callable[[str], bool]
 ) -> tuple[dict[str, Any], frozenset[str]]:
@@ -151,10 +162,18 @@ def read_pulumi_config(
     """
     raw: dict[str, Any] = {}
     secrets = set()
+    misspelt = [
+        (full_key, f"unknown project prefix {namespace!r}: did you mean {PROJECT}:{key}?")
+        for full_key in sorted(all_keys)
+        for namespace, _, key in [full_key.partition(":")]
+        if namespace != PROJECT and near_project(namespace)
+    ]
+    if misspelt:
+        raise ConfigError(misspelt)
     for full_key in sorted(all_keys):
         namespace, _, key = full_key.partition(":")
         if namespace != PROJECT:
-            continue
+            continue  # another provider's or project's setting (kubernetes:context, gcp:project)
         value = get(full_key)
         if (key in OBJECT_KEYS or key in OPTIONAL_OBJECT_KEYS) and isinstance(value, str):
             try:

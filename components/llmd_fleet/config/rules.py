@@ -1,9 +1,7 @@
 """The rules of the sections the config core owns: the node groups and the model. Pure."""
 
-import re
-
 from llmd_fleet.config.fleet import Accelerator, NodeGroupConfig
-from llmd_fleet.config.grammar import DNS_LABEL_PATTERN
+from llmd_fleet.config.grammar import dns_label_problem
 from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.problems import Problem, key
 
@@ -50,8 +48,8 @@ def node_group_problems(config: StackConfig) -> list[Problem]:
     problems: list[Problem] = []
     for name, group in config.fleet.node_groups.items():
         group_path = key(config, "fleet", "node_groups", name)
-        if not re.match(DNS_LABEL_PATTERN, name):
-            problems.append(Problem(group_path, "name must be a DNS label ([a-z0-9-])"))
+        if problem := dns_label_problem(name):
+            problems.append(Problem(group_path, f"the name {problem}"))
         if group.accelerator_allocation == "dra" and group.rdma_resource:
             problems.append(
                 Problem(

@@ -11,6 +11,8 @@ A stack file (stacks/Pulumi.<stack>.yaml) sets these keys under the `llmd-fleet:
     llmd-fleet:images    build the wide-EP serving image or run the upstream one (ImagesConfig,
                          optional; llmd_fleet/images/spec.py)
     llmd-fleet:observability  where metrics are scraped from (ObservabilityConfig, optional)
+    llmd-fleet:workload  the agentic traffic the stack is sized for (WorkloadConfig, optional;
+                         llmd_fleet/config/workload.py)
     llmd-fleet:responses  the Responses API's agentic API and its PostgreSQL (ResponsesConfig,
                          optional; llmd_fleet/config/responses.py)
     llmd-fleet:hfToken   Hugging Face token, only as a Pulumi secret
@@ -29,6 +31,7 @@ from pydantic import Field, TypeAdapter
 from llmd_fleet.config.base import ConfigModel
 from llmd_fleet.config.fleet import FleetConfig
 from llmd_fleet.config.model import ModelConfig
+from llmd_fleet.config.workload import WorkloadConfig
 from llmd_fleet.images.config import ImagesConfig
 from llmd_fleet.layers.gateway.config import GatewayConfig
 from llmd_fleet.layers.observability.config import ObservabilityConfig
@@ -63,6 +66,9 @@ class StackConfig(ConfigModel):
     """`llmd-fleet:images` (optional): the serving image (llmd_fleet/images/spec.py)."""
     observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
     """`llmd-fleet:observability` (optional): where metrics are scraped from."""
+    workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
+    """`llmd-fleet:workload` (optional): the agentic traffic the plan checks the stack against
+    (llmd_fleet/plan/workload.py)."""
     responses: ResponsesConfig | None = None
     """`llmd-fleet:responses` (optional; absent: off): the agentic API and its PostgreSQL
     (llmd_fleet/config/responses.py)."""
@@ -88,6 +94,7 @@ OPTIONAL_OBJECT_KEYS: dict[str, TypeAdapter[Any]] = {
     "images": TypeAdapter(ImagesConfig),
     "observability": TypeAdapter(ObservabilityConfig),
     "responses": TypeAdapter(ResponsesConfig),
+    "workload": TypeAdapter(WorkloadConfig),
 }
 SECRET_KEYS = ("hfToken", "kubeconfig", "registryPassword", "responsesDbPassword")
 KNOWN_KEYS = frozenset(OBJECT_KEYS) | frozenset(OPTIONAL_OBJECT_KEYS) | frozenset(SECRET_KEYS)

@@ -18,6 +18,16 @@ from pydantic import BaseModel
 PROJECT = "llmd-fleet"
 
 
+def printable(text: str) -> str:
+    """Text safe to print on one line: every character Python does not call printable (control
+    characters, line and paragraph separators, invisible format characters such as bidi
+    overrides, spaces other than ' ') is written as its escape (`\\n`, `\\x1b`, `\\u202e`), so
+    a key or value from a stack file cannot forge or reorder output lines."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 class Problem(NamedTuple):
     """One thing wrong with the stack configuration: the key path and what is allowed there."""
 
@@ -29,7 +39,8 @@ class ConfigError(Exception):
     """Invalid stack configuration: one message, one line per problem, each naming its key path."""
 
     def __init__(self, problems: Sequence[tuple[str, str]]):
-        self.problems = [Problem(key, message) for key, message in problems]
+        # A key path or a message may quote what a stack file holds: printed with escapes, one line.
+        self.problems = [Problem(printable(key), printable(message)) for key, message in problems]
         lines = [f"{key}: {message}" for key, message in self.problems]
         super().__init__("invalid stack configuration:\n  " + "\n  ".join(lines))
 

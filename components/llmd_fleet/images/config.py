@@ -5,9 +5,8 @@ stack config can use it without importing the image builders (llmd_fleet/images/
 
 from typing import Annotated, Literal
 
-from pydantic import Field
-
 from llmd_fleet.config.base import ConfigModel
+from llmd_fleet.config.grammar import Pattern, Registry
 from llmd_fleet.core.problems import Key, Problem
 
 Variant = Literal["ib", "efa"]
@@ -51,12 +50,12 @@ class ImagesConfig(ConfigModel):
     """Build the wide-EP image (images/Dockerfile.wide-ep) for the target's fabric and push it to
     the target's registry; false runs the pinned upstream vLLM image. The eks target needs true
     (EFA)."""
-    registry: Annotated[str, Field(pattern=r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._/-]+)?$")] | None = None
+    registry: Registry | None = None
     """onprem: registry host[:port][/path] to push to; required there when build is true.
     gke pushes to Artifact Registry and eks to ECR, created by the build."""
-    registry_username: Annotated[str, Field(pattern=r"^[A-Za-z0-9._@+-]{1,255}$")] | None = None
+    registry_username: Annotated[str, Pattern(r"[A-Za-z0-9._@+-]{1,255}")] | None = None
     """onprem: registry user, when the registry needs a login (its password: `registryPassword`)."""
-    repository: Annotated[str, Field(pattern=r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$")] = DEFAULT_REPOSITORY
+    repository: Annotated[str, Pattern(r"[a-z0-9]([a-z0-9._-]*[a-z0-9])?")] = DEFAULT_REPOSITORY
     """Artifact Registry repository id (gke), ECR repository prefix (eks), or path segment under
     `registry` (onprem)."""
 

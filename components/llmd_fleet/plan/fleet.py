@@ -19,7 +19,15 @@ from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.fabric import Fabric
 from llmd_fleet.core.problems import PROJECT
 from llmd_fleet.layers.autoscaling.rules import autoscaling_max_instances
+from llmd_fleet.layers.router.specs import (
+    AdmissionPlan,
+    FairnessPlan,
+    nominal_saturation,
+    plan_admission,
+    plan_fairness,
+)
 from llmd_fleet.layers.serving.config import RoleConfig
+from llmd_fleet.plan.epp import EPP_BASELINE_GIB, EPP_BYTES_PER_TOKEN_PER_RPS
 from llmd_fleet.plan.memory import (
     ModelSizing,
     Reserves,
@@ -287,12 +295,7 @@ class NodeGroupUse:
 # Bytes a prompt token takes in a request body (UTF-8 text of code and prose is ~4 characters per
 # token for GLM-class tokenizers); the flow-control byte bounds count request bodies.
 PROMPT_BYTES_PER_TOKEN = 4
-# EPP working set per request/s per prompt token, from llm-d's operations guidance: 12.5 GiB peak
-# at 50 req/s with 100k-token prompts (tokenized prompts, block keys, in-flight bodies), so about
-# 2.7 KB per token of prompt per request/s. Linear in both, as that guidance sizes it.
-EPP_BYTES_PER_TOKEN_PER_RPS = 12.5 * GIB / (50 * 100_000)
-# What the EPP process holds independent of traffic (binary, informers, plugin state).
-EPP_BASELINE_GIB = 2
+# The EPP's working set per request/s per prompt token and its baseline: plan/epp.py.
 # Headroom on top of the working set and the queue bound before the limit (allocator slack, GC).
 EPP_MEMORY_HEADROOM = 1.25
 # Headroom on the precise index's holders per block key (speculative entries, churn).
@@ -321,6 +324,14 @@ class RouterPlan:
     """Memory the EPP needs to route at the expected rate (baseline plus traffic)."""
     memory_gib: int
     """Memory request and limit per EPP replica: working set plus the queue bound, with headroom."""
+    nominal_saturation: float = 0.0
+    """Pool saturation at nominal load: one typical prompt in every rank's KV cache, no queue
+    (llmd_fleet/layers/router/specs.py)."""
+    admission: AdmissionPlan | None = None
+    """The probabilistic admitter's curve (None when the nominal load is already at the gate)."""
+    fairness: FairnessPlan | None = None
+    """program-aware-fairness's decay and eviction (None with another fairness policy or without
+    flow control)."""
 
 
 def plan_router(config: StackConfig, roles: tuple["RolePlan", ...]) -> RouterPlan:
@@ -341,6 +352,19 @@ def plan_router(config: StackConfig, roles: tuple["RolePlan", ...]) -> RouterPla
         / GIB
     )
     memory = math.ceil((working + queue_bytes / GIB) * EPP_MEMORY_HEADROOM)
+    # The instances the roles run (an autoscaled role's start, its minimum), not their maxima:
+    # saturation is a mean over the endpoints, and each rank holds one typical prompt (no longer
+    # than the role's maxModelLen).
+    saturation = nominal_saturation(
+        [
+            (
+                r.instances * r.data_parallel,
+                r.memory.kv_tokens,
+                min(router.expected_prompt_tokens, getattr(config.serving.roles, r.name).max_model_len),
+            )
+            for r in roles
+        ]
+    )
     return RouterPlan(
         endpoints=endpoints,
         tiers=tiers,
@@ -350,6 +374,13 @@ def plan_router(config: StackConfig, roles: tuple["RolePlan", ...]) -> RouterPla
         queue_max_bytes=queue_bytes,
         working_set_gib=round(working, 1),
         memory_gib=memory,
+        nominal_saturation=saturation,
+        admission=plan_admission(saturation) if router.probabilistic_admission else None,
+        fairness=(
+            plan_fairness(router.agent_tool_gap_seconds, router.expected_requests_per_second)
+            if router.flow_control and router.fairness == "program-aware"
+            else None
+        ),
     )
 
 
@@ -709,6 +740,19 @@ def plan_fleet(config: StackConfig) -> FleetPlan:
         surge, unavailable = rollout_for(r, spare[r.node_group])
         roles[i] = replace(r, max_surge=surge, max_unavailable=unavailable)
     router = plan_router(config, tuple(roles))
+    if config.router.probabilistic_admission and router.admission is None:
+        raise PlanError(
+            [
+                (
+                    f"{PROJECT}:router.probabilisticAdmission",
+                    "must be false for this fleet: at nominal load (one "
+                    f"{config.router.expected_prompt_tokens}-token prompt per rank, at most the "
+                    "role's maxModelLen) the pool's saturation is already "
+                    f"{router.nominal_saturation:.2f}, at or above flow control's gate (1.0), so no "
+                    "shedding curve admits nominal traffic; add KV cache per rank or turn it off",
+                )
+            ]
+        )
     explicit = config.router.memory_gib
     if explicit is not None and explicit < router.memory_gib:
         raise PlanError(
@@ -725,7 +769,13 @@ def plan_fleet(config: StackConfig) -> FleetPlan:
         )
     if explicit is not None:
         router = replace(router, memory_gib=explicit)
-    return FleetPlan(roles=tuple(roles), node_groups=tuple(uses), router=router, model=sizing)
+    plan = FleetPlan(roles=tuple(roles), node_groups=tuple(uses), router=router, model=sizing)
+    from llmd_fleet.plan.workload import workload_problems
+
+    refusals, _ = workload_problems(config, plan)
+    if refusals:
+        raise PlanError(refusals)
+    return plan
 
 
 def rollout_for(role: RolePlan, spare_nodes: int) -> tuple[int, int]:

@@ -9,8 +9,8 @@ endpoint picker's leader Lease.
 
 import math
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
+from llmd_fleet.config.grammar import url_port
 from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.plan.fleet import GIB, FleetPlan, RoleName, RolePlan
 
@@ -163,5 +163,4 @@ def prometheus_address(config: StackConfig) -> str:
 
 def prometheus_port(config: StackConfig) -> int:
     """The TCP port of `prometheus_address` (the scheme's default when the URL names none)."""
-    url = urlsplit(prometheus_address(config))
-    return url.port or (443 if url.scheme == "https" else 80)
+    return url_port(prometheus_address(config))

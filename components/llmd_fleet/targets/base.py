@@ -6,9 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import Field
-
 from llmd_fleet.config.base import ConfigModel
+from llmd_fleet.config.grammar import Pattern
 from llmd_fleet.core.fabric import Fabric
 from llmd_fleet.core.netpol import ClusterRanges
 from llmd_fleet.core.problems import Key, Problem, key
@@ -34,10 +33,10 @@ class TargetBase(ConfigModel):
     section). `local`: an existing kind cluster on a laptop, reached through the kubeconfig like
     onprem, with plain CPU nodes (no GPU drivers, no DRA claims) and `serving.engine: simulator`
     (docs/local-sim.md)."""
-    kubernetes_version: Annotated[str, Field(pattern=r"^1\.\d+(\.\d+)?$")]
+    kubernetes_version: Annotated[str, Pattern(r"1\.[0-9]{1,3}(\.[0-9]{1,3})?")]
     """Kubernetes version of the cluster (e.g. "1.34.2"); manifests are validated against it."""
-    kubeconfig_context: Annotated[str, Field(pattern=r"^[^\x00-\x1f\x7f]{1,253}$")] | None = None
-    """kubeconfig context to use; the kubeconfig's current context when unset."""
+    kubeconfig_context: Annotated[str, Pattern(r"[\x20-\x7e]{1,253}")] | None = None
+    """kubeconfig context to use (printable ASCII); the kubeconfig's current context when unset."""
     platform: PlatformMode = "install"
     """Who installs the cluster-wide software the fleet runs on. `install`: the stack releases it
     (GPU Operator, NVIDIA DRA driver, DRANET, the LWS controller, the gateway's CRDs and

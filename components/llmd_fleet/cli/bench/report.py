@@ -115,13 +115,52 @@ def read_directory(directory: Path) -> dict[str, Any]:
     return reports
 
 
+# What a report's JSON may hold: integers of at most 18 digits (a count or a token total; a longer
+# one is no measurement, and Python refuses to read beyond 4300) and nesting at most 64 levels
+# deep (inference-perf's reports nest 4).
+MAX_INT_DIGITS = 18
+MAX_DEPTH = 64
+
+
+class _Unreadable(ValueError):
+    pass
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _Unreadable(f"an integer of {len(text.lstrip('-'))} digits (at most {MAX_INT_DIGITS})")
+    return int(text)
+
+
+def _depth(document: Any) -> int:
+    """Nesting depth, iteratively (a deep document must not exhaust the stack here either)."""
+    deepest, stack = 0, [(document, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            deepest = max(deepest, depth)
+            stack += [(child, depth + 1) for child in (node.values() if isinstance(node, dict) else node)]
+    return deepest
+
+
 def _parse(name: str, text: str) -> Any:
+    """A report's JSON, or ReportError (one line) when it is not JSON, holds an integer too long to
+    be a measurement or nests deeper than MAX_DEPTH."""
     if not _REPORT_NAME.fullmatch(name):
         return None  # a report this summary does not read (per-request, session, validation)
     try:
-        return json.loads(text)
+        document = json.loads(text, parse_int=_bounded_int)
     except json.JSONDecodeError as exc:
         raise ReportError(f"{name}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    except _Unreadable as exc:
+        raise ReportError(f"{name}: not an inference-perf report: {exc}") from None
+    except RecursionError:
+        raise ReportError(
+            f"{name}: not an inference-perf report: nested deeper than {MAX_DEPTH} levels"
+        ) from None
+    if _depth(document) > MAX_DEPTH:
+        raise ReportError(f"{name}: not an inference-perf report: nested deeper than {MAX_DEPTH} levels")
+    return document
 
 
 def _row(label: str, lifecycle: Any, prometheus: Any) -> Row:

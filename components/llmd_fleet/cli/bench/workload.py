@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from llmd_fleet.config.grammar import ipv4_address_problem
+from llmd_fleet.config.grammar import ipv4_address_problem, service_url_problem, url_port
 from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.netpol import dns_egress, model_hub_egress, namespace, tcp
 from llmd_fleet.core.pod_context import restricted_container_context, restricted_pod_context
@@ -111,7 +111,6 @@ REPORT_MARKER = "==> llmd-fleet-bench report "
 """Start of the line before each report file the Job prints to its log; `llmd-fleet
 bench-summary` reads the files back from that log."""
 REPORT_END = "==> llmd-fleet-bench end <=="
-_URL = re.compile(r"^https?://[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?$")
 
 
 class BenchError(Exception):
@@ -166,11 +165,8 @@ def check_options(config: StackConfig, options: BenchOptions) -> None:
             "managed by the cloud, and only the cloud knows its address "
             "(kubectl get gateway -n NAMESPACE -o jsonpath='{.status.addresses[0].value}')"
         )
-    if options.prometheus_url is not None and not _URL.fullmatch(options.prometheus_url):
-        raise BenchError(
-            f"--prometheus-url {options.prometheus_url[:80]!r}: expected http(s)://host[:port], "
-            "e.g. http://prometheus-operated.monitoring.svc:9090"
-        )
+    if options.prometheus_url is not None and (problem := service_url_problem(options.prometheus_url)):
+        raise BenchError(f"--prometheus-url {options.prometheus_url[:80]!r}: {problem}")
     if not options.stages:
         raise BenchError("--stages: at least one stage")
     shape(config)  # a context window too small for the shape is refused here
@@ -520,9 +516,7 @@ def network_policy(config: StackConfig, options: BenchOptions) -> dict[str, Any]
     if metrics is not None and options.prometheus_url is None and "url" in metrics["prometheus"]:
         egress.append({"to": [namespace(config.observability.namespace)], "ports": tcp(PROMETHEUS_PORT)})
     elif options.prometheus_url is not None:
-        port = options.prometheus_url.rpartition(":")[2]
-        default = 443 if options.prometheus_url.startswith("https") else 80
-        egress.append({"ports": tcp(int(port) if port.isdigit() else default)})
+        egress.append({"ports": tcp(url_port(options.prometheus_url))})
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",

@@ -12,7 +12,9 @@ subresource. A KEDA ScaledObject per role points at that scaler:
   KEDA averages over the instances (metricType AverageValue). Only the leader's series is read:
   the standby of an active-passive pair does not route, and at the pinned router tag its
   in-flight series can be stale (llm-d-router #2529, fixed by #2577 after that tag), so the query
-  keeps the series of the pod whose `leader_election_master_status` is 1.
+  keeps the series of the pod whose `leader_election_master_status` is 1. Only live endpoints
+  count: the tokens are intersected with `llm_d_epp_per_endpoint_queue_size`, since a removed
+  endpoint's in-flight series is never pruned at that tag (prefill_backlog_query).
 - decode scales on KV-cache usage: the average of `vllm:kv_cache_usage_perc` over decode's ranks
   against the target fraction (metricType Value: the HPA scales by current/target, as it does for
   CPU utilization).
@@ -30,7 +32,9 @@ Facts (read from source):
   (pkg/webhooks/disaggregatedset/disaggregatedset_webhook.go).
 - KEDA at the pinned chart's appVersion (kedacore/keda apis/keda/v1alpha1,
   pkg/scalers/prometheus_scaler.go): ScaledObject keda.sh/v1alpha1 with pollingInterval
-  (default 30), cooldownPeriod (default 300, only for scaling to zero), minReplicaCount,
+  (default 30), cooldownPeriod (default 300; it only times the last step to zero, so with
+  minReplicaCount >= 1 it has no effect: KEDA's ScaledObject specification, cooldownPeriod),
+  minReplicaCount,
   maxReplicaCount (default 100), advanced.horizontalPodAutoscalerConfig.behavior; the prometheus
   trigger's metadata serverAddress, query, threshold (ignoreNullValues defaults to true: an
   empty result is 0).
@@ -54,6 +58,7 @@ from llmd_fleet.layers.autoscaling.rules import (
     HPA_MAX_POLICY_PERIOD_SECONDS,
     autoscaling_cooldown_seconds,
 )
+from llmd_fleet.layers.router.specs import INFLIGHT_PRODUCER
 from llmd_fleet.layers.serving.config import TEARDOWN_SECONDS
 from llmd_fleet.plan.fleet import FleetPlan, RoleName, RolePlan
 from llmd_fleet.plan.observability import plan_observability, prometheus_address
@@ -67,6 +72,7 @@ ROLE_SCALER_API = "disaggregatedset.x-k8s.io/v1"
 ROLE_SCALER_KIND = "DisaggregatedSetRoleScaler"
 ROLE_SCALER_RESOURCE = "disaggregatedsetrolescalers"
 INFLIGHT_TOKENS = "llm_d_epp_inflight_tokens"
+ENDPOINT_QUEUE = "llm_d_epp_per_endpoint_queue_size"
 LEADER_STATUS = "leader_election_master_status"
 KV_CACHE_USAGE = "vllm:kv_cache_usage_perc"
 SCALE_UP_PERIOD_SECONDS = 60
@@ -86,12 +92,31 @@ def prefill_endpoint_pattern(config: StackConfig) -> str:
 
 
 def prefill_backlog_query(config: StackConfig, plan: FleetPlan) -> str:
-    """Seconds of prefill work in flight: the leader EPP's in-flight prompt tokens on prefill
-    endpoints over one instance's prefill rate."""
+    """Seconds of prefill work in flight: the leader EPP's in-flight prompt tokens on live prefill
+    endpoints over one instance's prefill rate.
+
+    Live: at the pinned router the in-flight series of a removed endpoint are never pruned (the
+    gauge keeps its last value; llm-d-router #2529, fixed by #2577 after that tag), so a plain
+    sum() never falls after a scale-down or a rollout (the DisaggregatedSet's revision covers
+    every role, so a rollout renames every pod). The tokens are intersected with
+    `llm_d_epp_per_endpoint_queue_size`, which the EPP rebuilds from its live endpoints at every
+    scrape (pkg/epp/metrics/collectors/inference_pool.go), joined on the same EPP pod and on the
+    endpoint, whose name the two label `endpoint_name` and `model_server_endpoint`: llm-d's
+    guides/workload-autoscaling/keda-epp-token-aware README, "Endpoint-removal note for older EPP
+    images". `producer_name` keeps only this config's in-flight producer."""
     scaling = config.serving.autoscaling
     assert scaling is not None and scaling.prefill.prefill_tokens_per_second is not None
     ns = config.serving.namespace
-    tokens = f'{INFLIGHT_TOKENS}{{namespace="{ns}", endpoint_name=~"{prefill_endpoint_pattern(config)}"}}'
+    tokens = (
+        f'{INFLIGHT_TOKENS}{{namespace="{ns}", producer_name="{INFLIGHT_PRODUCER}", '
+        f'endpoint_name=~"{prefill_endpoint_pattern(config)}"}}'
+    )
+    live = f'{ENDPOINT_QUEUE}{{namespace="{ns}", name="{config.serving.name}"}}'
+    tokens = (
+        f'(label_replace({tokens}, "target_pod", "$1", "endpoint_name", "(.+)") '
+        f"and on (pod, target_pod) "
+        f'label_replace({live}, "target_pod", "$1", "model_server_endpoint", "(.+)"))'
+    )
     lease = plan_observability(config, plan).leader_lease
     if lease is not None:
         leader = f'(max by (pod) ({LEADER_STATUS}{{namespace="{ns}", name="{lease}"}}) == 1)'
@@ -166,7 +191,8 @@ def scaled_object_spec(config: StackConfig, plan: FleetPlan, role: RolePlan) -> 
             "name": role_scaler_name(config, role.name),
         },
         "pollingInterval": auto.polling_interval_seconds,
-        "cooldownPeriod": autoscaling_cooldown_seconds(config.serving, auto),
+        # No cooldownPeriod: KEDA applies it only when scaling to zero, and minReplicaCount is at
+        # least 1. The HPA's scale-down stabilization window (hpa_behavior) is the cooldown.
         "minReplicaCount": role.min_instances,
         "maxReplicaCount": role.max_instances,
         "advanced": {"horizontalPodAutoscalerConfig": {"behavior": hpa_behavior(config, role)}},

@@ -6,7 +6,8 @@ from pydantic import Field
 
 from llmd_fleet.config.base import ConfigModel
 from llmd_fleet.config.grammar import (
-    DnsLabel,
+    ManagedNamespace,
+    ServiceUrl,
 )
 
 
@@ -23,10 +24,13 @@ class _RoleAutoscalingConfig(_Model):
     enabled: bool = False
     """Scale this role with KEDA: its DisaggregatedSet role switches to `scaling.mode: External`
     and a ScaledObject drives its DisaggregatedSetRoleScaler `<serving.name>-<role>`. Off by
-    default: the role keeps `instances` (the reference stacks are a fixed fleet)."""
+    default: the role keeps `instances` (the reference stacks are a fixed fleet). When on, the
+    role starts at `minInstances`, which `instances` must equal."""
     min_instances: Annotated[int, Field(ge=1, le=4096)] = 1
-    """Fewest instances the autoscaler keeps (KEDA minReplicaCount). At least 1: a role at zero
-    needs a whole model load (`serving.modelLoadMinutes`) before it serves again."""
+    """Fewest instances the autoscaler keeps (KEDA minReplicaCount), and where the role starts:
+    LWS starts an External role's scaler at 1 and KEDA lifts it here, so it must equal the role's
+    `instances`. At least 1: a role at zero needs a whole model load (`serving.modelLoadMinutes`)
+    before it serves again."""
     max_instances: Annotated[int, Field(ge=1, le=4096)] | None = None
     """Most instances the autoscaler may run (KEDA maxReplicaCount); the role's `instances` when
     unset. Every role's maximum, plus a rolling update's surge, must fit its node group, and the
@@ -35,7 +39,8 @@ class _RoleAutoscalingConfig(_Model):
     """How often KEDA evaluates the trigger (ScaledObject pollingInterval; KEDA's default 30)."""
     cooldown_seconds: Annotated[int, Field(ge=60, le=3600)] | None = None
     """How long the demand must stay low before an instance is removed: the HPA scale-down
-    stabilization window (and KEDA's cooldownPeriod). Must be longer than the model load time,
+    stabilization window. (Not KEDA's cooldownPeriod, which only times a scale to zero, and
+    `minInstances` is at least 1.) Must be longer than the model load time,
     or a burst that returns soon after pays a full load again; at most 3600, the Kubernetes
     bound of a stabilization window. Unset: modelLoadMinutes x 60 + 300, capped at 3600."""
 
@@ -73,11 +78,9 @@ class AutoscalingConfig(_Model):
     `kedaNamespace`, with NetworkPolicies that admit only its flows; `preinstalled`: the cluster
     already runs KEDA 2.x with the ScaledObject CRD (nothing is installed). Unset under
     `target.platform: preinstalled`, it is preinstalled."""
-    keda_namespace: DnsLabel = "keda"
+    keda_namespace: ManagedNamespace = "keda"
     """Namespace of the KEDA operator and its metrics adapter."""
-    prometheus_address: Annotated[str, Field(pattern=r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?$")] | None = (
-        None
-    )
+    prometheus_address: ServiceUrl | None = None
     """Prometheus query API the triggers read. Unset: the `prometheus-operated` Service of
     `observability.namespace` (the Service prometheus-operator creates for its Prometheus
     servers, port 9090), which needs `observability.prometheus` operator or install."""

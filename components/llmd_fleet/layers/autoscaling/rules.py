@@ -48,12 +48,20 @@ def autoscaling_problems(config: StackConfig) -> list[Problem]:
     for name in enabled:
         role: RoleConfig = getattr(serving.roles, name)
         auto, role_path = scaling.role(name), path.at(name)
-        if auto.min_instances > role.instances:
+        # LWS seeds a fresh DisaggregatedSetRoleScaler at 1 and ignores an External role's
+        # replicas (lws 060ab4d api/disaggregatedset/v1/disaggregatedsetrolescaler_types.go
+        # lines 32-36, pkg/controllers/disaggregatedset/disaggregatedset_controller.go seedForRole,
+        # pkg/webhooks/disaggregatedset/disaggregatedset_webhook.go lines 88-94); KEDA's HPA then
+        # lifts it to minReplicaCount. An autoscaled role therefore starts at minInstances, and
+        # `instances` must say so.
+        if auto.min_instances != role.instances:
             problems.append(
                 Problem(
                     role_path.at("min_instances"),
-                    f"must not exceed serving.roles.{name}.instances ({role.instances}), the count "
-                    f"the role starts at (got {auto.min_instances})",
+                    f"must equal serving.roles.{name}.instances ({role.instances}) when {name} "
+                    "autoscales: LWS starts an External role's DisaggregatedSetRoleScaler at 1 and "
+                    "ignores its replicas, and KEDA lifts it to minInstances, so the role starts at "
+                    f"minInstances (got {auto.min_instances})",
                 )
             )
         if auto.max_instances is not None and auto.max_instances < role.instances:

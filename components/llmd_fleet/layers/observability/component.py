@@ -38,6 +38,7 @@ from llmd_fleet.layers.observability.config import GMP_NAMESPACE
 from llmd_fleet.layers.observability.dashboards import DASHBOARD_LABEL, dashboard_json, fleet_dashboards
 from llmd_fleet.layers.router.specs import (
     METRICS_PORT,
+    PROGRAM_SERIES,
     TOKENIZER_PORT,
     RouterNames,
     epp_selector,
@@ -154,9 +155,17 @@ def service_monitor_spec(config: StackConfig) -> dict[str, Any]:
                     "credentials": {"name": reader_names(config)["secret"], "key": TOKEN_KEY},
                 },
                 "relabelings": _relabelings(),
+                "metricRelabelings": [_drop_program_series()],
             }
         ],
     }
+
+
+def _drop_program_series() -> dict[str, Any]:
+    """Drop the EPP's per-program series (label `program_id`, one pair per agent session) at
+    scrape: tens of thousands of short-lived series for no panel or alert; the fleet-wide Jain's
+    index (`llm_d_epp_program_aware_jains_fairness_index`) stays."""
+    return {"action": "drop", "sourceLabels": ["__name__"], "regex": "|".join(PROGRAM_SERIES)}
 
 
 def _gmp_target_labels() -> dict[str, Any]:
@@ -191,6 +200,7 @@ def pod_monitoring_specs(config: StackConfig, obs: ObservabilityPlan) -> dict[st
                     "type": "Bearer",
                     "credentials": {"secret": {"name": reader_names(config)["secret"], "key": TOKEN_KEY}},
                 },
+                "metricRelabeling": [_drop_program_series()],
             }
         ],
         "targetLabels": _gmp_target_labels(),

@@ -6,8 +6,8 @@ from pydantic import Field
 
 from llmd_fleet.config.base import ConfigModel
 from llmd_fleet.config.grammar import (
-    DnsLabel,
     Labels,
+    ManagedNamespace,
 )
 
 
@@ -26,7 +26,7 @@ class ObservabilityConfig(_Model):
     """Where the fleet's metrics are scraped from, and the monitoring objects the stack renders
     (llmd_fleet/layers/observability/component.py, docs/observability.md)."""
 
-    namespace: DnsLabel = "monitoring"
+    namespace: ManagedNamespace = "monitoring"
     """Namespace of the metrics scrapers (Prometheus, an OpenTelemetry collector, GKE's
     `gmp-system`). The NetworkPolicies admit it, and only it, to the engines' API ports, the
     endpoint picker's metrics port, the tokenizer and the gateway proxies' metrics port. Default

@@ -60,7 +60,10 @@ from llmd_fleet.versions import versions
 CNPG_RELEASE = "cnpg"
 CNPG_RELOAD_LABEL = "cnpg.io/reload"
 """A Secret with this label is re-read by the operator as soon as it changes (role passwords)."""
-RESPONSES_PATHS = ("/v1/responses", "/v1/conversations")
+# llm-d guides/agentic-api/manifests/gateway/routes.yaml (llm-d/llm-d 72c4967, the external
+# route's first rule): the stateful agentic endpoints, Anthropic's Messages API and the model
+# list (the Codex catalogue with `?client_version=`) go to the agentic API.
+RESPONSES_PATHS = ("/v1/responses", "/v1/conversations", "/v1/messages", "/v1/models")
 """What clients send to the agentic API; everything else goes to the InferencePool as before."""
 GKE_UPSTREAM_DOMAIN = "gateway.internal"
 """GKE: the upstream host is `<name>-upstream.gateway.internal`, resolved by `hostAliases` only."""
@@ -247,7 +250,8 @@ def _timeouts(config: StackConfig) -> dict[str, Any]:
 
 
 def agentic_route_spec(config: StackConfig) -> dict[str, Any]:
-    """Clients' Responses and Conversations requests to the agentic API. A longer path prefix
+    """Clients' Responses, Conversations, Messages and model-list requests to the agentic API
+    (`RESPONSES_PATHS`, as llm-d's agentic-api guide routes them). A longer path prefix
     than the pool route's `/`, so it ranks first (Gateway API: the longest matching prefix)."""
     names = responses_names(config)
     rule: dict[str, Any] = {

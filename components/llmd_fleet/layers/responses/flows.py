@@ -88,7 +88,8 @@ def flows(config: StackConfig, plan: FleetPlan, ranges: ClusterRanges) -> dict[s
     health_checks = health_check_peers(ranges)
     specs: dict[str, PolicySpec] = {}
     if not is_managed_gateway(config):
-        # The in-cluster proxies route /v1/responses and /v1/conversations to the agentic API.
+        # The in-cluster proxies route /v1/responses, /v1/conversations, /v1/messages and
+        # /v1/models to the agentic API.
         specs[GATEWAY_POLICY] = {"egress": [{"to": [agentic], "ports": tcp(AGENTIC_API_PORT)}]}
     specs["agentic-api"] = {
         "podSelector": {"matchLabels": agentic_api_selector(responses)},

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.layers.router.config import RouterConfig
+from llmd_fleet.layers.router.specs import INFLIGHT_PRODUCER, KV_CACHE_UTIL_THRESHOLD, QUEUE_DEPTH_THRESHOLD
 from llmd_fleet.plan.fleet import KV_EVENTS_PORT, FleetPlan
 
 
@@ -116,14 +117,8 @@ AGENT_IDENTITY_ATTRIBUTE = "agent-identity"
 # The attribute key a session-id-producer instance writes: DataKey "SessionIDDataKey/<instance
 # name>" (datalayer/attribute/session/data_types.go and interface/plugin/datakey.go at v0.10.0).
 SESSION_COOKIE_ATTRIBUTE = f"SessionIDDataKey/{SESSION_COOKIE_PRODUCER}"
-# Saturation thresholds shared by flow control's detector and the probabilistic admitter, so both
-# call the pool saturated at the same point: queues building, or KV caches nearly full.
-QUEUE_DEPTH_THRESHOLD = 5
-KV_CACHE_UTIL_THRESHOLD = 0.85
-# The admitter's shedding curve p = min(sat^power * k, 1) (probabilisticadmitter README at
-# v0.10.0; its defaults): nothing shed below ~0.15 saturation, everything sheddable at ~0.34.
-ADMISSION_POWER = 5.0
-ADMISSION_K = 300.0
+# The saturation thresholds flow control's detector and the probabilistic admitter share, and the
+# admitter's curve, derived from the plan: llmd_fleet/layers/router/specs.py.
 
 # Scorer weights. Prefix reuse dominates agent traffic (>=90% of each turn repeats the last), so
 # the prefix scorer carries the most weight; load scorers keep one hot prefix from piling every
@@ -152,16 +147,23 @@ _FAIRNESS_TYPES = {
 }
 
 
-def _fairness_plugin(router: RouterConfig) -> Plugin:
+def _fairness_plugin(router: RouterConfig, plan: FleetPlan) -> Plugin:
     kind = _FAIRNESS_TYPES[router.fairness]
-    if kind != PROGRAM_FAIRNESS:
+    fairness = plan.router.fairness
+    if kind != PROGRAM_FAIRNESS or fairness is None:
         return Plugin(name=kind, type=kind)
-    # Least attained service per program (agent); its idle state lives as long as a session does,
-    # so a returning agent is still known while its session binding is.
+    # Least attained service per program (agent session), decayed on the wall clock (the per-Pick
+    # default follows the pick rate) and forgotten a few tool-loop gaps after its last completion,
+    # which bounds the programs, their queues and series (llmd_fleet/layers/router/specs.py).
     return Plugin(
         name=kind,
         type=kind,
-        parameters={"strategy": "las", "evictionTtlSeconds": router.session_affinity.ttl_seconds},
+        parameters={
+            "strategy": "las",
+            "lasHalfLifeSeconds": fairness.half_life_seconds,
+            "evictionTtlSeconds": fairness.eviction_ttl_seconds,
+            "evictionSweepSeconds": fairness.eviction_sweep_seconds,
+        },
     )
 
 
@@ -178,7 +180,13 @@ def build_epp_config(config: StackConfig, plan: FleetPlan, tokenizer_url: str) -
     feature_gates, flow_plugins, flow_control = _flow_control(config, plan)
     return EndpointPickerConfig(
         feature_gates=feature_gates,
-        plugins=[*producers, *_scorers(config, plan), *profile_plugins, *_admission(config), *flow_plugins],
+        plugins=[
+            *producers,
+            *_scorers(config, plan),
+            *profile_plugins,
+            *_admission(config, plan),
+            *flow_plugins,
+        ],
         scheduling_profiles=[
             SchedulingProfile(name="prefill", plugins=prefill_profile),
             SchedulingProfile(name="decode", plugins=decode_profile),
@@ -272,9 +280,6 @@ def _producers(
         ]
     )
     return plugins, data_layer
-
-
-INFLIGHT_PRODUCER = "inflight-load"
 
 
 def _load_producers(config: StackConfig) -> list[Plugin]:
@@ -448,9 +453,11 @@ def _session_plugins(router: RouterConfig) -> list[Plugin]:
     return plugins
 
 
-def _admission(config: StackConfig) -> list[Plugin]:
-    """The probabilistic admitter (an Admitter: it runs before scheduling, flow control or not)."""
-    if not config.router.probabilistic_admission:
+def _admission(config: StackConfig, plan: FleetPlan) -> list[Plugin]:
+    """The probabilistic admitter (an Admitter: it runs before scheduling, flow control or not),
+    with the curve the plan derives: nothing shed at nominal load, everything at the gate."""
+    admission = plan.router.admission
+    if not config.router.probabilistic_admission or admission is None:
         return []
     return [
         Plugin(
@@ -459,8 +466,8 @@ def _admission(config: StackConfig) -> list[Plugin]:
             parameters={
                 "queueDepthThreshold": QUEUE_DEPTH_THRESHOLD,
                 "kvCacheUtilThreshold": KV_CACHE_UTIL_THRESHOLD,
-                "power": ADMISSION_POWER,
-                "k": ADMISSION_K,
+                "power": admission.power,
+                "k": admission.k,
             },
         )
     ]
@@ -471,7 +478,7 @@ def _flow_control(config: StackConfig, plan: FleetPlan) -> tuple[list[str], list
     router = config.router
     if not router.flow_control:
         return [], [], None
-    fairness_plugin = _fairness_plugin(router)
+    fairness_plugin = _fairness_plugin(router, plan)
     fairness = fairness_plugin.name
     plugins = [
         fairness_plugin,
@@ -524,11 +531,12 @@ def _approx_producer(name: str, block_size: int, tokens_per_rank: int, config: S
 
 
 def _index_size(plan: FleetPlan) -> int:
-    """Block keys the precise index must hold: every rank's HBM and CPU-tier blocks."""
+    """Block keys the precise index must hold: every rank's HBM and CPU-tier blocks, at the most
+    instances each role can run (an autoscaled role starts at its minimum and grows)."""
     block = 64
     total = 0
     for role in plan.roles:
-        ranks = role.instances * role.data_parallel
+        ranks = role.max_instances * role.data_parallel
         total += ranks * (role.memory.kv_tokens + role.memory.cpu_tier_tokens) // block
     return max(1, total)
 
@@ -539,6 +547,7 @@ def needs_experimental_plugins(config: EndpointPickerConfig) -> bool:
 
 def epp_cpus(plan: FleetPlan, requests_per_second: float) -> int:
     """CPU per EPP replica from llm-d's operations guidance: ~7.5 idle cores per 100 model-server
-    pods plus 0.5-1 core per request/s (the low end: agent turns are few and long)."""
-    pods = sum(r.instances * r.lws_size for r in plan.roles)
+    pods plus 0.5-1 core per request/s (the low end: agent turns are few and long), at the most
+    pods the roles can run."""
+    pods = sum(r.max_instances * r.lws_size for r in plan.roles)
     return max(2, math.ceil(7.5 * pods / 100 + 0.5 * requests_per_second))

@@ -7,9 +7,13 @@ from pydantic import Field
 
 from llmd_fleet.config.base import ConfigModel
 from llmd_fleet.config.grammar import (
-    DNS_LABEL_PATTERN,
+    DEFAULT_HOST_DATA_ROOT,
+    DNS_LABEL,
     DnsSubdomain,
+    HostDataRoot,
     HostPath,
+    ManagedNamespace,
+    Pattern,
 )
 from llmd_fleet.layers.autoscaling.config import AutoscalingConfig
 from llmd_fleet.layers.preflight.config import PreflightConfig
@@ -84,9 +88,13 @@ class SecondaryKvTierConfig(_Model):
     type: Literal["local-nvme", "pvc"]
     """`local-nvme`: a hostPath directory on the node's NVMe; `pvc`: a PersistentVolumeClaim per pod
     from `storageClass`."""
+    host_root: HostDataRoot = DEFAULT_HOST_DATA_ROOT
+    """local-nvme: the node's data root (where the NVMe is mounted), a directory below /mnt, /srv,
+    /data or /scratch; `path` must be a dedicated directory below it (llmd_fleet/config/grammar.py);
+    pvc: unused."""
     path: HostPath = "/mnt/local/kv-cache"
-    """local-nvme: host directory (created if missing); absolute, normalised, at least two levels
-    deep and outside system and kubelet paths (llmd_fleet/config/grammar.py); pvc: unused."""
+    """local-nvme: host directory (created if missing), strictly below `hostRoot`; absolute and
+    normalised; pvc: unused."""
     size_gib: Annotated[int, Field(ge=16, le=1024 * 1024)] = 4096
     """Capacity per pod (PVC request, or the planning size of the NVMe directory)."""
     storage_class: DnsSubdomain | None = None
@@ -150,9 +158,9 @@ class SimulatorConfig(_Model):
 class ServingConfig(_Model):
     """How the model is served."""
 
-    name: Annotated[str, Field(pattern=DNS_LABEL_PATTERN, max_length=24)] = "llmd"
+    name: Annotated[str, Pattern(DNS_LABEL), Field(max_length=24)] = "llmd"
     """Name of the DisaggregatedSet; pod names are derived from it."""
-    namespace: Annotated[str, Field(pattern=DNS_LABEL_PATTERN, max_length=63)] = "llm-d"
+    namespace: ManagedNamespace = "llm-d"
     """Namespace of the serving objects."""
     model_load_minutes: Annotated[int, Field(ge=5, le=240)] = 45
     """Longest time a pod may take from start to serving (image pull excluded); the startup

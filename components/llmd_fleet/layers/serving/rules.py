@@ -191,6 +191,19 @@ def kv_tier_problems(config: StackConfig) -> list[Problem]:
                 "needs cpuOffload: blocks reach it through the CPU tier",
             )
         )
+    secondary = tier.secondary
+    if (
+        secondary is not None
+        and secondary.type == "local-nvme"
+        and not secondary.path.startswith(secondary.host_root.rstrip("/") + "/")
+    ):
+        problems.append(
+            Problem(
+                key(config, "serving", "kv_tier", "secondary", "path"),
+                f"must be a dedicated directory below hostRoot ({secondary.host_root}), e.g. "
+                f"{secondary.host_root}/kv-cache: a pod mounts nothing else of the node",
+            )
+        )
     if tier.secondary is not None and tier.secondary.type == "pvc" and not tier.secondary.storage_class:
         problems.append(
             Problem(

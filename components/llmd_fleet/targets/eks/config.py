@@ -13,8 +13,14 @@ from typing import Annotated, Literal, Protocol
 from pydantic import Field
 
 from llmd_fleet.config.base import ConfigModel
+from llmd_fleet.config.grammar import Pattern
 from llmd_fleet.core.problems import Key, Problem
 from llmd_fleet.targets.base import TargetBase
+
+# An IAM role or user (or an STS assumed role): partition, 12-digit account, then the resource.
+_PRINCIPAL_ARN = Pattern(
+    r"arn:aws[a-z-]*:(iam|sts)::[0-9]{12}:(role|user|assumed-role)/[A-Za-z0-9+=,.@_/-]{1,512}"
+)
 
 EFA_DEVICE_CLASS = "efa.networking.k8s.aws"
 """DeviceClass the AWS DRANET chart (aws-dranet) creates over the EFA devices it publishes."""
@@ -52,7 +58,7 @@ class _Model(ConfigModel):
 class CapacityBlockConfig(_Model):
     """One purchased EC2 Capacity Block (Instance Capacity Block)."""
 
-    reservation_id: Annotated[str, Field(pattern=r"^cr-[0-9a-f]{8,17}$")]
+    reservation_id: Annotated[str, Pattern(r"cr-[0-9a-f]{8,17}")]
     """Capacity reservation id of the block (`cr-...`), from the purchase."""
     instances: Annotated[int, Field(ge=1, le=4096)]
     """Instances the block holds (at most 64); one managed node group of exactly this size."""
@@ -70,9 +76,9 @@ class EksGpuCapacityConfig(_Model):
     placement group; created by the stack unless `reservationId` names an existing one."""
     capacity_blocks: list[CapacityBlockConfig] = Field(default_factory=list)
     """capacity-block: the blocks; their instances must add up to the node group's count."""
-    reservation_id: Annotated[str, Field(pattern=r"^cr-[0-9a-f]{8,17}$")] | None = None
+    reservation_id: Annotated[str, Pattern(r"cr-[0-9a-f]{8,17}")] | None = None
     """odcr: an existing targeted ODCR (`cr-...`); the stack creates one when unset."""
-    placement_group: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,255}$")] | None = None
+    placement_group: Annotated[str, Pattern(r"[A-Za-z0-9._-]{1,255}")] | None = None
     """odcr with `reservationId`: the existing cluster placement group the reservation was made
     in. Unset when the stack creates the reservation (it creates the group too)."""
     root_volume_gib: Annotated[int, Field(ge=100, le=16384)] = 512
@@ -86,7 +92,7 @@ class EksGpuCapacityConfig(_Model):
 class EksSystemNodesConfig(_Model):
     """The CPU node group for the router, gateway, controllers and CoreDNS."""
 
-    instance_type: Annotated[str, Field(pattern=r"^[a-z0-9-]+\.[a-z0-9-]+$")] = "m7i.12xlarge"
+    instance_type: Annotated[str, Pattern(r"[a-z0-9-]+\.[a-z0-9-]+")] = "m7i.12xlarge"
     """EC2 instance type (x86_64). The EPP needs ~31 cores per replica at 50 req/s, one replica
     per node (required anti-affinity)."""
     count: Annotated[int, Field(ge=2, le=100)] = 3
@@ -98,12 +104,12 @@ class EksSystemNodesConfig(_Model):
 class EksTargetConfig(_Model):
     """`target.eks`: the AWS side of the EKS target."""
 
-    region: Annotated[str, Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")]
+    region: Annotated[str, Pattern(r"[a-z]{2}(-[a-z]+)+-[0-9]")]
     """AWS region, e.g. `us-east-2`."""
-    availability_zone: Annotated[str, Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$")]
+    availability_zone: Annotated[str, Pattern(r"[a-z]{2}(-[a-z]+)+-[0-9][a-z]")]
     """Availability zone of the GPU capacity (the Capacity Blocks' or ODCR's zone); GPU nodes run
     only there."""
-    secondary_availability_zone: Annotated[str, Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$")]
+    secondary_availability_zone: Annotated[str, Pattern(r"[a-z]{2}(-[a-z]+)+-[0-9][a-z]")]
     """A second zone: the EKS control plane needs subnets in two zones; system nodes use both."""
     vpc_cidr: str = "10.64.0.0/16"
     """VPC IPv4 range, /16 or larger: two private /18s (pods take VPC IPs) and two public /24s
@@ -111,9 +117,7 @@ class EksTargetConfig(_Model):
     public_access_cidrs: list[str] = Field(default_factory=list)
     """CIDRs allowed to reach the public API endpoint; empty keeps the endpoint private only.
     0.0.0.0/0 is refused."""
-    admin_principal_arns: list[Annotated[str, Field(pattern=r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:")]] = Field(
-        default_factory=list
-    )
+    admin_principal_arns: list[Annotated[str, _PRINCIPAL_ARN]] = Field(default_factory=list)
     """IAM roles/users given cluster-admin through access entries (API authentication mode). The
     identity running `pulumi up` is an admin too."""
     cluster_log_types: list[LogType] = Field(default_factory=lambda: list(ALL_LOG_TYPES))

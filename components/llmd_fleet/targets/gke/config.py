@@ -13,13 +13,14 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from llmd_fleet.config.base import ConfigModel
+from llmd_fleet.config.grammar import Pattern
 from llmd_fleet.core.problems import Key, Problem
 from llmd_fleet.targets.base import TargetBase
 
-_GCP_NAME = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+_GCP_NAME = Pattern(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 _RESERVATION = (
-    r"^([a-z]([-a-z0-9]*[a-z0-9])?"
-    r"|projects/[a-z][-a-z0-9]*/reservations/[a-z][-a-z0-9]*(/reservationBlocks/[a-z0-9][-a-z0-9]*)?)$"
+    r"[a-z]([-a-z0-9]*[a-z0-9])?"
+    r"|projects/[a-z][-a-z0-9]*/reservations/[a-z][-a-z0-9]*(/reservationBlocks/[a-z0-9][-a-z0-9]*)?"
 )
 
 
@@ -87,7 +88,9 @@ class GkeNetworkConfig(_GkeModel):
 class SystemPoolConfig(_GkeModel):
     """The CPU pool for the router, gateway, controllers and the tokenizer."""
 
-    machine_type: str = "n2-standard-32"
+    machine_type: Annotated[str, Pattern(r"[a-z][a-z0-9]*-[a-z0-9]+(-[a-z0-9]+)*"), Field(max_length=63)] = (
+        "n2-standard-32"
+    )
     """Machine type; the router sizes ~31 cores per EPP replica at 50 req/s on 68 nodes."""
     node_count: Annotated[int, Field(ge=1, le=100)] = 3
     """Nodes (in the zone); EPP replicas need distinct nodes."""
@@ -100,7 +103,7 @@ class GkeNodePoolConfig(_GkeModel):
 
     machine_type: GkeMachineType = "a3-megagpu-8g"
     """GPU machine type."""
-    reservation: Annotated[str, Field(pattern=_RESERVATION)] | None = None
+    reservation: Annotated[str, Pattern(_RESERVATION)] | None = None
     """Reservation to consume (SPECIFIC_RESERVATION): a name, projects/P/reservations/R, or a
     reservation block projects/P/reservations/R/reservationBlocks/B. Excludes flexStart and
     queuedProvisioning."""
@@ -115,7 +118,7 @@ class GkeNodePoolConfig(_GkeModel):
     placement: Literal["auto", "compact", "none"] = "auto"
     """`compact`: one COMPACT placement policy (lowest latency between nodes). `auto`: compact
     unless queued provisioning or a reservation block (a block is already co-located)."""
-    placement_policy_name: Annotated[str, Field(pattern=_GCP_NAME)] | None = None
+    placement_policy_name: Annotated[str, _GCP_NAME] | None = None
     """Existing compute resource policy (group placement) for compact placement; GKE creates one
     when unset."""
     local_ssd_count: Annotated[int, Field(ge=0, le=32)] = 16
@@ -129,13 +132,13 @@ class GkeNodePoolConfig(_GkeModel):
 class GkeTargetConfig(_GkeModel):
     """`target.gke`: where and how the GKE cluster and its node pools are created."""
 
-    project: Annotated[str, Field(pattern=r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")]
+    project: Annotated[str, Pattern(r"[a-z][-a-z0-9]{4,28}[a-z0-9]")]
     """Google Cloud project id."""
-    region: Annotated[str, Field(pattern=r"^[a-z]+-[a-z]+[0-9]+$")]
+    region: Annotated[str, Pattern(r"[a-z]+-[a-z]+[0-9]+")]
     """Region of the (regional) control plane and of every subnet, e.g. us-central1."""
-    zone: Annotated[str, Field(pattern=r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")]
+    zone: Annotated[str, Pattern(r"[a-z]+-[a-z]+[0-9]+-[a-z]")]
     """The one zone of every node pool (compact placement and reservations are zonal)."""
-    name: Annotated[str, Field(pattern=_GCP_NAME, max_length=30)] = "llmd-fleet"
+    name: Annotated[str, _GCP_NAME, Field(max_length=30)] = "llmd-fleet"
     """Cluster name, and the prefix of every network resource."""
     release_channel: Literal["RAPID", "REGULAR", "STABLE"] = "REGULAR"
     """GKE release channel; the control-plane minimum version comes from the version matrix."""
