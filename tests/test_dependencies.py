@@ -36,6 +36,9 @@ AREAS = {
     **dict.fromkeys(("platform", "security", "images"), 3),
     "cli": 5,
     "policies": 5,
+    # check_settings: the checks of `llmd-fleet check` for a program of one's own (it runs the CLI's
+    # render and check, so it sits with the CLI).
+    "checks": 5,
 }
 SLICED = ("layers", "targets")
 """One folder per in-cluster layer and per target kind; their files' tiers go by file name."""
