@@ -1,7 +1,7 @@
 """Dependencies point one way: base <- config <- plan <- builders and components <- program <- tools,
 and no two modules import each other, however indirectly.
 
-The package's folders are its tiers (README, "Module map"). The lower tiers are pure (no Pulumi,
+The package's folders are its tiers (docs/contributing.md, "Module map"). The lower tiers are pure (no Pulumi,
 no cloud SDK) and import nothing above them, so the config and the plan can be used, tested and
 checked without the SDKs. Every module of `llmd_fleet` is read with `ast`, imports inside functions
 included: an import that points up, or one that closes a cycle, fails here, not in review.
