@@ -3,8 +3,15 @@
 llmd-fleet's stacks create the cluster too. A team that runs its clusters elsewhere imports the
 components instead and hands them its own Kubernetes provider: the LWS controller, the
 prefill/decode DisaggregatedSet, the gateway and the router, sized by the same plan and checked
-by the same config model. The cluster's GPU and NIC DRA drivers are the team's (the stacks'
-AcceleratorPlatform component can install them too).
+by the same config model. The cluster's GPU and NIC DRA drivers are the team's; the one object
+of theirs the fleet still needs is the NIC DeviceClass its serving pods' claims name
+(`fleet.nodeGroups.<group>.nicDeviceClass`, default rdma-nic.llmd-fleet.io): DRANET publishes
+NICs but ships no class, so `add_llmd_serving` declares it through `AcceleratorPlatform` with
+`install_drivers` off, and serving waits for it (without it the pods stay Pending). Settings with
+`target.platform: install` also release the drivers, as the stacks do.
+
+Check the settings before `pulumi up` from a test or CI step with `llmd_fleet.check_settings`
+(the config, plan and manifest-schema checks of `llmd-fleet check`); docs/quickstart.md shows how.
 
 Config, in this program's own namespace `platform`:
 
@@ -23,11 +30,13 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from llmd_fleet import ServingLayers, add_serving_layers
+from llmd_fleet import AcceleratorPlatform, ServingLayers, add_serving_layers
 from llmd_fleet.config.parse import parse_config
 from llmd_fleet.images.build import serving_image
 from llmd_fleet.plan.fleet import plan_fleet
+from llmd_fleet.platform.dra import DRANET_RDMA_CLASS, DRANET_RDMA_SELECTOR
 from llmd_fleet.targets.specs import fabric_for
+from llmd_fleet.versions import versions
 
 
 def add_llmd_serving(
@@ -42,6 +51,22 @@ def add_llmd_serving(
     config = parse_config(settings)
     plan = plan_fleet(config)
     kind = config.target.kind
+    groups = config.fleet.node_groups.values()
+    serving_after: list[pulumi.Resource] = []
+    if any(g.accelerator_allocation == "dra" for g in groups):
+        uses_dranet = any(g.nic_device_class == DRANET_RDMA_CLASS for g in groups)
+        accelerators = AcceleratorPlatform(
+            "accelerators",
+            {
+                "driver_root": "/" if config.target.gpu_driver == "host" else "/run/nvidia/driver",
+                "dra_driver_chart": versions().chart("dra-driver-nvidia-gpu"),
+                # The DeviceClass the serving pods' claims name: DRANET ships none.
+                "nic_device_class": (DRANET_RDMA_CLASS, DRANET_RDMA_SELECTOR) if uses_dranet else None,
+                "install_drivers": config.target.installs_platform,
+            },
+            opts=pulumi.ResourceOptions(providers={"kubernetes": provider}),
+        )
+        serving_after.append(accelerators)
     return add_serving_layers(
         {
             "config": config,
@@ -49,6 +74,7 @@ def add_llmd_serving(
             # The pinned upstream image for the cluster's fabric (an ImageBuild's ref could be passed).
             "engine_image": serving_image(kind, fabric_for(kind), None),
             "responses_password": responses_password,
+            "serving_after": serving_after,
         },
         provider,
     )

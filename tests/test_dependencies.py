@@ -1,7 +1,7 @@
 """Dependencies point one way: base <- config <- plan <- builders and components <- program <- tools,
 and no two modules import each other, however indirectly.
 
-The package's folders are its tiers (README, "Module map"). The lower tiers are pure (no Pulumi,
+The package's folders are its tiers (docs/contributing.md, "Module map"). The lower tiers are pure (no Pulumi,
 no cloud SDK) and import nothing above them, so the config and the plan can be used, tested and
 checked without the SDKs. Every module of `llmd_fleet` is read with `ast`, imports inside functions
 included: an import that points up, or one that closes a cycle, fails here, not in review.
@@ -36,6 +36,9 @@ AREAS = {
     **dict.fromkeys(("platform", "security", "images"), 3),
     "cli": 5,
     "policies": 5,
+    # check_settings: the checks of `llmd-fleet check` for a program of one's own (it runs the CLI's
+    # render and check, so it sits with the CLI).
+    "checks": 5,
 }
 SLICED = ("layers", "targets")
 """One folder per in-cluster layer and per target kind; their files' tiers go by file name."""

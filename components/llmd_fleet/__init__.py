@@ -4,7 +4,9 @@ The public API, by area (each subpackage matches a component type token `llmd-fl
 
 - config and plan (pure, no Pulumi): `parse_config` validates a stack's settings into a
   `StackConfig` (raising `ConfigError`, naming each bad key); `plan_fleet` sizes the fleet into a
-  `FleetPlan` (raising `PlanError`); `fabric_for` names a target's KV-transfer fabric.
+  `FleetPlan` (raising `PlanError`); `fabric_for` names a target's KV-transfer fabric;
+  `check_settings` runs `llmd-fleet check`'s config, plan and manifest-schema checks on settings
+  a program of one's own holds (from a test or CI step: it starts Pulumi's mock engine).
 - cluster (targets): `OnPremCluster`, `GkeNetwork`, `GkeCluster`, `GkeNodePool`, `TcpxoNodeSetup`,
   `EksCluster` with its parts `EksNetwork`, `EksIam`, `EksSystemNodes`, `EksGpuCapacity`.
 - platform: `AcceleratorPlatform` (GPU and NIC DRA drivers), `LeaderWorkerSetController`.
@@ -29,6 +31,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from llmd_fleet.checks import check_settings
     from llmd_fleet.config.parse import parse_config
     from llmd_fleet.config.stack import StackConfig
     from llmd_fleet.core.fabric import Fabric
@@ -76,6 +79,7 @@ _EXPORTS: dict[str, str] = {
     "ConfigError": "llmd_fleet.core.problems",
     "StackConfig": "llmd_fleet.config.stack",
     "parse_config": "llmd_fleet.config.parse",
+    "check_settings": "llmd_fleet.checks",
     "FleetPlan": "llmd_fleet.plan.fleet",
     "PlanError": "llmd_fleet.plan.fleet",
     "plan_fleet": "llmd_fleet.plan.fleet",
@@ -184,6 +188,7 @@ __all__ = [
     "TcpxoNodeSetup",
     "TcpxoNodeSetupArgs",
     "add_serving_layers",
+    "check_settings",
     "fabric_for",
     "parse_config",
     "plan_fleet",

@@ -37,6 +37,7 @@ NETWORK = {
     "onprem-h100-autoscale": Network("10.244.", "10.96.0.10", "192.168.10.5", 6443),
     # kind: its default pod and Service ranges, the control-plane container on kind's Docker network.
     "local-sim": Network("10.244.", "10.96.0.10", "172.18.0.2", 6443),
+    "quickstart-h100": Network("10.244.", "10.96.0.10", "192.168.10.5", 6443),
 }
 MANAGED_GATEWAY = {"gke-h100"}
 # Where each stack's response store answers (docs/responses.md): the CloudNativePG pods on-prem,
@@ -47,6 +48,7 @@ DATABASE = {
     "eks-h100": "rds",
     "onprem-h100-autoscale": "postgres",
     "local-sim": None,
+    "quickstart-h100": None,
 }
 SCRAPERS = {
     "onprem-h100": "monitoring",
@@ -54,11 +56,14 @@ SCRAPERS = {
     "eks-h100": "monitoring",
     "onprem-h100-autoscale": "monitoring",
     "local-sim": "monitoring",
+    "quickstart-h100": "monitoring",
 }
 # Stacks that install KEDA (serving.autoscaling with keda: install) into this namespace.
 KEDA = {"onprem-h100-autoscale": "keda"}
 # Stacks whose serving pods run the simulator (serving.engine simulator): their own flow table.
 SIMULATOR_STACKS = {"local-sim"}
+# Stacks with serving.preflight.enabled false: no preflight pods, so none of its flows.
+NO_PREFLIGHT = {"quickstart-h100"}
 
 
 def _template_labels(
@@ -75,18 +80,21 @@ def endpoints(stack: str, objects: list[dict[str, Any]]) -> dict[str, Endpoint]:
     """Every party of the flow table, the fleet's own pods with their rendered labels."""
     net = NETWORK[stack]
     pod = net.pods
+    fleet = stack_raw_config(stack)["serving"]["name"]
 
     def in_ns(name: str, ip: str, labels: dict[str, str], namespace: str = NAMESPACE) -> Endpoint:
         return Endpoint(name, pod + ip, namespace, labels)
 
-    prefill = _template_labels(objects, "DisaggregatedSet", "glm52", "prefill")
+    prefill = _template_labels(objects, "DisaggregatedSet", fleet, "prefill")
     postgres = {"cnpg.io/cluster": "agentic-api-postgres", "cnpg.io/instanceRole": "primary"}
     parties = {
         "prefill": in_ns("prefill", "1.10", prefill),
         "prefill-2": in_ns("prefill-2", "1.11", prefill),
-        "decode": in_ns("decode", "2.10", _template_labels(objects, "DisaggregatedSet", "glm52", "decode")),
-        "epp": in_ns("epp", "3.10", _template_labels(objects, "Deployment", "glm52-epp")),
-        "tokenizer": in_ns("tokenizer", "3.20", _template_labels(objects, "Deployment", "glm52-tokenizer")),
+        "decode": in_ns("decode", "2.10", _template_labels(objects, "DisaggregatedSet", fleet, "decode")),
+        "epp": in_ns("epp", "3.10", _template_labels(objects, "Deployment", f"{fleet}-epp")),
+        "tokenizer": in_ns(
+            "tokenizer", "3.20", _template_labels(objects, "Deployment", f"{fleet}-tokenizer")
+        ),
         "debug-pod": in_ns("debug-pod", "3.30", {"app": "debug"}),
         "other-ns-pod": in_ns("other-ns-pod", "9.10", {"app": "debug"}, "default"),
         # A pod elsewhere that copies the serving pods' labels: selectors are per namespace.
@@ -133,10 +141,10 @@ def endpoints(stack: str, objects: list[dict[str, Any]]) -> dict[str, Endpoint]:
             "other-prometheus", "9.20", {"app.kubernetes.io/name": "prometheus"}, "default"
         ),
     }
-    if stack not in SIMULATOR_STACKS:
+    if stack not in SIMULATOR_STACKS | NO_PREFLIGHT:
         # The two preflight pods (Job completion index 0 listens, index 1 connects); the simulator
         # stacks have no fabric and no preflight.
-        probe = _template_labels(objects, "Job", "glm52-preflight")
+        probe = _template_labels(objects, "Job", f"{fleet}-preflight")
         parties["preflight-0"] = in_ns("preflight-0", "1.20", probe)
         parties["preflight-1"] = in_ns("preflight-1", "2.20", probe)
     if stack in MANAGED_GATEWAY:
@@ -360,16 +368,25 @@ def flows(stack: str) -> list[Flow]:
     table = [
         f._replace(port=api_port) if f.destination == "api-server" and f.allowed else f
         for f in COMMON_FLOWS
-        + PREFLIGHT_FLOWS
+        + ([] if stack in NO_PREFLIGHT else PREFLIGHT_FLOWS)
         + (CLOUDNATIVE_PG_FLOWS if DATABASE[stack] == "postgres" else [])
     ]
     database = DATABASE[stack]
-    assert database is not None, f"{stack} has the Responses layer"
-    table += [f._replace(destination=database) if f.destination == "database" else f for f in RESPONSES_FLOWS]
+    if database is not None:
+        table += [
+            f._replace(destination=database) if f.destination == "database" else f for f in RESPONSES_FLOWS
+        ]
+    responses_gateway = (
+        []
+        if database is None
+        else RESPONSES_MANAGED_GATEWAY_FLOWS
+        if stack in MANAGED_GATEWAY
+        else RESPONSES_IN_CLUSTER_GATEWAY_FLOWS
+    )
     if stack in MANAGED_GATEWAY:
-        table += MANAGED_GATEWAY_FLOWS + RESPONSES_MANAGED_GATEWAY_FLOWS
+        table += MANAGED_GATEWAY_FLOWS + responses_gateway
     else:
-        table += IN_CLUSTER_GATEWAY_FLOWS + RESPONSES_IN_CLUSTER_GATEWAY_FLOWS
+        table += IN_CLUSTER_GATEWAY_FLOWS + responses_gateway
     if stack in KEDA:
         table += [
             f._replace(port=api_port) if f.destination == "api-server" and f.allowed else f

@@ -3,6 +3,7 @@ llmd_fleet/plan/observability.py)."""
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -64,11 +65,19 @@ def _kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("stack", vllm_stacks())
 def test_nic_line_rate_and_scraper_default_per_target(stack):
-    config = _config(stack)
+    # The defaults: the stack's settings without its own `observability` section.
+    raw = copy.deepcopy(stack_raw_config(stack))
+    declared = raw.pop("observability", None) or {}
+    config = parse_config(raw)
     kind = config.target.kind
     assert {g.nic_gbps for g in config.fleet.node_groups.values()} == {SPECS[kind].nic_gbps}
     assert config.observability.prometheus == ("gmp" if kind == "gke" else "operator")
     assert config.observability.namespace == ("gmp-system" if kind == "gke" else "monitoring")
+    # What the stack declares wins over the default.
+    observability = _config(stack).observability
+    for field, value in declared.items():
+        attribute = re.sub(r"(?<!^)(?=[A-Z])", "_", field).lower()
+        assert getattr(observability, attribute) == value, field
 
 
 def test_explicit_observability_values_are_kept():
@@ -245,11 +254,14 @@ def test_gke_uses_managed_collection(rendered):
 
 @pytest.mark.parametrize("stack", all_stacks())
 def test_dashboards_are_configmaps_for_the_sidecar(rendered, stack):
+    fleet = _config(stack).serving.name
     maps = [
-        c for c in _kind(rendered(stack), "ConfigMap") if c["metadata"]["name"].startswith("glm52-dashboard-")
+        c
+        for c in _kind(rendered(stack), "ConfigMap")
+        if c["metadata"]["name"].startswith(f"{fleet}-dashboard-")
     ]
     assert {c["metadata"]["name"] for c in maps} == {
-        f"glm52-dashboard-{k}" for k in ("fleet", "prefill", "decode", "router")
+        f"{fleet}-dashboard-{k}" for k in ("fleet", "prefill", "decode", "router")
     }
     for config_map in maps:
         assert DASHBOARD_LABEL.items() <= config_map["metadata"]["labels"].items()

@@ -37,10 +37,23 @@ def _env(container: dict[str, Any]) -> dict[str, str]:
     return {e["name"]: e["value"] for e in container["env"] if "value" in e}
 
 
-@pytest.mark.parametrize("stack", vllm_stacks())
+def _preflight_on(stack: str) -> bool:
+    return parse_config(stack_raw_config(stack)).serving.preflight.enabled
+
+
+PREFLIGHT_STACKS = [s for s in vllm_stacks() if _preflight_on(s)]
+
+
+def test_stacks_without_the_preflight_render_no_job(rendered):
+    for stack in set(vllm_stacks()) - set(PREFLIGHT_STACKS):
+        assert not [o for o in rendered(stack) if o["kind"] == "Job"], stack
+
+
+@pytest.mark.parametrize("stack", PREFLIGHT_STACKS)
 def test_every_stack_renders_a_paired_job_on_the_serving_claim(stack, rendered):
     objects = rendered(stack)
-    job = _one(objects, "Job", "glm52-preflight")
+    fleet = parse_config(stack_raw_config(stack)).serving.name
+    job = _one(objects, "Job", f"{fleet}-preflight")
     spec = job["spec"]
     assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 2, 2)
     assert spec["backoffLimit"] == 1 and spec["activeDeadlineSeconds"] == 3600
@@ -50,7 +63,7 @@ def test_every_stack_renders_a_paired_job_on_the_serving_claim(stack, rendered):
     assert term["topologyKey"] == "kubernetes.io/hostname"
     assert term["labelSelector"]["matchLabels"].items() <= spec["template"]["metadata"]["labels"].items()
     # The serving pods' claim template, node selector and toleration.
-    dset = _one(objects, "DisaggregatedSet", "glm52")
+    dset = _one(objects, "DisaggregatedSet", fleet)
     for role in dset["spec"]["roles"]:
         worker = role["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
         assert pod.get("resourceClaims") == worker.get("resourceClaims")

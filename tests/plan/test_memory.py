@@ -125,3 +125,20 @@ def test_plan_prints_the_memory_section(raw_config):
     assert "| sized with | 62,252 B |  |" in text
     assert "the config's 21 indexer layers + MTP would give 54,728 B (13.7% less)" in text
     assert "| model (max_position_embeddings) | 1,048,576 |" in text
+
+
+def test_the_quickstart_model_is_described_with_sources():
+    from llmd_fleet.plan.model_card import DEEPSEEK_V2_LITE_CHAT
+
+    m = DEEPSEEK_V2_LITE_CHAT
+    assert description_for("deepseek-ai/DeepSeek-V2-Lite-Chat") is m
+    assert unsourced_fields(m) == []
+    # The DeepSeek-V2 paper: DeepSeek-V2-Lite has 15.7B parameters.
+    assert total_params(m) / 1e9 == pytest.approx(15.7, rel=0.01)
+    # No DSA, no MTP: bf16 latent + RoPE key on 27 layers, nothing else.
+    kv = kv_bytes_per_token(m, "auto")
+    assert (kv.total, kv.indexer_layers) == ((512 + 64) * 2 * 27, 0)
+    # A bf16 checkpoint: 2 bytes per parameter, the routed experts split over EP 8.
+    w = weights_per_rank(m, 1, 8)
+    assert w.routed_experts == pytest.approx(26 * 64 * 3 * 2048 * 1408 * 2 / 8 / 2**30)
+    assert w.mtp == 0

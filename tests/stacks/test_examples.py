@@ -70,3 +70,36 @@ def test_bad_settings_are_refused_before_anything_is_declared(engine):
         assert [r.type for r in engine.created] == ["pulumi:providers:kubernetes"]
 
     return provider.urn.apply(check)
+
+
+@pulumi.runtime.test
+def test_the_nic_device_class_the_claims_name_is_declared_on_a_preinstalled_platform(engine):
+    # The quickstart's settings: platform preinstalled, so no chart at all, but the DeviceClass the
+    # serving pods' ResourceClaimTemplate names exists (without it the pods stay Pending).
+    provider = k8s.Provider("gpu-cluster", kubeconfig="apiVersion: v1\nkind: Config\n")
+    fleet = add_llmd_serving(stack_raw_config("quickstart-h100"), provider)
+
+    def check(_):
+        classes = [r for r in engine.created if r.type == "kubernetes:resource.k8s.io/v1:DeviceClass"]
+        assert [c.inputs["metadata"]["name"] for c in classes] == ["rdma-nic.llmd-fleet.io"]
+        (template,) = [
+            r for r in engine.created if r.type == "kubernetes:resource.k8s.io/v1:ResourceClaimTemplate"
+        ]
+        named = {
+            r["exactly"]["deviceClassName"] for r in template.inputs["spec"]["spec"]["devices"]["requests"]
+        }
+        assert "rdma-nic.llmd-fleet.io" in named
+        assert not [r for r in engine.created if r.type == "kubernetes:helm.sh/v3:Release"]
+
+    return fleet.serving.disaggregated_set.urn.apply(check)
+
+
+def test_check_settings_runs_the_checks_of_llmd_fleet_check_on_a_programs_settings():
+    from llmd_fleet import PlanError, check_settings
+
+    assert check_settings(stack_raw_config("quickstart-h100")) == []
+    settings = stack_raw_config("quickstart-h100")
+    settings["serving"]["roles"]["decode"]["dataParallel"] = 6
+    with pytest.raises((ConfigError, PlanError)) as caught:
+        check_settings(settings)
+    assert "llmd-fleet:serving.roles.decode" in str(caught.value)

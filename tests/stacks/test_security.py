@@ -63,6 +63,13 @@ def _deployment(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
     return found
 
 
+def _fleet(stack: str) -> tuple[str, str]:
+    """The stack's fleet name and serving namespace, from its own config (object names start with
+    the fleet name)."""
+    serving = parse_config(stack_raw_config(stack)).serving
+    return serving.name, serving.namespace
+
+
 @pytest.mark.parametrize("stack", all_stacks())
 def test_every_namespace_enforces_the_least_level_its_pods_need(stack, rendered):
     objects = rendered(stack)
@@ -71,18 +78,19 @@ def test_every_namespace_enforces_the_least_level_its_pods_need(stack, rendered)
     for name, labels in namespaces.items():
         assert labels[f"{PSA}/enforce"] in LEVELS and labels[f"{PSA}/enforce-version"] == version, name
     serving = [t["spec"] for _, t in _serving_pod_specs(objects)]
-    router = [_deployment(objects, n)["spec"]["template"]["spec"] for n in ("glm52-epp", "glm52-tokenizer")]
+    fleet, namespace = _fleet(stack)
+    router = [_deployment(objects, f"{fleet}-{n}")["spec"]["template"]["spec"] for n in ("epp", "tokenizer")]
     # The serving namespace holds both; the serving pods decide its level, the router's would pass
     # `restricted` on their own.
     assert least_level(router) == "restricted", [restricted_violations(s) for s in router]
     if stack in vllm_stacks():
         assert least_level(serving) == "privileged"
-        assert namespaces["llm-d"][f"{PSA}/enforce"] == least_level(serving + router)
+        assert namespaces[namespace][f"{PSA}/enforce"] == least_level(serving + router)
     else:
         # The simulator's pods pass `restricted`; the namespace enforces `baseline`, what the
         # gateway implementation's proxies (created there at runtime, not rendered) are held to.
         assert least_level(serving) == "restricted", [restricted_violations(s) for s in serving]
-        assert namespaces["llm-d"][f"{PSA}/enforce"] == "baseline"
+        assert namespaces[namespace][f"{PSA}/enforce"] == "baseline"
     # Charts whose pods the stack does not render: the level their chart's pods need (see the comment
     # where each namespace is declared).
     expected = {"lws-system": "baseline", "agentgateway-system": "baseline"}
@@ -162,7 +170,8 @@ def test_everything_the_engine_writes_is_on_an_emptydir(stack, rendered):
 @pytest.mark.parametrize("stack", all_stacks())
 def test_router_pods_are_hardened(stack, rendered):
     objects = rendered(stack)
-    tokenizer = _deployment(objects, "glm52-tokenizer")["spec"]["template"]["spec"]
+    fleet, _ = _fleet(stack)
+    tokenizer = _deployment(objects, f"{fleet}-tokenizer")["spec"]["template"]["spec"]
     (render,) = tokenizer["containers"]
     assert render["securityContext"]["readOnlyRootFilesystem"] is True
     assert (
@@ -173,7 +182,7 @@ def test_router_pods_are_hardened(stack, rendered):
     env = {e["name"]: e.get("value") for e in render["env"]}
     writable = _writable_dirs(tokenizer, render)
     assert _under("/tmp", writable) and _under(env["HOME"], writable) and _under(env["HF_HOME"], writable)
-    epp = _deployment(objects, "glm52-epp")["spec"]["template"]["spec"]
+    epp = _deployment(objects, f"{fleet}-epp")["spec"]["template"]["spec"]
     (picker,) = epp["containers"]
     assert picker["securityContext"]["readOnlyRootFilesystem"] is True
     assert picker["securityContext"]["capabilities"] == {"drop": ["ALL"]}

@@ -81,9 +81,12 @@ def param_counts(m: ModelDescription) -> ParamCounts:
     h = m.hidden_size
     q_head = m.qk_nope_head_dim + m.qk_rope_head_dim
     kv_b = m.kv_lora_rank * m.num_attention_heads * (m.qk_nope_head_dim + m.v_head_dim)
+    if m.q_lora_rank is None:
+        query = h * m.num_attention_heads * q_head  # q_proj (DeepSeek-V2-Lite)
+    else:
+        query = h * m.q_lora_rank + m.q_lora_rank * m.num_attention_heads * q_head  # q_a, q_b
     attention = (
-        h * m.q_lora_rank  # q_a_proj
-        + m.q_lora_rank * m.num_attention_heads * q_head  # q_b_proj
+        query
         + h * (m.kv_lora_rank + m.qk_rope_head_dim)  # kv_a_proj_with_mqa
         + kv_b  # kv_b_proj
         + m.num_attention_heads * m.v_head_dim * h  # o_proj
@@ -91,7 +94,7 @@ def param_counts(m: ModelDescription) -> ParamCounts:
     return ParamCounts(
         attention_per_layer=attention,
         kv_b_per_layer=kv_b,
-        indexer_fp8_per_layer=m.q_lora_rank * m.index_n_heads * m.index_head_dim,
+        indexer_fp8_per_layer=(m.q_lora_rank or 0) * m.index_n_heads * m.index_head_dim,
         indexer_bf16_per_layer=h * (m.index_head_dim + m.index_n_heads),
         shared_experts_per_moe_layer=m.n_shared_experts * 3 * h * m.moe_intermediate_size,
         gate_per_moe_layer=m.n_routed_experts * h,
@@ -172,7 +175,8 @@ def weights_per_rank(m: ModelDescription, tensor_parallel: int, expert_parallel:
       path frees it).
     """
     p = param_counts(m)
-    fp8 = FP8_BYTES_PER_PARAM
+    # A bf16 checkpoint (DeepSeek-V2-Lite) loads every "fp8" part below at 2 bytes.
+    fp8 = FP8_BYTES_PER_PARAM if m.weight_dtype == "fp8" else BF16_BYTES
     tp, ep = tensor_parallel, expert_parallel
     routed = m.moe_layers * p.routed_experts_per_moe_layer * fp8 / ep
     attention_fp8 = m.num_hidden_layers * p.attention_per_layer + m.indexer_layers * p.indexer_fp8_per_layer
@@ -227,7 +231,10 @@ def kv_bytes_per_token(
     layers): MLAAttention.get_kv_cache_spec on every MLA layer, DeepseekV32IndexerCache.get_kv_cache_spec
     on every indexer layer, the MTP layer included (its attention is built with an indexer)."""
     # kvCacheDtype auto: bf16 latent + RoPE key, (kv_lora_rank + qk_rope_head_dim) x 2 bytes.
-    mla = FP8_DS_MLA_BYTES if kv_cache_dtype == "fp8" else (m.kv_lora_rank + m.qk_rope_head_dim) * 2
+    # kvCacheDtype fp8 without DSA (dense MLA): the same latent + RoPE key, one byte each.
+    latent = m.kv_lora_rank + m.qk_rope_head_dim
+    fp8_row = FP8_DS_MLA_BYTES if m.sparse_attention else latent
+    mla = fp8_row if kv_cache_dtype == "fp8" else latent * 2
     indexer = m.index_head_dim + m.index_head_dim // INDEXER_QUANT_BLOCK * 4
     mtp = m.num_nextn_predict_layers
     expected = m.indexer_layers + mtp
@@ -235,7 +242,7 @@ def kv_bytes_per_token(
         mla_per_layer=mla,
         mla_layers=m.num_hidden_layers + mtp,
         indexer_per_layer=indexer,
-        indexer_layers=m.num_hidden_layers + mtp if conservative else expected,
+        indexer_layers=(m.num_hidden_layers + mtp if conservative else expected) if m.sparse_attention else 0,
         indexer_layers_expected=expected,
     )
 
@@ -281,7 +288,7 @@ def reserves(
     return Reserves(
         runtime=runtime_gib,
         nvshmem=nvshmem_gib,
-        sparse_workspace=sparse_prefill_workspace_gib(max_model_len),
+        sparse_workspace=sparse_prefill_workspace_gib(max_model_len) if m.sparse_attention else 0.0,
         topk_indices=topk_indices_gib(m, max_num_batched_tokens),
     )
 

@@ -20,15 +20,20 @@ from dataclasses import dataclass, fields
 
 @dataclass(frozen=True)
 class ModelDescription:
-    """The architecture facts of a DeepSeek-V3.2-style (MLA + DSA indexer + MoE + MTP) model."""
+    """The architecture facts of a DeepSeek-style MLA + MoE model: DeepSeek-V2 (no query LoRA, no
+    indexer, no MTP) up to DeepSeek-V3.2 / GLM-5 (query LoRA, DSA indexer, MTP). A model without
+    a DSA indexer has `index_*` and `indexer_layers` 0; without query LoRA, `q_lora_rank` None."""
 
     name: str
+    weight_dtype: str
+    """`fp8` (block-quantized, bf16 embeddings and LM head) or `bf16` checkpoint weights."""
     hidden_size: int
     num_hidden_layers: int
     first_k_dense_replace: int
     """Leading layers with a dense MLP; the rest are MoE."""
     num_attention_heads: int
-    q_lora_rank: int
+    q_lora_rank: int | None
+    """None: a full q_proj (DeepSeek-V2-Lite) instead of q_a_proj + q_b_proj."""
     kv_lora_rank: int
     qk_nope_head_dim: int
     qk_rope_head_dim: int
@@ -56,11 +61,17 @@ class ModelDescription:
     def moe_layers(self) -> int:
         return self.num_hidden_layers - self.first_k_dense_replace
 
+    @property
+    def sparse_attention(self) -> bool:
+        """DSA (a top-k indexer): FlashMLA-sparse, its prefill workspace and top-k buffer."""
+        return self.index_topk > 0
+
 
 _TRANSFORMERS = "transformers 5.20.2 GlmMoeDsaConfig default (the zai-org/GLM-5 values)"
 
 GLM_5_2_FP8 = ModelDescription(
     name="GLM-5.2-FP8",
+    weight_dtype="fp8",
     hidden_size=6144,
     num_hidden_layers=78,
     first_k_dense_replace=3,
@@ -87,6 +98,7 @@ GLM_5_2_FP8 = ModelDescription(
 
 SOURCES: dict[str, str] = {
     "name": "the checkpoint zai-org/GLM-5.2-FP8 (fp8 block-quantized weights, bf16 embeddings and LM head)",
+    "weight_dtype": "the checkpoint name and its quantization_config (fp8, 128 x 128 weight blocks)",
     "hidden_size": _TRANSFORMERS,
     "num_hidden_layers": _TRANSFORMERS,
     "first_k_dense_replace": _TRANSFORMERS,
@@ -128,8 +140,69 @@ SOURCES: dict[str, str] = {
     ),
 }
 
+# The quickstart's model (stacks/Pulumi.quickstart-h100.yaml): DeepSeek-V2-Lite-Chat, 15.7B
+# parameters (2.4B active) in bf16, the smallest public MLA + MoE checkpoint vLLM serves with the
+# same wide-EP, P/D and KV-tier path as GLM-5.2. Every figure is the checkpoint's config.json
+# (deepseek-ai/DeepSeek-V2-Lite-Chat, architectures DeepseekV2ForCausalLM); the DeepSeek-V2 paper
+# (arXiv 2405.04434, appendix "DeepSeek-V2-Lite") gives the same shape in prose: 27 layers, hidden
+# 2048, 16 heads, KV compression 512, no query compression, 2 shared + 64 routed experts of which
+# 6 active, the first layer dense, 15.7B total parameters.
+_V2_LITE = "config.json of deepseek-ai/DeepSeek-V2-Lite-Chat (DeepSeek-V2 paper, DeepSeek-V2-Lite appendix)"
+_NO_DSA = "DeepSeek-V2 has no DSA indexer (DeepseekV2ForCausalLM; its config.json has no index_* keys)"
+
+DEEPSEEK_V2_LITE_CHAT = ModelDescription(
+    name="DeepSeek-V2-Lite-Chat",
+    weight_dtype="bf16",
+    hidden_size=2048,
+    num_hidden_layers=27,
+    first_k_dense_replace=1,
+    num_attention_heads=16,
+    q_lora_rank=None,
+    kv_lora_rank=512,
+    qk_nope_head_dim=128,
+    qk_rope_head_dim=64,
+    v_head_dim=128,
+    intermediate_size=10944,
+    moe_intermediate_size=1408,
+    n_routed_experts=64,
+    n_shared_experts=2,
+    num_experts_per_tok=6,
+    vocab_size=102400,
+    tie_word_embeddings=False,
+    index_n_heads=0,
+    index_head_dim=0,
+    index_topk=0,
+    indexer_layers=0,
+    num_nextn_predict_layers=0,
+    max_position_embeddings=163840,
+)
+
+V2_LITE_SOURCES: dict[str, str] = {
+    **{f.name: _V2_LITE for f in fields(ModelDescription)},
+    "name": "the checkpoint deepseek-ai/DeepSeek-V2-Lite-Chat",
+    "weight_dtype": "config.json torch_dtype bfloat16, no quantization_config (bf16 safetensors)",
+    "q_lora_rank": f"{_V2_LITE}: q_lora_rank null (a full q_proj)",
+    "index_n_heads": _NO_DSA,
+    "index_head_dim": _NO_DSA,
+    "index_topk": _NO_DSA,
+    "indexer_layers": _NO_DSA,
+    "num_nextn_predict_layers": (
+        "DeepSeek-V2 ships no MTP layer (MTP arrived with DeepSeek-V3); serve with mtpTokens 0"
+    ),
+    "max_position_embeddings": (
+        f"{_V2_LITE}: 163840 with YaRN rope_scaling (factor 40 over 4096); the paper trains Lite to "
+        "32K, which is why the quickstart serves maxModelLen 32768"
+    ),
+}
+
 DESCRIPTIONS: dict[str, ModelDescription] = {
     "zai-org/GLM-5.2-FP8": GLM_5_2_FP8,
+    "deepseek-ai/DeepSeek-V2-Lite-Chat": DEEPSEEK_V2_LITE_CHAT,
+}
+
+_SOURCES_OF: dict[str, dict[str, str]] = {
+    GLM_5_2_FP8.name: SOURCES,
+    DEEPSEEK_V2_LITE_CHAT.name: V2_LITE_SOURCES,
 }
 
 
@@ -140,4 +213,5 @@ def description_for(model_id: str) -> ModelDescription | None:
 
 def unsourced_fields(description: ModelDescription) -> list[str]:
     """Fields of a description without a named source (the tests require none)."""
-    return [f.name for f in fields(description) if not SOURCES.get(f.name)]
+    sources = _SOURCES_OF.get(description.name, {})
+    return [f.name for f in fields(description) if not sources.get(f.name)]
