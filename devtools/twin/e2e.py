@@ -268,6 +268,9 @@ def lws_pods(ds: dict[str, Any]) -> list[dict[str, Any]]:
                 labels = dict(source.get("metadata", {}).get("labels", {}))
                 labels.update(
                     {
+                        # As the LWS controller labels its pods (what `llmd-fleet status` groups by).
+                        lws_checks.LWS_NAME: f"{meta['name']}-{role['name']}",
+                        lws_checks.GROUP_INDEX: str(group),
                         "llmd-fleet.io/twin-set": meta["name"],
                         "llmd-fleet.io/twin-group": str(group),
                         "llmd-fleet.io/twin-worker-index": str(index),
@@ -470,6 +473,18 @@ def _deployments(kube: Kube, objects: list[dict[str, Any]], report: Report) -> N
         report.check(expected > 0 and healthy == expected, f"PDB {pdb['metadata']['name']} not healthy")
 
 
+def _status(stack: str, report: Report) -> None:
+    """`llmd-fleet status` against the twin's kubeconfig, once every group's pods are Ready: its
+    compact line, and every group ready (kwok runs no endpoint picker, so no one holds the Lease)."""
+    from llmd_fleet.cli.stack_file import read_stack_file, stack_config
+    from llmd_fleet.cli.status import load_cluster, read_status
+
+    config = stack_config(read_stack_file(PROJECT_ROOT / "stacks", stack))
+    status = read_status(load_cluster(cluster.twin_dir() / "kubeconfig").get, config)
+    report.line(f"status: {status.one_line()}")
+    report.check(status.all_ready, f"status: not every group ready: {status.groups_text()}")
+
+
 def _exists(kube: Kube, path: str) -> bool:
     try:
         kube.get(path)
@@ -516,6 +531,7 @@ def run(stack: str, apiserver_only: bool, keep: bool, engine: bool = True) -> Re
                 _schedule(kube, objects, report)
             print("e2e: Deployments and PodDisruptionBudgets (controller manager, scheduler, kwok)")
             _deployments(kube, objects, report)
+            _status(stack, report)
             if fleet is not None:
                 lws_checks.scale_stack(kube, fleet, report)
             if engine:

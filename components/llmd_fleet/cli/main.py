@@ -9,6 +9,10 @@
                                                     render the agentic benchmark Job into
                                                     build/bench/STACK/ and check it (docs/benchmark.md)
     llmd-fleet bench-summary DIR|LOG|-              summarize a benchmark run's reports
+    llmd-fleet status STACK [--kubeconfig FILE] [--request] [--url URL] [--watch] [--timeout S]
+                                                    read the deployed fleet: groups ready per role,
+                                                    EPP leader, pool endpoints, preflight result;
+                                                    exit 0 when every group is ready
     llmd-fleet twin up|down|status|e2e|engine|build [STACK]  the control-plane twin (docs/twin.md)
     llmd-fleet twin dataplane STACK [--long|--broken]  the data-plane twin (docs/twin.md)
     llmd-fleet policy-pack-path                     print the directory of the policy pack the
@@ -142,6 +146,25 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="Prometheus to read server metrics from (default: from observability.prometheus)",
     )
+    status = sub.add_parser(
+        "status", help="read a deployed stack from its cluster: groups, EPP leader, endpoints, preflight"
+    )
+    status.add_argument("stack")
+    status.add_argument(
+        "--kubeconfig", type=Path, default=None, help="kubeconfig (default: KUBECONFIG, else ~/.kube/config)"
+    )
+    status.add_argument(
+        "--context", default=None, help="kubeconfig context (default: target.kubeconfigContext, else current)"
+    )
+    status.add_argument(
+        "--request", action="store_true", help="also send one chat completion through the Gateway"
+    )
+    status.add_argument("--url", default=None, help="base URL for --request instead of the Gateway's address")
+    status.add_argument(
+        "--watch", action="store_true", help="poll with a progress line until every group is ready"
+    )
+    status.add_argument("--timeout", type=float, default=3600.0, help="--watch gives up after S seconds")
+    status.add_argument("--interval", type=float, default=10.0, help="--watch polls every S seconds")
     summary = sub.add_parser("bench-summary", help="summarize a benchmark run's inference-perf reports")
     summary.add_argument("source", help="report directory, the bench Job's log file, or - (stdin)")
     return parser
@@ -194,6 +217,56 @@ def _bench(args: argparse.Namespace, root: Path, stacks_dir: Path) -> int:
     return EXIT_INVALID_OUTPUT if findings else EXIT_OK
 
 
+def _status(args: argparse.Namespace, stacks_dir: Path) -> int:
+    """`llmd-fleet status`: the fleet as its cluster has it (llmd_fleet/cli/status.py); exit 0 when
+    every group is ready (and the request, when asked, was answered 2xx), 1 when not (yet), 2 on
+    bad input or a cluster that cannot be read."""
+    from llmd_fleet.cli.stack_file import read_stack_file, stack_config
+    from llmd_fleet.cli.status import (
+        StatusError,
+        chat_request,
+        gateway_url,
+        kubeconfig_path,
+        load_cluster,
+        read_status,
+        watch,
+    )
+
+    try:
+        config = stack_config(read_stack_file(stacks_dir, args.stack))
+        context = args.context or config.target.kubeconfig_context
+        cluster = load_cluster(kubeconfig_path(args.kubeconfig), context)
+        if args.watch:
+            final = watch(
+                lambda: read_status(cluster.get, config),
+                args.timeout,
+                args.interval,
+                lambda line: print(line, flush=True),
+            )
+            if final is None:
+                print(f"status {args.stack}: not every group ready after {args.timeout:.0f} s")
+                return EXIT_INVALID_OUTPUT
+            status = final
+        else:
+            status = read_status(cluster.get, config)
+        for line in status.lines():
+            print(line)
+        ok = status.all_ready
+        if args.request:
+            url, answer = chat_request(
+                args.url or gateway_url(cluster.get, config), config.model.served_name or config.model.id
+            )
+            print(printable(answer.line(url)))
+            ok = ok and answer.code is not None and 200 <= answer.code < 300
+    except (ConfigError, StatusError) as exc:
+        _error(exc)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return EXIT_INVALID_OUTPUT
+    print(f"status {args.stack}: {'serving' if ok else 'not ready'}")
+    return EXIT_OK if ok else EXIT_INVALID_OUTPUT
+
+
 def _bench_summary(source: str) -> int:
     from llmd_fleet.cli.bench.report import ReportError, read, summarize, table
 
@@ -239,6 +312,8 @@ def run(argv: list[str]) -> int:
     stacks_dir = args.stacks_dir or root / "stacks"
     if args.command == "bench":
         return _bench(args, root, stacks_dir)
+    if args.command == "status":
+        return _status(args, stacks_dir)
     from llmd_fleet.cli.stack_file import read_stack_file, stack_config
 
     # Everything that can be refused is refused first, with no SDK imported yet: the stack file,

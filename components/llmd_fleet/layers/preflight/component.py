@@ -41,7 +41,7 @@ from llmd_fleet.core.pod_context import (
 )
 from llmd_fleet.labels import common_labels
 from llmd_fleet.layers.preflight import probe
-from llmd_fleet.layers.preflight.specs import PORT, probe_selector
+from llmd_fleet.layers.preflight.specs import PORT, job_name, probe_selector
 from llmd_fleet.plan.fleet import FleetPlan, RolePlan
 from llmd_fleet.platform.dra import claim_template_name, container_claims, pod_claims
 
@@ -59,10 +59,6 @@ MEMORY_MARGIN_GIB = 4
 SKIP_AWAIT = "pulumi.com/skipAwait"
 REPLACE_UNREADY = "pulumi.com/replaceUnready"
 TIMEOUT_SECONDS = "pulumi.com/timeoutSeconds"
-
-
-def job_name(config: StackConfig) -> str:
-    return f"{config.serving.name}-preflight"
 
 
 def probe_labels(config: StackConfig) -> dict[str, str]:

@@ -13,3 +13,8 @@ def probe_selector(config: StackConfig) -> dict[str, str]:
         "app.kubernetes.io/component": PREFLIGHT_COMPONENT,
         "app.kubernetes.io/instance": config.serving.name,
     }
+
+
+def job_name(config: StackConfig) -> str:
+    """The preflight Job's name (`llmd-fleet status` reads its result by it)."""
+    return f"{config.serving.name}-preflight"

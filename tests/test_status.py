@@ -1,0 +1,296 @@
+"""`llmd-fleet status`: recorded API answers for each state of a fleet (all ready, loading, no
+leader, preflight failed), the kubeconfig and cluster refusals, one request to a loopback server,
+and the watch loop."""
+
+import base64
+import json
+import threading
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from llmd_fleet.cli.main import run
+from llmd_fleet.cli.stack_file import read_stack_file, stack_config
+from llmd_fleet.cli.status import (
+    GROUP_INDEX,
+    LWS_NAME,
+    StatusError,
+    chat_request,
+    gateway_url,
+    kubeconfig_path,
+    load_cluster,
+    read_status,
+    watch,
+)
+from llmd_fleet.config.stack import StackConfig
+from llmd_fleet.layers.preflight.specs import job_name
+from llmd_fleet.layers.router.specs import RouterNames
+from llmd_fleet.layers.serving.specs import pool_selector
+from tests.conftest import REFERENCE_STACK, STACKS_DIR
+
+NOW = datetime(2026, 10, 1, 12, 0, 0, tzinfo=UTC)
+SIZES = {"prefill": 2, "decode": 4}
+DESIRED = {"prefill": 3, "decode": 2}
+
+
+def _config(stack: str = REFERENCE_STACK) -> StackConfig:
+    return stack_config(read_stack_file(STACKS_DIR, stack))
+
+
+def _stamp(delta: timedelta) -> str:
+    return (NOW - delta).strftime("%Y-%m-%dT%H:%M:%S.000000Z")
+
+
+def _pod(config: StackConfig, role: str, group: int, index: int, ready: bool) -> dict[str, Any]:
+    lws = f"{config.serving.name}-{role}"
+    return {
+        "metadata": {
+            "name": f"{lws}-{group}-{index}",
+            "labels": pool_selector(config) | {"llm-d.ai/role": role, LWS_NAME: lws, GROUP_INDEX: str(group)},
+        },
+        "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+    }
+
+
+class FakeApi:
+    """An API server's recorded answers, keyed by path; lists filtered by their label selector."""
+
+    def __init__(self, config: StackConfig, loaded_groups: dict[str, int], leader: str | None = "epp-0",
+                 lease_renewed_s: float = 3, job: str | None = "Complete") -> None:  # fmt: skip
+        ns, name = config.serving.namespace, config.serving.name
+        self.pods = [
+            _pod(config, role, group, index, ready=group < loaded_groups[role])
+            for role in ("prefill", "decode")
+            for group in range(DESIRED[role])
+            for index in range(SIZES[role])
+        ]
+        # Another stack's pod in the same namespace: never counted.
+        self.pods.append(_pod(config, "decode", 0, 0, True) | {"metadata": {"name": "x", "labels": {}}})
+        lease = RouterNames(pool=name, namespace=ns).leader_lease
+        self.objects: dict[str, Any] = {
+            f"/apis/disaggregatedset.x-k8s.io/v1/namespaces/{ns}/disaggregatedsets/{name}": {
+                "spec": {
+                    "roles": [
+                        {
+                            "name": role,
+                            "spec": {
+                                "replicas": DESIRED[role],
+                                "leaderWorkerTemplate": {"size": SIZES[role]},
+                            },
+                        }
+                        for role in ("prefill", "decode")
+                    ]
+                }
+            },
+            f"/apis/inference.networking.k8s.io/v1/namespaces/{ns}/inferencepools/{name}": {
+                "spec": {"selector": {"matchLabels": pool_selector(config)}}
+            },
+            f"/apis/gateway.networking.k8s.io/v1/namespaces/{ns}/gateways/llm-d-inference-gateway": {
+                "status": {"addresses": [{"type": "IPAddress", "value": "10.0.0.7"}]}
+            },
+        }
+        if leader is not None:
+            self.objects[f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{lease}"] = {
+                "spec": {
+                    "holderIdentity": leader,
+                    "leaseDurationSeconds": 15,
+                    "acquireTime": _stamp(timedelta(minutes=41)),
+                    "renewTime": _stamp(timedelta(seconds=lease_renewed_s)),
+                }
+            }
+        if job is not None:
+            self.objects[f"/apis/batch/v1/namespaces/{ns}/jobs/{job_name(config)}"] = {
+                "status": {"conditions": [{"type": job, "status": "True", "reason": "BackoffLimitExceeded"}]}
+                if job != "running"
+                else {"active": 2}
+            }
+        self.pods_path = f"/api/v1/namespaces/{ns}/pods"
+
+    def __call__(self, path: str, params: dict[str, str] | None) -> Any:
+        if path == self.pods_path:
+            wanted = dict(kv.split("=") for kv in (params or {})["labelSelector"].split(","))
+            return {"items": [p for p in self.pods if wanted.items() <= p["metadata"]["labels"].items()]}
+        return self.objects.get(path)
+
+
+def test_all_ready() -> None:
+    config = _config()
+    status = read_status(FakeApi(config, DESIRED), config, NOW)
+    assert status.all_ready
+    assert status.lines() == [
+        "fleet      glm52 in namespace llm-d",
+        "groups     prefill 3/3 groups ready (6/6 pods), decode 2/2 groups ready (8/8 pods)",
+        "leader     epp-0 (held 41m, renewed 3s ago)",
+        "endpoints  14/14 ready",
+        "preflight  succeeded",
+    ]
+    assert status.one_line() == (
+        "prefill 3/3 groups ready, decode 2/2, leader epp-0 (held 41m, renewed 3s ago), "
+        "pool endpoints 14/14, preflight succeeded"
+    )
+
+
+def test_loading() -> None:
+    config = _config()
+    status = read_status(FakeApi(config, {"prefill": 1, "decode": 0}, job="running"), config, NOW)
+    assert not status.all_ready
+    assert status.groups_text() == "prefill 1/3 groups ready (2/6 pods), decode 0/2 groups ready (0/8 pods)"
+    assert status.endpoints_text() == "2/14 ready"
+    assert status.preflight == "running"
+
+
+def test_no_leader() -> None:
+    config = _config()
+    assert read_status(FakeApi(config, DESIRED, leader=None), config, NOW).leader.startswith(
+        "none (no Lease epp-llm-d-glm52.llm-d.ai"
+    )
+    expired = read_status(FakeApi(config, DESIRED, lease_renewed_s=90), config, NOW).leader
+    assert expired == "none (last holder epp-0, lease expired 90s ago)"
+
+
+def test_preflight_failed_or_absent_or_off() -> None:
+    config = _config()
+    failed = read_status(FakeApi(config, {"prefill": 0, "decode": 0}, job="Failed"), config, NOW)
+    assert failed.preflight.startswith(
+        "failed (BackoffLimitExceeded; kubectl logs -n llm-d job/glm52-preflight)"
+    )
+    assert read_status(FakeApi(config, DESIRED, job=None), config, NOW).preflight == "absent"
+    quick = _config("quickstart-h100")
+    assert read_status(FakeApi(quick, DESIRED, job=None), quick, NOW).preflight.startswith("off")
+
+
+def test_nothing_deployed() -> None:
+    config = _config()
+    status = read_status(lambda path, params: {"items": []} if path.endswith("/pods") else None, config, NOW)
+    assert not status.all_ready
+    assert status.one_line() == (
+        "DisaggregatedSet glm52 absent, leader none (no Lease epp-llm-d-glm52.llm-d.ai yet), "
+        "pool endpoints absent, preflight absent"
+    )
+
+
+def test_gateway_url() -> None:
+    config = _config()
+    assert gateway_url(FakeApi(config, DESIRED), config) == "http://10.0.0.7"
+    with pytest.raises(StatusError, match="pass --url"):
+        gateway_url(lambda path, params: None, config)
+
+
+def test_kubeconfig_missing_and_unreachable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(StatusError, match="no kubeconfig"):
+        kubeconfig_path(None, {"KUBECONFIG": str(tmp_path / "none")})
+    (tmp_path / "kc").write_text("{}")
+    assert kubeconfig_path(None, {"KUBECONFIG": f"{tmp_path / 'none'}:{tmp_path / 'kc'}"}) == tmp_path / "kc"
+    code = run(
+        ["--stacks-dir", str(STACKS_DIR), "status", REFERENCE_STACK, "--kubeconfig", str(tmp_path / "no")]
+    )
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no kubeconfig") and err.count("\n") == 1
+    # A closed loopback port: one line, exit 2, no traceback.
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "current-context": "twin",
+                "contexts": [{"name": "twin", "context": {"cluster": "c", "user": "u"}}],
+                "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+            }
+        )
+    )
+    assert load_cluster(kubeconfig).token == "t"
+    code = run(["--stacks-dir", str(STACKS_DIR), "status", REFERENCE_STACK, "--kubeconfig", str(kubeconfig)])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot reach the cluster at http://127.0.0.1:9") and err.count("\n") == 1
+
+
+def test_kubeconfig_bad_tls_material(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "current-context": "c",
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+                "clusters": [
+                    {
+                        "name": "c",
+                        "cluster": {
+                            "server": "https://127.0.0.1:6443",
+                            "certificate-authority-data": base64.b64encode(b"not a pem").decode(),
+                        },
+                    }
+                ],
+                "users": [{"name": "u", "user": {}}],
+            }
+        )
+    )
+    with pytest.raises(StatusError, match="unusable TLS material"):
+        load_cluster(kubeconfig)
+    with pytest.raises(StatusError, match="no context 'other'"):
+        load_cluster(kubeconfig, "other")
+
+
+class _Engine(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        code = 200 if body["model"] == "served" else 404
+        answer = {"choices": [{"message": {"content": "Hello there, nice to meet."}}]}
+        payload = json.dumps(answer if code == 200 else {"error": "no such model"}).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_chat_request_loopback() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Engine)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        url, answer = chat_request(base, "served")
+        assert url == base + "/v1/chat/completions"
+        assert answer.code == 200 and "'Hello there, nice to meet.'" in answer.line(url)
+        _, missing = chat_request(base + "/v1/chat/completions", "other")
+        assert missing.code == 404 and "no such model" in missing.detail
+    finally:
+        server.shutdown()
+        server.server_close()
+    _, refused = chat_request(base, "served", timeout=2)
+    assert refused.code is None and refused.line(base).count("no answer") == 1
+
+
+def test_watch_until_ready_or_timeout() -> None:
+    config = _config()
+    states = [{"prefill": 0, "decode": 0}, {"prefill": 2, "decode": 1}, DESIRED]
+    polls = iter(states)
+    clock = [0.0]
+    lines: list[str] = []
+
+    def sleep(seconds: float) -> None:
+        clock[0] += seconds
+
+    def poll() -> Any:
+        return read_status(FakeApi(config, next(polls)), config, NOW)
+
+    final = watch(poll, 600, 10, lines.append, clock=lambda: clock[0], sleep=sleep)
+    assert final is not None and final.all_ready
+    assert [line.split("]")[0] for line in lines] == ["[    0s", "[   10s", "[   20s"]
+    assert lines[1].startswith("[   10s] prefill 2/3 groups ready, decode 1/2, leader epp-0")
+    stuck = watch(
+        lambda: read_status(FakeApi(config, states[0]), config, NOW),
+        25,
+        10,
+        lines.append,
+        clock=lambda: clock[0],
+        sleep=sleep,
+    )
+    assert stuck is None
