@@ -20,7 +20,7 @@ def test_plan_fits_100_columns(stack: str, capsys: pytest.CaptureFixture[str]) -
 
 @pytest.mark.parametrize("stack", all_stacks())
 def test_plan_json_is_the_documented_schema(stack: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(["plan", stack, "--json"]) == 0
+    assert run(["plan", stack, "--json", "--gpu-hour-usd", "2.5"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["schema"] == SCHEMA and doc["stack"] == stack
     assert doc["gpus"] == sum(r["gpus"] for r in doc["roles"])
@@ -42,3 +42,26 @@ def test_a_narrow_table_is_kept_and_a_wide_one_becomes_records() -> None:
     lines = fit_tables(wide).splitlines()
     assert lines[0] == "- ranks" and lines[1].startswith("    query: q q")
     assert max(map(len, lines)) <= 100
+
+
+@pytest.mark.parametrize("stack", all_stacks())
+def test_the_hourly_cost_is_the_gpus_at_the_price(stack: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["plan", stack, "--json", "--gpu-hour-usd", "2.5"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    cost = doc["cost"]
+    assert cost["gpus"] == doc["gpus"] and cost["perHourUsd"] == pytest.approx(2.5 * doc["gpus"])
+    peak = sum(r["maxInstances"] * r["nodesPerInstance"] * r["gpusPerNode"] for r in doc["roles"])
+    assert cost["gpusAtMaxima"] == peak >= doc["gpus"]
+    assert run(["plan", stack, "--gpu-hour-usd", "2.5"]) == 0
+    out = capsys.readouterr().out
+    assert f"cost: {doc['gpus']} GPUs x $2.50 per GPU-hour = ${2.5 * doc['gpus']:,.2f} per hour" in out
+    assert run(["plan", stack]) == 0
+    assert "cost:" not in capsys.readouterr().out  # no price, no cost
+
+
+@pytest.mark.parametrize("price", ["0", "-1", "1e9", "nan", "inf", "abc", ""])
+def test_a_price_outside_0_to_1000_is_refused(price: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        run(["plan", "onprem-h100", "--gpu-hour-usd", price])
+    assert caught.value.code == 2
+    assert "--gpu-hour-usd" in capsys.readouterr().err

@@ -56,6 +56,19 @@ def _error(exc: Exception) -> None:
     print(f"error: {exc if isinstance(exc, ConfigError) else printable(str(exc))}", file=sys.stderr)
 
 
+def _gpu_hour_price(text: str) -> float:
+    """`--gpu-hour-usd`: a finite price above 0 and at most 1,000 USD."""
+    try:
+        price = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a price in USD, e.g. 2.50 (got {printable(text)!r})"
+        ) from None
+    if not 0 < price <= 1000:
+        raise argparse.ArgumentTypeError(f"must be above 0 and at most 1000 USD per GPU-hour (got {text})")
+    return price
+
+
 def _project_root() -> Path:
     """The directory holding Pulumi.yaml: the current one or one of its parents."""
     here = Path.cwd()
@@ -95,6 +108,13 @@ def _parser() -> argparse.ArgumentParser:
         "--json",
         action="store_true",
         help="print the plan as JSON (schema llmd-fleet.plan/v1, docs/plan-json.md)",
+    )
+    plan.add_argument(
+        "--gpu-hour-usd",
+        type=_gpu_hour_price,
+        metavar="PRICE",
+        help="price of one GPU-hour in USD (the node's CPU, memory and NICs included, as GPU "
+        "instances are priced): prints the stack's hourly cost; no price, no cost",
     )
     render = sub.add_parser("render", help="synthesize a stack offline into files")
     render.add_argument("stack")
@@ -370,18 +390,23 @@ def run(argv: list[str]) -> int:
 def _plan(args: argparse.Namespace, config: "StackConfig", plan: "FleetPlan") -> int:
     """`llmd-fleet plan`: the tables, fitted to 100 columns (llmd_fleet/cli/plan_output.py), or
     with --json the plan as one JSON document."""
-    from llmd_fleet.cli.plan_output import fit_tables, plan_json
+    from llmd_fleet.cli.plan_output import cost_line, fit_tables, hourly_cost, plan_json
 
     if args.json:
         import json
 
-        print(json.dumps(plan_json(args.stack, config, plan), indent=2))
+        doc = plan_json(args.stack, config, plan)
+        if args.gpu_hour_usd is not None:
+            doc["cost"] = hourly_cost(plan, args.gpu_hour_usd)
+        print(json.dumps(doc, indent=2))
         return EXIT_OK
     from llmd_fleet.cli.plan_sections import memory_section, preflight_section, workload_section
     from llmd_fleet.cli.render import plan_table
     from llmd_fleet.layers.observability.live import live_table
 
     print(f"# plan of {args.stack}: {plan.gpus} GPUs on {plan.nodes} nodes\n")
+    if args.gpu_hour_usd is not None:
+        print(cost_line(hourly_cost(plan, args.gpu_hour_usd)) + "\n")
     print(fit_tables(plan_table(plan)))
     sections = (memory_section(config, plan), workload_section(config, plan), preflight_section(config, plan))
     for section in sections:
@@ -476,7 +501,13 @@ def _check_policies(
 
 
 def main() -> None:
-    code = run(sys.argv[1:])
+    try:
+        code = run(sys.argv[1:])
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`llmd-fleet plan ... | head`): nothing more to say, and no traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        os._exit(EXIT_OK)
     # The mock engine leaves its event loop and some RPC tasks behind; collecting them at
     # interpreter exit prints asyncio's "Task was destroyed but it is pending!". Everything is
     # written: flush and leave directly, running no finalizer.

@@ -110,3 +110,28 @@ def plan_json(stack: str, config: StackConfig, plan: FleetPlan) -> dict[str, Any
             "queueMaxBytes": plan.router.queue_max_bytes,
         },
     }
+
+
+def hourly_cost(plan: FleetPlan, gpu_hour_usd: float) -> dict[str, float | int]:
+    """What the stack's GPU nodes cost per hour at `gpu_hour_usd` per GPU-hour: at the planned
+    instances and, for autoscaled roles, at their maxima (the most it can cost)."""
+    peak_gpus = sum(r.max_instances * r.nodes_per_instance * r.gpus_per_node for r in plan.roles)
+    return {
+        "gpuHourUsd": gpu_hour_usd,
+        "gpus": plan.gpus,
+        "perHourUsd": round(plan.gpus * gpu_hour_usd, 2),
+        "gpusAtMaxima": peak_gpus,
+        "perHourUsdAtMaxima": round(peak_gpus * gpu_hour_usd, 2),
+    }
+
+
+def cost_line(cost: dict[str, float | int]) -> str:
+    line = (
+        f"cost: {cost['gpus']} GPUs x ${cost['gpuHourUsd']:.2f} per GPU-hour = "
+        f"${cost['perHourUsd']:,.2f} per hour"
+    )
+    if cost["gpusAtMaxima"] != cost["gpus"]:
+        line += (
+            f" (${cost['perHourUsdAtMaxima']:,.2f} at the autoscaling maxima, {cost['gpusAtMaxima']} GPUs)"
+        )
+    return line
