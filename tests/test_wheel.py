@@ -217,6 +217,16 @@ def test_the_policy_pack_runs_from_the_installed_package(installed: Path, tmp_pa
     assert "policies" in out and "0 mandatory" in out
 
 
+def test_the_example_stacks_ship_and_plan_outside_a_checkout(installed: Path, tmp_path: Path) -> None:
+    """Installed, with no stacks/ in the working directory, `llmd-fleet` uses the examples it ships."""
+    shipped = _site_packages(installed) / "llmd_fleet" / "cli" / "stacks"
+    assert {p.name for p in shipped.glob("Pulumi.*.yaml")} == {
+        p.name for p in STACKS_DIR.glob("Pulumi.*.yaml")
+    }
+    out = _run(installed / "bin" / "llmd-fleet", "plan", "quickstart-h100", cwd=tmp_path, env=_env(installed))
+    assert out.startswith("# plan of quickstart-h100: 16 GPUs on 2 nodes")
+
+
 def test_metadata_names_the_license_urls_pythons_and_extras(installed: Path) -> None:
     info = next(_site_packages(installed).glob("llmd_fleet-*.dist-info"))
     assert "Apache License" in (info / "licenses" / "LICENSE").read_text()

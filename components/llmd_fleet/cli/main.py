@@ -329,7 +329,10 @@ def run(argv: list[str]) -> int:
     if args.command == "bench-summary":
         return _bench_summary(args.source)
     root = _project_root()
-    stacks_dir = args.stacks_dir or root / "stacks"
+    from llmd_fleet.cli.paths import stacks_dir_for
+
+    # Outside a checkout (an installed wheel, no stacks/ here) the example stacks it ships are used.
+    stacks_dir = args.stacks_dir or stacks_dir_for(root)
     if args.command == "bench":
         return _bench(args, root, stacks_dir)
     if args.command == "status":

@@ -13,3 +13,12 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent
 # when installed. A child interpreter (the vLLM check environment) imports the package from here.
 SOURCE_ROOT = PACKAGE_DIR.parent
 CHECKOUT = SOURCE_ROOT.parent
+
+PACKAGED_STACKS = PACKAGE_DIR / "cli" / "stacks"
+"""The example stack files the wheel ships (the repository's stacks/), used outside a checkout."""
+
+
+def stacks_dir_for(root: Path) -> Path:
+    """The stacks of the project at `root`, or the packaged examples when it has none."""
+    own = root / "stacks"
+    return own if own.is_dir() or not PACKAGED_STACKS.is_dir() else PACKAGED_STACKS
