@@ -4,8 +4,8 @@ there: the public API, the example program under mocks, and the policy pack ship
 
 Every supported Python (pyproject's classifiers) gets the core install, which
 pulls no cloud SDK, so a gke or eks stack is refused naming its extra; one more virtualenv (this
-interpreter) gets `llmd-fleet[gcp,aws]` and renders the cloud stacks. A Python that `uv python find`
-cannot find is skipped with the reason (CI has all three).
+interpreter) gets `llmd-fleet[gcp,aws]` and renders the cloud stacks. A Python that neither `uv python find`
+nor pyenv has is skipped with the reason (CI has all three).
 
 Slow (builds and installs): `make test-wheel` runs it, `make unit` does not.
 """
@@ -81,9 +81,15 @@ def installed(request: pytest.FixtureRequest, wheel: Path, tmp_path_factory: pyt
     """The core install (no extras) on each supported Python."""
     version: str = request.param
     found = subprocess.run([_uv(), "python", "find", version], capture_output=True, text=True, check=False)
-    if found.returncode != 0:
-        pytest.skip(f"Python {version} not found by `uv python find {version}`")
-    return _install(wheel, tmp_path_factory.mktemp(f"py{version}"), found.stdout.strip(), ())
+    interpreter = found.stdout.strip() if found.returncode == 0 else ""
+    if not interpreter:
+        # uv finds interpreters on PATH and its own installs; pyenv keeps others under its root.
+        root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+        pyenv = sorted(root.glob(f"versions/{version}.*/bin/python{version}"))
+        interpreter = str(pyenv[-1]) if pyenv else ""
+    if not interpreter:
+        pytest.skip(f"Python {version} not found by `uv python find {version}` nor under pyenv")
+    return _install(wheel, tmp_path_factory.mktemp(f"py{version}"), interpreter, ())
 
 
 @pytest.fixture(scope="module")
