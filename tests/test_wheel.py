@@ -259,12 +259,13 @@ def test_the_core_install_has_no_cloud_sdk_and_names_the_extra(installed: Path, 
 
 
 def test_the_cloud_extras_render_the_cloud_stacks(installed_with_clouds: Path, tmp_path: Path) -> None:
-    """gke-h100 renders from the installed package with the extras (eks-h100 builds its serving
-    image from the repository's images/ Dockerfiles, so it renders from a checkout only; its
-    components load from the wheel: test_the_public_api_is_whole_with_the_extras)."""
-    for stack in ("gke-h100",):
+    """Both cloud stacks render from the installed package with the extras (eks-h100 builds its
+    serving image from the Dockerfile the wheel ships), to the same image tag as in a checkout."""
+    for stack in ("gke-h100", "eks-h100"):
         out = _run(
             installed_with_clouds / "bin" / "llmd-fleet", "--stacks-dir", STACKS_DIR, "render", stack,
             "--out", tmp_path / stack, cwd=tmp_path, env=_env(installed_with_clouds),
         )  # fmt: skip
         assert f"rendered {stack}:" in out
+    golden = (REPO / "tests" / "golden" / "eks-h100" / "summary.md").read_text()
+    assert (tmp_path / "eks-h100" / "summary.md").read_text() == golden

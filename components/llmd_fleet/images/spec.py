@@ -31,15 +31,17 @@ BUILT_IMAGE_USER = 2000
 
 # llmd_fleet/images/spec.py -> the repository root is three directories up.
 _CHECKOUT_IMAGES = Path(__file__).resolve().parents[3] / "images"
+# The wheel ships the Dockerfile here (pyproject's force-include): the same bytes, so the same tag.
+_PACKAGED_CONTEXT = Path(__file__).resolve().parent / "context"
 
 
 def images_dir() -> Path:
-    """The build context: images/ of the checkout (the Dockerfile is not part of the wheel)."""
-    if not (_CHECKOUT_IMAGES / DOCKERFILE).is_file():
-        raise FileNotFoundError(
-            f"{_CHECKOUT_IMAGES / DOCKERFILE} not found: building the serving image needs a checkout"
-        )
-    return _CHECKOUT_IMAGES
+    """The build context: images/ of the checkout, or the copy of its Dockerfile the wheel ships
+    (the Dockerfile copies nothing from its context)."""
+    for directory in (_CHECKOUT_IMAGES, _PACKAGED_CONTEXT):
+        if (directory / DOCKERFILE).is_file():
+            return directory
+    raise FileNotFoundError(f"{_CHECKOUT_IMAGES / DOCKERFILE} not found, nor a packaged copy")
 
 
 # ----------------------------------------------------------------------------------------------
