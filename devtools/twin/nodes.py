@@ -68,10 +68,13 @@ def fake_nodes(node_groups: dict[str, NodeGroupConfig]) -> list[FakeNode]:
 # The cluster's CPU nodes, which a stack does not describe (it sizes only GPU groups) but every
 # real cluster has: the router's endpoint pickers (required anti-affinity, so one per node) and
 # tokenizers run there. Untainted, so nothing that tolerates the GPU taint is pushed onto them.
+# Their shape is the CPU pool the cloud stacks default to (n2-standard-96, m7i.24xlarge: 96 vCPUs,
+# 384 GiB), which holds one endpoint picker sized for the default 127 req/s (~69 cores, 93 GiB;
+# plan/system_nodes.py refuses a cloud pool that cannot).
 SYSTEM_GROUP = "system"
 SYSTEM_NODES = 3
-SYSTEM_NODE_CPUS = 64
-SYSTEM_NODE_MEMORY_GIB = 256
+SYSTEM_NODE_CPUS = 96
+SYSTEM_NODE_MEMORY_GIB = 384
 
 
 def system_node_objects(count: int = SYSTEM_NODES) -> list[dict[str, Any]]:
