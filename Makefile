@@ -136,6 +136,7 @@ DATAPLANE_BROKEN_REASON := the P/D decider did not disaggregate
 dataplane-broken: ## Negative control (steady replay only): the token producer's render URL on a wrong port; passes only if the run fails for that reason
 	@start=$$(date +%s); out=$$($(UV) run --frozen python -m devtools.dataplane run $(DATAPLANE_STACK) --broken 2>&1); \
 	status=$$?; echo "$$out" | grep -v '^twin'; echo "dataplane-broken: $$(( $$(date +%s) - start )) s"; \
+	if echo "$$out" | grep -q '^dataplane: not run:'; then echo "dataplane-broken: not run (no source snapshot)"; exit 0; fi; \
 	if [ $$status -eq 0 ]; then echo "dataplane-broken: the broken config passed" >&2; exit 1; fi; \
 	if ! echo "$$out" | grep -q "FAIL: $(DATAPLANE_BROKEN_REASON)"; then \
 	  echo "dataplane-broken: failed, but not for the expected reason ($(DATAPLANE_BROKEN_REASON))" >&2; exit 1; fi; \
