@@ -403,7 +403,12 @@ def _plan(args: argparse.Namespace, config: "StackConfig", plan: "FleetPlan") ->
             doc["cost"] = hourly_cost(plan, args.gpu_hour_usd)
         print(json.dumps(doc, indent=2))
         return EXIT_OK
-    from llmd_fleet.cli.plan_sections import memory_section, preflight_section, workload_section
+    from llmd_fleet.cli.plan_sections import (
+        memory_section,
+        preflight_section,
+        throughput_section,
+        workload_section,
+    )
     from llmd_fleet.cli.render import plan_table
     from llmd_fleet.layers.observability.live import live_table
 
@@ -411,7 +416,12 @@ def _plan(args: argparse.Namespace, config: "StackConfig", plan: "FleetPlan") ->
     if args.gpu_hour_usd is not None:
         print(cost_line(hourly_cost(plan, args.gpu_hour_usd)) + "\n")
     print(fit_tables(plan_table(plan)))
-    sections = (memory_section(config, plan), workload_section(config, plan), preflight_section(config, plan))
+    sections = (
+        memory_section(config, plan),
+        workload_section(config, plan),
+        throughput_section(config, plan, args.gpu_hour_usd),
+        preflight_section(config, plan),
+    )
     for section in sections:
         if section:
             print("\n" + fit_tables(section))

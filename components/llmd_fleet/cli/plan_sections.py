@@ -231,3 +231,69 @@ def preflight_section(config: StackConfig, plan: FleetPlan) -> str:
             _row(("rate gate", threshold_summary(config, plan))),
         ]
     )
+
+
+def throughput_section(config: StackConfig, plan: FleetPlan) -> str:
+    """Tokens/min, the limiting resource, headroom and cost (plan/throughput.py); empty when the
+    plan cannot model the stack (simulator, no model description, unknown GPU)."""
+    from llmd_fleet.plan.throughput import CALIBRATION, plan_throughput
+
+    f = plan_throughput(config, plan)
+    if f is None:
+        return ""
+    t = f.throughput
+    lines = [
+        "## Throughput and cost (plan/throughput.py, calibrated on published runs)",
+        "",
+        "| figure | value | confirm live |",
+        "|---|---|---|",
+        _row(
+            (
+                "decode per rank",
+                f"{t.decode_per_rank:,.0f} tok/s = {t.decode_seqs_per_rank:.2f} seqs x "
+                f"{CALIBRATION['mtp_tokens_per_step'].value} tok/step / {t.decode_step_s * 1000:.1f} ms "
+                f"(mean context {f.turn.context_tokens:,})",
+                "rate of `vllm:generation_tokens_total` per decode rank; ITL p50",
+            )
+        ),
+        _row(
+            (
+                "prefill per rank",
+                f"{t.prefill_per_rank:,.0f} input tok/s at {f.turn.cache_hit:.0%} cache hits",
+                "rate of `vllm:prompt_tokens_total` per prefill rank",
+            )
+        ),
+    ]
+    for name, value in t.ceilings:
+        lines.append(_row((f"ceiling: {name}", f"{value * 60 / 1e6:,.2f}M output tok/min", "")))
+    lines += [
+        _row(
+            (
+                "fleet output / input",
+                f"{f.output_per_min / 1e6:,.2f}M / {f.input_per_min / 1e6:,.1f}M tok/min; limit: {t.limit}",
+                "rate of `vllm:generation_tokens_total` / `vllm:prompt_tokens_total`, summed",
+            )
+        ),
+        _row(
+            (
+                "headroom vs the declared workload",
+                f"{f.headroom:.2f}x ({f.demand_output_per_min / 1e6:,.2f}M output tok/min declared)",
+                "bench-summary output tokens/min",
+            )
+        ),
+    ]
+    if f.usd_per_m_output is not None and f.usd_per_agent_hour is not None and f.usd_per_m_input is not None:
+        price = config.workload.gpu_hour_usd
+        lines.append(
+            _row(
+                (
+                    f"cost at ${price:g}/GPU-hour x {f.gpus} GPUs",
+                    f"${f.usd_per_m_output:,.2f}/M output, ${f.usd_per_m_input:,.3f}/M input, "
+                    f"${f.usd_per_agent_hour:,.2f}/agent-hour",
+                    "",
+                )
+            )
+        )
+    else:
+        lines.append(_row(("cost", "not shown: workload.gpuHourUsd is unset", "")))
+    return "\n".join(lines)
