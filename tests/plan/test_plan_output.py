@@ -32,6 +32,13 @@ def test_plan_json_is_the_documented_schema(stack: str, capsys: pytest.CaptureFi
     }
     keys |= {f"nodeGroups.{k}" for k in doc["nodeGroups"][0]} | {f"router.{k}" for k in doc["router"]}
     keys |= {f"cost.{k}" for k in doc.get("cost", {})}
+    throughput = doc.get("throughput", {})
+    keys |= {f"throughput.{k}" for k in throughput}
+    keys |= {f"throughput.splits.{k}" for s in throughput.get("splits", [])[:1] for k in s}
+    # every stack but the simulator's is modelled; each of those has the whole documented set
+    assert ("throughput" in doc) == (stack != "local-sim")
+    if stack == "local-sim":
+        documented = {k for k in documented if not k.startswith("throughput")}
     assert keys == documented
 
 

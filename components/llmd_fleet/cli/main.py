@@ -23,6 +23,7 @@ Exit codes: 0 fine, 1 the rendered output failed a check, 2 bad input (config, p
 
 import argparse
 import importlib
+import math
 import os
 import sys
 from pathlib import Path
@@ -56,16 +57,34 @@ def _error(exc: Exception) -> None:
     print(f"error: {exc if isinstance(exc, ConfigError) else printable(str(exc))}", file=sys.stderr)
 
 
+def _cache_hit_rate(text: str) -> float:
+    """`--cache-hit`: a share from 0.5 to 0.999 (below half the prefill model is off its
+    calibration; at 1 the prefill would compute nothing)."""
+    try:
+        rate = float(text) if text == text.strip() else math.nan
+    except ValueError:
+        rate = math.nan
+    if not 0.5 <= rate <= 0.999:
+        raise argparse.ArgumentTypeError(
+            f"must be a share from 0.5 to 0.999, e.g. 0.97 (got {printable(text)!r})"
+        )
+    return rate
+
+
 def _gpu_hour_price(text: str) -> float:
     """`--gpu-hour-usd`: a finite price above 0 and at most 1,000 USD."""
     try:
+        if text != text.strip():
+            raise ValueError(text)
         price = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"must be a price in USD, e.g. 2.50 (got {printable(text)!r})"
         ) from None
     if not 0 < price <= 1000:
-        raise argparse.ArgumentTypeError(f"must be above 0 and at most 1000 USD per GPU-hour (got {text})")
+        raise argparse.ArgumentTypeError(
+            f"must be above 0 and at most 1000 USD per GPU-hour (got {printable(text)!r})"
+        )
     return price
 
 
@@ -115,6 +134,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PRICE",
         help="price of one GPU-hour in USD (the node's CPU, memory and NICs included, as GPU "
         "instances are priced): prints the stack's hourly cost; no price, no cost",
+    )
+    plan.add_argument(
+        "--cache-hit",
+        type=_cache_hit_rate,
+        metavar="RATE",
+        help="measured prefix-cache hit rate (0.5-0.999, e.g. 0.97) for the throughput and P:D "
+        "split sections; default: the calibration's assumed rate",
     )
     render = sub.add_parser("render", help="synthesize a stack offline into files")
     render.add_argument("stack")
@@ -393,7 +419,7 @@ def run(argv: list[str]) -> int:
 def _plan(args: argparse.Namespace, config: "StackConfig", plan: "FleetPlan") -> int:
     """`llmd-fleet plan`: the tables, fitted to 100 columns (llmd_fleet/cli/plan_output.py), or
     with --json the plan as one JSON document."""
-    from llmd_fleet.cli.plan_output import cost_line, fit_tables, hourly_cost, plan_json
+    from llmd_fleet.cli.plan_output import cost_line, fit_tables, hourly_cost, plan_json, throughput_json
 
     if args.json:
         import json
@@ -401,11 +427,15 @@ def _plan(args: argparse.Namespace, config: "StackConfig", plan: "FleetPlan") ->
         doc = plan_json(args.stack, config, plan)
         if args.gpu_hour_usd is not None:
             doc["cost"] = hourly_cost(plan, args.gpu_hour_usd)
+        throughput = throughput_json(config, plan, args.gpu_hour_usd, args.cache_hit)
+        if throughput is not None:
+            doc["throughput"] = throughput
         print(json.dumps(doc, indent=2))
         return EXIT_OK
     from llmd_fleet.cli.plan_sections import (
         memory_section,
         preflight_section,
+        split_section,
         throughput_section,
         workload_section,
     )
@@ -419,7 +449,8 @@ def _plan(args: argparse.Namespace, config: "StackConfig", plan: "FleetPlan") ->
     sections = (
         memory_section(config, plan),
         workload_section(config, plan),
-        throughput_section(config, plan, args.gpu_hour_usd),
+        throughput_section(config, plan, args.gpu_hour_usd, args.cache_hit),
+        split_section(config, plan, args.cache_hit),
         preflight_section(config, plan),
     )
     for section in sections:

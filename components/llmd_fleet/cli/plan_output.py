@@ -135,3 +135,48 @@ def cost_line(cost: dict[str, float | int]) -> str:
             f" (${cost['perHourUsdAtMaxima']:,.2f} at the autoscaling maxima, {cost['gpusAtMaxima']} GPUs)"
         )
     return line
+
+
+def throughput_json(
+    config: StackConfig, plan: FleetPlan, gpu_hour_usd: float | None, cache_hit: float | None
+) -> dict[str, Any] | None:
+    """`throughput` of the plan document (docs/plan-json.md); None when the model cannot size the
+    stack (simulator, no model description, GPU or NIC rate unknown)."""
+    from llmd_fleet.plan.split import plan_splits
+    from llmd_fleet.plan.throughput import plan_throughput
+
+    f = plan_throughput(config, plan, gpu_hour_usd, cache_hit)
+    sp = plan_splits(config, plan, cache_hit)
+    if f is None:
+        return None
+    t = f.throughput
+    doc: dict[str, Any] = {
+        "cacheHit": f.turn.cache_hit,
+        "meanContextTokens": f.turn.context_tokens,
+        "decodeTokensPerSecondPerRank": round(t.decode_per_rank, 1),
+        "prefillInputTokensPerSecondPerRank": round(t.prefill_per_rank, 1),
+        "ceilingsOutputTokensPerMinute": {name: round(value * 60) for name, value in t.ceilings},
+        "limit": t.limit,
+        "outputTokensPerMinute": round(f.output_per_min),
+        "inputTokensPerMinute": round(f.input_per_min),
+        "declaredOutputTokensPerMinute": round(f.demand_output_per_min),
+        "headroom": round(f.headroom, 3),
+    }
+    if f.usd_per_m_output is not None and f.usd_per_m_input is not None and f.usd_per_agent_hour is not None:
+        doc["usdPerMillionOutput"] = round(f.usd_per_m_output, 4)
+        doc["usdPerMillionInput"] = round(f.usd_per_m_input, 4)
+        doc["usdPerAgentHour"] = round(f.usd_per_agent_hour, 4)
+    if sp is not None:
+        doc["splits"] = [
+            {
+                "prefill": s.prefill,
+                "decode": s.decode,
+                "nodes": s.nodes,
+                "outputTokensPerMinute": round(s.output_per_min),
+                "agents": round(s.agents),
+                "binds": s.binds,
+                "stack": s.label == sp.stack.label,
+            }
+            for s in sp.ranked
+        ]
+    return doc

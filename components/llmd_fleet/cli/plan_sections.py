@@ -6,6 +6,10 @@ from llmd_fleet.plan.fleet import FleetPlan
 from llmd_fleet.plan.memory import KV_INDEXER_CONSERVATIVE
 
 
+def _nodes(n: int) -> str:
+    return f"{n} node" if n == 1 else f"{n} nodes"
+
+
 def _row(cells: tuple[str, ...]) -> str:
     return "| " + " | ".join(cells) + " |"
 
@@ -233,12 +237,14 @@ def preflight_section(config: StackConfig, plan: FleetPlan) -> str:
     )
 
 
-def throughput_section(config: StackConfig, plan: FleetPlan) -> str:
+def throughput_section(
+    config: StackConfig, plan: FleetPlan, gpu_hour_usd: float | None = None, cache_hit: float | None = None
+) -> str:
     """Tokens/min, the limiting resource, headroom and cost (plan/throughput.py); empty when the
     plan cannot model the stack (simulator, no model description, unknown GPU)."""
-    from llmd_fleet.plan.throughput import CALIBRATION, plan_throughput
+    from llmd_fleet.plan.throughput import plan_throughput
 
-    f = plan_throughput(config, plan)
+    f = plan_throughput(config, plan, gpu_hour_usd, cache_hit)
     if f is None:
         return ""
     t = f.throughput
@@ -251,7 +257,7 @@ def throughput_section(config: StackConfig, plan: FleetPlan) -> str:
             (
                 "decode per rank",
                 f"{t.decode_per_rank:,.0f} tok/s = {t.decode_seqs_per_rank:.2f} seqs x "
-                f"{CALIBRATION['mtp_tokens_per_step'].value} tok/step / {t.decode_step_s * 1000:.1f} ms "
+                f"{t.decode_tokens_per_step:g} tok/step / {t.decode_step_s * 1000:.1f} ms "
                 f"(mean context {f.turn.context_tokens:,})",
                 "rate of `vllm:generation_tokens_total` per decode rank; ITL p50",
             )
@@ -283,11 +289,10 @@ def throughput_section(config: StackConfig, plan: FleetPlan) -> str:
         ),
     ]
     if f.usd_per_m_output is not None and f.usd_per_agent_hour is not None and f.usd_per_m_input is not None:
-        price = config.workload.gpu_hour_usd
         lines.append(
             _row(
                 (
-                    f"cost at ${price:g}/GPU-hour x {f.gpus} GPUs",
+                    f"cost at ${gpu_hour_usd:g}/GPU-hour x {f.gpus} GPUs",
                     f"${f.usd_per_m_output:,.2f}/M output, ${f.usd_per_m_input:,.3f}/M input, "
                     f"${f.usd_per_agent_hour:,.2f}/agent-hour",
                     "",
@@ -295,5 +300,73 @@ def throughput_section(config: StackConfig, plan: FleetPlan) -> str:
             )
         )
     else:
-        lines.append(_row(("cost", "not shown: workload.gpuHourUsd is unset", "")))
+        lines.append(_row(("cost", "not shown: pass --gpu-hour-usd PRICE", "")))
+    return "\n".join(lines)
+
+
+def split_section(config: StackConfig, plan: FleetPlan, cache_hit: float | None = None) -> str:
+    """The P:D split as a computed recommendation (plan/split.py); empty when it is not computed."""
+    from llmd_fleet.plan.split import by_hit_rate, plan_splits, stack_best_range
+
+    sp = plan_splits(config, plan, cache_hit)
+    if sp is None:
+        return ""
+    shown = list(sp.ranked[:3])
+    if sp.stack.label not in {s.label for s in shown}:
+        shown.append(sp.stack)
+    hit = f"{sp.turn.cache_hit:.1%} prefix-cache hits ({'given' if cache_hit is not None else 'assumed'})"
+    lines = [
+        "## The P:D split (plan/split.py)",
+        "",
+        f"The {sp.nodes} `{sp.node_group}` nodes as whole instances ({_nodes(sp.prefill_nodes_per_instance)} "
+        f"per prefill, {_nodes(sp.decode_nodes_per_instance)} per decode instance), at {hit}; agents "
+        "served = the fewer of what the output capacity feeds and what decode HBM holds "
+        "(Little's law, 90%).",
+        "",
+        "| split | output tok/min | agents by output | agents by decode HBM | agents | binds |",
+        "|---|---|---|---|---|---|",
+    ]
+    for s in shown:
+        mark = " (stack)" if s.label == sp.stack.label else (" (best)" if s is sp.best else "")
+        lines.append(
+            _row(
+                (
+                    s.label + mark,
+                    f"{s.output_per_min / 1e6:,.2f}M",
+                    f"{s.agents_by_throughput:,.0f}",
+                    f"{s.agents_by_decode_kv:,.0f}",
+                    f"{s.agents:,.0f}",
+                    s.binds,
+                )
+            )
+        )
+    lines += [
+        "",
+        "| prefix-cache hits | best split | agents | stack's split | agents |",
+        "|---|---|---|---|---|",
+    ]
+    for row in by_hit_rate(config, plan):
+        lines.append(
+            _row(
+                (
+                    f"{row.cache_hit:.1%}",
+                    row.best.label,
+                    f"{row.best.agents:,.0f} ({row.best.binds})",
+                    row.stack.label,
+                    f"{row.stack.agents:,.0f} ({row.stack.binds})",
+                )
+            )
+        )
+    best_range = stack_best_range(config, plan)
+    reason = (
+        f"{sp.stack.label} serves the most agents from {best_range[0]:.1%} to {best_range[1]:.1%} "
+        "prefix-cache hits"
+        if best_range
+        else f"{sp.stack.label} is the best split at no prefix-cache hit rate up to the declared reuse"
+    )
+    lines += [
+        "",
+        f"{reason}. Confirm live: the hit rate is `vllm:prefix_cache_hits` / `vllm:prefix_cache_queries` "
+        "on the prefill ranks; `llmd-fleet plan --cache-hit RATE` recomputes the table at it.",
+    ]
     return "\n".join(lines)

@@ -38,7 +38,6 @@ _UNIT_NAMES = {
     "experts": "experts",
     "expertsPerToken": "experts",
     "maxNumSeqs": "sequences",
-    "gpuHourUsd": "US dollars per GPU-hour",
     "replicas": "replicas",
     "maxRequests": "requests",
     "priority": "(priority band)",

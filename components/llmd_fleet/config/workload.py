@@ -39,10 +39,6 @@ class WorkloadConfig(ConfigModel):
     requests_per_agent_minute: Annotated[float, Field(gt=0, le=600)] = 3.045
     """Requests each agent sends per minute under load, which sizes the router. Measured: the
     544 x H100 run's 7,612 req/min at 2,500 agents (7,612 / 2,500)."""
-    gpu_hour_usd: Annotated[float, Field(gt=0, le=1000)] | None = None
-    """Price of one GPU-hour in US dollars, at which the plan shows $/M output tokens, $/M input
-    tokens and $/agent-hour (plan/throughput.py). Unset: no cost is shown (no published price is
-    assumed)."""
     refused_percentile: Percentile | None = None
     """The lowest input percentile the served window (`serving.roles.*.maxModelLen`) does not
     cover, declared by a stack that refuses those turns; unset: the window must cover p99."""

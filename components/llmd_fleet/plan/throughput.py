@@ -142,12 +142,18 @@ class Turn:
     cache_hit: float
 
 
+def attended_tokens(m: ModelDescription, context: int) -> int:
+    """Cached tokens one query position's MLA reads: the indexer's top-k (index_topk) with DSA,
+    the whole context without it (dense MLA)."""
+    return min(context, m.index_topk) if m.sparse_attention else context
+
+
 def kv_read_bytes(kv: KvBytesPerToken, m: ModelDescription, context: int) -> float:
-    """KV bytes one sequence's decode step reads: the indexer scores every cached token on every
-    indexer layer; sparse MLA reads the top-k (index_topk) tokens on every MLA layer."""
-    return context * kv.indexer_per_layer * kv.indexer_layers + min(context, m.index_topk) * (
-        kv.mla_per_layer * kv.mla_layers
-    )
+    """KV bytes one sequence's decode step reads: with DSA the indexer scores every cached token
+    on every indexer layer and sparse MLA reads the top-k; dense MLA reads every cached token on
+    every layer."""
+    indexer = context * kv.indexer_per_layer * kv.indexer_layers if m.sparse_attention else 0
+    return indexer + attended_tokens(m, context) * kv.mla_per_layer * kv.mla_layers
 
 
 def active_params(m: ModelDescription) -> float:
@@ -161,6 +167,12 @@ def active_params(m: ModelDescription) -> float:
 
 def _c(name: str, calibration: dict[str, Constant] | None) -> float:
     return (calibration or CALIBRATION)[name].value
+
+
+def tokens_per_step(role: RoleShape, cal: dict[str, Constant] | None = None) -> float:
+    """Tokens a decode step emits per sequence: the published MTP acceptance with speculative
+    tokens on (the study ran 3), one without."""
+    return _c("mtp_tokens_per_step", cal) if role.mtp_draft else 1.0
 
 
 def decode_step(
@@ -187,17 +199,18 @@ def decode_tokens_per_s(
 ) -> float:
     """Output tokens per second of one decode rank: sequences x MTP tokens per step / step time."""
     seqs, step = decode_step(role, kv, m, turn, cal)
-    return seqs * _c("mtp_tokens_per_step", cal) / step
+    return seqs * tokens_per_step(role, cal) / step
 
 
 def prefill_flops_per_token(m: ModelDescription, context: int) -> float:
     """FLOPs of one computed prompt token at position ~context: 2 x active parameters, plus the
     DSA indexer scoring every earlier token (2 x index_n_heads x index_head_dim per token, on
-    the model's indexer layers) and sparse MLA over the top-k (2 x heads x (kv_lora_rank +
-    qk_rope_head_dim + kv_lora_rank) per key, every layer)."""
+    the model's indexer layers), and absorbed MLA over the attended tokens (the top-k with DSA,
+    the context without: 2 x heads x (kv_lora_rank + qk_rope_head_dim + kv_lora_rank) per key,
+    every layer)."""
     indexer = 2 * m.index_n_heads * m.index_head_dim * context * m.indexer_layers
     mla_dims = 2 * m.kv_lora_rank + m.qk_rope_head_dim
-    mla = 2 * m.num_attention_heads * mla_dims * min(context, m.index_topk) * m.num_hidden_layers
+    mla = 2 * m.num_attention_heads * mla_dims * attended_tokens(m, context) * m.num_hidden_layers
     return 2 * active_params(m) + indexer + mla
 
 
@@ -234,6 +247,7 @@ class Throughput:
 
     decode_per_rank: float
     decode_seqs_per_rank: float
+    decode_tokens_per_step: float
     decode_step_s: float
     prefill_per_rank: float
     ceilings: tuple[tuple[str, float], ...]
@@ -265,7 +279,7 @@ def fleet_throughput(
     seqs, step = decode_step(decode, kv, m, turn, cal)
     d = decode_tokens_per_s(decode, kv, m, turn, cal)
     p = prefill_tokens_per_s(prefill, m, turn, cal)
-    mtp = _c("mtp_tokens_per_step", cal)
+    mtp = tokens_per_step(decode, cal)
     # The KV transfer: every prompt token's KV leaves the prefill node and enters a decode node.
     kv_in = min(
         prefill.ranks * nic_bytes_per_s_per_gpu(prefill, cal),
@@ -275,14 +289,16 @@ def fleet_throughput(
     # Decode runs (1 + draft) positions per step for mtp tokens accepted: all-to-all per output token.
     a2a_decode = decode.ranks * all_to_all_tokens_per_s(decode, m, cal) * mtp / (1 + decode.mtp_draft)
     a2a_prefill = prefill.ranks * all_to_all_tokens_per_s(prefill, m, cal) / max(1e-6, 1 - turn.cache_hit)
-    ceilings = (
+    ceilings: tuple[tuple[str, float], ...] = (
         ("decode HBM", decode.ranks * d),
         ("prefill FLOPs", prefill.ranks * p * ratio),
         ("KV transfer (NIC)", kv_input * ratio),
         ("decode EP all-to-all (NIC)", a2a_decode),
         ("prefill EP all-to-all (NIC)", a2a_prefill * ratio),
     )
-    return Throughput(d, seqs, step, p, ceilings, ratio)
+    # An all-to-all within one node crosses no NIC (EP <= GPUs per node): no ceiling from it here.
+    ceilings = tuple((name, value) for name, value in ceilings if math.isfinite(value))
+    return Throughput(d, seqs, mtp, step, p, ceilings, ratio)
 
 
 def context_mean(p50: int, p90: int, window: int) -> float:
@@ -341,8 +357,23 @@ class FleetFigures:
         return self.output_per_min / self.demand_output_per_min
 
 
-def plan_throughput(config: StackConfig, plan: FleetPlan) -> FleetFigures | None:
-    """The stack's figures, or None without a model description, a known GPU or the NIC rate."""
+def declared_turn(config: StackConfig, plan: FleetPlan, cache_hit: float | None = None) -> Turn | None:
+    """The declared workload's mean turn in the served window; the prefix-cache hit rate given
+    (measured) or the calibration's assumed one. None when the plan has no model description."""
+    sizing = plan.model
+    if sizing is None:
+        return None
+    w = config.workload
+    roles = config.serving.roles
+    window = min(roles.prefill.max_model_len, roles.decode.max_model_len, sizing.context_window)
+    context = int(context_mean(w.input_tokens_p50, w.input_tokens_p90, window)) + w.output_tokens
+    hit = CALIBRATION["prefill_cache_hit"].value if cache_hit is None else cache_hit
+    return Turn(context, context - w.output_tokens, w.output_tokens, hit)
+
+
+def role_shapes(config: StackConfig, plan: FleetPlan) -> tuple[RoleShape, RoleShape] | None:
+    """(prefill, decode) as the model needs them, or None when it cannot model the stack: the
+    simulator, no model description, a GPU outside `GPUS` or a node group without its NIC rate."""
     sizing = plan.model
     if (
         config.serving.engine == "simulator"
@@ -354,28 +385,44 @@ def plan_throughput(config: StackConfig, plan: FleetPlan) -> FleetFigures | None
     prefill, decode = _role_shape(config, plan, "prefill"), _role_shape(config, plan, "decode")
     if prefill is None or decode is None:
         return None
+    return prefill, decode
+
+
+def plan_throughput(
+    config: StackConfig,
+    plan: FleetPlan,
+    gpu_hour_usd: float | None = None,
+    cache_hit: float | None = None,
+) -> FleetFigures | None:
+    """The stack's figures, or None when the model cannot size it (`role_shapes`); costs only
+    with a price per GPU-hour (`llmd-fleet plan --gpu-hour-usd`), at a measured prefix-cache hit
+    rate when given (`--cache-hit`), else the calibration's assumed one."""
+    shapes = role_shapes(config, plan)
+    turn = declared_turn(config, plan, cache_hit)
+    sizing = plan.model
+    if shapes is None or turn is None or sizing is None or sizing.kv is None or sizing.description is None:
+        return None
+    prefill, decode = shapes
     w = config.workload
-    roles = config.serving.roles
-    window = min(roles.prefill.max_model_len, roles.decode.max_model_len, sizing.context_window)
-    context = int(context_mean(w.input_tokens_p50, w.input_tokens_p90, window)) + w.output_tokens
-    turn = Turn(context, context - w.output_tokens, w.output_tokens, CALIBRATION["prefill_cache_hit"].value)
     t = fleet_throughput(prefill, decode, sizing.kv, sizing.description, turn)
     gpus = (prefill.ranks + decode.ranks) if prefill.ranks + decode.ranks else plan.gpus
     requests_per_min = w.agents * w.requests_per_agent_minute
     out_min, in_min = t.output_per_s * 60, t.input_per_s * 60
-    price = w.gpu_hour_usd
-    fleet_hour = gpus * price if price is not None else None
+    demand_out = requests_per_min * w.output_tokens
+    # per agent the fleet serves: the declared agents, or fewer when it lacks the capacity
+    served = min(w.agents, w.agents * out_min / demand_out)
+    fleet_hour = gpus * gpu_hour_usd if gpu_hour_usd is not None else None
     return FleetFigures(
         throughput=t,
         turn=turn,
         gpus=gpus,
         output_per_min=out_min,
         input_per_min=in_min,
-        demand_output_per_min=requests_per_min * w.output_tokens,
+        demand_output_per_min=demand_out,
         demand_input_per_min=requests_per_min * turn.input_tokens,
         usd_per_m_output=None if fleet_hour is None else fleet_hour / (out_min * 60 / 1e6),
         usd_per_m_input=None if fleet_hour is None else fleet_hour / (in_min * 60 / 1e6),
-        usd_per_agent_hour=None if fleet_hour is None else fleet_hour / w.agents,
+        usd_per_agent_hour=None if fleet_hour is None else fleet_hour / served,
     )
 
 
@@ -383,5 +430,6 @@ def decode_answer_seconds(config: StackConfig, plan: FleetPlan) -> float:
     """Seconds to decode one answer: output tokens / tokens per step x the published step time
     (the workload checks keep the measured ITL; the step-time model above gives the capacity)."""
     del plan
-    steps = config.workload.output_tokens / CALIBRATION["mtp_tokens_per_step"].value
+    mtp = CALIBRATION["mtp_tokens_per_step"].value if config.serving.roles.decode.mtp_tokens else 1.0
+    steps = config.workload.output_tokens / mtp
     return steps * CALIBRATION["decode_step_seconds"].value

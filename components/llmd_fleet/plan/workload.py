@@ -21,7 +21,7 @@ from llmd_fleet.plan.epp import EPP_BASELINE_GIB, EPP_BYTES_PER_TOKEN_PER_RPS, G
 
 if TYPE_CHECKING:
     from llmd_fleet.plan.fleet import FleetPlan, RolePlan
-from llmd_fleet.plan.throughput import decode_answer_seconds
+from llmd_fleet.plan.throughput import decode_answer_seconds, plan_throughput
 
 PERCENTILES: tuple[tuple[Percentile, float], ...] = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99))
 
@@ -142,7 +142,9 @@ def workload_problems(config: StackConfig, plan: FleetPlan) -> tuple[list[tuple[
     (then the excess is preempted and recomputed); a CPU tier (when on) that cannot hold every
     agent's context; EPP memory below the working set at the workload's rate plus the queue bound.
     Warned: decode contexts above the headroom while the CPU tier holds them (turns wait for KV
-    room and reload from the CPU tier, which needs session affinity)."""
+    room and reload from the CPU tier, which needs session affinity); a modelled output capacity
+    below the declared demand (plan/throughput.py: calibrated within +-25%, so a warning, not a
+    refusal)."""
     wp = plan_workload(config, plan)
     if wp is None:
         return [], []
@@ -208,6 +210,17 @@ def workload_problems(config: StackConfig, plan: FleetPlan) -> tuple[list[tuple[
                 f"agents' contexts need {wp.cpu_tier_tokens_needed:,} ({w.agents:,} x "
                 f"{wp.context_tokens:,})",
             )
+        )
+    capacity = plan_throughput(config, plan)
+    if capacity is not None and capacity.headroom < 1:
+        t = capacity.throughput
+        warnings.append(
+            f"the modelled output capacity {capacity.output_per_min / 1e6:,.2f}M tok/min (limit: {t.limit}, "
+            f"at {capacity.turn.cache_hit:.0%} prefix-cache hits, plan/throughput.py) is "
+            f"{capacity.headroom:.2f}x the declared {capacity.demand_output_per_min / 1e6:,.2f}M "
+            f"({w.agents:,} agents x {w.requests_per_agent_minute:g} req/min x {w.output_tokens} tokens): "
+            f"about {w.agents * capacity.headroom:,.0f} agents served; the P:D split table shows "
+            "what another split or hit rate gives"
         )
     if wp.epp_memory_gib < wp.epp_needed_gib:
         refusals.append(
