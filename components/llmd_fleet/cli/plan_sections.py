@@ -237,6 +237,17 @@ def preflight_section(config: StackConfig, plan: FleetPlan) -> str:
     )
 
 
+# What shows each ceiling being approached live (the binding one saturates first).
+_CEILING_LIVE = {
+    "decode HBM": "ITL p50 rising with `vllm:kv_cache_usage_perc` near 1 on decode ranks",
+    "prefill FLOPs": 'rate of `vllm:prompt_tokens_by_source_total{source="local_compute"}` on prefill '
+    "ranks; TTFT and `vllm:num_requests_waiting` rising",
+    "KV transfer (NIC)": "rate of `vllm:nixl_bytes_transferred_sum` against the fabric share",
+    "decode EP all-to-all (NIC)": "no engine metric: the nodes' NIC counters",
+    "prefill EP all-to-all (NIC)": "no engine metric: the nodes' NIC counters",
+}
+
+
 def throughput_section(
     config: StackConfig, plan: FleetPlan, gpu_hour_usd: float | None = None, cache_hit: float | None = None
 ) -> str:
@@ -271,7 +282,11 @@ def throughput_section(
         ),
     ]
     for name, value in t.ceilings:
-        lines.append(_row((f"ceiling: {name}", f"{value * 60 / 1e6:,.2f}M output tok/min", "")))
+        lines.append(
+            _row(
+                (f"ceiling: {name}", f"{value * 60 / 1e6:,.2f}M output tok/min", _CEILING_LIVE.get(name, "-"))
+            )
+        )
     lines += [
         _row(
             (
