@@ -292,7 +292,10 @@ def lws_pods(ds: dict[str, Any]) -> list[dict[str, Any]]:
     return pods
 
 
-def _schedule(kube: Kube, objects: list[dict[str, Any]], report: Report) -> None:
+def _schedule(kube: Kube, objects: list[dict[str, Any]], report: Report, keep: bool = False) -> None:
+    """The stand-in for the LWS controller: the DisaggregatedSet's pods created, then read back
+    (bound, Ready, claims allocated, GPU/NIC pairing, one pod per node) and deleted again, unless
+    `keep` (the quickstart walk leaves them for `llmd-fleet status` and `pulumi destroy`)."""
     ds = next((o for o in objects if o["kind"] == "DisaggregatedSet"), None)
     if ds is None:
         report.figure("pods", "no DisaggregatedSet in the stack")
@@ -360,8 +363,9 @@ def _schedule(kube: Kube, objects: list[dict[str, Any]], report: Report) -> None
     report.check(not violations, f"{len(violations)} pairing violations")
     report.check(len(used_nodes) == bound, "two pods share a node")
     report.check(used_nodes <= gpu_nodes, "a serving pod landed on a node without GPUs")
-    for pod in pods:
-        kube.delete(pod)
+    if not keep:
+        for pod in pods:
+            kube.delete(pod)
 
 
 PREFLIGHT_COMPONENT = ("app.kubernetes.io/component", "preflight")

@@ -1,6 +1,6 @@
 """`make quickstart-twin`: walk docs/quickstart.md as a user would, against a fresh twin.
 
-    python -m devtools.twin quickstart [--keep]
+    python -m devtools.twin quickstart [--keep]     (--keep: leave the twin up and the walk's directory)
 
 The commands are not written here: they are read from docs/quickstart.md, every ```bash block of
 its "Deploy" section (the deploy commands, then `llmd-fleet status ... --watch`) and of its "Tear
@@ -49,7 +49,7 @@ DEPLOY_SECTION = "Deploy"
 TEARDOWN_SECTION = "Tear down"
 KUBECONFIG_FILE = "kubeconfig.yaml"
 COMMAND_TIMEOUT_S = 900.0
-STATUS_TIMEOUT_S = 300.0
+STATUS_TIMEOUT_S = 180.0
 STATUS_COMMAND = "llmd-fleet status"
 # Characters that end a step's name: the first word holding a value (a quote, a variable, a
 # substitution) and everything after it are left out of the name.
@@ -186,9 +186,13 @@ def groups_ready(output: str) -> tuple[bool, str]:
     return ok, " ".join(last.split()[1:])
 
 
+_PACK = re.compile(r"^\s+(?:\S+\s+)?([\w./-]+@v[\w.+-]+ \([^)]*\))\s*$")
+
+
 def policy_packs(output: str) -> list[str]:
     """The packs a `pulumi up`/`preview` output lists under `Policies:` (their status mark
-    dropped), e.g. `llmd-fleet@v0.1.0 (local: policies)`."""
+    dropped), each once, e.g. `llmd-fleet@v0.1.0 (local: policies)`; the findings listed under
+    a pack are not packs."""
     packs: list[str] = []
     lines = output.splitlines()
     for i, line in enumerate(lines):
@@ -197,8 +201,26 @@ def policy_packs(output: str) -> list[str]:
         for entry in lines[i + 1 :]:
             if not entry.startswith(" ") or not entry.strip():
                 break
-            packs.append(re.sub(r"^[^\w@]+", "", entry.strip()))
+            match = _PACK.match(entry)
+            if match and match.group(1) not in packs:
+                packs.append(match.group(1))
     return packs
+
+
+def policy_findings(output: str) -> dict[str, int]:
+    """The findings of the last `Policies:` section of an output (the update's, after the
+    preview's), by enforcement level: `- [advisory] [severity: low]  image-digest ...`."""
+    sections = output.split("\nPolicies:\n")
+    if len(sections) < 2:
+        return {}
+    found: dict[str, int] = {}
+    for line in sections[-1].splitlines():
+        if not line.strip():
+            break
+        match = re.match(r"^\s+- \[(\w+)\]", line)
+        if match:
+            found[match.group(1)] = found.get(match.group(1), 0) + 1
+    return found
 
 
 def resource_changes(output: str) -> dict[str, int]:
@@ -300,6 +322,7 @@ class Walker:
     def __init__(self, root: Path, directory: Path, env: dict[str, str]):
         self.root, self.directory, self.env = root, directory, env
         self.checkout = directory / "checkout"
+        self.count = 0
 
     def run(
         self, command: str, timeout: float = COMMAND_TIMEOUT_S, step: str = "", detail: Any = None
@@ -323,9 +346,13 @@ class Walker:
             out = (error.stdout or b"").decode() if isinstance(error.stdout, bytes) else (error.stdout or "")
             raise StepFailed(step, command, f"did not finish in {timeout:.0f} s\n{tail(out)}") from None
         output = done.stdout + done.stderr
+        self.count += 1
+        log = (
+            self.directory / "logs" / f"{self.count:02d}-{re.sub(r'[^A-Za-z0-9]+', '-', step).strip('-')}.log"
+        )
+        log.parent.mkdir(exist_ok=True)
+        log.write_text(output)
         if done.returncode != 0:
-            log = self.directory / f"{re.sub(r'[^A-Za-z0-9]+', '-', step).strip('-')}.log"
-            log.write_text(output)
             raise StepFailed(step, command, f"exited {done.returncode} (its output: {log})\n{tail(output)}")
         say(step, time.monotonic() - started, detail(done.stdout) if detail else "")
         return done.stdout
@@ -338,7 +365,9 @@ def up_detail(command: str, output: str) -> str:
     packs = policy_packs(output)
     if "--policy-pack" in command and not packs:
         raise StepFailed(step_name(command), command, "listed no policy pack: the pack did not run")
-    return f"{changes.get('created', 0)} created; policy packs: {', '.join(packs) or 'none'}"
+    findings = ", ".join(f"{n} {level}" for level, n in sorted(policy_findings(output).items())) or "none"
+    ran = ", ".join(packs) or "none"
+    return f"{changes.get('created', 0)} created; policy packs: {ran} (findings: {findings})"
 
 
 def tail(text: str, lines: int = 25) -> str:
@@ -383,7 +412,7 @@ def stand_in_pods(kube: Any, report: Quiet) -> None:
         f"/disaggregatedsets/{config.serving.name}"
     )
     started = time.monotonic()
-    e2e._schedule(kube, [ds], report)  # type: ignore[arg-type]
+    e2e._schedule(kube, [ds], report, keep=True)  # type: ignore[arg-type]
     if report.failures:
         raise StepFailed("stand-in pods", "(the twin's stand-in for the LWS controller)", report.failures[-1])
     say("stand-in pods (LWS controller absent)", time.monotonic() - started, "bound and Ready by kwok")
@@ -510,9 +539,15 @@ def walk(keep: bool = False) -> int:
             f"quickstart: FAIL at step `{failed.step}`: command `{failed.command}` {failed.detail}",
             flush=True,
         )
-        print(f"quickstart: the copy, HOME and state are kept in {directory}", flush=True)
+        print(
+            f"quickstart: the copy, HOME, state and each command's output (logs/) are kept in {directory}",
+            flush=True,
+        )
         return 1
-    shutil.rmtree(directory, ignore_errors=True)
+    if keep:
+        print(f"quickstart: the copy, HOME, state and each command's output (logs/) are kept in {directory}")
+    else:
+        shutil.rmtree(directory, ignore_errors=True)
     print("quickstart: passed" + (" (with what was not checked, above)" if not_checked else ""), flush=True)
     return 0
 

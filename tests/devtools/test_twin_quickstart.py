@@ -231,16 +231,50 @@ def test_policy_packs_and_resource_changes_are_read_from_the_up_output():
     assert quickstart.policy_packs(UP_OUTPUT) == ["llmd-fleet@v0.1.0 (local: policies)"]
     assert quickstart.resource_changes(UP_OUTPUT) == {"created": 31}
     assert quickstart.up_detail("pulumi up --policy-pack policies", UP_OUTPUT) == (
-        "31 created; policy packs: llmd-fleet@v0.1.0 (local: policies)"
+        "31 created; policy packs: llmd-fleet@v0.1.0 (local: policies) (findings: none)"
     )
     assert quickstart.resource_changes("Resources:\n    - 31 deleted\n") == {"deleted": 31}
+
+
+UP_WITH_FINDINGS = """Previewing update (quickstart-h100):
+
+Policies:
+    ⚠️ llmd-fleet@v0.1.0 (local: policies)
+        - [advisory] [severity: high]  router-pdb  (pulumi:pulumi:Stack: llmd-fleet-quickstart-h100)
+          can't run policy 'router-pdb' from policy pack 'llmd-fleet@v0.0.1' during preview: string value
+        - [advisory] [severity: low]  image-digest  (kubernetes:apps/v1:Deployment: router-deployment)
+          Container images are pinned by digest as well as by tag.
+
+Updating (quickstart-h100):
+
+Policies:
+    ⚠️ llmd-fleet@v0.1.0 (local: policies)
+        - [advisory] [severity: low]  image-digest  (kubernetes:apps/v1:Deployment: router-deployment)
+          Deployment llm-d/quickstart-epp: container epp image ghcr.io/x:v0.10.0 is pinned by tag only
+        - [mandatory] [severity: high]  gpu-budget  (pulumi:pulumi:Stack: llmd-fleet-quickstart-h100)
+          too many GPUs (v1.2 (local: x))
+
+Resources:
+    + 39 created
+"""
+
+
+def test_findings_are_not_packs_and_are_counted_from_the_update():
+    assert quickstart.policy_packs(UP_WITH_FINDINGS) == ["llmd-fleet@v0.1.0 (local: policies)"]
+    assert quickstart.policy_findings(UP_WITH_FINDINGS) == {"advisory": 1, "mandatory": 1}
+    assert quickstart.up_detail("pulumi up --policy-pack policies", UP_WITH_FINDINGS) == (
+        "39 created; policy packs: llmd-fleet@v0.1.0 (local: policies) (findings: 1 advisory, 1 mandatory)"
+    )
 
 
 def test_an_up_that_names_a_pack_but_ran_none_fails():
     output = UP_OUTPUT.replace("Policies:\n    ✅ llmd-fleet@v0.1.0 (local: policies)\n", "")
     with pytest.raises(quickstart.StepFailed, match="no policy pack"):
         quickstart.up_detail("pulumi up --stack s --policy-pack policies", output)
-    assert quickstart.up_detail("pulumi up --stack s", output) == "31 created; policy packs: none"
+    assert (
+        quickstart.up_detail("pulumi up --stack s", output)
+        == "31 created; policy packs: none (findings: none)"
+    )
 
 
 # --- the environment ---------------------------------------------------------------------------------
