@@ -487,8 +487,10 @@ def _status(stack: str, report: Report, groups: bool) -> None:
     status = read_status(load_cluster(cluster.twin_dir() / "kubeconfig").get, config)
     report.line(f"status: {status.one_line()}")
     if not groups:
-        # The stand-in creates the pods without LeaderWorkerSets, so there are no groups to count.
-        report.line("status: groups not counted (the LWS stand-in creates no LeaderWorkerSets)")
+        # `llmd-fleet status` groups pods by the LWS labels, which the stand-in sets itself (and
+        # _schedule has deleted its pods again by now): a count would be the stand-in's, not the
+        # controller's.
+        report.line("status: groups not counted (no LWS controller: the stand-in made and labelled the pods)")
         return
     report.check(status.all_ready, f"status: not every group ready: {status.groups_text()}")
 
