@@ -292,7 +292,9 @@ def lws_pods(ds: dict[str, Any]) -> list[dict[str, Any]]:
     return pods
 
 
-def _schedule(kube: Kube, objects: list[dict[str, Any]], report: Report, keep: bool = False) -> None:
+def _schedule(
+    kube: Kube, objects: list[dict[str, Any]], report: lws_checks.Reporter, keep: bool = False
+) -> None:
     """The stand-in for the LWS controller: the DisaggregatedSet's pods created, then read back
     (bound, Ready, claims allocated, GPU/NIC pairing, one pod per node) and deleted again, unless
     `keep` (the quickstart walk leaves them for `llmd-fleet status` and `pulumi destroy`)."""

@@ -10,13 +10,15 @@ the checkout (its tracked and untracked files, `.venv` linked), with:
 
 - HOME a fresh temporary directory (so `file://$HOME/.pulumi-state` is a file backend there) and
   PULUMI_HOME its `.pulumi` (the CLI's plugins, credentials and workspaces: new), HF_TOKEN a
-  made-up token,
-  PULUMI_CONFIG_PASSPHRASE made at run time, PULUMI_SKIP_CONFIRMATIONS=true (no terminal
-  answers `pulumi up`'s and `destroy`'s prompts), no KUBECONFIG: the cluster is reached only
-  through the `kubeconfig.yaml` the document names, which is the twin's;
+  made-up token, PULUMI_CONFIG_PASSPHRASE made at run time, PULUMI_SKIP_CONFIRMATIONS=true (no
+  terminal answers `pulumi up`'s and `destroy`'s prompts), no KUBECONFIG: the cluster is reached
+  only through the `kubeconfig.yaml` the document names, which is the twin's;
 - PATH: the checkout's `.venv/bin` (the "environment activated" of the document), the Pulumi CLI
   the twin builds, and the stand-in for the Python language host (devtools/twin/langhost.py; the
-  real one cannot be had), with the Kubernetes provider installed in ~/.pulumi/plugins.
+  real one cannot be had), with the Kubernetes provider installed in $PULUMI_HOME/plugins.
+
+Each command's output is written to `logs/` of the walk's temporary directory, which is removed
+after a pass and kept (its path printed) after a failure or with --keep.
 
 The twin is prepared as a cluster with `target.platform: preinstalled` would be (engine.py's
 ensure_platform: the vendored CRDs and the `gpu.nvidia.com` DeviceClass; the LWS controller built
@@ -412,7 +414,7 @@ def stand_in_pods(kube: Any, report: Quiet) -> None:
         f"/disaggregatedsets/{config.serving.name}"
     )
     started = time.monotonic()
-    e2e._schedule(kube, [ds], report, keep=True)  # type: ignore[arg-type]
+    e2e._schedule(kube, [ds], report, keep=True)
     if report.failures:
         raise StepFailed("stand-in pods", "(the twin's stand-in for the LWS controller)", report.failures[-1])
     say("stand-in pods (LWS controller absent)", time.monotonic() - started, "bound and Ready by kwok")
@@ -428,6 +430,7 @@ def walk(keep: bool = False) -> int:
         leaked_secrets,
         objects_left,
     )
+    from devtools.twin.kube import ApiError
 
     root = cluster.PROJECT_ROOT
     started = time.monotonic()
@@ -521,7 +524,7 @@ def walk(keep: bool = False) -> int:
         )
     except StepFailed as error:
         failed = error
-    except (build.BuildError, cluster.TwinError, TimeoutError) as error:
+    except (build.BuildError, cluster.TwinError, TimeoutError, ApiError) as error:
         failed = StepFailed("twin", "(the twin)", str(error))
     finally:
         if deployed and failed is not None:
@@ -553,8 +556,16 @@ def walk(keep: bool = False) -> int:
 
 
 def main(argv: Sequence[str]) -> int:
+    from devtools.twin.build import BuildError
+    from devtools.twin.engine import EngineError
+
     try:
         return walk(keep="--keep" in argv)
     except QuickstartError as error:
         print(f"quickstart: FAIL: {error}", file=sys.stderr)
-        return 1
+    except (BuildError, EngineError) as error:
+        print(
+            f"quickstart: FAIL at step `tools` (the Pulumi CLI and Kubernetes provider): {error}",
+            file=sys.stderr,
+        )
+    return 1

@@ -250,7 +250,7 @@ Updating (quickstart-h100):
 Policies:
     ⚠️ llmd-fleet@v0.1.0 (local: policies)
         - [advisory] [severity: low]  image-digest  (kubernetes:apps/v1:Deployment: router-deployment)
-          Deployment llm-d/quickstart-epp: container epp image ghcr.io/x:v0.10.0 is pinned by tag only
+          Deployment llm-d/quickstart-epp: container epp image ghcr.io/x:v1 is pinned by tag only
         - [mandatory] [severity: high]  gpu-budget  (pulumi:pulumi:Stack: llmd-fleet-quickstart-h100)
           too many GPUs (v1.2 (local: x))
 
