@@ -94,7 +94,7 @@ checkov: ## checkov over every rendered stack, serving pod templates included (p
 # run likewise. Needs Go and the Go module proxy on a cold cache.
 TWIN_STACK ?= onprem-h100
 
-.PHONY: twin twin-build twin-up twin-down twin-status e2e engine
+.PHONY: twin twin-build twin-up twin-down twin-status e2e engine quickstart-twin
 twin: twin-up ## Try the whole fleet without a cloud: start the twin with TWIN_STACK's fake nodes
 
 twin-build: ## Build (or reuse) the twin's binaries; each cold build prints its duration
@@ -114,6 +114,10 @@ e2e: ## Put TWIN_STACK into a fresh twin and assert by reading the API server; p
 
 engine: ## With the twin up (make twin): TWIN_STACK through the Pulumi engine (preview, up, second up, update, destroy)
 	$(UV) run --frozen python -m devtools.twin engine $(TWIN_STACK)
+
+quickstart-twin: ## Walk docs/quickstart.md's commands (real Pulumi CLI, file backend) against a fresh twin; prints each step and its time
+	@start=$$(date +%s); $(UV) run --frozen python -m devtools.twin quickstart; \
+	status=$$?; echo "quickstart-twin: $$(( $$(date +%s) - start )) s"; exit $$status
 
 # The data-plane twin (docs/twin.md): the twin's API server, the rendered router objects, the
 # simulators and routing sidecars in per-pod network namespaces, two picker replicas with the

@@ -9,6 +9,8 @@
     python -m devtools.twin build [NAME ...]                build or reuse the binaries (cache)
     python -m devtools.twin gomod [NAME ...]                regenerate the wrapper Go modules
     python -m devtools.twin lws-build                       build or reuse the LWS controller
+    python -m devtools.twin quickstart [--keep]             walk docs/quickstart.md's commands
+                                                            against a fresh twin (quickstart-h100)
     python -m devtools.twin dataplane STACK [--long] [--broken]
                                                             the data-plane twin: replay through
                                                             STACK's rendered router (root)
@@ -37,6 +39,10 @@ def main(argv: Sequence[str]) -> int:
         from devtools.twin.engine import main as engine_main
 
         return engine_main(argv[1:])
+    if command == "quickstart":
+        from devtools.twin.quickstart import main as quickstart_main
+
+        return quickstart_main(argv[1:])
     if command == "lws-build":
         from devtools.twin.lws import main as lws_main
 

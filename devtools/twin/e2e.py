@@ -292,7 +292,12 @@ def lws_pods(ds: dict[str, Any]) -> list[dict[str, Any]]:
     return pods
 
 
-def _schedule(kube: Kube, objects: list[dict[str, Any]], report: Report) -> None:
+def _schedule(
+    kube: Kube, objects: list[dict[str, Any]], report: lws_checks.Reporter, keep: bool = False
+) -> None:
+    """The stand-in for the LWS controller: the DisaggregatedSet's pods created, then read back
+    (bound, Ready, claims allocated, GPU/NIC pairing, one pod per node) and deleted again, unless
+    `keep` (the quickstart walk leaves them for `llmd-fleet status` and `pulumi destroy`)."""
     ds = next((o for o in objects if o["kind"] == "DisaggregatedSet"), None)
     if ds is None:
         report.figure("pods", "no DisaggregatedSet in the stack")
@@ -360,8 +365,9 @@ def _schedule(kube: Kube, objects: list[dict[str, Any]], report: Report) -> None
     report.check(not violations, f"{len(violations)} pairing violations")
     report.check(len(used_nodes) == bound, "two pods share a node")
     report.check(used_nodes <= gpu_nodes, "a serving pod landed on a node without GPUs")
-    for pod in pods:
-        kube.delete(pod)
+    if not keep:
+        for pod in pods:
+            kube.delete(pod)
 
 
 PREFLIGHT_COMPONENT = ("app.kubernetes.io/component", "preflight")
@@ -483,8 +489,10 @@ def _status(stack: str, report: Report, groups: bool) -> None:
     status = read_status(load_cluster(cluster.twin_dir() / "kubeconfig").get, config)
     report.line(f"status: {status.one_line()}")
     if not groups:
-        # The stand-in creates the pods without LeaderWorkerSets, so there are no groups to count.
-        report.line("status: groups not counted (the LWS stand-in creates no LeaderWorkerSets)")
+        # `llmd-fleet status` groups pods by the LWS labels, which the stand-in sets itself (and
+        # _schedule has deleted its pods again by now): a count would be the stand-in's, not the
+        # controller's.
+        report.line("status: groups not counted (no LWS controller: the stand-in made and labelled the pods)")
         return
     report.check(status.all_ready, f"status: not every group ready: {status.groups_text()}")
 

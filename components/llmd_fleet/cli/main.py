@@ -13,7 +13,7 @@
                                                     read the deployed fleet: groups ready per role,
                                                     EPP leader, pool endpoints, preflight result;
                                                     exit 0 when every group is ready
-    llmd-fleet twin up|down|status|e2e|engine|build [STACK]  the control-plane twin (docs/twin.md)
+    llmd-fleet twin up|down|status|e2e|engine|quickstart|build [STACK]  the control-plane twin (docs/twin.md)
     llmd-fleet twin dataplane STACK [--long|--broken]  the data-plane twin (docs/twin.md)
     llmd-fleet policy-pack-path                     print the directory of the policy pack the
                                                     package ships (for pulumi --policy-pack)
