@@ -71,6 +71,9 @@ def test_the_analyzer_protocol_end_to_end(reference, reference_policy_config):
     assert [p.name for p in report.policies] == [p.name for p in all_policies()]
     assert {p.kind for p in report.policies} == {"resource", "stack"}
     assert report.mandatory == () and report.violations
+    # The stack resource carries an output unknown before the update, as in `pulumi up`'s
+    # preview; every stack policy still runs (none reads the stack's outputs).
+    assert report.not_run == ()
     assert {v.policy for v in report.violations} == {"image-digest"}
     assert all(v.urn.startswith(f"urn:pulumi:{REFERENCE_STACK}::llmd-fleet::") for v in report.violations)
 
@@ -240,3 +243,27 @@ def test_autoscaling_budget_does_not_apply_to_fixed_roles(reference):
     # No External role: the gpu-budget rule covers the fleet.
     assert violations("autoscaling-within-gpu-budget", reference, {"maxGpus": 8}) == []
     assert violations("autoscaling-within-gpu-budget", reference) == []
+
+
+def test_a_policy_that_could_not_run_fails_the_report_instead_of_counting_as_advisory():
+    from llmd_fleet.cli.policy_check import NOT_RUN, PolicyReport, PolicyState, Violation, report_lines
+
+    skipped = Violation(
+        "router-pdb",
+        NOT_RUN,
+        "urn:x",
+        "pulumi:pulumi:Stack",
+        "s",
+        "can't run policy 'router-pdb' ...",
+        "",
+        "",
+    )
+    finding = Violation(
+        "image-digest", "advisory", "urn:y", "kubernetes:apps/v1:Deployment", "d", "m", "", ""
+    )
+    report = PolicyReport(
+        "llmd-fleet", "0.1.0", (PolicyState("router-pdb", "mandatory", "stack"),), 2, (skipped, finding)
+    )
+    assert report.not_run == (skipped,) and report.advisory == (finding,) and report.mandatory == ()
+    assert report.summary().endswith("0 mandatory, 1 advisory violation(s), 1 not run")
+    assert report_lines(report.violations)[0].startswith("[not run]  router-pdb  ")

@@ -500,10 +500,10 @@ def _check(
     policy_result = _check_policies(synthesis, policy_config_path, policy_config, pack, verbose)
     if policy_result is None:
         return EXIT_BAD_INPUT
-    failed, (mandatory, advisory) = bool(findings or policy_result[0]), policy_result[1]
+    failed, (mandatory, advisory, not_run) = bool(findings or policy_result[0]), policy_result[1]
     print(
         f"check {synthesis.stack}: {'FAILED' if failed else 'ok'}: {count - bad} of {count} objects valid; "
-        f"policies: {mandatory} mandatory, {advisory} advisory"
+        f"policies: {mandatory} mandatory, {advisory} advisory" + (f", {not_run} not run" if not_run else "")
     )
     return EXIT_INVALID_OUTPUT if failed else EXIT_OK
 
@@ -519,11 +519,11 @@ def _check_policies(
     config: dict[str, Any] | None,
     pack: "PolicyPackProcess | None" = None,
     verbose: bool = False,
-) -> tuple[bool, tuple[int, int]] | None:
+) -> tuple[bool, tuple[int, int, int]] | None:
     """Run the policy pack over the synthesized resources and print its violations the way a
     preview lists them (advisories grouped per policy unless `verbose`); (True when a mandatory
-    policy failed, (mandatory, advisory) counts), None when the policy config does not fit the
-    pack's schemas."""
+    policy failed or a policy could not run, (mandatory, advisory, not run) counts), None when
+    the policy config does not fit the pack's schemas."""
     from llmd_fleet.cli.policy_check import PolicyConfigError, PolicyPackError, report_lines, run_policy_pack
 
     try:
@@ -533,7 +533,7 @@ def _check_policies(
         return None
     except PolicyPackError as exc:
         _error(exc)
-        return True, (0, 0)
+        return True, (0, 0, 0)
     for line in report_lines(report.violations, verbose):
         print(line)
     shown = config_path
@@ -541,7 +541,12 @@ def _check_policies(
         shown = config_path.relative_to(Path.cwd())
     source = f" (config {shown})" if shown is not None else ""
     print(report.summary() + source)
-    return bool(report.mandatory), (len(report.mandatory), len(report.advisory))
+    # A policy that did not run fails the check like a mandatory violation: nothing was checked.
+    return bool(report.mandatory or report.not_run), (
+        len(report.mandatory),
+        len(report.advisory),
+        len(report.not_run),
+    )
 
 
 def main() -> None:

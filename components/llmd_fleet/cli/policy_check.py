@@ -31,6 +31,7 @@ import jsonschema
 import yaml
 from google.protobuf import empty_pb2, json_format, struct_pb2  # type: ignore[import-untyped]
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
+from pulumi.runtime.rpc import UNKNOWN
 
 from llmd_fleet.cli.paths import PACKAGE_DIR
 from llmd_fleet.cli.synth import Recorded
@@ -63,6 +64,10 @@ class PolicyPackError(RuntimeError):
     """The pack could not be started or did not answer."""
 
 
+NOT_RUN = "not run"
+_NOT_RUN_PREFIX = "can't run policy"
+
+
 @dataclass(frozen=True)
 class Violation:
     """One diagnostic of the pack, as a preview lists it."""
@@ -89,7 +94,7 @@ def report_lines(violations: tuple[Violation, ...], verbose: bool = False) -> li
     entries: list[list[Violation]] = []
     by_policy: dict[str, list[Violation]] = {}
     for violation in violations:
-        if verbose or violation.level == "mandatory":
+        if verbose or violation.level in ("mandatory", NOT_RUN):
             entries.append([violation])
         elif violation.policy in by_policy:
             by_policy[violation.policy].append(violation)
@@ -132,14 +137,19 @@ class PolicyReport:
 
     @property
     def advisory(self) -> tuple[Violation, ...]:
-        return tuple(v for v in self.violations if v.level != "mandatory")
+        return tuple(v for v in self.violations if v.level not in ("mandatory", NOT_RUN))
+
+    @property
+    def not_run(self) -> tuple[Violation, ...]:
+        """Policies the SDK could not run (they read a value unknown before the update)."""
+        return tuple(v for v in self.violations if v.level == NOT_RUN)
 
     def summary(self) -> str:
         enabled = sum(1 for p in self.policies if p.level != "disabled")
         return (
             f"policy pack {self.pack}@v{self.version}: {enabled} of {len(self.policies)} policies over "
             f"{self.resources} resources: {len(self.mandatory)} mandatory, {len(self.advisory)} advisory "
-            "violation(s)"
+            "violation(s)" + (f", {len(self.not_run)} not run" if self.not_run else "")
         )
 
 
@@ -414,8 +424,10 @@ def _analyze(
         timeout=timeout,
     )
     root = stack_urn(stack, project)
+    # The stack resource's properties are the program's outputs; in the preview of a new stack
+    # (`pulumi up`'s first step) those that wait on a resource are unknown, as `inferencePool` is.
     entries: list[tuple[str, str, str, dict[str, Any]]] = [
-        ("pulumi:pulumi:Stack", f"{project}-{stack}", root, {})
+        ("pulumi:pulumi:Stack", f"{project}-{stack}", root, {"inferencePool": UNKNOWN})
     ]
     entries += [(r.type, r.name, resource_urn(stack, r.type, r.name, project), r.inputs) for r in resources]
     violations: list[Violation] = []
@@ -427,10 +439,13 @@ def _analyze(
             message = d.message
             if d.description and message.startswith(d.description):
                 message = message[len(d.description) :].lstrip("\n") or d.description
+            # The SDK reports a policy that read an unknown value as an advisory diagnostic; it did
+            # not check anything, so it counts against the pack instead of as a finding.
+            did_not_run = message.startswith(_NOT_RUN_PREFIX)
             violations.append(
                 Violation(
                     policy=d.policyName,
-                    level=_LEVEL_NAMES.get(d.enforcementLevel, "advisory"),
+                    level=NOT_RUN if did_not_run else _LEVEL_NAMES.get(d.enforcementLevel, "advisory"),
                     urn=urn,
                     type=type_,
                     name=name,

@@ -232,6 +232,9 @@ def resource_rule(
     )
 
 
+STACK_TYPE = "pulumi:pulumi:Stack"
+
+
 def stack_rule(
     *,
     name: str,
@@ -246,7 +249,13 @@ def stack_rule(
     """A StackValidationPolicy that runs `check` over every resource of the stack."""
 
     def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
-        resources = [Resource(r.resource_type, r.name, r.urn, plain(r.props)) for r in args.resources]
+        # The stack resource's properties are the program's outputs, which no rule reads; in a
+        # preview some are unknown, and reading them would stop every stack rule from running.
+        resources = [
+            Resource(r.resource_type, r.name, r.urn, plain(r.props))
+            for r in args.resources
+            if r.resource_type != STACK_TYPE
+        ]
 
         def report(message: str, resource: Resource | None) -> None:
             report_violation(message, resource.urn if resource is not None else None)
