@@ -130,8 +130,10 @@ dataplane-long: ## The long replay (more sessions, turns and overload)
 	$(UV) run --frozen python -m devtools.dataplane run $(DATAPLANE_STACK) --long
 
 # The reason the broken run must fail with: without tokens from the render service the picker has no
-# prefix match information, so the prefix-based P/D decider disaggregates nothing.
-DATAPLANE_BROKEN_REASON := the P/D decider did not disaggregate
+# prefix match information, so nothing but chance sends a new session's first turn (or a sub-agent)
+# to an endpoint that holds its program's prefix, and the new sessions' hit rate is no better than
+# the baseline's (docs/twin.md). The P/D decider disaggregating nothing is printed too.
+DATAPLANE_BROKEN_REASON := the rendered config does not beat the baseline on the new sessions' hit rate
 
 dataplane-broken: ## Negative control (steady replay only): the token producer's render URL on a wrong port; passes only if the run fails for that reason
 	@start=$$(date +%s); out=$$($(UV) run --frozen python -m devtools.dataplane run $(DATAPLANE_STACK) --broken 2>&1); \

@@ -148,7 +148,16 @@ def _entry(
     model: str,
     max_tokens: int,
 ) -> dict[str, Any]:
-    body = {"model": model, "messages": messages, "max_tokens": max_tokens, "stream": True}
+    # include_usage: the engine's last event carries its usage, with the prompt tokens it found
+    # in its prefix cache (usage.prompt_tokens_details.cached_tokens), which the gateway stand-in
+    # records per request (llm-d-inference-sim v0.10.2 pkg/api/response.go, Usage).
+    body = {
+        "model": model,
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     return {
         "id": id_,
         "at_ms": at_ms,

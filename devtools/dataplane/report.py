@@ -31,6 +31,37 @@ def hit_rate(before: list[str], after: list[str]) -> float | None:
     return hits / queries if queries > 0 else None
 
 
+def new_session_requests(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The first turns of agent sessions and sub-agents whose program's prefix was sent before
+    (an earlier session of the same program, or the sub-agent's parent): what only
+    prefix-aware routing can send to an endpoint already holding that prefix (session affinity
+    has no session to follow yet). The first session of each program is left out: no endpoint can
+    hold its prefix. Order is the replay's (start time)."""
+    firsts = sorted(
+        (r for r in results if r["turn"] == 0 and r["phase"] in ("agent", "subagent")),
+        key=lambda r: (r["start_ms"], r["session"]),
+    )
+    seen: set[str] = set()
+    out = []
+    for r in firsts:
+        if r["phase"] == "subagent" or r["program"] in seen:
+            out.append(r)
+        seen.add(r["program"])
+    return out
+
+
+def token_hit_rate(results: list[dict[str, Any]]) -> float | None:
+    """Cached prompt tokens / prompt tokens over the served requests whose response carried the
+    engine's usage (None when none did)."""
+    counted = [
+        r
+        for r in results
+        if r["outcome"] == "served" and r.get("prompt_tokens") and r.get("cached_tokens") is not None
+    ]
+    prompt = sum(r["prompt_tokens"] for r in counted)
+    return sum(r["cached_tokens"] for r in counted) / prompt if prompt else None
+
+
 def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
@@ -182,6 +213,8 @@ def lines(report: dict[str, Any]) -> list[str]:
     fo = r.get("failover")
     return [
         f"hit rate: rendered {_pct(r['hit_rate'])} baseline {_pct(b.get('hit_rate'))}",
+        f"hit rate (new sessions): rendered {_pct(r.get('new_session_hit_rate'))} "
+        f"baseline {_pct(b.get('new_session_hit_rate'))}",
         f"ttft: rendered {_ms(r['ttft_ms'])} baseline {_ms(b.get('ttft_ms'))} (median, agent turns)",
         f"stickiness: {_pct(r['stickiness'])}",
         f"p/d: {_pct(pdf['share'])} disaggregated ({pdf['disaggregated']}/{pdf['served']}), "
@@ -208,6 +241,7 @@ def figures(
     return {
         "requests": len(results),
         "hit_rate": hit_rate(before, after),
+        "new_session_hit_rate": token_hit_rate(new_session_requests(results)),
         "ttft_ms": ttft(results),
         "stickiness": stickiness(results),
         "pd": pd(results, prefill, decode),
@@ -264,6 +298,9 @@ def _yielded(c: dict[str, int]) -> int:
 def checks(report: dict[str, Any]) -> list[str]:
     """What the run must show, from what the rendered config does (empty: pass):
     - the rendered scorers beat the baseline on hit rate, and session affinity on stickiness;
+    - they beat it on the new sessions' hit rate too (first turns of sessions and sub-agents
+      sharing an earlier request's prefix, `new_session_requests`): session affinity cannot help
+      there, only prefix-aware routing finds the endpoint that holds the shared prefix;
     - the prefix-based P/D decider disaggregated the fresh long prompts (the replay makes them
       twice its nonCachedTokens) and sent every prefill to a prefill endpoint; with no prefix
       match information it disaggregates nothing;
@@ -276,6 +313,12 @@ def checks(report: dict[str, Any]) -> list[str]:
     failures = []
     if r["hit_rate"] is None or b["hit_rate"] is None or r["hit_rate"] <= b["hit_rate"]:
         failures.append("the rendered config does not beat the baseline on hit rate")
+    new_r, new_b = r.get("new_session_hit_rate"), b.get("new_session_hit_rate")
+    if new_r is None or new_b is None or new_r <= new_b:
+        failures.append(
+            "the rendered config does not beat the baseline on the new sessions' hit rate"
+            f" (prefix reuse across sessions: {_pct(new_r)} against {_pct(new_b)})"
+        )
     if r["stickiness"] is None or b["stickiness"] is None or r["stickiness"] <= b["stickiness"]:
         failures.append("the rendered config does not beat the baseline on session stickiness")
     pdf = r["pd"]

@@ -119,6 +119,34 @@ def _r(session: str, turn: int, dest: str, **kw: Any) -> dict[str, Any]:
     return {**base, **kw}
 
 
+def test_new_session_hit_rate_counts_first_turns_that_share_an_earlier_prefix() -> None:
+    results = [
+        # program p: the first session cannot find its prefix anywhere, so it is left out
+        _r("a", 0, "d1", start_ms=0.0, prompt_tokens=100, cached_tokens=0),
+        _r("a", 1, "d1", start_ms=500.0, prompt_tokens=150, cached_tokens=100),  # a later turn
+        _r("b", 0, "d2", start_ms=200.0, prompt_tokens=100, cached_tokens=80),
+        _r("a-sub0", 0, "d1", phase="subagent", start_ms=600.0, prompt_tokens=200, cached_tokens=150),
+        # program q: its first session is left out, the second counted (a miss)
+        _r("c", 0, "d1", program="q", start_ms=100.0, prompt_tokens=100, cached_tokens=0),
+        _r("e", 0, "d2", program="q", start_ms=300.0, prompt_tokens=100, cached_tokens=0),
+        _r("batch", 0, "d2", phase="batch", program="z", start_ms=50.0, prompt_tokens=900, cached_tokens=0),
+    ]
+    chosen = report.new_session_requests(results)
+    assert [r["session"] for r in chosen] == ["b", "e", "a-sub0"]
+    assert report.token_hit_rate(chosen) == (80 + 0 + 150) / (100 + 100 + 200)
+    # Requests not served, or without the engine's usage, do not count.
+    assert report.token_hit_rate([{**results[2], "outcome": "failed"}]) is None
+    assert report.token_hit_rate([{k: v for k, v in results[2].items() if k != "cached_tokens"}]) is None
+    figs = report.figures(results, [], [], set(), {"d1", "d2"})
+    assert figs["new_session_hit_rate"] == pytest.approx(230 / 400)
+
+
+def test_replay_asks_the_engines_for_their_usage() -> None:
+    bands = replay.bands_of(_topology().objectives)
+    for e in replay.generate(replay.SHORT, "m", bands):
+        assert e["body"]["stream_options"] == {"include_usage": True}
+
+
 def test_stickiness_pd_failover_and_lines() -> None:
     results = [_r("a", 0, "d1"), _r("a", 1, "d1"), _r("a", 2, "d2"), _r("b", 0, "d2"), _r("b", 1, "d2")]
     assert report.stickiness(results) == 2 / 3
@@ -141,10 +169,11 @@ def test_stickiness_pd_failover_and_lines() -> None:
     figs["failover"] = fo
     lines = report.lines({"rendered": figs, "baseline": figs, "bands": {"interactive": "i", "batch": "b"}})
     assert [line.split(":")[0] for line in lines] == [
-        "hit rate", "ttft", "stickiness", "p/d", "flow control", "failover"
+        "hit rate", "hit rate (new sessions)", "ttft", "stickiness", "p/d", "flow control", "failover"
     ]  # fmt: skip
-    assert lines[2] == "stickiness: 66.7%"
-    assert lines[5] == "failover: 2 failed, 1.2 s"
+    assert lines[1] == "hit rate (new sessions): rendered n/a baseline n/a"  # no usage recorded
+    assert lines[3] == "stickiness: 66.7%"
+    assert lines[6] == "failover: 2 failed, 1.2 s"
 
 
 def test_checks_follow_the_rendered_behaviour() -> None:
@@ -160,10 +189,23 @@ def test_checks_follow_the_rendered_behaviour() -> None:
         "hit_rate": 0.5, "stickiness": 0.9, "pd": pd, "flow_control": fc,
         "failover": {"failed": 1, "resume_s": 2.0},
     }  # fmt: skip
-    good = {"bands": bands, "rendered": rendered, "baseline": {"hit_rate": 0.3, "stickiness": 0.4}}
+    rendered["new_session_hit_rate"] = 0.9
+    baseline = {"hit_rate": 0.3, "stickiness": 0.4, "new_session_hit_rate": 0.7}
+    good = {"bands": bands, "rendered": rendered, "baseline": baseline}
     assert report.checks(good) == []
     broken = {**good, "rendered": {**rendered, "hit_rate": 0.3}}
     assert report.checks(broken) == ["the rendered config does not beat the baseline on hit rate"]
+    # The broken token producer's shape: overall hit rate still ahead (session affinity), but
+    # new sessions no better than the baseline's.
+    blind = {**good, "rendered": {**rendered, "new_session_hit_rate": 0.5}}
+    assert report.checks(blind) == [
+        "the rendered config does not beat the baseline on the new sessions' hit rate"
+        " (prefix reuse across sessions: 50.0% against 70.0%)"
+    ]
+    tied = {**good, "rendered": {**rendered, "new_session_hit_rate": 0.7}}
+    assert len(report.checks(tied)) == 1
+    unmeasured = {**good, "rendered": {**rendered, "new_session_hit_rate": None}}
+    assert "new sessions" in report.checks(unmeasured)[0]
     quiet = {"band i": {"dispatched": 5}, "band b": {"dispatched": 7}}
     calm = {**fc, "peak_saturation": 0.1, "counts": quiet}
     failures = report.checks({**good, "rendered": {**rendered, "flow_control": calm}})

@@ -64,6 +64,37 @@ type result struct {
 	TTFTMs      float64 `json:"ttft_ms"`
 	TotalMs     float64 `json:"total_ms"`
 	Error       string  `json:"error,omitempty"`
+	// The engine's own account of the prompt, from the usage the response carries (the replay
+	// asks for it: stream_options.include_usage): prompt tokens and those already in its prefix
+	// cache (usage.prompt_tokens_details.cached_tokens). Absent when the response has no usage.
+	PromptTokens *int `json:"prompt_tokens,omitempty"`
+	CachedTokens *int `json:"cached_tokens,omitempty"`
+}
+
+// usageOf reads the last usage object of an OpenAI-style event stream (or JSON body).
+func usageOf(body []byte) (prompt, cached *int) {
+	for _, line := range bytes.Split(body, []byte("\n")) {
+		line = bytes.TrimSpace(bytes.TrimPrefix(bytes.TrimSpace(line), []byte("data:")))
+		if len(line) == 0 || line[0] != '{' {
+			continue
+		}
+		var chunk struct {
+			Usage *struct {
+				PromptTokens        *int `json:"prompt_tokens"`
+				PromptTokensDetails *struct {
+					CachedTokens *int `json:"cached_tokens"`
+				} `json:"prompt_tokens_details"`
+			} `json:"usage"`
+		}
+		if json.Unmarshal(line, &chunk) != nil || chunk.Usage == nil || chunk.Usage.PromptTokens == nil {
+			continue
+		}
+		prompt, cached = chunk.Usage.PromptTokens, nil
+		if d := chunk.Usage.PromptTokensDetails; d != nil {
+			cached = d.CachedTokens
+		}
+	}
+	return prompt, cached
 }
 
 const destinationHeader = "x-gateway-destination-endpoint" // pkg/epp/metadata/consts.go
@@ -309,6 +340,7 @@ func (p *picker) route(e *entry, start time.Time, client *http.Client, deadline 
 	r.Status = resp.StatusCode
 	r.TotalMs = float64(time.Since(sent).Microseconds()) / 1000
 	r.Outcome = "served"
+	r.PromptTokens, r.CachedTokens = usageOf(all.Bytes())
 	if resp.StatusCode >= 300 {
 		r.Outcome = "failed"
 		r.Error = strings.TrimSpace(all.String())
