@@ -219,7 +219,10 @@ def lines(report: dict[str, Any]) -> list[str]:
         f"stickiness: {_pct(r['stickiness'])}",
         f"p/d: {_pct(pdf['share'])} disaggregated ({pdf['disaggregated']}/{pdf['served']}), "
         f"prefill on a prefill endpoint {pdf['prefill_on_prefill_endpoint']}/{pdf['disaggregated']}",
-        _fc_line(r["flow_control"], report["bands"]) if "flow_control" in r else "flow control: not run",
+        _fc_line(r["flow_control"], report["bands"])
+        if "flow_control" in r
+        else "flow control: not run"
+        + (f" ({r['flow_control_not_run']})" if "flow_control_not_run" in r else ""),
         "failover: "
         + (
             "not run"
@@ -227,7 +230,15 @@ def lines(report: dict[str, Any]) -> list[str]:
             else f"{fo['failed']} failed, "
             + ("never resumed" if fo["resume_s"] is None else f"{fo['resume_s']:.1f} s")
         ),
+        *status_lines(report.get("status")),
     ]
+
+
+def status_lines(status: dict[str, Any] | None) -> list[str]:
+    """What `llmd-fleet status STACK --request` printed inside the run, one `status:` line each."""
+    if status is None:
+        return ["status: not run"]
+    return [f"status: {line}" for line in status["lines"]] or ["status: printed nothing"]
 
 
 def figures(
@@ -321,27 +332,37 @@ def checks(report: dict[str, Any]) -> list[str]:
         )
     if r["stickiness"] is None or b["stickiness"] is None or r["stickiness"] <= b["stickiness"]:
         failures.append("the rendered config does not beat the baseline on session stickiness")
+    status = report.get("status")
+    if status is not None and not status.get("answered"):
+        failures.append(
+            "llmd-fleet status --request: the request through the Gateway was not answered"
+            " (HTTP 200 with content)"
+        )
     pdf = r["pd"]
     fresh = pdf.get("fresh", {})
     if not pdf["disaggregated"] or fresh.get("disaggregated", 0) < 0.9 * fresh.get("served", 0):
         failures.append(f"the P/D decider did not disaggregate the long fresh prompts ({fresh})")
     if pdf["prefill_on_prefill_endpoint"] != pdf["disaggregated"]:
         failures.append("a prefill went to an endpoint that is not a prefill endpoint")
-    if "flow_control" not in r:  # the broken run's short form: the steady replay only
-        return failures
-    fc = r["flow_control"]
+    if "flow_control" in r:  # not in the broken run's short form (the steady replay only)
+        failures += _flow_control_checks(r["flow_control"], report["bands"])
+    if "failover" in r and (r["failover"]["failed"] is None or r["failover"]["resume_s"] is None):
+        failures.append("routing did not resume after the leader stopped")
+    return failures
+
+
+def _flow_control_checks(fc: dict[str, Any], bands: dict[str, str]) -> list[str]:
+    failures = []
     peak, shed_at = fc.get("peak_saturation"), fc.get("shed_at")
     if shed_at is not None and (peak is None or peak < shed_at):
         failures.append(f"the overload did not saturate the pool (peak {peak}, sheds at {shed_at:.2f})")
     counts = fc["counts"]
-    inter, batch = (counts.get(f"band {report['bands'][k]}", {}) for k in ("interactive", "batch"))
+    inter, batch = (counts.get(f"band {bands[k]}", {}) for k in ("interactive", "batch"))
     if not inter.get("dispatched") or _yielded(inter) or inter.get("failed"):
         failures.append(f"under overload the interactive band was not served whole ({inter})")
     held = fc["held_median_ms"]
-    held_i, held_b = held.get(report["bands"]["interactive"]), held.get(report["bands"]["batch"])
+    held_i, held_b = held.get(bands["interactive"]), held.get(bands["batch"])
     held_longer = held_i is not None and held_b is not None and held_b > held_i
     if not _yielded(batch) and not held_longer:
         failures.append(f"under overload batch did not yield ({batch}, held {held_b} vs {held_i} ms)")
-    if r["failover"]["failed"] is None or r["failover"]["resume_s"] is None:
-        failures.append("routing did not resume after the leader stopped")
     return failures

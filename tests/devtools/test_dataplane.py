@@ -169,8 +169,10 @@ def test_stickiness_pd_failover_and_lines() -> None:
     figs["failover"] = fo
     lines = report.lines({"rendered": figs, "baseline": figs, "bands": {"interactive": "i", "batch": "b"}})
     assert [line.split(":")[0] for line in lines] == [
-        "hit rate", "hit rate (new sessions)", "ttft", "stickiness", "p/d", "flow control", "failover"
+        "hit rate", "hit rate (new sessions)", "ttft", "stickiness", "p/d", "flow control", "failover",
+        "status",
     ]  # fmt: skip
+    assert lines[7] == "status: not run"
     assert lines[1] == "hit rate (new sessions): rendered n/a baseline n/a"  # no usage recorded
     assert lines[3] == "stickiness: 66.7%"
     assert lines[6] == "failover: 2 failed, 1.2 s"
@@ -267,3 +269,88 @@ def test_twin_cli_dispatches_dataplane(monkeypatch: pytest.MonkeyPatch) -> None:
     assert cli.main(["dataplane"]) == 2
     assert cli.main(["dataplane", "local-sim", "--broken"]) == 0
     assert seen == [("local-sim", False, True)]
+
+
+def test_rendered_vllm_engines_become_simulators_with_mapped_arguments() -> None:
+    topo = topology.topology(REPO / "tests" / "golden" / "quickstart-h100")
+    assert [(p.role, p.labels[topology.LWS_NAME]) for p in topo.pods] == [
+        ("prefill", "quickstart-prefill"),
+        ("decode", "quickstart-decode"),
+    ]
+    prefill, decode = (next(c for c in p.containers if c.name == topology.SIMULATOR) for p in topo.pods)
+    assert prefill.vllm is not None and decode.vllm is not None
+    assert prefill.vllm.model == "deepseek-ai/DeepSeek-V2-Lite-Chat" and prefill.vllm.ranks == 8
+    assert (prefill.vllm.kv_role, decode.vllm.kv_role) == ("kv_producer", "kv_consumer")
+    assert prefill.vllm.kv_events and prefill.vllm.block_size == 64
+    # Rank ports only (not the engine's other ports), where the pool and the sidecar expect them.
+    assert prefill.ports == tuple(range(8000, 8008)) and decode.ports == tuple(range(8200, 8208))
+    args = dict(a.removeprefix("--").split("=", 1) for a in decode.args)
+    assert args["model"] == args["served-model-name"] == "deepseek-ai/DeepSeek-V2-Lite-Chat"
+    assert args["port"] == "8200" and args["data-parallel-size"] == "8"
+    assert args["max-num-seqs"] == "128" and args["block-size"] == "64" and args["max-model-len"] == "32768"
+    assert args["kv-cache-size"] == "29009"  # the rendered approximate index's blocks per rank
+    assert args["zmq-endpoint"] == "" and args["force-dummy-tokenizer"] == "true"
+    assert "max-num-seqs" not in dict(a.removeprefix("--").split("=", 1) for a in prefill.args)
+    # The sidecar is the rendered one, unchanged.
+    sidecar = next(c for c in topo.pods[1].containers if c.name == "routing-proxy")
+    assert "--model-server-port=8200" in sidecar.args and "--data-parallel-size=8" in sidecar.args
+    assert topology.capacity(topo).decode_seqs == 8 * 128
+    # local-sim renders the simulator itself: taken as rendered.
+    local = _topology().pods[0].containers[0]
+    assert local.vllm is None and "--zmq-endpoint=" in local.args
+
+
+def test_vllm_serve_reads_plain_commands_and_refuses_what_it_cannot_map() -> None:
+    plain = {"name": "e", "command": ["vllm", "serve"], "args": ["m/x", "--port", "9000", "--max-num-seqs=4"]}
+    serve = topology.vllm_serve(plain)
+    assert serve is not None and (serve.model, serve.port, serve.ranks, serve.max_num_seqs) == (
+        "m/x",
+        9000,
+        1,
+        4,
+    )
+    assert serve.served_model == "m/x" and not serve.kv_events and serve.kv_role is None
+    assert topology.vllm_serve({"name": "s", "args": ["--port=8000"]}) is None
+    with pytest.raises(topology.MappingError, match="names no model"):
+        topology.vllm_serve({"name": "e", "command": ["vllm", "serve"], "args": ["--port=1"]})
+    with pytest.raises(topology.MappingError, match="not a number"):
+        topology.vllm_serve({"name": "e", "command": ["vllm", "serve", "m", "--port", "${PORT}"]})
+
+
+def test_status_answer_and_gateway_address() -> None:
+    ok = ["fleet      glm52 in namespace llm-d", "request    POST http://10.244.0.2/v1/chat/completions: "
+          "HTTP 200 in 0.08 s: 'hello'"]  # fmt: skip
+    assert run.answered(ok)
+    assert not run.answered(
+        ["request    POST http://x/v1/chat/completions: HTTP 200 in 0.08 s"]
+    )  # no content
+    assert not run.answered(["request    POST http://x/v1/chat/completions: HTTP 503 in 0.08 s: 'no'"])
+    assert not run.answered(["request    POST http://x/v1/chat/completions: no answer in 5.00 s: refused"])
+    assert run.gateway_status("10.244.0.2") == {
+        "status": {"addresses": [{"type": "IPAddress", "value": "10.244.0.2"}]}
+    }
+    assert run.listener_port(_topology().gateway) == 80
+    pd = {"disaggregated": 1, "prefill_on_prefill_endpoint": 1, "fresh": {"served": 1, "disaggregated": 1}}
+    base = {"bands": {}, "rendered": {"hit_rate": None, "stickiness": None, "pd": pd}, "baseline": {}}
+    assert report.status_lines({"lines": ok, "exit": 0}) == [f"status: {line}" for line in ok]
+    unanswered = {"lines": ok[:1], "exit": 1, "answered": False}
+    failures = report.checks({**base, "status": unanswered})
+    assert "llmd-fleet status --request: the request through the Gateway was not answered" in " ".join(
+        failures
+    )
+    assert not any("status" in f for f in report.checks({**base, "status": {**unanswered, "answered": True}}))
+
+
+def test_overload_not_run_is_said_and_failover_still_checked() -> None:
+    pd = {"disaggregated": 1, "prefill_on_prefill_endpoint": 1, "fresh": {"served": 1, "disaggregated": 1}}
+    rendered = {
+        "hit_rate": 0.9, "new_session_hit_rate": 0.9, "stickiness": 0.9, "ttft_ms": 5.0,
+        "pd": {**pd, "served": 1, "share": 1.0},
+        "flow_control_not_run": "the overload wave is 2208 requests",
+        "failover": {"failed": None, "resume_s": None},
+    }  # fmt: skip
+    baseline = {"hit_rate": 0.5, "new_session_hit_rate": 0.5, "stickiness": 0.5, "ttft_ms": 6.0}
+    rep = {"bands": {"interactive": "i", "batch": "b"}, "rendered": rendered, "baseline": baseline}
+    assert "flow control: not run (the overload wave is 2208 requests)" in report.lines(rep)
+    # Without the overload, no flow-control check runs, but failover is still held to resuming.
+    assert report.checks(rep) == ["routing did not resume after the leader stopped"]
