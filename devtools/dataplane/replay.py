@@ -85,7 +85,11 @@ SHORT = Shape(
     sessions=8,
     turns=28,
     turn_gap_ms=600,
-    bursts=2,
+    # A burst from every session: the new sessions' hit rate (report.new_session_requests) is
+    # over 5 new sessions and these 32 sub-agents, enough requests that chance placement (the
+    # baseline's, or a config whose prefix routing sees nothing) does not come near the rendered
+    # config's by luck.
+    bursts=8,
     burst_size=4,
     batch=12,
     prompt_words=1500,

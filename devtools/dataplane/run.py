@@ -20,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
-from devtools.dataplane import build, netns, replay, report, topology
+from devtools.dataplane import build, netns, relay, replay, report, scaled, topology
 from devtools.twin import cluster, e2e
 from devtools.twin.kube import Kube, wait_for
 
@@ -150,10 +150,66 @@ class Processes:
                     self.items.remove((name, proc))
 
 
-def start_pods(procs: Processes, topo: topology.Topology, bins: dict[str, Path], logs: Path) -> None:
+# Where a rank's simulator publishes its KV events inside its pod (`--kv-events`): a port of the
+# relay's, on the pod's loopback, rank r at RELAY_INBOUND + r; not a port the rendering uses.
+RELAY_INBOUND = 15557
+
+
+def per_rank_args(args: tuple[str, ...], ranks: int, port: int, inbound: int) -> list[list[str]]:
+    """The simulator's arguments split into one process per rank (`--kv-events`): rank r serves
+    port + r alone (`--data-parallel-size=1`) and publishes its KV events to 127.0.0.1:inbound + r.
+    One process per rank because the simulator's ranks in one process share one publisher and
+    one topic (llm-d-inference-sim v0.10.2 pkg/kv-cache/block_cache.go, kv_cache_sender.go: every
+    batch says rank 0), so no subscriber could tell them apart."""
+    kept = [a for a in args if not a.startswith(("--port=", "--data-parallel-size=", "--zmq-endpoint="))]
+    return [
+        [
+            *kept,
+            f"--port={port + r}",
+            "--data-parallel-size=1",
+            f"--zmq-endpoint=tcp://127.0.0.1:{inbound + r}",
+        ]
+        for r in range(ranks)
+    ]
+
+
+def start_pods(
+    procs: Processes,
+    topo: topology.Topology,
+    bins: dict[str, Path],
+    logs: Path,
+    kv_events_port: int | None = None,
+) -> None:
+    """Each pod's containers in its namespace. With `kv_events_port` (the picker's
+    `podDiscoveryConfig.socketPort`), each rank of an engine whose rendering publishes KV events
+    runs as a simulator process of its own, and a relay per pod binds both sides of each rank's
+    stream (devtools/dataplane/relay.py)."""
     for pod in topo.pods:
         env = {"POD_IP": pod.ip, "POD_NAME": pod.name, "POD_NAMESPACE": topo.namespace}
         for c in pod.containers:
+            if c.name == topology.SIMULATOR and kv_events_port is not None and c.vllm and c.vllm.kv_events:
+                ranks, port = c.vllm.ranks, c.vllm.port
+                for r, argv in enumerate(per_rank_args(c.args, ranks, port, RELAY_INBOUND)):
+                    procs.start(
+                        f"pod-{pod.name}-{c.name}-{r}",
+                        [*netns.exec_prefix(pod.name), str(bins["simulator"]), *argv],
+                        logs,
+                        env,
+                    )
+                pairs = relay.relay_endpoints(pod.ip, kv_events_port, ranks, RELAY_INBOUND)
+                procs.start(
+                    f"pod-{pod.name}-relay",
+                    [
+                        *netns.exec_prefix(pod.name),
+                        sys.executable,
+                        "-m",
+                        "devtools.dataplane.relay",
+                        *(f"{p.inbound}={p.outbound}" for p in pairs),
+                    ],
+                    logs,
+                    {"PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+                )
+                continue
             binary = bins["simulator"] if c.name == topology.SIMULATOR else bins["pd-sidecar"]
             procs.start(
                 f"pod-{pod.name}-{c.name}", [*netns.exec_prefix(pod.name), str(binary), *c.args], logs, env
@@ -275,6 +331,7 @@ def status_check(
     kubeconfig: Path,
     root: Path,
     logs: Path,
+    stacks_flag: list[str] | None = None,
 ) -> tuple[list[str], int]:
     """Serve through the gateway stand-in on the Gateway's address and listener port, then run
     `llmd-fleet status STACK --kubeconfig KUBECONFIG --request` as a user would, from the client
@@ -300,6 +357,7 @@ def status_check(
         command = [
             *netns.exec_prefix(CLIENT_NS),
             str(Path(sys.executable).with_name("llmd-fleet")),
+            *(stacks_flag or []),
             "status",
             stack,
             "--kubeconfig",
@@ -381,19 +439,61 @@ def joined(phases: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     return out
 
 
-def main_run(stack: str, long: bool, broken: bool, root: Path) -> int:
+def break_kv_events_port(text: str) -> str:
+    """The KV-events negative control: the precise producer's subscribers dial a port no engine
+    publishes on (`podDiscoveryConfig.socketPort` + 1000, a router/engine port mismatch),
+    everything else unchanged. Only the speculative entries of its own routing decisions remain."""
+    config = yaml.safe_load(text)
+    for p in config["plugins"]:
+        if p.get("type") == "precise-prefix-cache-producer":
+            discovery = ((p.get("parameters") or {}).get("kvEventsConfig") or {}).get("podDiscoveryConfig")
+            if discovery and discovery.get("socketPort"):
+                discovery["socketPort"] = int(discovery["socketPort"]) + 1000
+                return str(yaml.safe_dump(config, sort_keys=False))
+    raise ValueError("the config has no precise prefix producer with a KV-events socket port to break")
+
+
+def main_run(
+    stack: str,
+    long: bool,
+    broken: bool,
+    root: Path,
+    kv_events: bool = False,
+    broken_kv_events: bool = False,
+    scaled_down: bool = False,
+    ranks_per_pod: int | None = None,
+) -> int:
     started = time.monotonic()
+    stacks_flag: list[str] = []
+    # The twin's API server takes its Kubernetes version from the stack file; a scaled copy's is its
+    # reference's.
+    twin_stack = stack
+    if scaled_down:
+        # The scaled-down copy (devtools/dataplane/scaled.py), rendered from a stacks folder of
+        # its own, which `llmd-fleet status` is pointed at too.
+        copy_dir = root / "build" / "dataplane" / "stacks"
+        stack = scaled.write_scaled(stack, root / "stacks", copy_dir)
+        stacks_flag = ["--stacks-dir", str(copy_dir)]
     run_dir = root / "build" / "dataplane" / stack
     subprocess.run(["rm", "-rf", str(run_dir)], check=True)
     logs = run_dir / "logs"
     logs.mkdir(parents=True)
     render = run_dir / "render"
     subprocess.run(
-        [str(Path(sys.executable).with_name("llmd-fleet")), "render", stack, "--out", str(render)],
+        [
+            str(Path(sys.executable).with_name("llmd-fleet")),
+            *stacks_flag,
+            "render",
+            stack,
+            "--out",
+            str(render),
+        ],
         check=True,
         stdout=subprocess.DEVNULL,
     )
     topo = topology.topology(render)
+    if ranks_per_pod is not None:
+        topo = topology.with_ranks_per_pod(topo, ranks_per_pod)
     bins: dict[str, Path] = {}
     for target in (build.ROUTER, build.SIMULATOR):
         folder = build.ensure(target)
@@ -402,6 +502,17 @@ def main_run(stack: str, long: bool, broken: bool, root: Path) -> int:
     rendered_config = topo.picker.config
     if broken:
         rendered_config = break_render_url(rendered_config)
+    kv_events_port = None
+    if kv_events or broken_kv_events:
+        kv_events_port = topology.kv_events_socket_port(topo.picker.config)
+        publishing = [c for p in topo.pods for c in p.containers if c.vllm and c.vllm.kv_events]
+        if kv_events_port is None or not publishing:
+            raise ValueError(
+                f"{stack}: --kv-events needs a precise prefix producer that discovers pods "
+                "(kvEventsConfig.podDiscoveryConfig.socketPort) and engines rendered with KV events"
+            )
+    if broken_kv_events:
+        rendered_config = break_kv_events_port(rendered_config)
     bands = replay.bands_of(topo.objectives)
     model = next(
         a.split("=", 1)[1]
@@ -425,7 +536,7 @@ def main_run(stack: str, long: bool, broken: bool, root: Path) -> int:
     procs = Processes([])
     forwarder = None
     try:
-        cluster.up(stack, apiserver_only=True, root=root)
+        cluster.up(twin_stack, apiserver_only=True, root=root)
         kube = cluster.client(root)
         for crd in e2e.vendored_crds():
             if crd["spec"]["group"] in CRD_GROUPS:
@@ -512,13 +623,16 @@ def main_run(stack: str, long: bool, broken: bool, root: Path) -> int:
             "bands": bands,
             "long": long,
             "broken": broken,
+            "kv_events": kv_events_port is not None,
+            "broken_kv_events": broken_kv_events,
+            "ranks_per_pod": ranks_per_pod,
             "capacity": vars(cap),
             "flood": vars(wave),
         }
         series: dict[str, dict[str, list[tuple[float, float]]]] = {}
         first = replay.generate(shape, model, bands)[0]
         for tag, text in (("rendered", rendered_config), ("baseline", baseline_config(rendered_config))):
-            start_pods(procs, topo, bins, logs)
+            start_pods(procs, topo, bins, logs, kv_events_port)
             pickers = start_pickers(procs, topo, text, bins, run_dir, kubeconfig, logs, tag)
             warm = run_dir / f"warm-{tag}"
             warm_file = run_dir / "warm.jsonl"
@@ -533,7 +647,7 @@ def main_run(stack: str, long: bool, broken: bool, root: Path) -> int:
                 # The user-facing check, once routing works: `llmd-fleet status --request`.
                 port = listener_port(topo.gateway)
                 lines, code = status_check(
-                    procs, bins, pickers, topo.picker, port, stack, kubeconfig, root, logs
+                    procs, bins, pickers, topo.picker, port, stack, kubeconfig, root, logs, stacks_flag
                 )
                 result["status"] = {"lines": lines, "exit": code, "answered": answered(lines)}
 

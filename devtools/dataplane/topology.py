@@ -4,7 +4,7 @@ InferenceObjectives and the serving pods the DisaggregatedSet's roles make. Pure
 
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -337,6 +337,20 @@ def render_url(config_text: str) -> str | None:
     return None
 
 
+def kv_events_socket_port(config_text: str) -> int | None:
+    """The port the precise prefix producer's per-endpoint subscribers dial (plus the endpoint's
+    rank index): `kvEventsConfig.podDiscoveryConfig.socketPort` with `discoverPods`; None without
+    a precise producer that discovers pods."""
+    config = yaml.safe_load(config_text)
+    for p in config.get("plugins", []):
+        if p.get("type") == "precise-prefix-cache-producer":
+            events = (p.get("parameters") or {}).get("kvEventsConfig") or {}
+            discovery = events.get("podDiscoveryConfig") or {}
+            if events.get("discoverPods") and discovery.get("socketPort"):
+                return int(discovery["socketPort"])
+    return None
+
+
 def pd_threshold(config_text: str) -> int | None:
     """The prefix-based P/D decider's `nonCachedTokens` (None without that decider)."""
     config = yaml.safe_load(config_text)
@@ -396,6 +410,29 @@ def topology(render_dir: Path) -> Topology:
         _one(docs, "DisaggregatedSet"),
         _one(docs, "Gateway"),
     )
+
+
+def with_ranks_per_pod(topo: Topology, ranks: int) -> Topology:
+    """The topology with `ranks` data-parallel ranks per pod instead of the rendered number, kept
+    consistent where ranks show: the pool's first `ranks` target ports, the engines'
+    `--data-parallel-size` and rank ports, the routing sidecars' `--data-parallel-size`. For a run
+    the machine cannot carry at the rendered ranks (docs/twin.md says where it is used)."""
+    targets = topo.pool["spec"].get("targetPorts") or []
+    if not 1 <= ranks <= len(targets):
+        raise ValueError(f"--ranks-per-pod {ranks}: the pool has {len(targets)} target ports per pod")
+    pool = {**topo.pool, "spec": {**topo.pool["spec"], "targetPorts": targets[:ranks]}}
+
+    def container(c: Container) -> Container:
+        if not any(a.startswith("--data-parallel-size=") for a in c.args):
+            return c
+        args = tuple(
+            f"--data-parallel-size={ranks}" if a.startswith("--data-parallel-size=") else a for a in c.args
+        )
+        vllm = replace(c.vllm, ranks=ranks) if c.vllm else None
+        return Container(c.name, args, c.ports[:ranks], vllm)
+
+    pods = [replace(p, containers=tuple(container(c) for c in p.containers)) for p in topo.pods]
+    return replace(topo, pool=pool, pods=pods)
 
 
 def selected(pool: dict[str, Any], pods: list[Pod]) -> list[Pod]:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from devtools.dataplane import netns, replay, report, run, topology
+from devtools.dataplane import netns, relay, replay, report, run, scaled, topology
 from tests.conftest import REPO
 
 GOLDEN = REPO / "tests" / "golden" / "local-sim"
@@ -259,16 +259,39 @@ def test_netns_commands_wire_each_namespace_to_the_bridge() -> None:
 def test_twin_cli_dispatches_dataplane(monkeypatch: pytest.MonkeyPatch) -> None:
     from devtools.twin import cli
 
-    seen: list[tuple[str, bool, bool]] = []
+    seen: list[tuple[str, bool, bool, bool, bool]] = []
 
-    def fake_run(stack: str, long: bool, broken: bool, root: Path) -> int:
-        seen.append((stack, long, broken))
+    def fake_run(
+        stack: str,
+        long: bool,
+        broken: bool,
+        root: Path,
+        kv_events: bool = False,
+        broken_kv_events: bool = False,
+        scaled_down: bool = False,
+        ranks_per_pod: int | None = None,
+    ) -> int:
+        seen.append((stack, long, broken, kv_events, broken_kv_events))
+        if scaled_down:
+            assert ranks_per_pod == 2
+        if stack == "bad":
+            raise topology.MappingError("container vllm: vllm serve names no model")
         return 0
 
     monkeypatch.setattr(run, "main_run", fake_run)
     assert cli.main(["dataplane"]) == 2
     assert cli.main(["dataplane", "local-sim", "--broken"]) == 0
-    assert seen == [("local-sim", False, True)]
+    assert cli.main(["dataplane", "quickstart-h100", "--kv-events"]) == 0
+    assert cli.main(["dataplane", "local-sim", "--brokn"]) == 2  # a typo is refused, not ignored
+    assert cli.main(["dataplane", "bad"]) == 2  # a rendering the run cannot map: an error line
+    assert cli.main(["dataplane", "local-sim", "--ranks-per-pod=0"]) == 2
+    assert cli.main(["dataplane", "onprem-h100", "--scaled", "--ranks-per-pod=2"]) == 0
+    assert seen == [
+        ("local-sim", False, True, False, False),
+        ("quickstart-h100", False, False, True, False),
+        ("bad", False, False, False, False),
+        ("onprem-h100", False, False, False, False),
+    ]
 
 
 def test_rendered_vllm_engines_become_simulators_with_mapped_arguments() -> None:
@@ -354,3 +377,100 @@ def test_overload_not_run_is_said_and_failover_still_checked() -> None:
     assert "flow control: not run (the overload wave is 2208 requests)" in report.lines(rep)
     # Without the overload, no flow-control check runs, but failover is still held to resuming.
     assert report.checks(rep) == ["routing did not resume after the leader stopped"]
+
+
+def test_kv_events_per_rank_processes_relays_and_broken_port() -> None:
+    args = ("--model=m", "--port=8200", "--data-parallel-size=2", "--zmq-endpoint=", "--block-size=64")
+    assert run.per_rank_args(args, 2, 8200, 15557) == [
+        ["--model=m", "--block-size=64", "--port=8200", "--data-parallel-size=1",
+         "--zmq-endpoint=tcp://127.0.0.1:15557"],
+        ["--model=m", "--block-size=64", "--port=8201", "--data-parallel-size=1",
+         "--zmq-endpoint=tcp://127.0.0.1:15558"],
+    ]  # fmt: skip
+    pairs = relay.relay_endpoints("10.244.0.11", 5557, 2, 15557)
+    assert [(p.inbound, p.outbound) for p in pairs] == [
+        ("tcp://127.0.0.1:15557", "tcp://10.244.0.11:5557"),
+        ("tcp://127.0.0.1:15558", "tcp://10.244.0.11:5558"),
+    ]
+    assert relay.parse([f"{p.inbound}={p.outbound}" for p in pairs]) == pairs
+    for bad in (["tcp://a:1"], ["a:1=tcp://b:2"], [], ["tcp://a:1=tcp://b:2", "tcp://a:1=tcp://c:3"]):
+        with pytest.raises(ValueError, match="relay:"):
+            relay.parse(bad)
+    config = topology.topology(REPO / "tests" / "golden" / "quickstart-h100").picker.config
+    assert topology.kv_events_socket_port(config) == 5557
+    assert topology.kv_events_socket_port(run.break_kv_events_port(config)) == 6557
+    assert topology.kv_events_socket_port(_topology().picker.config) is None  # local-sim: approximate
+    with pytest.raises(ValueError, match="no precise prefix producer"):
+        run.break_kv_events_port(_topology().picker.config)
+
+
+def test_relay_forwards_a_dialling_publisher_to_a_dialling_subscriber() -> None:
+    import socket
+    import threading
+    import time
+
+    import zmq
+
+    def free_port() -> int:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return int(s.getsockname()[1])
+
+    inbound, outbound = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
+    threading.Thread(target=relay.serve, args=([relay.Pair(inbound, outbound)],), daemon=True).start()
+    context = zmq.Context()
+    publisher, subscriber = context.socket(zmq.PUB), context.socket(zmq.SUB)
+    publisher.connect(inbound)  # both ends dial, as the simulator and the picker do
+    subscriber.connect(outbound)
+    subscriber.setsockopt(zmq.SUBSCRIBE, b"kv@")
+    subscriber.setsockopt(zmq.RCVTIMEO, 200)
+    frames = [b"kv@10.244.0.11@m", (7).to_bytes(8, "big"), b"payload"]
+    got = None
+    for _ in range(50):  # until the subscription has travelled up to the publisher
+        publisher.send_multipart([b"other@x", b"", b"not subscribed"])
+        publisher.send_multipart(frames)
+        try:
+            got = subscriber.recv_multipart()
+            break
+        except zmq.Again:
+            time.sleep(0.05)
+    assert got == frames  # whole, in order; the other topic filtered out
+    publisher.close(0)
+    subscriber.close(0)
+    context.term()
+
+
+def test_scaled_copy_keeps_roles_and_ranks_with_one_instance_each() -> None:
+    document = yaml.safe_load((REPO / "stacks" / "Pulumi.onprem-h100.yaml").read_text())
+    copy = scaled.scaled_config(document)
+    roles, old = (
+        copy["config"]["llmd-fleet:serving"]["roles"],
+        document["config"]["llmd-fleet:serving"]["roles"],
+    )
+    assert {n: r["instances"] for n, r in roles.items()} == {"prefill": 1, "decode": 1}
+    for name in ("prefill", "decode"):  # everything else of the role as it was
+        assert {k: v for k, v in roles[name].items() if k != "instances"} == {
+            k: v for k, v in old[name].items() if k != "instances"
+        }
+    assert copy["config"]["llmd-fleet:workload"]["agents"] == 3000 // old["decode"]["instances"]
+    assert copy["config"]["llmd-fleet:fleet"]["nodeGroups"]["h100"]["count"] == (
+        old["prefill"]["nodesPerInstance"] + old["decode"]["nodesPerInstance"]
+    )
+    unchanged = {k: v for k, v in document["config"].items() if k not in ("llmd-fleet:serving",
+                 "llmd-fleet:workload", "llmd-fleet:fleet")}  # fmt: skip
+    assert {k: copy["config"][k] for k in unchanged} == unchanged  # router, model, target as they were
+    with pytest.raises(ValueError, match=r"no llmd-fleet:serving\.roles"):
+        scaled.scaled_config({"config": {}})
+
+
+def test_ranks_per_pod_scales_pool_engines_and_sidecars_together() -> None:
+    topo = topology.with_ranks_per_pod(topology.topology(REPO / "tests" / "golden" / "quickstart-h100"), 2)
+    assert topo.pool["spec"]["targetPorts"] == [{"number": 8000}, {"number": 8001}]
+    engine = next(c for c in topo.pods[1].containers if c.name == topology.SIMULATOR)
+    sidecar = next(c for c in topo.pods[1].containers if c.name == "routing-proxy")
+    assert engine.ports == (8200, 8201) and "--data-parallel-size=2" in engine.args
+    assert engine.vllm is not None and engine.vllm.ranks == 2
+    assert sidecar.ports == (8000, 8001) and "--data-parallel-size=2" in sidecar.args
+    assert topology.capacity(topo).decode_seqs == 2 * 128 and topology.capacity(topo).endpoints == 4
+    with pytest.raises(ValueError, match="target ports"):
+        topology.with_ranks_per_pod(topo, 3)
