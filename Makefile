@@ -125,7 +125,7 @@ quickstart-twin: ## Walk docs/quickstart.md's commands (real Pulumi CLI, file ba
 # and the router and simulator source snapshots ("not run" without them).
 DATAPLANE_STACK ?= local-sim
 
-.PHONY: dataplane dataplane-long dataplane-broken
+.PHONY: dataplane dataplane-long dataplane-broken dataplane-precise dataplane-reference
 dataplane: ## Short replay through the rendered router (rendered vs baseline scorers); prints the figures and its time
 	@start=$$(date +%s); $(UV) run --frozen python -m devtools.dataplane run $(DATAPLANE_STACK); \
 	status=$$?; echo "dataplane: $$(( $$(date +%s) - start )) s"; exit $$status
@@ -133,9 +133,27 @@ dataplane: ## Short replay through the rendered router (rendered vs baseline sco
 dataplane-long: ## The long replay (more sessions, turns and overload)
 	$(UV) run --frozen python -m devtools.dataplane run $(DATAPLANE_STACK) --long
 
+DATAPLANE_PRECISE_STACK ?= quickstart-h100
+
+dataplane-precise: ## Precise (KV-event) prefix routing: one simulator per rank, KV events relayed to the pickers (not in CI)
+	@start=$$(date +%s); $(UV) run --frozen python -m devtools.dataplane run $(DATAPLANE_PRECISE_STACK) --kv-events; \
+	status=$$?; echo "dataplane-precise: $$(( $$(date +%s) - start )) s"; exit $$status
+
+# The reference topology scaled down: one instance per role of onprem-h100 (same roles, plugins and
+# thresholds), with DATAPLANE_REFERENCE_RANKS ranks per pod instead of 8 on this 2-core machine.
+DATAPLANE_REFERENCE_STACK ?= onprem-h100
+DATAPLANE_REFERENCE_RANKS ?= 2
+
+dataplane-reference: ## Scaled-down reference stack with precise prefix routing and KV events (not in CI)
+	@start=$$(date +%s); $(UV) run --frozen python -m devtools.dataplane run $(DATAPLANE_REFERENCE_STACK) \
+	  --scaled --ranks-per-pod=$(DATAPLANE_REFERENCE_RANKS) --kv-events; \
+	status=$$?; echo "dataplane-reference: $$(( $$(date +%s) - start )) s"; exit $$status
+
 # The reason the broken run must fail with: without tokens from the render service the picker has no
-# prefix match information, so the prefix-based P/D decider disaggregates nothing.
-DATAPLANE_BROKEN_REASON := the P/D decider did not disaggregate
+# prefix match information, so nothing but chance sends a new session's first turn (or a sub-agent)
+# to an endpoint that holds its program's prefix, and the new sessions' hit rate is no better than
+# the baseline's (docs/twin.md). The P/D decider disaggregating nothing is printed too.
+DATAPLANE_BROKEN_REASON := the rendered config does not beat the baseline on the new sessions' hit rate
 
 dataplane-broken: ## Negative control (steady replay only): the token producer's render URL on a wrong port; passes only if the run fails for that reason
 	@start=$$(date +%s); out=$$($(UV) run --frozen python -m devtools.dataplane run $(DATAPLANE_STACK) --broken 2>&1); \

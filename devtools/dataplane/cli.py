@@ -1,8 +1,13 @@
 """The data-plane twin (docs/twin.md).
 
-    python -m devtools.dataplane run STACK [--long] [--broken]
+    python -m devtools.dataplane run STACK [--long] [--broken] [--kv-events] [--broken-kv-events]
+                                           [--scaled] [--ranks-per-pod=N]
 
 --broken runs with the token producer's render URL on a wrong port (the run must then fail).
+--kv-events runs each engine rank as a simulator of its own publishing KV events through a relay
+to the picker's precise prefix producer (stacks with precise prefix routing); --broken-kv-events
+does so with the producer's socket port wrong. --scaled runs a copy of STACK with one instance per
+role (devtools/dataplane/scaled.py); --ranks-per-pod=N runs N data-parallel ranks per pod.
 """
 
 from collections.abc import Sequence
@@ -10,16 +15,42 @@ from collections.abc import Sequence
 from devtools import source_snapshot
 from devtools.twin.cluster import PROJECT_ROOT
 
+FLAGS = ("--long", "--broken", "--kv-events", "--broken-kv-events", "--scaled", "--ranks-per-pod=N")
+
 
 def main(argv: Sequence[str]) -> int:
     args = list(argv)
     if len(args) < 2 or args[0] != "run":
         print(__doc__)
         return 2
+    unknown = [a for a in args[2:] if a not in FLAGS and not a.startswith("--ranks-per-pod=")]
+    if unknown:
+        print(f"dataplane: unknown argument(s) {' '.join(unknown)}; flags: {' '.join(FLAGS)}")
+        return 2
+    ranks = None
+    for a in args[2:]:
+        if a.startswith("--ranks-per-pod="):
+            value = a.split("=", 1)[1]
+            if not value.isdigit() or int(value) < 1:
+                print(f"dataplane: --ranks-per-pod needs a positive whole number, got {value!r}")
+                return 2
+            ranks = int(value)
     from devtools.dataplane.run import main_run
 
     try:
-        return main_run(args[1], "--long" in args, "--broken" in args, PROJECT_ROOT)
+        return main_run(
+            args[1],
+            "--long" in args,
+            "--broken" in args,
+            PROJECT_ROOT,
+            kv_events="--kv-events" in args,
+            broken_kv_events="--broken-kv-events" in args,
+            scaled_down="--scaled" in args,
+            ranks_per_pod=ranks,
+        )
     except source_snapshot.SnapshotMissing as exc:
         print(f"dataplane: not run: {exc}")
         return 0
+    except ValueError as exc:  # a rendering the run cannot take (topology.MappingError too)
+        print(f"dataplane: error: {exc}")
+        return 2

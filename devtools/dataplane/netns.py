@@ -148,6 +148,28 @@ def fetch(name: str, url: str, timeout: float = 5.0) -> str | None:
     return box.get("text")
 
 
+def connects(name: str, host: str, port: int, timeout: float = 2.0) -> bool:
+    """A TCP connection to host:port opens from inside the run's namespace `name`."""
+    box: dict[str, bool] = {}
+
+    def enter() -> None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = os.open(f"/run/netns/{ns_name(name)}", os.O_RDONLY)
+            if libc.setns(fd, CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), f"setns {name}")
+            os.close(fd)
+            with socket.create_connection((host, port), timeout=timeout):
+                box["ok"] = True
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=enter)
+    thread.start()
+    thread.join()
+    return box.get("ok", False)
+
+
 class Forwarder:
     """TCP from `host:port` inside the given namespaces to the same `host:port` on the host."""
 

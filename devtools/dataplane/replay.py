@@ -85,7 +85,11 @@ SHORT = Shape(
     sessions=8,
     turns=28,
     turn_gap_ms=600,
-    bursts=2,
+    # A burst from every session: the new sessions' hit rate (report.new_session_requests) is
+    # over 5 new sessions and these 32 sub-agents, enough requests that chance placement (the
+    # baseline's, or a config whose prefix routing sees nothing) does not come near the rendered
+    # config's by luck.
+    bursts=8,
     burst_size=4,
     batch=12,
     prompt_words=1500,
@@ -148,7 +152,16 @@ def _entry(
     model: str,
     max_tokens: int,
 ) -> dict[str, Any]:
-    body = {"model": model, "messages": messages, "max_tokens": max_tokens, "stream": True}
+    # include_usage: the engine's last event carries its usage, with the prompt tokens it found
+    # in its prefix cache (usage.prompt_tokens_details.cached_tokens), which the gateway stand-in
+    # records per request (llm-d-inference-sim v0.10.2 pkg/api/response.go, Usage).
+    body = {
+        "model": model,
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     return {
         "id": id_,
         "at_ms": at_ms,

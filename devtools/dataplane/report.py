@@ -31,6 +31,37 @@ def hit_rate(before: list[str], after: list[str]) -> float | None:
     return hits / queries if queries > 0 else None
 
 
+def new_session_requests(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The first turns of agent sessions and sub-agents whose program's prefix was sent before
+    (an earlier session of the same program, or the sub-agent's parent): what only
+    prefix-aware routing can send to an endpoint already holding that prefix (session affinity
+    has no session to follow yet). The first session of each program is left out: no endpoint can
+    hold its prefix. Order is the replay's (start time)."""
+    firsts = sorted(
+        (r for r in results if r["turn"] == 0 and r["phase"] in ("agent", "subagent")),
+        key=lambda r: (r["start_ms"], r["session"]),
+    )
+    seen: set[str] = set()
+    out = []
+    for r in firsts:
+        if r["phase"] == "subagent" or r["program"] in seen:
+            out.append(r)
+        seen.add(r["program"])
+    return out
+
+
+def token_hit_rate(results: list[dict[str, Any]]) -> float | None:
+    """Cached prompt tokens / prompt tokens over the served requests whose response carried the
+    engine's usage (None when none did)."""
+    counted = [
+        r
+        for r in results
+        if r["outcome"] == "served" and r.get("prompt_tokens") and r.get("cached_tokens") is not None
+    ]
+    prompt = sum(r["prompt_tokens"] for r in counted)
+    return sum(r["cached_tokens"] for r in counted) / prompt if prompt else None
+
+
 def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
@@ -182,11 +213,16 @@ def lines(report: dict[str, Any]) -> list[str]:
     fo = r.get("failover")
     return [
         f"hit rate: rendered {_pct(r['hit_rate'])} baseline {_pct(b.get('hit_rate'))}",
+        f"hit rate (new sessions): rendered {_pct(r.get('new_session_hit_rate'))} "
+        f"baseline {_pct(b.get('new_session_hit_rate'))}",
         f"ttft: rendered {_ms(r['ttft_ms'])} baseline {_ms(b.get('ttft_ms'))} (median, agent turns)",
         f"stickiness: {_pct(r['stickiness'])}",
         f"p/d: {_pct(pdf['share'])} disaggregated ({pdf['disaggregated']}/{pdf['served']}), "
         f"prefill on a prefill endpoint {pdf['prefill_on_prefill_endpoint']}/{pdf['disaggregated']}",
-        _fc_line(r["flow_control"], report["bands"]) if "flow_control" in r else "flow control: not run",
+        _fc_line(r["flow_control"], report["bands"])
+        if "flow_control" in r
+        else "flow control: not run"
+        + (f" ({r['flow_control_not_run']})" if "flow_control_not_run" in r else ""),
         "failover: "
         + (
             "not run"
@@ -194,7 +230,15 @@ def lines(report: dict[str, Any]) -> list[str]:
             else f"{fo['failed']} failed, "
             + ("never resumed" if fo["resume_s"] is None else f"{fo['resume_s']:.1f} s")
         ),
+        *status_lines(report.get("status")),
     ]
+
+
+def status_lines(status: dict[str, Any] | None) -> list[str]:
+    """What `llmd-fleet status STACK --request` printed inside the run, one `status:` line each."""
+    if status is None:
+        return ["status: not run"]
+    return [f"status: {line}" for line in status["lines"]] or ["status: printed nothing"]
 
 
 def figures(
@@ -208,6 +252,7 @@ def figures(
     return {
         "requests": len(results),
         "hit_rate": hit_rate(before, after),
+        "new_session_hit_rate": token_hit_rate(new_session_requests(results)),
         "ttft_ms": ttft(results),
         "stickiness": stickiness(results),
         "pd": pd(results, prefill, decode),
@@ -264,6 +309,9 @@ def _yielded(c: dict[str, int]) -> int:
 def checks(report: dict[str, Any]) -> list[str]:
     """What the run must show, from what the rendered config does (empty: pass):
     - the rendered scorers beat the baseline on hit rate, and session affinity on stickiness;
+    - they beat it on the new sessions' hit rate too (first turns of sessions and sub-agents
+      sharing an earlier request's prefix, `new_session_requests`): session affinity cannot help
+      there, only prefix-aware routing finds the endpoint that holds the shared prefix;
     - the prefix-based P/D decider disaggregated the fresh long prompts (the replay makes them
       twice its nonCachedTokens) and sent every prefill to a prefill endpoint; with no prefix
       match information it disaggregates nothing;
@@ -276,29 +324,45 @@ def checks(report: dict[str, Any]) -> list[str]:
     failures = []
     if r["hit_rate"] is None or b["hit_rate"] is None or r["hit_rate"] <= b["hit_rate"]:
         failures.append("the rendered config does not beat the baseline on hit rate")
+    new_r, new_b = r.get("new_session_hit_rate"), b.get("new_session_hit_rate")
+    if new_r is None or new_b is None or new_r <= new_b:
+        failures.append(
+            "the rendered config does not beat the baseline on the new sessions' hit rate"
+            f" (prefix reuse across sessions: {_pct(new_r)} against {_pct(new_b)})"
+        )
     if r["stickiness"] is None or b["stickiness"] is None or r["stickiness"] <= b["stickiness"]:
         failures.append("the rendered config does not beat the baseline on session stickiness")
+    status = report.get("status")
+    if status is not None and not status.get("answered"):
+        failures.append(
+            "llmd-fleet status --request: the request through the Gateway was not answered"
+            " (HTTP 200 with content)"
+        )
     pdf = r["pd"]
     fresh = pdf.get("fresh", {})
     if not pdf["disaggregated"] or fresh.get("disaggregated", 0) < 0.9 * fresh.get("served", 0):
         failures.append(f"the P/D decider did not disaggregate the long fresh prompts ({fresh})")
     if pdf["prefill_on_prefill_endpoint"] != pdf["disaggregated"]:
         failures.append("a prefill went to an endpoint that is not a prefill endpoint")
-    if "flow_control" not in r:  # the broken run's short form: the steady replay only
-        return failures
-    fc = r["flow_control"]
+    if "flow_control" in r:  # not in the broken run's short form (the steady replay only)
+        failures += _flow_control_checks(r["flow_control"], report["bands"])
+    if "failover" in r and (r["failover"]["failed"] is None or r["failover"]["resume_s"] is None):
+        failures.append("routing did not resume after the leader stopped")
+    return failures
+
+
+def _flow_control_checks(fc: dict[str, Any], bands: dict[str, str]) -> list[str]:
+    failures = []
     peak, shed_at = fc.get("peak_saturation"), fc.get("shed_at")
     if shed_at is not None and (peak is None or peak < shed_at):
         failures.append(f"the overload did not saturate the pool (peak {peak}, sheds at {shed_at:.2f})")
     counts = fc["counts"]
-    inter, batch = (counts.get(f"band {report['bands'][k]}", {}) for k in ("interactive", "batch"))
+    inter, batch = (counts.get(f"band {bands[k]}", {}) for k in ("interactive", "batch"))
     if not inter.get("dispatched") or _yielded(inter) or inter.get("failed"):
         failures.append(f"under overload the interactive band was not served whole ({inter})")
     held = fc["held_median_ms"]
-    held_i, held_b = held.get(report["bands"]["interactive"]), held.get(report["bands"]["batch"])
+    held_i, held_b = held.get(bands["interactive"]), held.get(bands["batch"])
     held_longer = held_i is not None and held_b is not None and held_b > held_i
     if not _yielded(batch) and not held_longer:
         failures.append(f"under overload batch did not yield ({batch}, held {held_b} vs {held_i} ms)")
-    if r["failover"]["failed"] is None or r["failover"]["resume_s"] is None:
-        failures.append("routing did not resume after the leader stopped")
     return failures

@@ -7,6 +7,7 @@ baseline (the same config without the prefix, session and no-hit scorers in any 
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
-from devtools.dataplane import build, netns, replay, report, topology
+from devtools.dataplane import build, netns, relay, replay, report, scaled, topology
 from devtools.twin import cluster, e2e
 from devtools.twin.kube import Kube, wait_for
 
@@ -31,7 +32,23 @@ PICKER_IPS = ("10.244.0.3", "10.244.0.4")
 # The render (tokenizer) service's pod: a stand-in for `vllm launch render`, see start_renderer.
 RENDER_NS = "render"
 RENDER_IP = "10.244.0.5"
+# Where the user-facing check runs from (`llmd-fleet status --request`): a namespace of its own
+# that reaches the gateway stand-in over the pod network and the API server through a forwarder.
+CLIENT_NS = "client"
+CLIENT_IP = "10.244.0.6"
 CONFIG_MOUNT = "/config"
+# The largest overload wave the run replays (requests within a second, each streaming for six):
+# a budget of the machine the twin runs on (2 cores), not a figure of the config. local-sim's wave
+# is 316; the quickstart's decode ranks (8 x 128 sequences) would make it 2208.
+MAX_WAVE = 1000
+# The CRD groups the run serves: the router's objects, the DisaggregatedSet (status counts its
+# groups) and the Gateway (status reads its address).
+CRD_GROUPS = (
+    "inference.networking.k8s.io",
+    "llm-d.ai",
+    "disaggregatedset.x-k8s.io",
+    "gateway.networking.k8s.io",
+)
 
 
 def baseline_config(text: str) -> str:
@@ -133,11 +150,67 @@ class Processes:
                     self.items.remove((name, proc))
 
 
-def start_pods(procs: Processes, topo: topology.Topology, bins: dict[str, Path], logs: Path) -> None:
+# Where a rank's simulator publishes its KV events inside its pod (`--kv-events`): a port of the
+# relay's, on the pod's loopback, rank r at RELAY_INBOUND + r; not a port the rendering uses.
+RELAY_INBOUND = 15557
+
+
+def per_rank_args(args: tuple[str, ...], ranks: int, port: int, inbound: int) -> list[list[str]]:
+    """The simulator's arguments split into one process per rank (`--kv-events`): rank r serves
+    port + r alone (`--data-parallel-size=1`) and publishes its KV events to 127.0.0.1:inbound + r.
+    One process per rank because the simulator's ranks in one process share one publisher and
+    one topic (llm-d-inference-sim v0.10.2 pkg/kv-cache/block_cache.go, kv_cache_sender.go: every
+    batch says rank 0), so no subscriber could tell them apart."""
+    kept = [a for a in args if not a.startswith(("--port=", "--data-parallel-size=", "--zmq-endpoint="))]
+    return [
+        [
+            *kept,
+            f"--port={port + r}",
+            "--data-parallel-size=1",
+            f"--zmq-endpoint=tcp://127.0.0.1:{inbound + r}",
+        ]
+        for r in range(ranks)
+    ]
+
+
+def start_pods(
+    procs: Processes,
+    topo: topology.Topology,
+    bins: dict[str, Path],
+    logs: Path,
+    kv_events_port: int | None = None,
+) -> None:
+    """Each pod's containers in its namespace. With `kv_events_port` (the picker's
+    `podDiscoveryConfig.socketPort`), each rank of an engine whose rendering publishes KV events
+    runs as a simulator process of its own, and a relay per pod binds both sides of each rank's
+    stream (devtools/dataplane/relay.py)."""
     for pod in topo.pods:
         env = {"POD_IP": pod.ip, "POD_NAME": pod.name, "POD_NAMESPACE": topo.namespace}
         for c in pod.containers:
-            binary = bins["simulator"] if c.name == "simulator" else bins["pd-sidecar"]
+            if c.name == topology.SIMULATOR and kv_events_port is not None and c.vllm and c.vllm.kv_events:
+                ranks, port = c.vllm.ranks, c.vllm.port
+                for r, argv in enumerate(per_rank_args(c.args, ranks, port, RELAY_INBOUND)):
+                    procs.start(
+                        f"pod-{pod.name}-{c.name}-{r}",
+                        [*netns.exec_prefix(pod.name), str(bins["simulator"]), *argv],
+                        logs,
+                        env,
+                    )
+                pairs = relay.relay_endpoints(pod.ip, kv_events_port, ranks, RELAY_INBOUND)
+                procs.start(
+                    f"pod-{pod.name}-relay",
+                    [
+                        *netns.exec_prefix(pod.name),
+                        sys.executable,
+                        "-m",
+                        "devtools.dataplane.relay",
+                        *(f"{p.inbound}={p.outbound}" for p in pairs),
+                    ],
+                    logs,
+                    {"PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+                )
+                continue
+            binary = bins["simulator"] if c.name == topology.SIMULATOR else bins["pd-sidecar"]
             procs.start(
                 f"pod-{pod.name}-{c.name}", [*netns.exec_prefix(pod.name), str(binary), *c.args], logs, env
             )
@@ -219,6 +292,87 @@ def leader(kube: Kube, namespace: str) -> str | None:
     return None
 
 
+def gateway_status(ip: str) -> dict[str, Any]:
+    """The Gateway's status as its controller sets it once it serves: its address."""
+    return {"status": {"addresses": [{"type": "IPAddress", "value": ip}]}}
+
+
+def listener_port(gateway: dict[str, Any]) -> int:
+    listeners = gateway["spec"].get("listeners") or []
+    if not listeners:
+        raise ValueError(f"Gateway {gateway['metadata']['name']} has no listener")
+    return int(listeners[0]["port"])
+
+
+_ANSWERED = re.compile(r"^request\s+POST \S+: HTTP 200 in [0-9.]+ s: .+")
+
+
+def answered(lines: list[str]) -> bool:
+    """`llmd-fleet status --request` printed an answered request: HTTP 200 with content (the
+    answer's text follows the time)."""
+    return any(_ANSWERED.match(line) for line in lines)
+
+
+def context_flag(kubeconfig: Path) -> list[str]:
+    """`--context` naming the twin kubeconfig's own context: a stack may name its cluster's
+    context (local-sim: `kind-llmd`), which the twin's kubeconfig does not have, and a user with
+    a differently named context passes the flag the same way."""
+    current = (yaml.safe_load(kubeconfig.read_text()) or {}).get("current-context")
+    return ["--context", str(current)] if current else []
+
+
+def status_check(
+    procs: Processes,
+    bins: dict[str, Path],
+    pickers: list[str],
+    picker: topology.Picker,
+    port: int,
+    stack: str,
+    kubeconfig: Path,
+    root: Path,
+    logs: Path,
+    stacks_flag: list[str] | None = None,
+) -> tuple[list[str], int]:
+    """Serve through the gateway stand-in on the Gateway's address and listener port, then run
+    `llmd-fleet status STACK --kubeconfig KUBECONFIG --request` as a user would, from the client
+    namespace (it reads the Gateway's address from its status). Its output lines and exit code."""
+    health_port = next(a.split("=")[1] for a in picker.args if a.startswith("--grpc-health-port="))
+    argv = [
+        *netns.exec_prefix(GATEWAY_NS),
+        str(bins["gateway"]),
+        f"--pickers={','.join(pickers)}",
+        f"--listen={GATEWAY_IP}:{port}",
+        f"--health={','.join(f'{ip}:{health_port}' for ip in PICKER_IPS[: picker.replicas])}",
+        f"--probe-period={picker.probe_period_s}s",
+        f"--probe-failures={picker.probe_failures}",
+    ]
+    procs.start("gateway-serve", argv, logs)
+    try:
+        wait_for(
+            "the gateway stand-in listening",
+            lambda: netns.connects(CLIENT_NS, GATEWAY_IP, port),
+            30,
+            0.5,
+        )
+        command = [
+            *netns.exec_prefix(CLIENT_NS),
+            str(Path(sys.executable).with_name("llmd-fleet")),
+            *(stacks_flag or []),
+            "status",
+            stack,
+            "--kubeconfig",
+            str(kubeconfig),
+            *context_flag(kubeconfig),
+            "--request",
+        ]
+        done = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=180, check=False)
+        (logs / "status.log").write_text(f"$ {' '.join(command)}\n{done.stdout}{done.stderr}")
+        lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+        return lines, done.returncode
+    finally:
+        procs.stop("gateway-serve")
+
+
 def run_replay(
     procs: Processes,
     bins: dict[str, Path],
@@ -285,19 +439,61 @@ def joined(phases: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     return out
 
 
-def main_run(stack: str, long: bool, broken: bool, root: Path) -> int:
+def break_kv_events_port(text: str) -> str:
+    """The KV-events negative control: the precise producer's subscribers dial a port no engine
+    publishes on (`podDiscoveryConfig.socketPort` + 1000, a router/engine port mismatch),
+    everything else unchanged. Only the speculative entries of its own routing decisions remain."""
+    config = yaml.safe_load(text)
+    for p in config["plugins"]:
+        if p.get("type") == "precise-prefix-cache-producer":
+            discovery = ((p.get("parameters") or {}).get("kvEventsConfig") or {}).get("podDiscoveryConfig")
+            if discovery and discovery.get("socketPort"):
+                discovery["socketPort"] = int(discovery["socketPort"]) + 1000
+                return str(yaml.safe_dump(config, sort_keys=False))
+    raise ValueError("the config has no precise prefix producer with a KV-events socket port to break")
+
+
+def main_run(
+    stack: str,
+    long: bool,
+    broken: bool,
+    root: Path,
+    kv_events: bool = False,
+    broken_kv_events: bool = False,
+    scaled_down: bool = False,
+    ranks_per_pod: int | None = None,
+) -> int:
     started = time.monotonic()
+    stacks_flag: list[str] = []
+    # The twin's API server takes its Kubernetes version from the stack file; a scaled copy's is its
+    # reference's.
+    twin_stack = stack
+    if scaled_down:
+        # The scaled-down copy (devtools/dataplane/scaled.py), rendered from a stacks folder of
+        # its own, which `llmd-fleet status` is pointed at too.
+        copy_dir = root / "build" / "dataplane" / "stacks"
+        stack = scaled.write_scaled(stack, root / "stacks", copy_dir)
+        stacks_flag = ["--stacks-dir", str(copy_dir)]
     run_dir = root / "build" / "dataplane" / stack
     subprocess.run(["rm", "-rf", str(run_dir)], check=True)
     logs = run_dir / "logs"
     logs.mkdir(parents=True)
     render = run_dir / "render"
     subprocess.run(
-        [str(Path(sys.executable).with_name("llmd-fleet")), "render", stack, "--out", str(render)],
+        [
+            str(Path(sys.executable).with_name("llmd-fleet")),
+            *stacks_flag,
+            "render",
+            stack,
+            "--out",
+            str(render),
+        ],
         check=True,
         stdout=subprocess.DEVNULL,
     )
     topo = topology.topology(render)
+    if ranks_per_pod is not None:
+        topo = topology.with_ranks_per_pod(topo, ranks_per_pod)
     bins: dict[str, Path] = {}
     for target in (build.ROUTER, build.SIMULATOR):
         folder = build.ensure(target)
@@ -306,6 +502,17 @@ def main_run(stack: str, long: bool, broken: bool, root: Path) -> int:
     rendered_config = topo.picker.config
     if broken:
         rendered_config = break_render_url(rendered_config)
+    kv_events_port = None
+    if kv_events or broken_kv_events:
+        kv_events_port = topology.kv_events_socket_port(topo.picker.config)
+        publishing = [c for p in topo.pods for c in p.containers if c.vllm and c.vllm.kv_events]
+        if kv_events_port is None or not publishing:
+            raise ValueError(
+                f"{stack}: --kv-events needs a precise prefix producer that discovers pods "
+                "(kvEventsConfig.podDiscoveryConfig.socketPort) and engines rendered with KV events"
+            )
+    if broken_kv_events:
+        rendered_config = break_kv_events_port(rendered_config)
     bands = replay.bands_of(topo.objectives)
     model = next(
         a.split("=", 1)[1]
@@ -329,10 +536,10 @@ def main_run(stack: str, long: bool, broken: bool, root: Path) -> int:
     procs = Processes([])
     forwarder = None
     try:
-        cluster.up(stack, apiserver_only=True, root=root)
+        cluster.up(twin_stack, apiserver_only=True, root=root)
         kube = cluster.client(root)
         for crd in e2e.vendored_crds():
-            if crd["spec"]["group"] in ("inference.networking.k8s.io", "llm-d.ai"):
+            if crd["spec"]["group"] in CRD_GROUPS:
                 kube.apply(crd)
         time.sleep(3)
         kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": topo.namespace}})
@@ -349,15 +556,30 @@ def main_run(stack: str, long: bool, broken: bool, root: Path) -> int:
             lambda: kube.resource("inference.networking.k8s.io/v1", "InferencePool", refresh=True),
             60,
         )
-        for obj in [topo.pool, *topo.objectives]:
+        wait_for(
+            "DisaggregatedSet and Gateway CRDs served",
+            lambda: (
+                kube.resource("disaggregatedset.x-k8s.io/v1", "DisaggregatedSet", refresh=True)
+                and kube.resource("gateway.networking.k8s.io/v1", "Gateway", refresh=True)
+            ),
+            60,
+        )
+        for obj in [topo.pool, *topo.objectives, topo.serving_set, topo.gateway]:
             kube.apply(obj)
+        # The Gateway's address, as its controller would set it: the stand-in's.
+        kube.request(
+            "PATCH",
+            kube.object_path(topo.gateway) + "/status",
+            gateway_status(GATEWAY_IP),
+            "application/merge-patch+json",
+        )
         for pod in topo.pods:
             obj = pod_object(pod, topo.namespace)
             kube.apply(obj)
             kube.request(
                 "PATCH", kube.object_path(obj) + "/status", pod_status(pod.ip), "application/merge-patch+json"
             )
-        spaces = [(GATEWAY_NS, GATEWAY_IP)] + [
+        spaces = [(GATEWAY_NS, GATEWAY_IP), (CLIENT_NS, CLIENT_IP)] + [
             (f"picker-{i}", PICKER_IPS[i]) for i in range(topo.picker.replicas)
         ]
         if topo.renderer:
@@ -370,7 +592,9 @@ def main_run(stack: str, long: bool, broken: bool, root: Path) -> int:
             start_renderer(procs, topo.renderer, bins, logs)
         state = cluster.load_state(root)
         forwarder = netns.Forwarder(
-            [f"picker-{i}" for i in range(topo.picker.replicas)], "127.0.0.1", state.ports["apiserver"]
+            [f"picker-{i}" for i in range(topo.picker.replicas)] + [CLIENT_NS],
+            "127.0.0.1",
+            state.ports["apiserver"],
         )
         kubeconfig = cluster.twin_dir(root) / "kubeconfig"
         scrape = [
@@ -399,13 +623,16 @@ def main_run(stack: str, long: bool, broken: bool, root: Path) -> int:
             "bands": bands,
             "long": long,
             "broken": broken,
+            "kv_events": kv_events_port is not None,
+            "broken_kv_events": broken_kv_events,
+            "ranks_per_pod": ranks_per_pod,
             "capacity": vars(cap),
             "flood": vars(wave),
         }
         series: dict[str, dict[str, list[tuple[float, float]]]] = {}
         first = replay.generate(shape, model, bands)[0]
         for tag, text in (("rendered", rendered_config), ("baseline", baseline_config(rendered_config))):
-            start_pods(procs, topo, bins, logs)
+            start_pods(procs, topo, bins, logs, kv_events_port)
             pickers = start_pickers(procs, topo, text, bins, run_dir, kubeconfig, logs, tag)
             warm = run_dir / f"warm-{tag}"
             warm_file = run_dir / "warm.jsonl"
@@ -416,6 +643,13 @@ def main_run(stack: str, long: bool, broken: bool, root: Path) -> int:
                 return any(r["outcome"] == "served" for r in results)
 
             wait_for(f"{tag}: a request routed", warmed, 120, 2)
+            if tag == "rendered":
+                # The user-facing check, once routing works: `llmd-fleet status --request`.
+                port = listener_port(topo.gateway)
+                lines, code = status_check(
+                    procs, bins, pickers, topo.picker, port, stack, kubeconfig, root, logs, stacks_flag
+                )
+                result["status"] = {"lines": lines, "exit": code, "answered": answered(lines)}
 
             def replay_phase(
                 name: str, tag: str = tag, pickers: list[str] = pickers
@@ -428,21 +662,28 @@ def main_run(stack: str, long: bool, broken: bool, root: Path) -> int:
             figs = report.figures(results, scrapes(out, "before"), scrapes(out, "after"), prefill, decode)
             steady_samples = samples_of(out)
             if tag == "rendered" and not broken:
-                # Overload, once the steady replay is done: flow control in its own window.
-                out, results = replay_phase("overload")
-                overload_samples = samples_of(out)
-                fc = report.flow_control(results)
-                fc["peak_saturation"] = report.peak_saturation(
-                    overload_samples, cap.queue_depth, cap.kv_threshold
-                )
-                fc["shed_at"] = cap.shed_at
-                figs["flow_control"] = fc
-                # Drain: the failover replay starts with the engines idle again (bounded: a
-                # gauge left over by a refused request must not stop the run; recorded).
-                drain_until = time.monotonic() + 30
-                while not idle(scrape) and time.monotonic() < drain_until:
-                    time.sleep(1)
-                fc["drained_before_failover"] = idle(scrape)
+                overload_samples: list[dict[str, Any]] = []
+                if wave.count <= MAX_WAVE:
+                    # Overload, once the steady replay is done: flow control in its own window.
+                    out, results = replay_phase("overload")
+                    overload_samples = samples_of(out)
+                    fc = report.flow_control(results)
+                    fc["peak_saturation"] = report.peak_saturation(
+                        overload_samples, cap.queue_depth, cap.kv_threshold
+                    )
+                    fc["shed_at"] = cap.shed_at
+                    figs["flow_control"] = fc
+                    # Drain: the failover replay starts with the engines idle again (bounded: a
+                    # gauge left over by a refused request must not stop the run; recorded).
+                    drain_until = time.monotonic() + 30
+                    while not idle(scrape) and time.monotonic() < drain_until:
+                        time.sleep(1)
+                    fc["drained_before_failover"] = idle(scrape)
+                else:
+                    figs["flow_control_not_run"] = (
+                        f"the overload wave for these engines is {wave.count} requests, "
+                        f"more than the {MAX_WAVE} this machine replays"
+                    )
                 # Failover: stop the leader mid-replay; nothing else runs meanwhile.
                 killed: dict[str, Any] = {}
                 out = run_dir / tag / "failover"

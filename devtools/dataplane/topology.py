@@ -2,7 +2,9 @@
 from the library's internals: the endpoint picker's Deployment and config, the InferencePool, the
 InferenceObjectives and the serving pods the DisaggregatedSet's roles make. Pure functions."""
 
-from dataclasses import dataclass, field
+import re
+import shlex
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -13,6 +15,10 @@ import yaml
 # local-sim stack names; it exists only inside the namespaces the run creates.
 POD_SUBNET = "10.244.0"
 FIRST_POD_HOST = 10
+# The labels the LeaderWorkerSet controller puts on a group's pods (what `llmd-fleet status` counts
+# groups by).
+LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
+LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
 
 
 @dataclass(frozen=True)
@@ -20,6 +26,8 @@ class Container:
     name: str
     args: tuple[str, ...]
     ports: tuple[int, ...]
+    vllm: "VllmServe | None" = None
+    """The rendered vLLM engine this simulator stands in for (None: the rendered container)."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +72,10 @@ class Topology:
     objectives: list[dict[str, Any]]
     pods: list[Pod]
     renderer: Renderer | None = None
+    serving_set: dict[str, Any] = field(default_factory=dict)
+    """The rendered DisaggregatedSet (what `llmd-fleet status` counts groups against)."""
+    gateway: dict[str, Any] = field(default_factory=dict)
+    """The rendered Gateway (`llmd-fleet status --request` reads its address)."""
 
     def role(self, name: str) -> list[Pod]:
         return [p for p in self.pods if p.role == name]
@@ -83,14 +95,171 @@ def _one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     return found[0]
 
 
-def _containers(spec: dict[str, Any]) -> tuple[Container, ...]:
+# The simulator's emulated timing when it stands in for a rendered vLLM engine: the twin's choice,
+# the defaults `serving.simulator` renders on local-sim (docs/local-sim.md), so both stacks' engines
+# answer at the same pace. Not vLLM's timing.
+SIMULATED_TIMING = (
+    "--mode=random",
+    "--prefill-overhead=20ms",
+    "--prefill-time-per-token=20us",
+    "--inter-token-latency=20ms",
+    "--kv-cache-transfer-time-per-token=2us",
+    "--time-factor-under-load=1",
+)
+SIMULATOR = "simulator"
+
+
+class MappingError(ValueError):
+    """A rendered vLLM container the data plane cannot map to simulator arguments."""
+
+
+@dataclass(frozen=True)
+class VllmServe:
+    """What the data plane reads from a rendered `vllm serve` command line (vLLM's own flag names;
+    shell variables are left unexpanded, none of the fields read here uses one)."""
+
+    model: str
+    served_model: str
+    port: int
+    ranks: int
+    """Data-parallel ranks this pod runs (`--data-parallel-size-local`, else
+    `--data-parallel-size`, else 1), on `port` + local rank."""
+    max_model_len: int | None
+    max_num_seqs: int | None
+    block_size: int | None
+    kv_events: bool
+    """`--kv-events-config` enables KV-cache events (the engine publishes them)."""
+    kv_role: str | None
+    """The NIXL connector's `kv_role` in `--kv-transfer-config` (kv_producer on prefill,
+    kv_consumer on decode), None without one."""
+
+
+def _serve_words(container: dict[str, Any]) -> list[str] | None:
+    """The words of the container's `vllm serve` command: its command and args as given, or the
+    `vllm serve ...` command inside a `sh -c`/`bash -c` script (continuation lines joined)."""
+    words = [str(w) for w in [*container.get("command", []), *container.get("args", [])]]
+    for i in range(len(words) - 1):
+        if words[i].endswith("vllm") and words[i + 1] == "serve":
+            return words[i + 2 :]
+    script = next((w for w in words if "vllm serve" in w), None)
+    if script is None:
+        return None
+    joined = script.replace("\\\n", " ")
+    line = next(x for x in joined.splitlines() if "vllm serve" in x)
+    try:
+        tokens = shlex.split(line.split("vllm serve", 1)[1], comments=True)
+    except ValueError as exc:
+        name = container.get("name")
+        raise MappingError(f"container {name}: cannot read its vllm serve line: {exc}") from None
+    return tokens
+
+
+def _options(words: list[str]) -> tuple[list[str], dict[str, str]]:
+    """Positional words and `--flag value` / `--flag=value` options (a flag followed by another
+    flag, or last, is a switch: "true")."""
+    positional: list[str] = []
+    options: dict[str, str] = {}
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word.startswith("--"):
+            name, eq, value = word[2:].partition("=")
+            if not eq:
+                if i + 1 < len(words) and not words[i + 1].startswith("--"):
+                    value = words[i + 1]
+                    i += 1
+                else:
+                    value = "true"
+            options[name] = value
+        else:
+            positional.append(word)
+        i += 1
+    return positional, options
+
+
+def _int(options: dict[str, str], name: str, container: str) -> int | None:
+    if name not in options:
+        return None
+    try:
+        return int(options[name])
+    except ValueError:
+        raise MappingError(f"container {container}: --{name} {options[name]!r} is not a number") from None
+
+
+def vllm_serve(container: dict[str, Any]) -> VllmServe | None:
+    """The rendered container's `vllm serve` settings; None when it does not run `vllm serve`."""
+    words = _serve_words(container)
+    if words is None:
+        return None
+    name = str(container.get("name"))
+    positional, options = _options(words)
+    model = positional[0] if positional else options.get("model")
+    if not model:
+        raise MappingError(f"container {name}: vllm serve names no model")
+    port = _int(options, "port", name) or 8000
+    ranks = _int(options, "data-parallel-size-local", name) or _int(options, "data-parallel-size", name) or 1
+    kv_role = None
+    if "kv-transfer-config" in options:
+        text = options["kv-transfer-config"]
+        roles = re.findall(r'"kv_connector"\s*:\s*"NixlConnector"\s*,\s*"kv_role"\s*:\s*"(\w+)"', text)
+        kv_role = roles[0] if roles else None
+    return VllmServe(
+        model=model,
+        served_model=options.get("served-model-name", model),
+        port=port,
+        ranks=ranks,
+        max_model_len=_int(options, "max-model-len", name),
+        max_num_seqs=_int(options, "max-num-seqs", name),
+        block_size=_int(options, "block-size", name),
+        kv_events='"enable_kv_cache_events":true' in options.get("kv-events-config", "").replace(" ", ""),
+        kv_role=kv_role,
+    )
+
+
+def simulator_args(serve: VllmServe, kv_blocks: int | None, zmq_endpoint: str = "") -> list[str]:
+    """The simulator's arguments for a rendered vLLM engine (llm-d-inference-sim v0.10.2
+    `pkg/common/parser.go` flag names): the same model and served name, port and ranks per pod
+    (`--data-parallel-size` runs them in one process on port + rank, as vLLM's rank ports),
+    max-model-len, max-num-seqs (the simulator's own default when vLLM's is not rendered), block
+    size, `kv_blocks` blocks of KV cache per rank, the dummy tokenizer, the twin's timing
+    (SIMULATED_TIMING), and KV events to `zmq_endpoint` (none when empty). The P/D role needs no
+    flag: the routing sidecar and the request's kv_transfer_params make the role."""
+    args = [
+        f"--model={serve.model}",
+        f"--served-model-name={serve.served_model}",
+        f"--port={serve.port}",
+        f"--data-parallel-size={serve.ranks}",
+    ]
+    if serve.max_model_len:
+        args.append(f"--max-model-len={serve.max_model_len}")
+    args += SIMULATED_TIMING
+    args.append("--enable-kvcache=true")
+    if kv_blocks:
+        args.append(f"--kv-cache-size={kv_blocks}")
+    if serve.block_size:
+        args.append(f"--block-size={serve.block_size}")
+    args += [f"--zmq-endpoint={zmq_endpoint}", "--force-dummy-tokenizer=true"]
+    if serve.max_num_seqs:
+        args.append(f"--max-num-seqs={serve.max_num_seqs}")
+    return args
+
+
+def _containers(spec: dict[str, Any], kv_blocks: int | None = None) -> tuple[Container, ...]:
+    """The pod's data-path containers; a rendered `vllm serve` container becomes the simulator
+    with its mapped arguments (`simulator_args`) on the engine's rank ports."""
     # Native sidecars (init containers that keep running) are part of the data path too.
     listed = [c for c in spec.get("initContainers", []) if c.get("restartPolicy") == "Always"]
     listed += spec["containers"]
-    return tuple(
-        Container(c["name"], tuple(c.get("args", [])), tuple(p["containerPort"] for p in c.get("ports", [])))
-        for c in listed
-    )
+    out = []
+    for c in listed:
+        serve = vllm_serve(c)
+        if serve is not None:
+            ports = tuple(range(serve.port, serve.port + serve.ranks))
+            out.append(Container(SIMULATOR, tuple(simulator_args(serve, kv_blocks)), ports, serve))
+            continue
+        ports = tuple(p["containerPort"] for p in c.get("ports", []))
+        out.append(Container(c["name"], tuple(c.get("args", [])), ports))
+    return tuple(out)
 
 
 def picker(docs: list[dict[str, Any]]) -> Picker:
@@ -122,9 +291,23 @@ def picker(docs: list[dict[str, Any]]) -> Picker:
     )
 
 
-def serving_pods(docs: list[dict[str, Any]]) -> list[Pod]:
+def kv_blocks_per_rank(config_text: str) -> int | None:
+    """KV-cache blocks per rank as the rendering sizes them: the approximate prefix producer's
+    `lruCapacityPerServer` (the plan sets it to the rank's KV room over the block size,
+    llmd_fleet/layers/router/epp_config.py)."""
+    config = yaml.safe_load(config_text)
+    for p in config.get("plugins", []):
+        if p.get("type") == "approx-prefix-cache-producer":
+            value = (p.get("parameters") or {}).get("lruCapacityPerServer")
+            return int(value) if value else None
+    return None
+
+
+def serving_pods(docs: list[dict[str, Any]], kv_blocks: int | None = None) -> list[Pod]:
     """One Pod per role instance and pod of its group (LeaderWorkerSet size), with its address in
-    the run's pod network. Leader and worker templates are taken as the LWS controller does."""
+    the run's pod network. Leader and worker templates are taken as the LWS controller does, and
+    labelled as it labels them (LWS name and group index). Rendered vLLM engines become simulators
+    (`_containers`)."""
     ds = _one(docs, "DisaggregatedSet")
     pods: list[Pod] = []
     host = FIRST_POD_HOST
@@ -136,7 +319,10 @@ def serving_pods(docs: list[dict[str, Any]]) -> list[Pod]:
                 tpl = tpl or template["workerTemplate"]
                 name = f"{ds['metadata']['name']}-{role['name']}-{instance}-{index}"
                 labels = dict(tpl["metadata"].get("labels", {}))
-                pods.append(Pod(name, role["name"], f"{POD_SUBNET}.{host}", labels, _containers(tpl["spec"])))
+                labels.setdefault(LWS_NAME, f"{ds['metadata']['name']}-{role['name']}")
+                labels.setdefault(LWS_GROUP_INDEX, str(instance))
+                containers = _containers(tpl["spec"], kv_blocks)
+                pods.append(Pod(name, role["name"], f"{POD_SUBNET}.{host}", labels, containers))
                 host += 1
     return pods
 
@@ -148,6 +334,20 @@ def render_url(config_text: str) -> str | None:
         if p.get("type") in ("token-producer", "tokenizer"):
             url = (p.get("parameters") or {}).get("vllm", {}).get("url")
             return str(url) if url else None
+    return None
+
+
+def kv_events_socket_port(config_text: str) -> int | None:
+    """The port the precise prefix producer's per-endpoint subscribers dial (plus the endpoint's
+    rank index): `kvEventsConfig.podDiscoveryConfig.socketPort` with `discoverPods`; None without
+    a precise producer that discovers pods."""
+    config = yaml.safe_load(config_text)
+    for p in config.get("plugins", []):
+        if p.get("type") == "precise-prefix-cache-producer":
+            events = (p.get("parameters") or {}).get("kvEventsConfig") or {}
+            discovery = events.get("podDiscoveryConfig") or {}
+            if events.get("discoverPods") and discovery.get("socketPort"):
+                return int(discovery["socketPort"])
     return None
 
 
@@ -205,9 +405,34 @@ def topology(render_dir: Path) -> Topology:
         pick,
         pool,
         objectives,
-        serving_pods(docs),
+        serving_pods(docs, kv_blocks_per_rank(pick.config)),
         renderer(docs, pick.config),
+        _one(docs, "DisaggregatedSet"),
+        _one(docs, "Gateway"),
     )
+
+
+def with_ranks_per_pod(topo: Topology, ranks: int) -> Topology:
+    """The topology with `ranks` data-parallel ranks per pod instead of the rendered number, kept
+    consistent where ranks show: the pool's first `ranks` target ports, the engines'
+    `--data-parallel-size` and rank ports, the routing sidecars' `--data-parallel-size`. For a run
+    the machine cannot carry at the rendered ranks (docs/twin.md says where it is used)."""
+    targets = topo.pool["spec"].get("targetPorts") or []
+    if not 1 <= ranks <= len(targets):
+        raise ValueError(f"--ranks-per-pod {ranks}: the pool has {len(targets)} target ports per pod")
+    pool = {**topo.pool, "spec": {**topo.pool["spec"], "targetPorts": targets[:ranks]}}
+
+    def container(c: Container) -> Container:
+        if not any(a.startswith("--data-parallel-size=") for a in c.args):
+            return c
+        args = tuple(
+            f"--data-parallel-size={ranks}" if a.startswith("--data-parallel-size=") else a for a in c.args
+        )
+        vllm = replace(c.vllm, ranks=ranks) if c.vllm else None
+        return Container(c.name, args, c.ports[:ranks], vllm)
+
+    pods = [replace(p, containers=tuple(container(c) for c in p.containers)) for p in topo.pods]
+    return replace(topo, pool=pool, pods=pods)
 
 
 def selected(pool: dict[str, Any], pods: list[Pod]) -> list[Pod]:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from devtools.dataplane import netns, replay, report, run, topology
+from devtools.dataplane import netns, relay, replay, report, run, scaled, topology
 from tests.conftest import REPO
 
 GOLDEN = REPO / "tests" / "golden" / "local-sim"
@@ -119,6 +119,34 @@ def _r(session: str, turn: int, dest: str, **kw: Any) -> dict[str, Any]:
     return {**base, **kw}
 
 
+def test_new_session_hit_rate_counts_first_turns_that_share_an_earlier_prefix() -> None:
+    results = [
+        # program p: the first session cannot find its prefix anywhere, so it is left out
+        _r("a", 0, "d1", start_ms=0.0, prompt_tokens=100, cached_tokens=0),
+        _r("a", 1, "d1", start_ms=500.0, prompt_tokens=150, cached_tokens=100),  # a later turn
+        _r("b", 0, "d2", start_ms=200.0, prompt_tokens=100, cached_tokens=80),
+        _r("a-sub0", 0, "d1", phase="subagent", start_ms=600.0, prompt_tokens=200, cached_tokens=150),
+        # program q: its first session is left out, the second counted (a miss)
+        _r("c", 0, "d1", program="q", start_ms=100.0, prompt_tokens=100, cached_tokens=0),
+        _r("e", 0, "d2", program="q", start_ms=300.0, prompt_tokens=100, cached_tokens=0),
+        _r("batch", 0, "d2", phase="batch", program="z", start_ms=50.0, prompt_tokens=900, cached_tokens=0),
+    ]
+    chosen = report.new_session_requests(results)
+    assert [r["session"] for r in chosen] == ["b", "e", "a-sub0"]
+    assert report.token_hit_rate(chosen) == (80 + 0 + 150) / (100 + 100 + 200)
+    # Requests not served, or without the engine's usage, do not count.
+    assert report.token_hit_rate([{**results[2], "outcome": "failed"}]) is None
+    assert report.token_hit_rate([{k: v for k, v in results[2].items() if k != "cached_tokens"}]) is None
+    figs = report.figures(results, [], [], set(), {"d1", "d2"})
+    assert figs["new_session_hit_rate"] == pytest.approx(230 / 400)
+
+
+def test_replay_asks_the_engines_for_their_usage() -> None:
+    bands = replay.bands_of(_topology().objectives)
+    for e in replay.generate(replay.SHORT, "m", bands):
+        assert e["body"]["stream_options"] == {"include_usage": True}
+
+
 def test_stickiness_pd_failover_and_lines() -> None:
     results = [_r("a", 0, "d1"), _r("a", 1, "d1"), _r("a", 2, "d2"), _r("b", 0, "d2"), _r("b", 1, "d2")]
     assert report.stickiness(results) == 2 / 3
@@ -141,10 +169,13 @@ def test_stickiness_pd_failover_and_lines() -> None:
     figs["failover"] = fo
     lines = report.lines({"rendered": figs, "baseline": figs, "bands": {"interactive": "i", "batch": "b"}})
     assert [line.split(":")[0] for line in lines] == [
-        "hit rate", "ttft", "stickiness", "p/d", "flow control", "failover"
+        "hit rate", "hit rate (new sessions)", "ttft", "stickiness", "p/d", "flow control", "failover",
+        "status",
     ]  # fmt: skip
-    assert lines[2] == "stickiness: 66.7%"
-    assert lines[5] == "failover: 2 failed, 1.2 s"
+    assert lines[7] == "status: not run"
+    assert lines[1] == "hit rate (new sessions): rendered n/a baseline n/a"  # no usage recorded
+    assert lines[3] == "stickiness: 66.7%"
+    assert lines[6] == "failover: 2 failed, 1.2 s"
 
 
 def test_checks_follow_the_rendered_behaviour() -> None:
@@ -160,10 +191,23 @@ def test_checks_follow_the_rendered_behaviour() -> None:
         "hit_rate": 0.5, "stickiness": 0.9, "pd": pd, "flow_control": fc,
         "failover": {"failed": 1, "resume_s": 2.0},
     }  # fmt: skip
-    good = {"bands": bands, "rendered": rendered, "baseline": {"hit_rate": 0.3, "stickiness": 0.4}}
+    rendered["new_session_hit_rate"] = 0.9
+    baseline = {"hit_rate": 0.3, "stickiness": 0.4, "new_session_hit_rate": 0.7}
+    good = {"bands": bands, "rendered": rendered, "baseline": baseline}
     assert report.checks(good) == []
     broken = {**good, "rendered": {**rendered, "hit_rate": 0.3}}
     assert report.checks(broken) == ["the rendered config does not beat the baseline on hit rate"]
+    # The broken token producer's shape: overall hit rate still ahead (session affinity), but
+    # new sessions no better than the baseline's.
+    blind = {**good, "rendered": {**rendered, "new_session_hit_rate": 0.5}}
+    assert report.checks(blind) == [
+        "the rendered config does not beat the baseline on the new sessions' hit rate"
+        " (prefix reuse across sessions: 50.0% against 70.0%)"
+    ]
+    tied = {**good, "rendered": {**rendered, "new_session_hit_rate": 0.7}}
+    assert len(report.checks(tied)) == 1
+    unmeasured = {**good, "rendered": {**rendered, "new_session_hit_rate": None}}
+    assert "new sessions" in report.checks(unmeasured)[0]
     quiet = {"band i": {"dispatched": 5}, "band b": {"dispatched": 7}}
     calm = {**fc, "peak_saturation": 0.1, "counts": quiet}
     failures = report.checks({**good, "rendered": {**rendered, "flow_control": calm}})
@@ -215,13 +259,218 @@ def test_netns_commands_wire_each_namespace_to_the_bridge() -> None:
 def test_twin_cli_dispatches_dataplane(monkeypatch: pytest.MonkeyPatch) -> None:
     from devtools.twin import cli
 
-    seen: list[tuple[str, bool, bool]] = []
+    seen: list[tuple[str, bool, bool, bool, bool]] = []
 
-    def fake_run(stack: str, long: bool, broken: bool, root: Path) -> int:
-        seen.append((stack, long, broken))
+    def fake_run(
+        stack: str,
+        long: bool,
+        broken: bool,
+        root: Path,
+        kv_events: bool = False,
+        broken_kv_events: bool = False,
+        scaled_down: bool = False,
+        ranks_per_pod: int | None = None,
+    ) -> int:
+        seen.append((stack, long, broken, kv_events, broken_kv_events))
+        if scaled_down:
+            assert ranks_per_pod == 2
+        if stack == "bad":
+            raise topology.MappingError("container vllm: vllm serve names no model")
         return 0
 
     monkeypatch.setattr(run, "main_run", fake_run)
     assert cli.main(["dataplane"]) == 2
     assert cli.main(["dataplane", "local-sim", "--broken"]) == 0
-    assert seen == [("local-sim", False, True)]
+    assert cli.main(["dataplane", "quickstart-h100", "--kv-events"]) == 0
+    assert cli.main(["dataplane", "local-sim", "--brokn"]) == 2  # a typo is refused, not ignored
+    assert cli.main(["dataplane", "bad"]) == 2  # a rendering the run cannot map: an error line
+    assert cli.main(["dataplane", "local-sim", "--ranks-per-pod=0"]) == 2
+    assert cli.main(["dataplane", "onprem-h100", "--scaled", "--ranks-per-pod=2"]) == 0
+    assert seen == [
+        ("local-sim", False, True, False, False),
+        ("quickstart-h100", False, False, True, False),
+        ("bad", False, False, False, False),
+        ("onprem-h100", False, False, False, False),
+    ]
+
+
+def test_rendered_vllm_engines_become_simulators_with_mapped_arguments() -> None:
+    topo = topology.topology(REPO / "tests" / "golden" / "quickstart-h100")
+    assert [(p.role, p.labels[topology.LWS_NAME]) for p in topo.pods] == [
+        ("prefill", "quickstart-prefill"),
+        ("decode", "quickstart-decode"),
+    ]
+    prefill, decode = (next(c for c in p.containers if c.name == topology.SIMULATOR) for p in topo.pods)
+    assert prefill.vllm is not None and decode.vllm is not None
+    assert prefill.vllm.model == "deepseek-ai/DeepSeek-V2-Lite-Chat" and prefill.vllm.ranks == 8
+    assert (prefill.vllm.kv_role, decode.vllm.kv_role) == ("kv_producer", "kv_consumer")
+    assert prefill.vllm.kv_events and prefill.vllm.block_size == 64
+    # Rank ports only (not the engine's other ports), where the pool and the sidecar expect them.
+    assert prefill.ports == tuple(range(8000, 8008)) and decode.ports == tuple(range(8200, 8208))
+    args = dict(a.removeprefix("--").split("=", 1) for a in decode.args)
+    assert args["model"] == args["served-model-name"] == "deepseek-ai/DeepSeek-V2-Lite-Chat"
+    assert args["port"] == "8200" and args["data-parallel-size"] == "8"
+    assert args["max-num-seqs"] == "128" and args["block-size"] == "64" and args["max-model-len"] == "32768"
+    assert args["kv-cache-size"] == "29009"  # the rendered approximate index's blocks per rank
+    assert args["zmq-endpoint"] == "" and args["force-dummy-tokenizer"] == "true"
+    assert "max-num-seqs" not in dict(a.removeprefix("--").split("=", 1) for a in prefill.args)
+    # The sidecar is the rendered one, unchanged.
+    sidecar = next(c for c in topo.pods[1].containers if c.name == "routing-proxy")
+    assert "--model-server-port=8200" in sidecar.args and "--data-parallel-size=8" in sidecar.args
+    assert topology.capacity(topo).decode_seqs == 8 * 128
+    # local-sim renders the simulator itself: taken as rendered.
+    local = _topology().pods[0].containers[0]
+    assert local.vllm is None and "--zmq-endpoint=" in local.args
+
+
+def test_vllm_serve_reads_plain_commands_and_refuses_what_it_cannot_map() -> None:
+    plain = {"name": "e", "command": ["vllm", "serve"], "args": ["m/x", "--port", "9000", "--max-num-seqs=4"]}
+    serve = topology.vllm_serve(plain)
+    assert serve is not None and (serve.model, serve.port, serve.ranks, serve.max_num_seqs) == (
+        "m/x",
+        9000,
+        1,
+        4,
+    )
+    assert serve.served_model == "m/x" and not serve.kv_events and serve.kv_role is None
+    assert topology.vllm_serve({"name": "s", "args": ["--port=8000"]}) is None
+    with pytest.raises(topology.MappingError, match="names no model"):
+        topology.vllm_serve({"name": "e", "command": ["vllm", "serve"], "args": ["--port=1"]})
+    with pytest.raises(topology.MappingError, match="not a number"):
+        topology.vllm_serve({"name": "e", "command": ["vllm", "serve", "m", "--port", "${PORT}"]})
+
+
+def test_status_answer_and_gateway_address() -> None:
+    ok = ["fleet      glm52 in namespace llm-d", "request    POST http://10.244.0.2/v1/chat/completions: "
+          "HTTP 200 in 0.08 s: 'hello'"]  # fmt: skip
+    assert run.answered(ok)
+    assert not run.answered(
+        ["request    POST http://x/v1/chat/completions: HTTP 200 in 0.08 s"]
+    )  # no content
+    assert not run.answered(["request    POST http://x/v1/chat/completions: HTTP 503 in 0.08 s: 'no'"])
+    assert not run.answered(["request    POST http://x/v1/chat/completions: no answer in 5.00 s: refused"])
+    assert run.gateway_status("10.244.0.2") == {
+        "status": {"addresses": [{"type": "IPAddress", "value": "10.244.0.2"}]}
+    }
+    assert run.listener_port(_topology().gateway) == 80
+    pd = {"disaggregated": 1, "prefill_on_prefill_endpoint": 1, "fresh": {"served": 1, "disaggregated": 1}}
+    base = {"bands": {}, "rendered": {"hit_rate": None, "stickiness": None, "pd": pd}, "baseline": {}}
+    assert report.status_lines({"lines": ok, "exit": 0}) == [f"status: {line}" for line in ok]
+    unanswered = {"lines": ok[:1], "exit": 1, "answered": False}
+    failures = report.checks({**base, "status": unanswered})
+    assert "llmd-fleet status --request: the request through the Gateway was not answered" in " ".join(
+        failures
+    )
+    assert not any("status" in f for f in report.checks({**base, "status": {**unanswered, "answered": True}}))
+
+
+def test_overload_not_run_is_said_and_failover_still_checked() -> None:
+    pd = {"disaggregated": 1, "prefill_on_prefill_endpoint": 1, "fresh": {"served": 1, "disaggregated": 1}}
+    rendered = {
+        "hit_rate": 0.9, "new_session_hit_rate": 0.9, "stickiness": 0.9, "ttft_ms": 5.0,
+        "pd": {**pd, "served": 1, "share": 1.0},
+        "flow_control_not_run": "the overload wave is 2208 requests",
+        "failover": {"failed": None, "resume_s": None},
+    }  # fmt: skip
+    baseline = {"hit_rate": 0.5, "new_session_hit_rate": 0.5, "stickiness": 0.5, "ttft_ms": 6.0}
+    rep = {"bands": {"interactive": "i", "batch": "b"}, "rendered": rendered, "baseline": baseline}
+    assert "flow control: not run (the overload wave is 2208 requests)" in report.lines(rep)
+    # Without the overload, no flow-control check runs, but failover is still held to resuming.
+    assert report.checks(rep) == ["routing did not resume after the leader stopped"]
+
+
+def test_kv_events_per_rank_processes_relays_and_broken_port() -> None:
+    args = ("--model=m", "--port=8200", "--data-parallel-size=2", "--zmq-endpoint=", "--block-size=64")
+    assert run.per_rank_args(args, 2, 8200, 15557) == [
+        ["--model=m", "--block-size=64", "--port=8200", "--data-parallel-size=1",
+         "--zmq-endpoint=tcp://127.0.0.1:15557"],
+        ["--model=m", "--block-size=64", "--port=8201", "--data-parallel-size=1",
+         "--zmq-endpoint=tcp://127.0.0.1:15558"],
+    ]  # fmt: skip
+    pairs = relay.relay_endpoints("10.244.0.11", 5557, 2, 15557)
+    assert [(p.inbound, p.outbound) for p in pairs] == [
+        ("tcp://127.0.0.1:15557", "tcp://10.244.0.11:5557"),
+        ("tcp://127.0.0.1:15558", "tcp://10.244.0.11:5558"),
+    ]
+    assert relay.parse([f"{p.inbound}={p.outbound}" for p in pairs]) == pairs
+    for bad in (["tcp://a:1"], ["a:1=tcp://b:2"], [], ["tcp://a:1=tcp://b:2", "tcp://a:1=tcp://c:3"]):
+        with pytest.raises(ValueError, match="relay:"):
+            relay.parse(bad)
+    config = topology.topology(REPO / "tests" / "golden" / "quickstart-h100").picker.config
+    assert topology.kv_events_socket_port(config) == 5557
+    assert topology.kv_events_socket_port(run.break_kv_events_port(config)) == 6557
+    assert topology.kv_events_socket_port(_topology().picker.config) is None  # local-sim: approximate
+    with pytest.raises(ValueError, match="no precise prefix producer"):
+        run.break_kv_events_port(_topology().picker.config)
+
+
+def test_relay_forwards_a_dialling_publisher_to_a_dialling_subscriber() -> None:
+    import socket
+    import threading
+    import time
+
+    import zmq
+
+    def free_port() -> int:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return int(s.getsockname()[1])
+
+    inbound, outbound = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
+    threading.Thread(target=relay.serve, args=([relay.Pair(inbound, outbound)],), daemon=True).start()
+    context = zmq.Context()
+    publisher, subscriber = context.socket(zmq.PUB), context.socket(zmq.SUB)
+    publisher.connect(inbound)  # both ends dial, as the simulator and the picker do
+    subscriber.connect(outbound)
+    subscriber.setsockopt(zmq.SUBSCRIBE, b"kv@")
+    subscriber.setsockopt(zmq.RCVTIMEO, 200)
+    frames = [b"kv@10.244.0.11@m", (7).to_bytes(8, "big"), b"payload"]
+    got = None
+    for _ in range(50):  # until the subscription has travelled up to the publisher
+        publisher.send_multipart([b"other@x", b"", b"not subscribed"])
+        publisher.send_multipart(frames)
+        try:
+            got = subscriber.recv_multipart()
+            break
+        except zmq.Again:
+            time.sleep(0.05)
+    assert got == frames  # whole, in order; the other topic filtered out
+    publisher.close(0)
+    subscriber.close(0)
+    context.term()
+
+
+def test_scaled_copy_keeps_roles_and_ranks_with_one_instance_each() -> None:
+    document = yaml.safe_load((REPO / "stacks" / "Pulumi.onprem-h100.yaml").read_text())
+    copy = scaled.scaled_config(document)
+    roles, old = (
+        copy["config"]["llmd-fleet:serving"]["roles"],
+        document["config"]["llmd-fleet:serving"]["roles"],
+    )
+    assert {n: r["instances"] for n, r in roles.items()} == {"prefill": 1, "decode": 1}
+    for name in ("prefill", "decode"):  # everything else of the role as it was
+        assert {k: v for k, v in roles[name].items() if k != "instances"} == {
+            k: v for k, v in old[name].items() if k != "instances"
+        }
+    assert copy["config"]["llmd-fleet:workload"]["agents"] == 3000 // old["decode"]["instances"]
+    assert copy["config"]["llmd-fleet:fleet"]["nodeGroups"]["h100"]["count"] == (
+        old["prefill"]["nodesPerInstance"] + old["decode"]["nodesPerInstance"]
+    )
+    unchanged = {k: v for k, v in document["config"].items() if k not in ("llmd-fleet:serving",
+                 "llmd-fleet:workload", "llmd-fleet:fleet")}  # fmt: skip
+    assert {k: copy["config"][k] for k in unchanged} == unchanged  # router, model, target as they were
+    with pytest.raises(ValueError, match=r"no llmd-fleet:serving\.roles"):
+        scaled.scaled_config({"config": {}})
+
+
+def test_ranks_per_pod_scales_pool_engines_and_sidecars_together() -> None:
+    topo = topology.with_ranks_per_pod(topology.topology(REPO / "tests" / "golden" / "quickstart-h100"), 2)
+    assert topo.pool["spec"]["targetPorts"] == [{"number": 8000}, {"number": 8001}]
+    engine = next(c for c in topo.pods[1].containers if c.name == topology.SIMULATOR)
+    sidecar = next(c for c in topo.pods[1].containers if c.name == "routing-proxy")
+    assert engine.ports == (8200, 8201) and "--data-parallel-size=2" in engine.args
+    assert engine.vllm is not None and engine.vllm.ranks == 2
+    assert sidecar.ports == (8000, 8001) and "--data-parallel-size=2" in sidecar.args
+    assert topology.capacity(topo).decode_seqs == 2 * 128 and topology.capacity(topo).endpoints == 4
+    with pytest.raises(ValueError, match="target ports"):
+        topology.with_ranks_per_pod(topo, 3)

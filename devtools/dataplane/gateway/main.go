@@ -64,11 +64,42 @@ type result struct {
 	TTFTMs      float64 `json:"ttft_ms"`
 	TotalMs     float64 `json:"total_ms"`
 	Error       string  `json:"error,omitempty"`
+	// The engine's own account of the prompt, from the usage the response carries (the replay
+	// asks for it: stream_options.include_usage): prompt tokens and those already in its prefix
+	// cache (usage.prompt_tokens_details.cached_tokens). Absent when the response has no usage.
+	PromptTokens *int `json:"prompt_tokens,omitempty"`
+	CachedTokens *int `json:"cached_tokens,omitempty"`
+}
+
+// usageOf reads the last usage object of an OpenAI-style event stream (or JSON body).
+func usageOf(body []byte) (prompt, cached *int) {
+	for _, line := range bytes.Split(body, []byte("\n")) {
+		line = bytes.TrimSpace(bytes.TrimPrefix(bytes.TrimSpace(line), []byte("data:")))
+		if len(line) == 0 || line[0] != '{' {
+			continue
+		}
+		var chunk struct {
+			Usage *struct {
+				PromptTokens        *int `json:"prompt_tokens"`
+				PromptTokensDetails *struct {
+					CachedTokens *int `json:"cached_tokens"`
+				} `json:"prompt_tokens_details"`
+			} `json:"usage"`
+		}
+		if json.Unmarshal(line, &chunk) != nil || chunk.Usage == nil || chunk.Usage.PromptTokens == nil {
+			continue
+		}
+		prompt, cached = chunk.Usage.PromptTokens, nil
+		if d := chunk.Usage.PromptTokensDetails; d != nil {
+			cached = d.CachedTokens
+		}
+	}
+	return prompt, cached
 }
 
 const destinationHeader = "x-gateway-destination-endpoint" // pkg/epp/metadata/consts.go
 const prefillHeader = "x-prefiller-host-port"              // pkg/common/.../PrefillEndpointHeader
-const droppedHeader = "x-llm-d-request-dropped-reason"      // pkg/common/error/error.go
+const droppedHeader = "x-llm-d-request-dropped-reason"     // pkg/common/error/error.go
 
 type picked struct {
 	destination string
@@ -221,10 +252,13 @@ func (p *picker) pick(ctx context.Context, i int, e *entry) (extproc.ExternalPro
 }
 
 // respond hands the upstream response to the picker (response phase), best effort.
-func respond(s extproc.ExternalProcessor_ProcessClient, status int, body []byte) {
+func respond(s extproc.ExternalProcessor_ProcessClient, status int, contentType string, body []byte) {
+	if contentType == "" {
+		contentType = "text/event-stream"
+	}
 	_ = s.Send(&extproc.ProcessingRequest{Request: &extproc.ProcessingRequest_ResponseHeaders{
 		ResponseHeaders: &extproc.HttpHeaders{Headers: headerMap(map[string]string{
-			":status": fmt.Sprint(status), "content-type": "text/event-stream"})}}})
+			":status": fmt.Sprint(status), "content-type": contentType})}}})
 	_ = s.Send(&extproc.ProcessingRequest{Request: &extproc.ProcessingRequest_ResponseBody{
 		ResponseBody: &extproc.HttpBody{Body: body, EndOfStream: true}}})
 	_ = s.CloseSend()
@@ -235,7 +269,9 @@ func respond(s extproc.ExternalProcessor_ProcessClient, status int, body []byte)
 	}
 }
 
-func (p *picker) route(e *entry, start time.Time, client *http.Client, deadline time.Duration) result {
+// route sends one request through the picker to the endpoint it names: what happened, and the
+// endpoint's response (status, content type, body; nil when no endpoint answered).
+func (p *picker) route(e *entry, start time.Time, client *http.Client, deadline time.Duration) (result, *answer) {
 	r := result{ID: e.ID, Phase: e.Phase, Session: e.Session, Turn: e.Turn, Band: e.Band, Program: e.Program,
 		StartMs: float64(time.Since(start).Microseconds()) / 1000}
 	began := time.Now()
@@ -271,11 +307,11 @@ func (p *picker) route(e *entry, start time.Time, client *http.Client, deadline 
 	r.PickMs = float64(time.Since(began).Microseconds()) / 1000
 	if got == nil {
 		r.Outcome, r.Error = "unrouted", fmt.Sprint(lastErr)
-		return r
+		return r, nil
 	}
 	if got.immediate != 0 {
 		r.Outcome, r.Status, r.Reason = "rejected", got.immediate, got.reason
-		return r
+		return r, nil
 	}
 	r.Destination, r.Prefill = got.destination, got.prefill
 	req, _ := http.NewRequest(http.MethodPost, "http://"+got.destination+"/v1/chat/completions", bytes.NewReader(got.body))
@@ -288,8 +324,8 @@ func (p *picker) route(e *entry, start time.Time, client *http.Client, deadline 
 	resp, err := client.Do(req)
 	if err != nil {
 		r.Outcome, r.Error = "failed", err.Error()
-		respond(s, 502, nil)
-		return r
+		respond(s, 502, "", nil)
+		return r, nil
 	}
 	reader := bufio.NewReader(resp.Body)
 	var all bytes.Buffer
@@ -309,6 +345,7 @@ func (p *picker) route(e *entry, start time.Time, client *http.Client, deadline 
 	r.Status = resp.StatusCode
 	r.TotalMs = float64(time.Since(sent).Microseconds()) / 1000
 	r.Outcome = "served"
+	r.PromptTokens, r.CachedTokens = usageOf(all.Bytes())
 	if resp.StatusCode >= 300 {
 		r.Outcome = "failed"
 		r.Error = strings.TrimSpace(all.String())
@@ -316,8 +353,55 @@ func (p *picker) route(e *entry, start time.Time, client *http.Client, deadline 
 			r.Error = r.Error[:300]
 		}
 	}
-	respond(s, resp.StatusCode, all.Bytes())
-	return r
+	contentType := resp.Header.Get("Content-Type")
+	respond(s, resp.StatusCode, contentType, all.Bytes())
+	return r, &answer{status: resp.StatusCode, contentType: contentType, body: all.Bytes()}
+}
+
+type answer struct {
+	status      int
+	contentType string
+	body        []byte
+}
+
+// serve answers OpenAI-style requests on addr as the gateway would (the user-facing path:
+// `llmd-fleet status --request`): each request's headers and body go through the picker to the
+// endpoint it names, and that endpoint's response comes back. A request the picker rejects gets
+// its status and dropped reason; one no picker routes gets 503.
+func (p *picker) serve(addr string, client *http.Client, deadline time.Duration) error {
+	var n atomic.Int64
+	start := time.Now()
+	handler := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		e := &entry{ID: fmt.Sprintf("serve-%d", n.Add(1)), Phase: "serve", Session: "serve",
+			Headers: map[string]string{}, Body: body}
+		for k, v := range req.Header {
+			if len(v) > 0 {
+				e.Headers[strings.ToLower(k)] = v[0]
+			}
+		}
+		r, a := p.route(e, start, client, deadline)
+		line, _ := json.Marshal(r)
+		fmt.Println(string(line))
+		switch {
+		case a != nil:
+			if a.contentType != "" {
+				w.Header().Set("Content-Type", a.contentType)
+			}
+			w.WriteHeader(a.status)
+			_, _ = w.Write(a.body)
+		case r.Outcome == "rejected":
+			w.Header().Set(droppedHeader, r.Reason)
+			http.Error(w, "rejected: "+r.Reason, r.Status)
+		default:
+			http.Error(w, r.Outcome+": "+r.Error, http.StatusServiceUnavailable)
+		}
+	})
+	return http.ListenAndServe(addr, handler) //nolint:gosec // a stand-in inside the run's namespaces
 }
 
 func scrape(client *http.Client, urls []string, dir, tag string) {
@@ -363,6 +447,33 @@ func series(client *http.Client, urls []string, path string, start time.Time, pe
 	}
 }
 
+// connect opens the pickers' ext_proc connections and, with health addresses, probes their
+// readiness; it returns once a Service would have an endpoint (or the deadline passes).
+func connect(pickers, health string, period time.Duration, failures int, deadline time.Duration) (*picker, error) {
+	p := &picker{addrs: strings.Split(pickers, ",")}
+	for _, a := range p.addrs {
+		// The picker serves ext_proc over TLS with a self-signed certificate (--secure-serving,
+		// default true); gateways in front of it skip verification, and so does the stand-in.
+		creds := credentials.NewTLS(&tls.Config{InsecureSkipVerify: true}) //nolint:gosec
+		c, err := grpc.NewClient(a, grpc.WithTransportCredentials(creds))
+		if err != nil {
+			return nil, err
+		}
+		p.conns = append(p.conns, c)
+	}
+	if health != "" {
+		addrs := strings.Split(health, ",")
+		p.ready = make([]atomic.Bool, len(addrs))
+		for i, a := range addrs {
+			go p.probe(a, i, period, failures)
+		}
+		for waited := time.Duration(0); p.next() < 0 && waited < deadline; waited += 100 * time.Millisecond {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return p, nil
+}
+
 func main() {
 	pickers := flag.String("pickers", "", "comma-separated ext_proc addresses of the endpoint pickers")
 	replay := flag.String("replay", "", "replay file (JSON lines)")
@@ -373,7 +484,22 @@ func main() {
 	probePeriod := flag.Duration("probe-period", 2*time.Second, "readiness probe period")
 	probeFailures := flag.Int("probe-failures", 3, "readiness probe failure threshold")
 	seriesPeriod := flag.Duration("series-period", 0, "scrape the metrics URLs this often into series.jsonl (0: off)")
+	listen := flag.String("listen", "", "serve requests on this address until stopped, instead of a replay")
 	flag.Parse()
+	if (*listen == "") == (*replay == "") {
+		fmt.Fprintln(os.Stderr, "gateway: give exactly one of --replay and --listen")
+		os.Exit(2)
+	}
+	p, err := connect(*pickers, *health, *probePeriod, *probeFailures, *deadline)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	client := &http.Client{Timeout: 120 * time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}}
+	if *listen != "" {
+		fmt.Fprintln(os.Stderr, p.serve(*listen, client, *deadline))
+		os.Exit(1)
+	}
 	data, err := os.ReadFile(*replay)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -391,30 +517,6 @@ func main() {
 		}
 		entries = append(entries, e)
 	}
-	p := &picker{addrs: strings.Split(*pickers, ",")}
-	for _, a := range p.addrs {
-		// The picker serves ext_proc over TLS with a self-signed certificate (--secure-serving,
-		// default true); gateways in front of it skip verification, and so does the stand-in.
-		creds := credentials.NewTLS(&tls.Config{InsecureSkipVerify: true}) //nolint:gosec
-		c, err := grpc.NewClient(a, grpc.WithTransportCredentials(creds))
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		p.conns = append(p.conns, c)
-	}
-	if *health != "" {
-		addrs := strings.Split(*health, ",")
-		p.ready = make([]atomic.Bool, len(addrs))
-		for i, a := range addrs {
-			go p.probe(a, i, *probePeriod, *probeFailures)
-		}
-		// Routing starts once a Service would have an endpoint (or the deadline passes).
-		for waited := time.Duration(0); p.next() < 0 && waited < *deadline; waited += 100 * time.Millisecond {
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	client := &http.Client{Timeout: 120 * time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}}
 	urls := []string{}
 	if *scrapes != "" {
 		urls = strings.Split(*scrapes, ",")
@@ -457,7 +559,7 @@ func main() {
 				if wait := time.Duration(e.AtMs)*time.Millisecond - time.Since(start); wait > 0 {
 					time.Sleep(wait)
 				}
-				r := p.route(e, start, client, *deadline)
+				r, _ := p.route(e, start, client, *deadline)
 				mu.Lock()
 				_ = enc.Encode(r)
 				mu.Unlock()

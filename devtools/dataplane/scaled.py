@@ -1,0 +1,69 @@
+"""A scaled-down copy of a reference stack for the data plane (docs/twin.md): the same roles, ranks
+per pod, plugins and thresholds, one instance per role. Only the stack file is copied and changed;
+the copy is rendered like any stack (`llmd-fleet --stacks-dir DIR render`).
+
+What changes, and why:
+- every role's `instances` becomes 1;
+- `workload.agents` is scaled by the decode role's share kept (1 / its instances): the plan
+  holds the agents' decode contexts to the decode ranks and refuses the reference's 3,000
+  agents on one decode instance;
+- each GPU node group's `count` becomes the nodes the kept instances use (roles' `nodesPerInstance`).
+"""
+
+import math
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SUFFIX = "-scaled"
+# The default of workload.agents (components/llmd_fleet/config/workload.py, `agents`) when a stack
+# does not set it.
+DEFAULT_AGENTS = 3000
+
+
+def scaled_config(document: dict[str, Any]) -> dict[str, Any]:
+    """The stack file's document with one instance per role (pure; raises ValueError on a stack
+    without serving roles)."""
+    config = dict(document.get("config") or {})
+    serving = dict(config.get("llmd-fleet:serving") or {})
+    roles = serving.get("roles") or {}
+    if not roles:
+        raise ValueError("the stack has no llmd-fleet:serving.roles to scale down")
+    decode_instances = int((roles.get("decode") or {}).get("instances", 1))
+    new_roles = {}
+    nodes: dict[str, int] = {}
+    for name, role in roles.items():
+        new_roles[name] = {**role, "instances": 1}
+        group = role.get("nodeGroup")
+        if group:
+            nodes[group] = nodes.get(group, 0) + int(role.get("nodesPerInstance", 1))
+    serving["roles"] = new_roles
+    config["llmd-fleet:serving"] = serving
+    workload = dict(config.get("llmd-fleet:workload") or {})
+    agents = int(workload.get("agents", DEFAULT_AGENTS))
+    workload["agents"] = max(1, math.floor(agents / decode_instances))
+    config["llmd-fleet:workload"] = workload
+    fleet = dict(config.get("llmd-fleet:fleet") or {})
+    groups = dict(fleet.get("nodeGroups") or {})
+    for group, count in nodes.items():
+        if group in groups:
+            groups[group] = {**groups[group], "count": count}
+    fleet["nodeGroups"] = groups
+    config["llmd-fleet:fleet"] = fleet
+    return {**document, "config": config}
+
+
+def write_scaled(stack: str, stacks_dir: Path, out_dir: Path) -> str:
+    """Write the scaled copy of `stack` into `out_dir` as `Pulumi.<stack>-scaled.yaml`; its name."""
+    source = stacks_dir / f"Pulumi.{stack}.yaml"
+    if not source.is_file():
+        raise ValueError(f"no stack file {source}")
+    name = stack + SUFFIX
+    out_dir.mkdir(parents=True, exist_ok=True)
+    document = yaml.safe_load(source.read_text()) or {}
+    (out_dir / f"Pulumi.{name}.yaml").write_text(
+        f"# Scaled-down copy of {stack} for the data plane (devtools/dataplane/scaled.py).\n"
+        + yaml.safe_dump(scaled_config(document), sort_keys=False)
+    )
+    return name
