@@ -367,6 +367,11 @@ def up_detail(command: str, output: str) -> str:
     packs = policy_packs(output)
     if "--policy-pack" in command and not packs:
         raise StepFailed(step_name(command), command, "listed no policy pack: the pack did not run")
+    # The SDK lists a policy that read a value unknown at preview as an advisory "can't run
+    # policy" finding; it checked nothing, in the preview or the update.
+    not_run = sorted(set(re.findall(r"can't run policy '([\w-]+)'", output)))
+    if not_run:
+        raise StepFailed(step_name(command), command, f"policies did not run: {', '.join(not_run)}")
     findings = ", ".join(f"{n} {level}" for level, n in sorted(policy_findings(output).items())) or "none"
     ran = ", ".join(packs) or "none"
     return f"{changes.get('created', 0)} created; policy packs: {ran} (findings: {findings})"

@@ -262,9 +262,15 @@ Resources:
 def test_findings_are_not_packs_and_are_counted_from_the_update():
     assert quickstart.policy_packs(UP_WITH_FINDINGS) == ["llmd-fleet@v0.1.0 (local: policies)"]
     assert quickstart.policy_findings(UP_WITH_FINDINGS) == {"advisory": 1, "mandatory": 1}
-    assert quickstart.up_detail("pulumi up --policy-pack policies", UP_WITH_FINDINGS) == (
+    ran_all = UP_WITH_FINDINGS.replace("can't run policy 'router-pdb'", "router-pdb")
+    assert quickstart.up_detail("pulumi up --policy-pack policies", ran_all) == (
         "39 created; policy packs: llmd-fleet@v0.1.0 (local: policies) (findings: 1 advisory, 1 mandatory)"
     )
+
+
+def test_a_policy_that_could_not_run_in_the_preview_fails_the_up():
+    with pytest.raises(quickstart.StepFailed, match="policies did not run: router-pdb"):
+        quickstart.up_detail("pulumi up --policy-pack policies", UP_WITH_FINDINGS)
 
 
 def test_an_up_that_names_a_pack_but_ran_none_fails():

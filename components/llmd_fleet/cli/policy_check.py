@@ -65,6 +65,7 @@ class PolicyPackError(RuntimeError):
 
 
 NOT_RUN = "not run"
+_PREVIEW_COMPONENT = "llmd-fleet:gateway:GatewayLayer"
 _NOT_RUN_PREFIX = "can't run policy"
 
 
@@ -424,10 +425,17 @@ def _analyze(
         timeout=timeout,
     )
     root = stack_urn(stack, project)
-    # The stack resource's properties are the program's outputs; in the preview of a new stack
-    # (`pulumi up`'s first step) those that wait on a resource are unknown, as `inferencePool` is.
+    # In the preview of a new stack (`pulumi up`'s first step) the stack resource's properties
+    # (the program's outputs) and a component's (its registered outputs) are unknown where they
+    # wait on a resource, as `inferencePool` and the gateway's `address` are; the pack sees them.
     entries: list[tuple[str, str, str, dict[str, Any]]] = [
-        ("pulumi:pulumi:Stack", f"{project}-{stack}", root, {"inferencePool": UNKNOWN})
+        ("pulumi:pulumi:Stack", f"{project}-{stack}", root, {"inferencePool": UNKNOWN}),
+        (
+            _PREVIEW_COMPONENT,
+            "gateway",
+            resource_urn(stack, _PREVIEW_COMPONENT, "gateway", project),
+            {"address": UNKNOWN},
+        ),
     ]
     entries += [(r.type, r.name, resource_urn(stack, r.type, r.name, project), r.inputs) for r in resources]
     violations: list[Violation] = []
@@ -489,6 +497,6 @@ def _analyze(
         pack=info.name,
         version=_pack_version(pack_dir, info.version),
         policies=policies,
-        resources=len(entries),
+        resources=len(resources) + 1,  # the recorded ones and the stack
         violations=tuple(violations),
     )

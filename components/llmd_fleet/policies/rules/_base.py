@@ -232,7 +232,8 @@ def resource_rule(
     )
 
 
-STACK_TYPE = "pulumi:pulumi:Stack"
+RULE_PACKAGES = frozenset({"kubernetes", "gcp", "aws"})
+"""The Pulumi packages whose resources the rules read."""
 
 
 def stack_rule(
@@ -249,12 +250,14 @@ def stack_rule(
     """A StackValidationPolicy that runs `check` over every resource of the stack."""
 
     def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
-        # The stack resource's properties are the program's outputs, which no rule reads; in a
-        # preview some are unknown, and reading them would stop every stack rule from running.
+        # Rules read only the resources of RULE_PACKAGES. The others (the stack, whose properties
+        # are the program's outputs; components, whose properties are their registered outputs;
+        # providers) may hold values unknown in a preview, and reading them would stop every stack
+        # rule from running there.
         resources = [
             Resource(r.resource_type, r.name, r.urn, plain(r.props))
             for r in args.resources
-            if r.resource_type != STACK_TYPE
+            if r.resource_type.split(":", 1)[0] in RULE_PACKAGES
         ]
 
         def report(message: str, resource: Resource | None) -> None:
