@@ -144,7 +144,7 @@ dataplane-precise: ## Precise (KV-event) prefix routing: one simulator per rank,
 DATAPLANE_REFERENCE_STACK ?= onprem-h100
 DATAPLANE_REFERENCE_RANKS ?= 2
 
-dataplane-reference: ## Scaled-down reference stack with precise prefix routing and KV events (not in CI)
+dataplane-reference: ## Scaled-down reference stack with precise prefix routing and KV events (in CI)
 	@start=$$(date +%s); $(UV) run --frozen python -m devtools.dataplane run $(DATAPLANE_REFERENCE_STACK) \
 	  --scaled --ranks-per-pod=$(DATAPLANE_REFERENCE_RANKS) --kv-events; \
 	status=$$?; echo "dataplane-reference: $$(( $$(date +%s) - start )) s"; exit $$status
