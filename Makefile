@@ -154,12 +154,19 @@ dataplane-reference: ## Scaled-down reference stack with precise prefix routing 
 # to an endpoint that holds its program's prefix, and the new sessions' hit rate is no better than
 # the baseline's (docs/twin.md). The P/D decider disaggregating nothing is printed too.
 DATAPLANE_BROKEN_REASON := the rendered config does not beat the baseline on the new sessions' hit rate
+# Without tokens the P/D decider also disaggregates nothing, every run. Both sides of the new
+# sessions' comparison are then chance placement (the broken config lower in every run so far, by
+# 2 to 17 points), so a run in which chance favours the broken config still fails, on P/D only; the
+# step accepts that and says so, and any other failure is not the broken config's.
+DATAPLANE_BROKEN_ALSO := the P/D decider did not disaggregate
 
 dataplane-broken: ## Negative control (steady replay only): the token producer's render URL on a wrong port; passes only if the run fails for that reason
 	@start=$$(date +%s); out=$$($(UV) run --frozen python -m devtools.dataplane run $(DATAPLANE_STACK) --broken 2>&1); \
 	status=$$?; echo "$$out" | grep -v '^twin'; echo "dataplane-broken: $$(( $$(date +%s) - start )) s"; \
 	if echo "$$out" | grep -q '^dataplane: not run:'; then echo "dataplane-broken: not run (no source snapshot)"; exit 0; fi; \
 	if [ $$status -eq 0 ]; then echo "dataplane-broken: the broken config passed" >&2; exit 1; fi; \
-	if ! echo "$$out" | grep -q "FAIL: $(DATAPLANE_BROKEN_REASON)"; then \
-	  echo "dataplane-broken: failed, but not for the expected reason ($(DATAPLANE_BROKEN_REASON))" >&2; exit 1; fi; \
-	echo "dataplane-broken: failed as it must ($(DATAPLANE_BROKEN_REASON))"
+	if echo "$$out" | grep -q "FAIL: $(DATAPLANE_BROKEN_REASON)"; then \
+	  echo "dataplane-broken: failed as it must ($(DATAPLANE_BROKEN_REASON))"; exit 0; fi; \
+	if echo "$$out" | grep -q "FAIL: $(DATAPLANE_BROKEN_ALSO)"; then \
+	  echo "dataplane-broken: failed as it must ($(DATAPLANE_BROKEN_ALSO); the new sessions' hit rate did not fall below the baseline's in this run)"; exit 0; fi; \
+	echo "dataplane-broken: failed, but not for the expected reason ($(DATAPLANE_BROKEN_REASON))" >&2; exit 1
