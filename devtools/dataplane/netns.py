@@ -14,8 +14,9 @@ import socket
 import subprocess
 import threading
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TypeVar
 
 CLONE_NEWNET = 0x40000000
 PREFIX = "lfdp-"
@@ -98,9 +99,13 @@ def exec_prefix(name: str, hostname: str | None = None) -> list[str]:
     return prefix
 
 
-def _listen_in(ns: str, host: str, port: int) -> socket.socket:
-    """A listening socket created inside namespace `ns` (a thread enters it; the socket keeps it)."""
-    box: dict[str, socket.socket | BaseException] = {}
+_T = TypeVar("_T")
+
+
+def _in_namespace(ns: str, work: Callable[[], _T]) -> _T:
+    """`work()` run in a thread that has entered network namespace `ns` (setns applies to the
+    calling thread only, so the caller's namespace is untouched); its result or its exception."""
+    box: dict[str, _T | BaseException] = {}
 
     def enter() -> None:
         try:
@@ -109,11 +114,7 @@ def _listen_in(ns: str, host: str, port: int) -> socket.socket:
             if libc.setns(fd, CLONE_NEWNET) != 0:
                 raise OSError(ctypes.get_errno(), f"setns {ns}")
             os.close(fd)
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((host, port))
-            sock.listen(64)
-            box["sock"] = sock
+            box["result"] = work()
         except BaseException as exc:  # reported in the caller's thread
             box["error"] = exc
 
@@ -122,52 +123,47 @@ def _listen_in(ns: str, host: str, port: int) -> socket.socket:
     thread.join()
     if "error" in box:
         raise box["error"]  # type: ignore[misc]
-    return box["sock"]  # type: ignore[return-value]
+    return box["result"]  # type: ignore[return-value]
+
+
+def _listen_in(ns: str, host: str, port: int) -> socket.socket:
+    """A listening socket created inside namespace `ns` (the socket keeps the namespace)."""
+
+    def listen() -> socket.socket:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(64)
+        return sock
+
+    return _in_namespace(ns, listen)
 
 
 def fetch(name: str, url: str, timeout: float = 5.0) -> str | None:
-    """GET `url` from inside the run's namespace `name` (a thread enters it); None on an error."""
-    box: dict[str, str] = {}
+    """GET `url` from inside the run's namespace `name`; None on an error."""
 
-    def enter() -> None:
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            fd = os.open(f"/run/netns/{ns_name(name)}", os.O_RDONLY)
-            if libc.setns(fd, CLONE_NEWNET) != 0:
-                raise OSError(ctypes.get_errno(), f"setns {name}")
-            os.close(fd)
-            opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-            with opener.open(url, timeout=timeout) as resp:
-                box["text"] = resp.read().decode()
-        except OSError:
-            pass
+    def get() -> str:
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(url, timeout=timeout) as resp:
+            return str(resp.read().decode())
 
-    thread = threading.Thread(target=enter)
-    thread.start()
-    thread.join()
-    return box.get("text")
+    try:
+        return _in_namespace(ns_name(name), get)
+    except OSError:
+        return None
 
 
 def connects(name: str, host: str, port: int, timeout: float = 2.0) -> bool:
     """A TCP connection to host:port opens from inside the run's namespace `name`."""
-    box: dict[str, bool] = {}
 
-    def enter() -> None:
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            fd = os.open(f"/run/netns/{ns_name(name)}", os.O_RDONLY)
-            if libc.setns(fd, CLONE_NEWNET) != 0:
-                raise OSError(ctypes.get_errno(), f"setns {name}")
-            os.close(fd)
-            with socket.create_connection((host, port), timeout=timeout):
-                box["ok"] = True
-        except OSError:
-            pass
+    def connect() -> bool:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
 
-    thread = threading.Thread(target=enter)
-    thread.start()
-    thread.join()
-    return box.get("ok", False)
+    try:
+        return _in_namespace(ns_name(name), connect)
+    except OSError:
+        return False
 
 
 class Forwarder:

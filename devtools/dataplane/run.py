@@ -336,16 +336,7 @@ def status_check(
     """Serve through the gateway stand-in on the Gateway's address and listener port, then run
     `llmd-fleet status STACK --kubeconfig KUBECONFIG --request` as a user would, from the client
     namespace (it reads the Gateway's address from its status). Its output lines and exit code."""
-    health_port = next(a.split("=")[1] for a in picker.args if a.startswith("--grpc-health-port="))
-    argv = [
-        *netns.exec_prefix(GATEWAY_NS),
-        str(bins["gateway"]),
-        f"--pickers={','.join(pickers)}",
-        f"--listen={GATEWAY_IP}:{port}",
-        f"--health={','.join(f'{ip}:{health_port}' for ip in PICKER_IPS[: picker.replicas])}",
-        f"--probe-period={picker.probe_period_s}s",
-        f"--probe-failures={picker.probe_failures}",
-    ]
+    argv = gateway_argv(bins, pickers, picker, f"--listen={GATEWAY_IP}:{port}")
     procs.start("gateway-serve", argv, logs)
     try:
         wait_for(
@@ -373,6 +364,21 @@ def status_check(
         procs.stop("gateway-serve")
 
 
+def gateway_argv(bins: dict[str, Path], pickers: list[str], picker: topology.Picker, *mode: str) -> list[str]:
+    """The gateway stand-in's command in its namespace: the pickers it asks, their readiness
+    probes as the rendered Deployment sets them, and the mode's own flags."""
+    health_port = next(a.split("=")[1] for a in picker.args if a.startswith("--grpc-health-port="))
+    return [
+        *netns.exec_prefix(GATEWAY_NS),
+        str(bins["gateway"]),
+        f"--pickers={','.join(pickers)}",
+        *mode,
+        f"--health={','.join(f'{ip}:{health_port}' for ip in PICKER_IPS[: picker.replicas])}",
+        f"--probe-period={picker.probe_period_s}s",
+        f"--probe-failures={picker.probe_failures}",
+    ]
+
+
 def run_replay(
     procs: Processes,
     bins: dict[str, Path],
@@ -385,20 +391,16 @@ def run_replay(
     deadline: str = "15s",
 ) -> list[dict[str, Any]]:
     out.mkdir(parents=True, exist_ok=True)
-    health_port = next(a.split("=")[1] for a in picker.args if a.startswith("--grpc-health-port="))
-    argv = [
-        *netns.exec_prefix(GATEWAY_NS),
-        str(bins["gateway"]),
-        f"--pickers={','.join(pickers)}",
+    argv = gateway_argv(
+        bins,
+        pickers,
+        picker,
         f"--replay={entries_file}",
         f"--out={out}",
         f"--scrape={','.join(scrape)}",
         f"--pick-deadline={deadline}",
-        f"--health={','.join(f'{ip}:{health_port}' for ip in PICKER_IPS[: picker.replicas])}",
-        f"--probe-period={picker.probe_period_s}s",
-        f"--probe-failures={picker.probe_failures}",
         "--series-period=1s",
-    ]
+    )
     proc = procs.start(f"gateway-{out.name}", argv, logs)
     proc.wait(timeout=900)
     return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
