@@ -10,10 +10,12 @@ does so with the producer's socket port wrong. --scaled runs a copy of STACK wit
 role (devtools/dataplane/scaled.py); --ranks-per-pod=N runs N data-parallel ranks per pod.
 """
 
+import sys
 from collections.abc import Sequence
 
 from devtools import source_snapshot
-from devtools.twin.cluster import PROJECT_ROOT
+from devtools.twin.build import BuildError
+from devtools.twin.cluster import PROJECT_ROOT, TwinError
 
 FLAGS = ("--long", "--broken", "--kv-events", "--broken-kv-events", "--scaled", "--ranks-per-pod=N")
 
@@ -54,3 +56,6 @@ def main(argv: Sequence[str]) -> int:
     except ValueError as exc:  # a rendering the run cannot take (topology.MappingError too)
         print(f"dataplane: error: {exc}")
         return 2
+    except (TwinError, TimeoutError, BuildError) as exc:  # the twin or a build, not the rendering
+        print(f"dataplane: failed: {exc}", file=sys.stderr)
+        return 1

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import requests
+
 from devtools.twin import build, nodes
 from devtools.twin.kube import ApiError, Kube, wait_for
 from devtools.twin.modules import wrappers
@@ -37,6 +39,13 @@ LOOPBACK = "127.0.0.1"
 # Order of start; `down` stops in reverse.
 CONTROL_PLANE = ("etcd", "kube-apiserver")
 NODE_SIDE = ("kube-controller-manager", "kube-scheduler", "kwok")
+PORT_NAMES = ("etcd", "etcd_peer", "etcd_metrics", "apiserver", "kwok")
+# A control plane that does not come up is started once more on new ports with a new store (a
+# port taken between choosing and binding, a slow first start on a loaded machine); the second
+# failure is reported with the end of the component's log.
+CONTROL_PLANE_ATTEMPTS = 2
+ETCD_READY_SECONDS = 60
+APISERVER_READY_SECONDS = 150
 # kwok's own stage definitions, read from its module at the pinned version (node readiness and
 # lease heartbeats, pod readiness, completion and deletion), relative to the module root.
 KWOK_STAGE_FILES = (
@@ -92,6 +101,31 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((LOOPBACK, 0))
         return int(sock.getsockname()[1])
+
+
+def free_ports(names: Sequence[str]) -> dict[str, int]:
+    """One free port per name, all different: every socket stays bound until all are chosen (one
+    at a time, the kernel may hand out a port it just released)."""
+    sockets = []
+    try:
+        for _ in names:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sockets.append(sock)
+            sock.bind((LOOPBACK, 0))
+        return {name: int(sock.getsockname()[1]) for name, sock in zip(names, sockets, strict=True)}
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def log_tail(path: Path, lines: int = 8) -> str:
+    """The last lines of a component's log, indented, for an error message."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "    (no log)"
+    tail = text.splitlines()[-lines:]
+    return "\n".join(f"    {line[:300]}" for line in tail) or "    (empty log)"
 
 
 def _alive(pid: int, binary: str) -> bool:
@@ -190,11 +224,14 @@ def binaries(apiserver_only: bool) -> tuple[dict[str, Path], list[str]]:
 
 
 def _start(name: str, argv: list[str], logs: Path) -> int:
-    log = (logs / f"{name}.log").open("ab")
-    process = subprocess.Popen(
-        argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
-    )
-    return process.pid
+    return _launch(name, argv, logs).pid
+
+
+def _launch(name: str, argv: list[str], logs: Path) -> "subprocess.Popen[bytes]":
+    with (logs / f"{name}.log").open("ab") as log:
+        return subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
 
 
 def up(stack: str = DEFAULT_STACK, apiserver_only: bool = False, root: Path = PROJECT_ROOT) -> State:
@@ -217,30 +254,35 @@ def up(stack: str = DEFAULT_STACK, apiserver_only: bool = False, root: Path = PR
         components += list(NODE_SIDE)
     elif not apiserver_only:
         print("twin: node side unavailable; API server only", file=sys.stderr)
-    ports = {name: free_port() for name in ("etcd", "etcd_peer", "etcd_metrics", "apiserver", "kwok")}
-    state = State(
-        stack=stack, ports=ports, binaries={k: str(v) for k, v in found.items()}, components=components
-    )
     directory.mkdir(parents=True, exist_ok=True)
     logs = directory / "logs"
     logs.mkdir(exist_ok=True)
     pki = ensure_pki(directory / "pki")
-    (directory / "kubeconfig").write_text(kubeconfig_text(state.server, pki))
-    (directory / "kubeconfig").chmod(0o600)
     kwok_config = None
     if "kwok" in components:
         kwok_config = directory / "kwok-stages.yaml"
         kwok_wrapper = wrappers()["kwok"]
         kwok_config.write_text(kwok_stages(_module_dir(kwok_wrapper.directory, kwok_wrapper.module)))
-    lines = command_lines(state, directory, pki, kwok_config)
     started = time.monotonic()
+    paths = {k: str(v) for k, v in found.items()}
+    for attempt in range(1, CONTROL_PLANE_ATTEMPTS + 1):
+        state = State(stack=stack, ports=free_ports(PORT_NAMES), binaries=paths, components=components)
+        (directory / "kubeconfig").write_text(kubeconfig_text(state.server, pki))
+        (directory / "kubeconfig").chmod(0o600)
+        lines = command_lines(state, directory, pki, kwok_config)
+        try:
+            _start_control_plane(state, lines, logs, root)
+            break
+        except BaseException as error:
+            _stop(state)
+            shutil.rmtree(directory / "etcd-data", ignore_errors=True)
+            if not isinstance(error, TwinError) or attempt == CONTROL_PLANE_ATTEMPTS:
+                print(f"twin: up failed; logs in {logs}", file=sys.stderr)
+                state_path(root).unlink(missing_ok=True)
+                raise
+            print(f"twin: {error}; starting it again on new ports", file=sys.stderr)
     try:
-        state.pids["etcd"] = _start("etcd", lines["etcd"], logs)
-        _save(state, root)
-        state.pids["kube-apiserver"] = _start("kube-apiserver", lines["kube-apiserver"], logs)
-        _save(state, root)
         kube = client(root, state)
-        wait_for("kube-apiserver /readyz", kube.ready, timeout=120, interval=0.5)
         wait_for("resource.k8s.io/v1 served", lambda: _serves(kube, "resource.k8s.io/v1"), timeout=30)
         for name in NODE_SIDE:
             if name in components:
@@ -254,6 +296,49 @@ def up(stack: str = DEFAULT_STACK, apiserver_only: bool = False, root: Path = PR
         down(root)
         raise
     return state
+
+
+def _start_control_plane(state: State, lines: dict[str, list[str]], logs: Path, root: Path) -> None:
+    """Start etcd, then kube-apiserver, each waited for while its process lives; a component that
+    exits or does not answer in time is a TwinError carrying the end of its log."""
+    etcd_health = f"http://{LOOPBACK}:{state.ports['etcd']}/health"
+
+    def etcd_healthy() -> bool:
+        try:
+            return requests.get(etcd_health, timeout=2).ok
+        except requests.RequestException:
+            return False
+
+    kube = client(root, state)
+    for name, ready, timeout in (
+        ("etcd", etcd_healthy, ETCD_READY_SECONDS),
+        ("kube-apiserver", kube.ready, APISERVER_READY_SECONDS),
+    ):
+        process = _launch(name, lines[name], logs)
+        state.pids[name] = process.pid
+        _save(state, root)
+        deadline = time.monotonic() + timeout
+        while not ready():
+            exited = process.poll() is not None
+            if exited or time.monotonic() > deadline:
+                what = "exited at start" if exited else f"not ready after {timeout} s"
+                raise TwinError(f"{name} {what}; the end of its log:\n{log_tail(logs / f'{name}.log')}")
+            time.sleep(0.5)
+
+
+def _stop(state: State) -> None:
+    """Stop every recorded process still running our binary (SIGTERM, then SIGKILL after 15 s)."""
+    for name in reversed(list(state.pids)):
+        pid = state.pids[name]
+        if not _alive(pid, state.binaries.get(name, "")):
+            continue
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        while _alive(pid, state.binaries[name]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if _alive(pid, state.binaries[name]):
+            os.kill(pid, signal.SIGKILL)
+        print(f"twin: stopped {name} ({pid})")
 
 
 def _serves(kube: Kube, group_version: str) -> bool:
@@ -302,18 +387,7 @@ def down(root: Path = PROJECT_ROOT) -> None:
     if not path.is_file():
         print("twin: not up")
         return
-    state = load_state(root)
-    for name in reversed(list(state.pids)):
-        pid = state.pids[name]
-        if not _alive(pid, state.binaries.get(name, "")):
-            continue
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 15
-        while _alive(pid, state.binaries[name]) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if _alive(pid, state.binaries[name]):
-            os.kill(pid, signal.SIGKILL)
-        print(f"twin: stopped {name} ({pid})")
+    _stop(load_state(root))
     shutil.rmtree(twin_dir(root) / "etcd-data", ignore_errors=True)
     path.unlink()
 

@@ -46,7 +46,7 @@ from typing import Any
 
 import yaml
 
-from devtools.twin import cluster, lws_checks, nodes
+from devtools.twin import build, cluster, lws_checks, nodes
 from devtools.twin.kube import ApiError, Kube, wait_for, walk_paths
 
 PROJECT_ROOT = cluster.PROJECT_ROOT
@@ -570,7 +570,11 @@ def main(argv: Sequence[str]) -> int:
     except ConfigError as error:
         print(f"e2e: {error}", file=sys.stderr)
         return 2
-    report = run(stack, "--apiserver-only" in argv, "--keep" in argv, "--no-engine" not in argv)
+    try:
+        report = run(stack, "--apiserver-only" in argv, "--keep" in argv, "--no-engine" not in argv)
+    except (cluster.TwinError, build.BuildError, TimeoutError) as error:
+        print(f"e2e: failed: {error}", file=sys.stderr)
+        return 1
     print("\ne2e figures")
     for name, value in report.figures:
         print(f"  {name}: {value}")

@@ -294,6 +294,22 @@ def test_twin_cli_dispatches_dataplane(monkeypatch: pytest.MonkeyPatch) -> None:
     ]
 
 
+def test_a_twin_that_does_not_come_up_is_one_line_and_exit_1(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from devtools.dataplane import cli
+    from devtools.twin.cluster import TwinError
+
+    def fake_run(*args: object, **kwargs: object) -> int:
+        raise TwinError("kube-apiserver not ready after 150 s; the end of its log:\n    E1202 etcd")
+
+    monkeypatch.setattr(run, "main_run", fake_run)
+    assert cli.main(["run", "local-sim"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("dataplane: failed: kube-apiserver not ready after 150 s")
+    assert "Traceback" not in err
+
+
 def test_rendered_vllm_engines_become_simulators_with_mapped_arguments() -> None:
     topo = topology.topology(REPO / "tests" / "golden" / "quickstart-h100")
     assert [(p.role, p.labels[topology.LWS_NAME]) for p in topo.pods] == [

@@ -423,3 +423,81 @@ def test_a_job_is_finished_only_on_a_true_complete_or_failed_condition():
 def test_the_twin_loads_kwoks_stage_that_completes_job_pods():
     """The preflight Job completes in the twin only through kwok's pod-complete stage."""
     assert "kustomize/stage/pod/fast/pod-complete.yaml" in cluster.KWOK_STAGE_FILES
+
+
+def test_free_ports_are_all_different_and_bindable():
+    names = [f"component-{i}" for i in range(64)]
+    ports = cluster.free_ports(names)
+    assert list(ports) == names
+    assert len(set(ports.values())) == len(names)
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind((cluster.LOOPBACK, ports["component-0"]))
+
+
+def _shell_script(path: Path, script: str) -> str:
+    path.write_text("#!/bin/sh\n" + script + "\n")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return str(path)
+
+
+def test_a_control_plane_component_that_exits_is_reported_with_its_log(tmp_path, monkeypatch):
+    # A component that dies at start (a port taken, a bad flag) is a TwinError at once, carrying the
+    # end of its log, not a silent two-minute wait on /readyz.
+    etcd = _shell_script(
+        tmp_path / "etcd", 'echo "listen tcp 127.0.0.1:2379: bind: address already in use"; exit 1'
+    )
+    state = cluster.State(stack="s", ports=cluster.free_ports(cluster.PORT_NAMES), binaries={"etcd": etcd})
+    lines = {"etcd": [etcd]}
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (tmp_path / "build" / "twin").mkdir(parents=True)
+    with pytest.raises(cluster.TwinError) as caught:
+        cluster._start_control_plane(state, lines, logs, tmp_path)
+    assert "etcd exited at start" in str(caught.value)
+    assert "bind: address already in use" in str(caught.value)
+
+
+def _fake_binaries(apiserver_only: bool) -> tuple[dict[str, Path], list[str]]:
+    names = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+    return {name: Path("/nonexistent") / name for name in names}, []
+
+
+def test_a_control_plane_that_does_not_come_up_is_started_again_on_new_ports(tmp_path, monkeypatch):
+    monkeypatch.setattr(cluster, "binaries", _fake_binaries)
+    monkeypatch.setattr(cluster, "ensure_pki", lambda directory: Pki(directory))
+    monkeypatch.setattr(cluster, "_serves", lambda kube, gv: True)
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / f"Pulumi.{REFERENCE_STACK}.yaml").write_text(
+        (STACKS_DIR / f"Pulumi.{REFERENCE_STACK}.yaml").read_text()
+    )
+    attempts: list[dict[str, int]] = []
+
+    def start(state, lines, logs, root):
+        attempts.append(dict(state.ports))
+        if len(attempts) == 1:
+            raise cluster.TwinError("kube-apiserver not ready after 150 s")
+
+    monkeypatch.setattr(cluster, "_start_control_plane", start)
+    state = cluster.up(REFERENCE_STACK, apiserver_only=True, root=tmp_path)
+    assert len(attempts) == 2
+    assert state.ports == attempts[1] and attempts[0] != attempts[1]
+    assert str(state.ports["apiserver"]) in (tmp_path / "build" / "twin" / "kubeconfig").read_text()
+
+
+def test_a_control_plane_that_fails_twice_is_an_error_and_leaves_no_state(tmp_path, monkeypatch):
+    monkeypatch.setattr(cluster, "binaries", _fake_binaries)
+    monkeypatch.setattr(cluster, "ensure_pki", lambda directory: Pki(directory))
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / f"Pulumi.{REFERENCE_STACK}.yaml").write_text(
+        (STACKS_DIR / f"Pulumi.{REFERENCE_STACK}.yaml").read_text()
+    )
+
+    def start(state, lines, logs, root):
+        raise cluster.TwinError("etcd exited at start")
+
+    monkeypatch.setattr(cluster, "_start_control_plane", start)
+    with pytest.raises(cluster.TwinError, match="etcd exited at start"):
+        cluster.up(REFERENCE_STACK, apiserver_only=True, root=tmp_path)
+    assert not cluster.state_path(tmp_path).exists()
