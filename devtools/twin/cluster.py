@@ -20,7 +20,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,9 +98,7 @@ def client(root: Path = PROJECT_ROOT, state: State | None = None) -> Kube:
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
+    return free_ports(["port"])["port"]
 
 
 def free_ports(names: Sequence[str]) -> dict[str, int]:
@@ -280,7 +278,7 @@ def up(stack: str = DEFAULT_STACK, apiserver_only: bool = False, root: Path = PR
                 print(f"twin: up failed; logs in {logs}", file=sys.stderr)
                 state_path(root).unlink(missing_ok=True)
                 raise
-            print(f"twin: {error}; starting it again on new ports", file=sys.stderr)
+            print(f"twin: {error}\ntwin: starting the control plane again on new ports", file=sys.stderr)
     try:
         kube = client(root, state)
         wait_for("resource.k8s.io/v1 served", lambda: _serves(kube, "resource.k8s.io/v1"), timeout=30)
@@ -302,10 +300,12 @@ def _start_control_plane(state: State, lines: dict[str, list[str]], logs: Path, 
     """Start etcd, then kube-apiserver, each waited for while its process lives; a component that
     exits or does not answer in time is a TwinError carrying the end of its log."""
     etcd_health = f"http://{LOOPBACK}:{state.ports['etcd']}/health"
+    loopback = requests.Session()
+    loopback.trust_env = False  # no proxy from the environment for a loopback address
 
     def etcd_healthy() -> bool:
         try:
-            return requests.get(etcd_health, timeout=2).ok
+            return loopback.get(etcd_health, timeout=2).ok
         except requests.RequestException:
             return False
 
@@ -317,13 +317,26 @@ def _start_control_plane(state: State, lines: dict[str, list[str]], logs: Path, 
         process = _launch(name, lines[name], logs)
         state.pids[name] = process.pid
         _save(state, root)
-        deadline = time.monotonic() + timeout
-        while not ready():
-            exited = process.poll() is not None
-            if exited or time.monotonic() > deadline:
-                what = "exited at start" if exited else f"not ready after {timeout} s"
-                raise TwinError(f"{name} {what}; the end of its log:\n{log_tail(logs / f'{name}.log')}")
-            time.sleep(0.5)
+        _wait_while_running(name, process, ready, timeout, logs / f"{name}.log")
+
+
+def _wait_while_running(
+    name: str, process: "subprocess.Popen[bytes]", ready: Callable[[], bool], timeout: int, log: Path
+) -> None:
+    """Wait for `ready` while `process` runs; a TwinError with the end of its log if it exits
+    first or is not ready in `timeout` seconds."""
+
+    def ready_while_running() -> bool:
+        if ready():
+            return True
+        if process.poll() is not None:
+            raise TwinError(f"{name} exited at start; the end of its log:\n{log_tail(log)}")
+        return False
+
+    try:
+        wait_for(f"{name} ready", ready_while_running, timeout=timeout, interval=0.5)
+    except TimeoutError:
+        raise TwinError(f"{name} not ready after {timeout} s; the end of its log:\n{log_tail(log)}") from None
 
 
 def _stop(state: State) -> None:
