@@ -442,7 +442,7 @@ def _shell_script(path: Path, script: str) -> str:
     return str(path)
 
 
-def test_a_control_plane_component_that_exits_is_reported_with_its_log(tmp_path, monkeypatch):
+def test_a_control_plane_component_that_exits_is_reported_with_its_log(tmp_path):
     # A component that dies at start (a port taken, a bad flag) is a TwinError at once, carrying the
     # end of its log, not a silent two-minute wait on /readyz.
     etcd = _shell_script(
@@ -464,14 +464,21 @@ def _fake_binaries(apiserver_only: bool) -> tuple[dict[str, Path], list[str]]:
     return {name: Path("/nonexistent") / name for name in names}, []
 
 
-def test_a_control_plane_that_does_not_come_up_is_started_again_on_new_ports(tmp_path, monkeypatch):
+@pytest.fixture
+def twin_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project root holding the reference stack file, with binaries and certificates faked (the
+    control plane's start is replaced in each test)."""
     monkeypatch.setattr(cluster, "binaries", _fake_binaries)
     monkeypatch.setattr(cluster, "ensure_pki", lambda directory: Pki(directory))
-    monkeypatch.setattr(cluster, "_serves", lambda kube, gv: True)
     (tmp_path / "stacks").mkdir()
     (tmp_path / "stacks" / f"Pulumi.{REFERENCE_STACK}.yaml").write_text(
         (STACKS_DIR / f"Pulumi.{REFERENCE_STACK}.yaml").read_text()
     )
+    return tmp_path
+
+
+def test_a_control_plane_that_does_not_come_up_is_started_again_on_new_ports(twin_root, monkeypatch):
+    monkeypatch.setattr(cluster, "_serves", lambda kube, gv: True)
     attempts: list[dict[str, int]] = []
 
     def start(state, lines, logs, root):
@@ -480,24 +487,17 @@ def test_a_control_plane_that_does_not_come_up_is_started_again_on_new_ports(tmp
             raise cluster.TwinError("kube-apiserver not ready after 150 s")
 
     monkeypatch.setattr(cluster, "_start_control_plane", start)
-    state = cluster.up(REFERENCE_STACK, apiserver_only=True, root=tmp_path)
+    state = cluster.up(REFERENCE_STACK, apiserver_only=True, root=twin_root)
     assert len(attempts) == 2
     assert state.ports == attempts[1] and attempts[0] != attempts[1]
-    assert str(state.ports["apiserver"]) in (tmp_path / "build" / "twin" / "kubeconfig").read_text()
+    assert str(state.ports["apiserver"]) in (twin_root / "build" / "twin" / "kubeconfig").read_text()
 
 
-def test_a_control_plane_that_fails_twice_is_an_error_and_leaves_no_state(tmp_path, monkeypatch):
-    monkeypatch.setattr(cluster, "binaries", _fake_binaries)
-    monkeypatch.setattr(cluster, "ensure_pki", lambda directory: Pki(directory))
-    (tmp_path / "stacks").mkdir()
-    (tmp_path / "stacks" / f"Pulumi.{REFERENCE_STACK}.yaml").write_text(
-        (STACKS_DIR / f"Pulumi.{REFERENCE_STACK}.yaml").read_text()
-    )
-
+def test_a_control_plane_that_fails_twice_is_an_error_and_leaves_no_state(twin_root, monkeypatch):
     def start(state, lines, logs, root):
         raise cluster.TwinError("etcd exited at start")
 
     monkeypatch.setattr(cluster, "_start_control_plane", start)
     with pytest.raises(cluster.TwinError, match="etcd exited at start"):
-        cluster.up(REFERENCE_STACK, apiserver_only=True, root=tmp_path)
-    assert not cluster.state_path(tmp_path).exists()
+        cluster.up(REFERENCE_STACK, apiserver_only=True, root=twin_root)
+    assert not cluster.state_path(twin_root).exists()
