@@ -10,6 +10,7 @@ tests/stacks/test_golden.py fails until the golden copy is refreshed on purpose.
 import argparse
 import shutil
 import sys
+from pathlib import Path
 
 from llmd_fleet.cli.paths import CHECKOUT
 from llmd_fleet.cli.stack_file import stack_names
@@ -23,11 +24,19 @@ def stacks() -> list[str]:
     return stack_names(STACKS)
 
 
-def rendered(stack: str) -> dict[str, str]:
-    """The files `llmd-fleet render` writes for a stack (the marker file aside)."""
+def rendered(stack: str, build: Path = ROOT / "build") -> dict[str, str]:
+    """The files `llmd-fleet render` writes for a stack (the marker file aside): read from
+    build/<stack> when a render of this run's code and settings is there (its recorded key, as
+    `render --reuse` reads it), else rendered here. A stale build/ is never read."""
+    from llmd_fleet.cli.outdir import read_output, recorded_key
     from llmd_fleet.cli.render import render_files
+    from llmd_fleet.cli.render_key import render_key
+    from llmd_fleet.cli.stack_file import read_stack_file
     from llmd_fleet.cli.synth import synthesize
 
+    earlier = build / stack
+    if recorded_key(earlier) == render_key(read_stack_file(STACKS, stack)):
+        return read_output(earlier)
     return render_files(synthesize(STACKS, stack))
 
 

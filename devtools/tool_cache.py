@@ -15,9 +15,11 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+
+from devtools import download_retry
 
 COMPLETE = ".complete"
 
@@ -107,13 +109,36 @@ def go_version() -> str:
     ).stdout.strip()
 
 
-def go_build(package: str, out: Path, module_dir: Path, ldflags: str, log: Path) -> int:
-    """`go build` of `package` from the wrapper module in `module_dir` (its go.sum as committed,
-    no edits) into `out`, appending the command and its output to `log`; the exit status."""
-    command = ["go", "build", "-mod=readonly", "-trimpath", "-ldflags", ldflags, "-o", str(out), package]
+def go_build(
+    package: str | Sequence[str],
+    out: Path,
+    module_dir: Path,
+    ldflags: str,
+    log: Path,
+    tags: Sequence[str] = (),
+    into_directory: bool = False,
+) -> int:
+    """`go build` of `package` (or of several main packages into the directory `out`, linked in
+    parallel) from the wrapper module in `module_dir` (its go.sum as committed, no edits), with
+    build `tags`, appending the command and its output to `log`; the exit status. A build that
+    fails on a module download (a corrupt or truncated zip, a dropped connection) removes that
+    module from the module cache and runs once more (devtools/download_retry.py)."""
+    packages = [package] if isinstance(package, str) else list(package)  # `into_directory`: out is a folder
+    target = str(out) + "/" if into_directory or len(packages) > 1 else str(out)
+    command = ["go", "build", "-mod=readonly", "-trimpath", "-ldflags", ldflags]
+    if tags:
+        command += ["-tags", ",".join(tags)]
+    command += ["-o", target, *packages]
     with log.open("a") as handle:
         handle.write(f"$ {' '.join(command)}\n")
         handle.flush()
-        return subprocess.run(
-            command, cwd=module_dir, stdout=handle, stderr=subprocess.STDOUT, check=False
-        ).returncode
+
+        def append(text: str) -> None:
+            handle.write(text)
+            handle.flush()
+
+        def announce(line: str) -> None:
+            append(line + "\n")
+            print(line, file=sys.stderr, flush=True)
+
+        return download_retry.run("go", command, cwd=module_dir, output=append, announce=announce).returncode

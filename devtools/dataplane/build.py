@@ -14,7 +14,6 @@ its duration.
 """
 
 import shutil
-import subprocess
 import sys
 import time
 import tomllib
@@ -99,28 +98,15 @@ def ensure(target: Target) -> Path:
             (tree / GATEWAY_PACKAGE).mkdir(parents=True)
             (tree / GATEWAY_PACKAGE / "main.go").write_bytes(extra)
         log = path.with_name(path.name + ".log")
-        command = [
-            "nice",
-            "go",
-            "build",
-            "-mod=readonly",
-            "-trimpath",
-            "-ldflags",
-            "-s -w",
-            "-o",
-            str(path / "bin") + "/",
-        ]
+        log.write_text("")
         print(
             f"building {', '.join(target.binaries)} ({target.tarball_prefix} {tag}) in {path}",
             file=sys.stderr,
         )
         started = time.monotonic()
-        with log.open("w") as handle:
-            handle.write(f"$ {' '.join(command + list(target.packages))}\n")
-            handle.flush()
-            status = subprocess.run(
-                [*command, *target.packages], cwd=tree, stdout=handle, stderr=subprocess.STDOUT, check=False
-            ).returncode
+        status = tool_cache.go_build(
+            list(target.packages), path / "bin", tree, "-s -w", log, into_directory=True
+        )
         if status != 0:
             tail = "\n".join(log.read_text().splitlines()[-30:])
             raise BuildError(f"building {target.name} failed (exit {status}); {log}:\n{tail}")

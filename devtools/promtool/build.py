@@ -27,8 +27,14 @@ MODULE = "github.com/prometheus/prometheus"
 PACKAGE = f"{MODULE}/cmd/promtool"
 # The build steps, as hashed into the key: change this text when the steps change.
 RECIPE = (
-    "go build -mod=readonly -trimpath -ldflags '-s -w -X <version var>=<release>' -o <dir>/promtool <package>"
+    "go build -mod=readonly -trimpath -ldflags '-s -w -X <version var>=<release>' -tags <tags> "
+    "-o <dir>/promtool <package>"
 )
+# Prometheus' own build tag that leaves out every service-discovery plugin (plugins/plugin_*.go:
+# `//go:build !remove_all_sd || enable_<name>_sd`): checking and unit-testing rules discovers
+# nothing, and the cloud SDKs those plugins pull in are most of a cold build. promtool's own
+# imports (file and kubernetes SD, for `check config`) stay.
+TAGS = ("remove_all_sd",)
 VERSION_VAR = "github.com/prometheus/common/version.Version"
 
 
@@ -73,6 +79,7 @@ def go_version() -> str:
 def build_key(module: str, go: str, files: dict[str, bytes]) -> str:
     return tool_cache.cache_key(
         RECIPE.encode(),
+        " ".join(TAGS).encode(),
         module.encode(),
         go.encode(),
         *(item for name in sorted(files) for item in (name.encode(), files[name])),
@@ -103,7 +110,7 @@ def ensure() -> Path:
         log.write_text("")
         print(f"building promtool {release(module)} ({PACKAGE}@{module}) into {target}", file=sys.stderr)
         ldflags = f"-s -w -X {VERSION_VAR}={release(module)}"
-        status = tool_cache.go_build(PACKAGE, binary, GOMOD_DIR, ldflags, log)
+        status = tool_cache.go_build(PACKAGE, binary, GOMOD_DIR, ldflags, log, tags=TAGS)
         if status != 0 or reported_version(binary) != release(module):
             tail = "\n".join(log.read_text().splitlines()[-30:])
             raise BuildError(f"building promtool failed (exit {status}); {log}:\n{tail}")

@@ -144,11 +144,20 @@ def build_dir(wrapper: Wrapper, target: Path) -> Path:
     return src
 
 
-def _go_build(wrapper: Wrapper, binary: Binary, out: Path, log: Path, directory: Path) -> None:
+def _go_build(wrapper: Wrapper, binaries: Sequence[Binary], out: Path, log: Path, directory: Path) -> None:
+    """`binaries` into `out`: one binary to its own path, several main packages in one `go build`
+    (their links run in parallel and share one load of the package graph)."""
     ldflags = " ".join(("-s", "-w", *wrapper.ldflags))
-    if tool_cache.go_build(binary.package, out, directory, ldflags, log) != 0:
+    packages = [binary.package for binary in binaries]
+    target = out / binaries[0].name if len(binaries) == 1 else out
+    if tool_cache.go_build(packages, target, directory, ldflags, log) != 0:
         tail = log.read_text().splitlines()[-15:]
-        raise BuildError(f"{wrapper.name}: go build {binary.package} failed:\n" + "\n".join(tail))
+        raise BuildError(f"{wrapper.name}: go build {' '.join(packages)} failed:\n" + "\n".join(tail))
+
+
+def _named_by_package(binary: Binary) -> bool:
+    """Whether `go build -o DIR/` names this binary as the wrapper does (the package's last element)."""
+    return binary.package.rstrip("/").rsplit("/", 1)[-1] == binary.name
 
 
 def ensure(wrapper: Wrapper, verbose: bool = True) -> dict[str, Path]:
@@ -174,12 +183,16 @@ def _build(wrapper: Wrapper, target: Path, verbose: bool) -> None:
     log = target.with_name(target.name + ".log")
     log.write_text("")
     directory = build_dir(wrapper, target)
-    for binary in wrapper.binaries:
+    together = [b for b in wrapper.binaries if _named_by_package(b)]
+    groups = [together] if together else []
+    groups += [[b] for b in wrapper.binaries if not _named_by_package(b)]
+    for group in groups:
         began = time.monotonic()
-        _go_build(wrapper, binary, target / binary.name, log, directory)
+        _go_build(wrapper, group, target, log, directory)
         if verbose:
+            names = ", ".join(b.name for b in group)
             print(
-                f"twin build: {binary.name} {wrapper.version} in {time.monotonic() - began:.0f} s",
+                f"twin build: {names} {wrapper.version} in {time.monotonic() - began:.0f} s",
                 file=sys.stderr,
                 flush=True,
             )

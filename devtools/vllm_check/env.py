@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from devtools import download_retry
 from devtools.tool_cache import build_announced, cache_key, print_path_main
 from devtools.tool_cache import cache_root as cache_root
 from llmd_fleet.cli.paths import CHECKOUT, SOURCE_ROOT
@@ -227,16 +228,36 @@ def step(title: str, command: list[str], log: Path, **extra: str) -> str:
     with log.open("a") as out:
         out.write(f"\n$ {' '.join(command)}\n")
         out.flush()
-        result = subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            stdin=subprocess.DEVNULL,
-            env=child_environ(**extra),
-            cwd=PROJECT_ROOT,
-            check=False,
-        )
-        out.write(result.stdout + result.stderr)
+        if "pip" in command[1:3] and "install" in command:
+            # A download that fails (a truncated wheel, a hash mismatch) is retried once without
+            # pip's cache (devtools/download_retry.py); the retry line goes to the log and stderr.
+            def announce(line: str) -> None:
+                out.write(line + "\n")
+                print(f"\n{line}", file=sys.stderr, flush=True)
+
+            def record(text: str) -> None:
+                out.write(text)
+
+            result = download_retry.run(
+                "pip",
+                command,
+                cwd=PROJECT_ROOT,
+                env=child_environ(**extra),
+                output=record,
+                announce=announce,
+            )
+            result.stdout, result.stderr = "", ""  # already in the log; pip install's stdout is not used
+        else:
+            result = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                stdin=subprocess.DEVNULL,
+                env=child_environ(**extra),
+                cwd=PROJECT_ROOT,
+                check=False,
+            )
+            out.write(result.stdout + result.stderr)
     print(f" {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
     if result.returncode != 0:
         tail = "\n".join(log.read_text().splitlines()[-40:])

@@ -69,3 +69,39 @@ def test_print_path_main_prints_the_path_or_the_error_and_exits_1(tmp_path, caps
 
     assert tool_cache.print_path_main(broken, ValueError) == 1
     assert capsys.readouterr().err.strip() == "error: no wheel for this Python"
+
+
+def test_prebuild_reports_a_failed_build_and_goes_on(capsys: pytest.CaptureFixture[str]) -> None:
+    from devtools import prebuild
+
+    done: list[str] = []
+
+    class SourceMissing(Exception):
+        pass
+
+    def fails() -> object:
+        raise RuntimeError("go build failed\nthe log's tail")
+
+    def missing() -> object:
+        raise SourceMissing("no snapshot of the router in ../shared/src")
+
+    failures: list[str] = []
+    prebuild.run_lane(
+        [("broken", fails), ("absent", missing), ("fine", lambda: done.append("fine"))], failures
+    )
+    err = capsys.readouterr().err
+    assert failures == ["broken"]
+    assert done == ["fine"]  # a failure does not stop the lane
+    assert "prebuild: broken: failed after 0 s: go build failed\n" in err
+    assert "prebuild: absent: not run: no snapshot of the router in ../shared/src\n" in err
+
+
+def test_prebuild_lanes_cover_every_go_tool_the_checks_build() -> None:
+    from devtools import prebuild
+    from devtools.twin.modules import wrappers
+
+    names = [name for lane in prebuild.lanes() for name, _ in lane]
+    assert len(names) == len(set(names))
+    assert {f"twin {w}" for w in wrappers() if w not in ("pulumi", "kubernetes-provider")} <= set(names)
+    assert {"promtool", "router checker", "LWS controller", "Pulumi CLI", "Kubernetes provider"} <= set(names)
+    assert {"data-plane router", "simulator", "vLLM parser environment", "checkov environment"} <= set(names)

@@ -145,6 +145,12 @@ def _parser() -> argparse.ArgumentParser:
     render = sub.add_parser("render", help="synthesize a stack offline into files")
     render.add_argument("stack")
     render.add_argument("--out", type=Path, default=None, help="output directory (default: build/STACK)")
+    render.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep the output directory when an earlier render wrote it from the same code and stack "
+        "settings (its recorded key; llmd_fleet/cli/render_key.py), else render",
+    )
     check = sub.add_parser("check", help="render a stack and validate every manifest")
     check.add_argument("stack")
     check.add_argument("--out", type=Path, default=None, help="output directory (default: build/STACK)")
@@ -382,6 +388,8 @@ def run(argv: list[str]) -> int:
                 return EXIT_BAD_INPUT
         out = args.out or root / "build" / args.stack
         ensure_replaceable(out)
+        if args.command == "render" and args.reuse and _reused(stack_file, out):
+            return EXIT_OK
     except (ConfigError, PlanError, OutputDirError, MissingExtraError) as exc:
         _error(exc)
         return EXIT_BAD_INPUT
@@ -461,14 +469,28 @@ def _plan(args: argparse.Namespace, config: "StackConfig", plan: "FleetPlan") ->
     return EXIT_OK
 
 
+def _reused(stack_file: "StackFile", out: Path) -> bool:
+    """`render --reuse`: whether `out` holds a render of this code and these settings (then it
+    is kept, and said so)."""
+    from llmd_fleet.cli.outdir import recorded_key
+    from llmd_fleet.cli.render_key import render_key
+
+    key = render_key(stack_file)
+    if recorded_key(out) != key:
+        return False
+    print(f"rendered {stack_file.stack}: reused {out} (key {key}: same code and settings)")
+    return True
+
+
 def _render(stack_file: "StackFile", config: "StackConfig", plan: "FleetPlan", out: Path) -> "Synthesis":
     from llmd_fleet.cli.outdir import write_atomically
     from llmd_fleet.cli.render import render_files
+    from llmd_fleet.cli.render_key import render_key
     from llmd_fleet.cli.synth import synthesize_validated
 
     synthesis = synthesize_validated(stack_file, config, plan)
     files = render_files(synthesis)
-    write_atomically(files, out)
+    write_atomically(files, out, key=render_key(stack_file))
     print(f"rendered {stack_file.stack}: {len(files)} files in {out}")
     return synthesis
 

@@ -21,6 +21,29 @@ OUTPUT_MARKER = ".llmd-fleet-render"
 _MARKER_TEXT = "Written by `llmd-fleet render`; the whole directory is replaced on the next render.\n"
 
 
+_KEY_PREFIX = "key: "
+
+
+def recorded_key(out_dir: Path) -> str | None:
+    """The render key a complete output directory records in its marker, or None (no output of
+    ours there, or one written without a key)."""
+    if not _ours(out_dir):
+        return None
+    for line in (out_dir / OUTPUT_MARKER).read_text(errors="replace").splitlines():
+        if line.startswith(_KEY_PREFIX):
+            return line[len(_KEY_PREFIX) :].strip() or None
+    return None
+
+
+def read_output(out_dir: Path) -> dict[str, str]:
+    """Relative path -> text of every file a render wrote in out_dir (the marker aside)."""
+    return {
+        str(path.relative_to(out_dir)): path.read_text()
+        for path in sorted(out_dir.rglob("*"))
+        if path.is_file() and path.name != OUTPUT_MARKER
+    }
+
+
 class OutputDirError(Exception):
     """The output directory is not one this command may replace, or cannot be written."""
 
@@ -94,16 +117,17 @@ def ensure_replaceable(out_dir: Path) -> None:
         )
 
 
-def write_atomically(files: dict[str, str], out_dir: Path) -> None:
+def write_atomically(files: dict[str, str], out_dir: Path, key: str | None = None) -> None:
     """Write all files to the sibling `.OUT.llmd-new`, then swap it in place of out_dir (which
-    must pass ensure_replaceable): out_dir -> `.OUT.llmd-old`, new -> out_dir, old removed."""
+    must pass ensure_replaceable): out_dir -> `.OUT.llmd-old`, new -> out_dir, old removed. The
+    marker records `key` (the render's key, llmd_fleet/cli/render_key.py) when given."""
     ensure_replaceable(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     new, old = _new(out_dir), _old(out_dir)
     try:
         new.mkdir()
         # The marker first: a new output an interrupt cut short is recognised and removed.
-        (new / OUTPUT_MARKER).write_text(_MARKER_TEXT)
+        (new / OUTPUT_MARKER).write_text(_MARKER_TEXT + (f"{_KEY_PREFIX}{key}\n" if key else ""))
         for rel, text in sorted(files.items()):
             target = new / rel
             target.parent.mkdir(parents=True, exist_ok=True)

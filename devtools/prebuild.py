@@ -1,0 +1,137 @@
+"""Build every cached tool the checks and twins use, ahead of the steps that need them.
+
+    python -m devtools.prebuild [--list]
+
+CI (`.ci/run`) starts this in the background, at a low priority, right after `make setup`: the
+Python steps that come first (render, check, the test suite) leave a core idle most of the time,
+and the tool builds (downloads most of all) fill it. Two lanes run side by side:
+
+- the Python tool environments (vLLM's parser, checkov, inference-perf, the NIXL probe): pip
+  downloads, mostly waiting on the network;
+- the Go tools, one at a time, in the order the checks need them (promtool, the router checker,
+  the control-plane twin's binaries, the LWS controller, the engine run's Pulumi CLI and
+  Kubernetes provider, the data plane's router and simulator), all sharing one module cache and
+  one build cache, so a package two of them need at one version compiles once.
+
+Every build goes through the tool cache's file lock (devtools/tool_cache.py): a step that needs a
+tool this process is building waits for it instead of building it twice, and one that needs a tool
+not reached yet builds it itself. Each cold build prints its time, as it does when a step builds it;
+a tool that is already built prints nothing; a build that fails is reported here and left to the
+step that needs it (which fails with the build's error). A tool whose source snapshot is missing
+(../shared/src) is skipped with the step's own "not run" reason.
+"""
+
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+Build = tuple[str, Callable[[], object]]
+
+
+def _twin(name: str) -> Callable[[], object]:
+    def build() -> object:
+        from devtools.twin.build import ensure
+        from devtools.twin.modules import wrappers
+
+        return ensure(wrappers()[name])
+
+    return build
+
+
+def _lws() -> object:
+    from devtools.twin import lws
+
+    built = lws.ensure()
+    if built.seconds is not None:  # its command line prints this line; ensure() does not
+        print(f"LWS controller manager built in {built.seconds:.0f} s", file=sys.stderr, flush=True)
+    return built
+
+
+def _dataplane(which: str) -> Callable[[], object]:
+    def build() -> object:
+        from devtools.dataplane import build as dataplane
+
+        return dataplane.ensure(dataplane.ROUTER if which == "router" else dataplane.SIMULATOR)
+
+    return build
+
+
+def _python_envs() -> list[Build]:
+    from devtools.bench import env as bench
+    from devtools.checkov_scan import env as checkov
+    from devtools.preflight_probe import env as preflight
+    from devtools.vllm_check import env as vllm
+
+    return [
+        ("vLLM parser environment", vllm.ensure),
+        ("checkov environment", checkov.ensure),
+        ("inference-perf environment", bench.ensure),
+        ("NIXL probe environment", preflight.ensure),
+    ]
+
+
+def _go_tools() -> list[Build]:
+    from devtools.promtool import build as promtool
+    from devtools.router_check import build as router_check
+
+    return [
+        ("promtool", promtool.ensure),
+        ("router checker", router_check.ensure),
+        ("twin etcd", _twin("etcd")),
+        ("twin kubernetes", _twin("kubernetes")),
+        ("twin kwok", _twin("kwok")),
+        ("LWS controller", _lws),
+        ("Pulumi CLI", _twin("pulumi")),
+        ("Kubernetes provider", _twin("kubernetes-provider")),
+        ("data-plane router", _dataplane("router")),
+        ("simulator", _dataplane("simulator")),
+    ]
+
+
+def lanes() -> list[list[Build]]:
+    return [_python_envs(), _go_tools()]
+
+
+def _not_run(error: BaseException) -> bool:
+    """A missing source snapshot: the step that needs the tool says "not run" itself."""
+    return type(error).__name__ in ("SourceMissing", "SnapshotMissing")
+
+
+def run_lane(builds: Sequence[Build], failures: list[str]) -> None:
+    for name, build in builds:
+        started = time.monotonic()
+        try:
+            build()
+        except Exception as error:  # reported, and left to the step that needs the tool
+            first = str(error).splitlines()[0] if str(error) else type(error).__name__
+            if _not_run(error):
+                print(f"prebuild: {name}: not run: {first}", file=sys.stderr, flush=True)
+            else:
+                failures.append(name)
+                elapsed = time.monotonic() - started
+                print(f"prebuild: {name}: failed after {elapsed:.0f} s: {first}", file=sys.stderr, flush=True)
+
+
+def main(argv: Sequence[str]) -> int:
+    if list(argv) == ["--list"]:
+        for lane in lanes():
+            print(", ".join(name for name, _ in lane))
+        return 0
+    if argv:
+        print("usage: python -m devtools.prebuild [--list]", file=sys.stderr)
+        return 2
+    started = time.monotonic()
+    failures: list[str] = []
+    threads = [threading.Thread(target=run_lane, args=(lane, failures)) for lane in lanes()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    verdict = f"{len(failures)} failed ({', '.join(failures)})" if failures else "0 failed"
+    print(f"prebuild: done in {time.monotonic() - started:.0f} s, {verdict}", file=sys.stderr, flush=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
