@@ -58,8 +58,8 @@ docs: ## Regenerate docs/configuration.md from the config models
 golden: ## Refresh the golden rendered output of every stack under tests/golden/ (review the diff)
 	$(UV) run --frozen python -m devtools.golden
 
-# The best of 2 timed runs after an untimed warm-up: a third run moved no figure by more than the
-# machines' noise, and each costs every stack a render and a check.
+# The best of 2 timed runs after an untimed warm-up (3 until the CI time ledger of docs/twin.md):
+# each run costs every stack a render and a check.
 BENCH_CLI_REPEAT ?= 2
 
 .PHONY: bench-cli
