@@ -184,6 +184,8 @@ def test_make_checkov_runs_in_ci_after_the_vllm_check():
     makefile = (REPO / "Makefile").read_text()
     assert "\ncheckov:" in makefile and "python -m devtools.checkov_scan $(STACKS)" in makefile
     steps = [
-        line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines() if line.startswith("make")
+        line.removeprefix("step ").strip()
+        for line in (REPO / ".ci" / "run").read_text().splitlines()
+        if line.startswith(("make", "step make"))
     ]
     assert steps.index("make checkov") == steps.index("make check-vllm") + 1
