@@ -201,3 +201,14 @@ def test_unicode_property_classes_become_ranges():
     assert python_pattern("^[\\p{L}\\p{N}]+$").search("Zürich9")
     assert not python_pattern("^[\\p{L}]+$").search("a b")
     assert python_pattern("\\p{Nd}").search("٣")  # outside a class too
+
+
+def test_make_check_cloud_runs_in_ci_right_after_checkov():
+    makefile = (CHECKOUT / "Makefile").read_text()
+    assert "\ncheck-cloud:" in makefile and "python -m devtools.cloud_check $(STACK)" in makefile
+    steps = [
+        line.removeprefix("step ").strip()
+        for line in (CHECKOUT / ".ci" / "run").read_text().splitlines()
+        if line.startswith("step make")
+    ]
+    assert steps.index("make check-cloud") == steps.index("make checkov") + 1
