@@ -212,3 +212,18 @@ def test_make_check_cloud_runs_in_ci_right_after_checkov():
         if line.startswith("step make")
     ]
     assert steps.index("make check-cloud") == steps.index("make checkov") + 1
+
+
+def test_a_free_string_outside_its_documented_table_is_refused():
+    from devtools.cloud_check.check import check_value
+    from devtools.cloud_check.documented import DOCUMENTED
+
+    class _Models:
+        def resolve(self, spec: str) -> tuple[GoogleModel, Leaf]:
+            return GOOGLE, Leaf({"type": "string"})
+
+    entry = Api("api.v1:Pool.name", documented="gke-machine-types")
+    known = DOCUMENTED["gke-machine-types"].values[0]
+    assert check_value(_Models(), entry, known) == []  # type: ignore[arg-type]
+    [problem] = check_value(_Models(), entry, "a3-megagpu-16g")  # type: ignore[arg-type]
+    assert problem.startswith("'a3-megagpu-16g': not documented: ") and known in problem
