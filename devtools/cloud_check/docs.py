@@ -62,7 +62,7 @@ def render_docs() -> str:
         lines += [
             f"### `{name}`",
             "",
-            f"Source: {documented.source} (read {documented.read}).",
+            f"Source: {documented.source} (table of {documented.written}).",
             "",
             ", ".join(f"`{v}`" for v in documented.values),
             "",

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 class Documented:
     values: tuple[str, ...]
     source: str
-    read: str
-    """The date the source was read."""
+    written: str
+    """The date the table was written from the source (re-read the source when it is extended)."""
 
 
 _N2 = tuple(f"n2-standard-{n}" for n in (2, 4, 8, 16, 32, 48, 64, 80, 96, 128))
@@ -33,33 +33,33 @@ DOCUMENTED: dict[str, Documented] = {
         ),
         "https://cloud.google.com/compute/docs/accelerator-optimized-machines#a3-series ; "
         "https://cloud.google.com/compute/docs/general-purpose-machines#n2_machines",
-        "2026-12-06",
+        written="2026-12-06",
     ),
     "gke-accelerator-types": Documented(
         ("nvidia-h100-80gb", "nvidia-h100-mega-80gb", "nvidia-h200-141gb"),
         "https://cloud.google.com/compute/docs/gpus#h100-gpus "
         "(the A3 rows: accelerator type per machine type)",
-        "2026-12-06",
+        written="2026-12-06",
     ),
     "gke-image-types": Documented(
         ("COS_CONTAINERD", "UBUNTU_CONTAINERD"),
         "https://cloud.google.com/kubernetes-engine/docs/concepts/node-images (Linux node images)",
-        "2026-12-06",
+        written="2026-12-06",
     ),
     "cloud-sql-tiers": Documented(
         tuple(f"db-perf-optimized-N-{n}" for n in (2, 4, 8, 16, 32, 48, 64, 80, 96, 128)),
         "https://cloud.google.com/sql/docs/postgres/instance-settings (Enterprise Plus machine types)",
-        "2026-12-06",
+        written="2026-12-06",
     ),
     "ec2-interface-types": Documented(
         ("interface", "efa", "efa-only"),
         "https://docs.aws.amazon.com/AWSEC2/latest/APIReference/"
         "API_LaunchTemplateInstanceNetworkInterfaceSpecificationRequest.html (InterfaceType: Valid values)",
-        "2026-12-06",
+        written="2026-12-06",
     ),
     "eks-access-entry-types": Documented(
         ("STANDARD", "FARGATE_LINUX", "EC2_LINUX", "EC2_WINDOWS", "EC2", "HYBRID_LINUX", "HYPERPOD_LINUX"),
         "https://docs.aws.amazon.com/eks/latest/APIReference/API_CreateAccessEntry.html (type: Valid values)",
-        "2026-12-06",
+        written="2026-12-06",
     ),
 }
