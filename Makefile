@@ -98,6 +98,17 @@ checkov: ## checkov over every rendered stack, serving pod templates included (p
 	@set -e; for s in $(STACKS); do $(UV) run --frozen llmd-fleet render $$s --reuse; done
 	$(UV) run --frozen python -m devtools.checkov_scan $(STACKS)
 
+# Every GKE and EKS stack (found from the stack files' target kind) unless STACK names one.
+STACK ?=
+
+.PHONY: check-cloud
+check-cloud: ## Every rendered GKE/EKS cloud input against botocore's and Google's own API models (pinned, cached env); STACK=<name> for one stack
+	@$(UV) run --frozen python -m devtools.cloud_check $(STACK)
+
+.PHONY: check-versions
+check-versions: ## Every version images/versions.toml pins checked to exist (uv, go list -m; the serving image's wheel set resolved); the rest listed with where it comes from
+	@$(UV) run --frozen python -m devtools.version_check
+
 # The control-plane twin (docs/twin.md): etcd, kube-apiserver, kube-scheduler,
 # kube-controller-manager and kwok built from Go modules into a cache outside the repository, run on
 # loopback with TWIN_STACK's nodes simulated; the Pulumi CLI and Kubernetes provider of the engine

@@ -6,8 +6,8 @@ CI (`.ci/run`) starts this in the background, at a low priority, right after `ma
 Python steps that come first (render, check, the test suite) leave a core idle most of the time,
 and the tool builds (downloads most of all) fill it. Two lanes run side by side:
 
-- the Python tool environments (vLLM's parser, checkov, inference-perf, the NIXL probe): pip
-  downloads, mostly waiting on the network;
+- the Python tool environments (vLLM's parser, checkov, the cloud API models, inference-perf,
+  the NIXL probe): pip downloads, mostly waiting on the network;
 - the Go tools, one at a time, in the order the checks need them (promtool, the router checker,
   the control-plane twin's binaries, the LWS controller, the engine run's Pulumi CLI and
   Kubernetes provider, the data plane's router and simulator), all sharing one module cache and
@@ -60,12 +60,14 @@ def _dataplane(which: str) -> Callable[[], object]:
 def _python_envs() -> list[Build]:
     from devtools.bench import env as bench
     from devtools.checkov_scan import env as checkov
+    from devtools.cloud_check import env as cloud_models
     from devtools.preflight_probe import env as preflight
     from devtools.vllm_check import env as vllm
 
     return [
         ("vLLM parser environment", vllm.ensure),
         ("checkov environment", checkov.ensure),
+        ("cloud API models environment", cloud_models.ensure),
         ("inference-perf environment", bench.ensure),
         ("NIXL probe environment", preflight.ensure),
     ]

@@ -75,6 +75,10 @@ class ToolVersions(_Frozen):
     """Python minor (`X.Y`) the inference-perf environment is built from."""
     preflight_numpy: str = Field(alias="preflight-numpy")
     """numpy of the preflight probe's test environment (devtools/preflight_probe/env.py)."""
+    cloud_check_botocore: str = Field(alias="cloud-check-botocore")
+    """botocore release whose service models `make check-cloud` reads (devtools/cloud_check/env.py)."""
+    cloud_check_google_api_python_client: str = Field(alias="cloud-check-google-api-python-client")
+    """google-api-python-client release whose discovery documents `make check-cloud` reads."""
 
 
 class TwinVersions(_Frozen):

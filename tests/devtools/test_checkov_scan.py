@@ -183,6 +183,7 @@ def test_the_tool_environment_is_keyed_by_the_pinned_version_and_lives_outside_t
 def test_make_checkov_runs_in_ci_after_the_vllm_check():
     makefile = (REPO / "Makefile").read_text()
     assert "\ncheckov:" in makefile and "python -m devtools.checkov_scan $(STACKS)" in makefile
+    # .ci/run runs each step through its timing helper: `step make <target>`.
     steps = [
         line.removeprefix("step ").strip()
         for line in (REPO / ".ci" / "run").read_text().splitlines()
