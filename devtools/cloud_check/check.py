@@ -117,6 +117,17 @@ CONTROLS = (
 )
 
 
+# An enum such as EC2's InstanceType has over 1,000 members: a line names at most this many.
+SHOWN_VALUES = 20
+
+
+def allowed_values(values: list[str]) -> str:
+    """The model's allowed values for a line: at most SHOWN_VALUES of them, then how many more."""
+    shown = " | ".join(values[:SHOWN_VALUES])
+    rest = len(values) - SHOWN_VALUES
+    return f"{shown} | ... ({rest} more)" if rest > 0 else shown
+
+
 def run_control(models: Models, control: Control) -> tuple[str, bool]:
     """(the line's text after `<case>: `, whether the model refused the value)."""
     entry = TABLES[control.resource].fields[control.path]
@@ -125,7 +136,7 @@ def run_control(models: Models, control: Control) -> tuple[str, bool]:
     refused = bool(model.problems(leaf, control.value))
     allowed = leaf.constraints.get("enum")
     if refused and allowed:
-        return f"refused: {' | '.join(allowed)}", True
+        return f"refused: {allowed_values(allowed)}", True
     if refused:
         return f"refused: {'; '.join(model.problems(leaf, control.value))}", True
     return f"ACCEPTED (the model allows {control.value!r})", False

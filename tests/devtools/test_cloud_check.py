@@ -227,3 +227,11 @@ def test_a_free_string_outside_its_documented_table_is_refused():
     assert check_value(_Models(), entry, known) == []  # type: ignore[arg-type]
     [problem] = check_value(_Models(), entry, "a3-megagpu-16g")  # type: ignore[arg-type]
     assert problem.startswith("'a3-megagpu-16g': not documented: ") and known in problem
+
+
+def test_a_refusal_line_names_at_most_twenty_allowed_values() -> None:
+    from devtools.cloud_check.check import allowed_values
+
+    assert allowed_values(["A", "B"]) == "A | B"
+    many = [f"v{i}" for i in range(1000)]
+    assert allowed_values(many) == " | ".join(many[:20]) + " | ... (980 more)"
