@@ -165,8 +165,9 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--for-deploy",
         action="store_true",
-        help="also refuse placeholder secrets, naming each key and its `pulumi config set --secret` line "
-        "(what `pulumi up` refuses too)",
+        help="also refuse placeholders: documentation accounts, reservation IDs, addresses and domains, "
+        "stand-in projects (naming each key), and placeholder secrets (naming each key and its "
+        "`pulumi config set --secret` line; `pulumi up` refuses these too)",
     )
     check.add_argument(
         "--verbose", action="store_true", help="list each advisory violation (default: one line per policy)"
@@ -376,7 +377,7 @@ def run(argv: list[str]) -> int:
         if args.command == "check" and args.for_deploy:
             from llmd_fleet.cli.deploy_check import deploy_problems
 
-            if problems := deploy_problems(stacks_dir, args.stack):
+            if problems := deploy_problems(stack_file):
                 for key, message in problems:
                     print(f"error: {printable(key)} {printable(message)}", file=sys.stderr)
                 return EXIT_BAD_INPUT

@@ -6,7 +6,8 @@ validates the stack file first, so bad input is refused before any SDK is import
 
 import json
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -200,6 +201,9 @@ class StackFile:
     stack: str
     values: dict[str, str]
     secret_keys: frozenset[str]
+    # The `secure:` values as written (ciphertext, or an example's placeholder), by full key:
+    # what `check --for-deploy` inspects; never decrypted.
+    ciphertexts: Mapping[str, str] = field(default_factory=dict)
 
 
 def stack_file_path(stacks_dir: Path, stack: str) -> Path:
@@ -237,7 +241,7 @@ def read_stack_file(stacks_dir: Path, stack: str) -> StackFile:
         raise ConfigError([(str(path), "must contain a `config:` mapping")])
     values: dict[str, str] = {}
     given_as: dict[str, str] = {}
-    secrets = set()
+    secrets: dict[str, str] = {}
     for key, value in config.items():
         if not isinstance(key, str):
             raise ConfigError([(str(path), f"config keys must be strings (got {key!r})")])
@@ -249,14 +253,14 @@ def read_stack_file(stacks_dir: Path, stack: str) -> StackFile:
         given_as[full_key] = key
         if isinstance(value, dict) and set(value) == {"secure"}:
             values[full_key] = SECRET_PLACEHOLDER
-            secrets.add(full_key)
+            secrets[full_key] = str(value["secure"])
         elif isinstance(value, (dict, list)):
             values[full_key] = json.dumps(value)
         elif isinstance(value, bool):
             values[full_key] = "true" if value else "false"
         else:
             values[full_key] = str(value)
-    return StackFile(stack=stack, values=values, secret_keys=frozenset(secrets))
+    return StackFile(stack=stack, values=values, secret_keys=frozenset(secrets), ciphertexts=secrets)
 
 
 def stack_config(stack_file: StackFile) -> StackConfig:
