@@ -215,13 +215,59 @@ def stack_names(stacks_dir: Path) -> list[str]:
     return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in stacks_dir.glob("Pulumi.*.yaml"))
 
 
-def read_stack_file(stacks_dir: Path, stack: str) -> StackFile:
-    """Read stacks/Pulumi.<stack>.yaml. Objects become JSON text and `secure:` values a
-    placeholder, exactly the shapes the Pulumi CLI hands a Python program."""
-    path = stack_file_path(stacks_dir, stack)
+# Pulumi's stack-name rule (pulumi/pulumi sdk/go/common/tokens/stack_name.go, ParseStackName):
+# 1 to 100 characters, each alphanumeric, a hyphen, an underscore or a period.
+MAX_STACK_NAME = 100
+_STACK_NAME_CHARS = re.compile(r"[A-Za-z0-9_.-]*")
+
+
+class StackArgumentError(ValueError):
+    """A command's STACK argument that is neither an existing .yaml file nor a stack name."""
+
+
+def stack_name_problem(name: str) -> str | None:
+    """Why `name` is not a Pulumi stack name (what is allowed included), or None when it is."""
+    rule = (
+        f"a stack name is 1-{MAX_STACK_NAME} characters, each alphanumeric, a hyphen, an underscore "
+        "or a period (Pulumi's rule), or give the path of an existing .yaml stack file"
+    )
+    if not name:
+        return f"is empty: {rule}"
+    if len(name) > MAX_STACK_NAME:
+        return f"has {len(name)} characters: {rule}"
+    match = _STACK_NAME_CHARS.match(name)
+    end = match.end() if match else 0
+    if end != len(name):
+        return f"has {name[end]!r} at position {end}: {rule}"
+    return None
+
+
+def resolve_stack(argument: str, stacks_dir: Path) -> tuple[str, Path]:
+    """The stack name and stack file an argument of plan/render/check/status/bench names: an
+    argument that names an existing `.yaml` file is that file (its stack is `<stack>` of
+    `Pulumi.<stack>.yaml`, else the file name without `.yaml`); anything else is a stack name,
+    which must pass Pulumi's rule, in `stacks_dir`. Raises StackArgumentError (one line)."""
+    given = Path(argument)
+    if argument.endswith(".yaml") and given.is_file():
+        base = given.name[: -len(".yaml")]
+        stack = base[len("Pulumi.") :] if base.startswith("Pulumi.") and base != "Pulumi." else base
+        if problem := stack_name_problem(stack):
+            raise StackArgumentError(f"stack file {argument}: its stack name {stack!r} {problem}")
+        return stack, given
+    if problem := stack_name_problem(argument):
+        raise StackArgumentError(f"stack {argument!r} {problem}")
+    return argument, stack_file_path(stacks_dir, argument)
+
+
+def read_stack_file(stacks_dir: Path, stack: str, path: Path | None = None) -> StackFile:
+    """Read stacks/Pulumi.<stack>.yaml (or `path`, the stack's file given as a path). Objects
+    become JSON text and `secure:` values a placeholder, exactly the shapes the Pulumi CLI hands a
+    Python program."""
+    path = path or stack_file_path(stacks_dir, stack)
     if not path.is_file():
         known = stack_names(stacks_dir)
-        raise ConfigError([("stack", f"no stack file {path} (stacks: {', '.join(known) or 'none'})")])
+        hint = f"; no file {stack} either" if stack.endswith(".yaml") else ""
+        raise ConfigError([("stack", f"no stack file {path} (stacks: {', '.join(known) or 'none'}){hint}")])
     try:
         loader = _StackLoader(path.read_text(encoding="utf-8"))
         try:
