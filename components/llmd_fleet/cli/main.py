@@ -165,7 +165,8 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         default=None,
         help="policy pack config, as `pulumi preview --policy-pack-config` takes it "
-        "(default: policies/config/STACK.json when it exists)",
+        "(default: policies/config/STACK.json when it exists; outside a checkout, the one the "
+        "package ships)",
     )
     check.add_argument(
         "--for-deploy",
@@ -526,8 +527,9 @@ def _check(
 
 
 def _default_policy_config(root: Path, stack: str) -> Path | None:
-    path = root / "policies" / "config" / f"{stack}.json"
-    return path if path.is_file() else None
+    from llmd_fleet.cli.paths import policy_config_for
+
+    return policy_config_for(root, stack)
 
 
 def _check_policies(
