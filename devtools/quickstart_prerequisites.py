@@ -166,9 +166,14 @@ def generated() -> str:
         "",
         f"### 2. The two GPU nodes: the labels of `fleet.nodeGroups.{GROUP}.nodeLabels`",
         "",
-        "The serving pods select their nodes by these labels; name your two GPU nodes:",
+        "The serving pods select their nodes by these labels:",
         "",
-        _block([f"kubectl label nodes <gpu-node-1> <gpu-node-2> {labels} --overwrite"]),
+        _block(
+            [
+                'GPU_NODES="gpu-node-1 gpu-node-2"     # your two GPU nodes\' names (kubectl get nodes)',
+                f"kubectl label nodes $GPU_NODES {labels} --overwrite",
+            ]
+        ),
         "",
         "### 3a. A GPU Operator cluster: the `device-plugin` mode (fewest components)",
         "",
