@@ -240,7 +240,7 @@ def _engine_image(config: StackConfig, image_build: ImageBuild | None) -> pulumi
     """The simulator's pinned image for `serving.engine: simulator`, else the serving image."""
     if config.serving.engine == "simulator":
         return versions().image("inference-sim").ref
-    return serving_image(config.target.kind, fabric_for(config.target.kind), image_build)
+    return serving_image(config.target.kind, fabric_for(config.target.kind, config.images.build), image_build)
 
 
 def accelerator_platform_args(
