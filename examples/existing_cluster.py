@@ -6,9 +6,10 @@ prefill/decode DisaggregatedSet, the gateway and the router, sized by the same p
 by the same config model. The cluster's GPU and NIC DRA drivers are the team's; the one object
 of theirs the fleet still needs is the NIC DeviceClass its serving pods' claims name
 (`fleet.nodeGroups.<group>.nicDeviceClass`, default rdma-nic.llmd-fleet.io): DRANET publishes
-NICs but ships no class, so `add_llmd_serving` declares it through `AcceleratorPlatform` with
-`install_drivers` off, and serving waits for it (without it the pods stay Pending). Settings with
-`target.platform: install` also release the drivers, as the stacks do.
+NICs but ships no class, so `add_llmd_serving` declares it through `AcceleratorPlatform`
+(arguments from `accelerator_platform_args`), and serving waits for it (without it the pods stay
+Pending). Settings with `target.platform: install` also release the drivers, as the stacks do.
+It imports only the public API (`from llmd_fleet import ...`; a test keeps it so).
 
 Check the settings before `pulumi up` from a test or CI step with `llmd_fleet.check_settings`
 (the config, plan and manifest-schema checks of `llmd-fleet check`); docs/quickstart.md shows how.
@@ -30,13 +31,16 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from llmd_fleet import AcceleratorPlatform, ServingLayers, add_serving_layers
-from llmd_fleet.config.parse import parse_config
-from llmd_fleet.images.build import serving_image
-from llmd_fleet.plan.fleet import plan_fleet
-from llmd_fleet.platform.dra import DRANET_RDMA_CLASS, DRANET_RDMA_SELECTOR
-from llmd_fleet.targets.specs import fabric_for
-from llmd_fleet.versions import versions
+from llmd_fleet import (
+    AcceleratorPlatform,
+    ServingLayers,
+    accelerator_platform_args,
+    add_serving_layers,
+    fabric_for,
+    parse_config,
+    plan_fleet,
+    serving_image,
+)
 
 
 def add_llmd_serving(
@@ -47,26 +51,20 @@ def add_llmd_serving(
     """Validate and plan `settings`, then declare the LWS controller, serving, gateway and router
     (and with `responses` the agentic API and its CloudNativePG database, whose owner's password
     is `responses_password`) on `provider`'s cluster. Raises llmd_fleet.ConfigError or
-    llmd_fleet.plan.fleet.PlanError, naming each bad key, before anything is declared."""
+    llmd_fleet.PlanError, naming each bad key, before anything is declared."""
     config = parse_config(settings)
     plan = plan_fleet(config)
     kind = config.target.kind
-    groups = config.fleet.node_groups.values()
     serving_after: list[pulumi.Resource] = []
-    if any(g.accelerator_allocation == "dra" for g in groups):
-        uses_dranet = any(g.nic_device_class == DRANET_RDMA_CLASS for g in groups)
-        accelerators = AcceleratorPlatform(
-            "accelerators",
-            {
-                "driver_root": "/" if config.target.gpu_driver == "host" else "/run/nvidia/driver",
-                "dra_driver_chart": versions().chart("dra-driver-nvidia-gpu"),
-                # The DeviceClass the serving pods' claims name: DRANET ships none.
-                "nic_device_class": (DRANET_RDMA_CLASS, DRANET_RDMA_SELECTOR) if uses_dranet else None,
-                "install_drivers": config.target.installs_platform,
-            },
-            opts=pulumi.ResourceOptions(providers={"kubernetes": provider}),
+    # The drivers (released with `target.platform: install`) and the NIC DeviceClass, for a
+    # cluster the team runs: the driver root from `target.gpuDriver`, upstream DRANET.
+    accelerators = accelerator_platform_args(config)
+    if accelerators is not None:
+        serving_after.append(
+            AcceleratorPlatform(
+                "accelerators", accelerators, opts=pulumi.ResourceOptions(providers={"kubernetes": provider})
+            )
         )
-        serving_after.append(accelerators)
     return add_serving_layers(
         {
             "config": config,

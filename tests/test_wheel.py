@@ -175,8 +175,23 @@ def test_the_public_api_is_whole_with_the_extras(installed_with_clouds: Path, tm
     assert out["needs_extra"] == {} and out["undocumented"] == []
 
 
+def test_the_example_and_the_policy_configs_ship(installed: Path) -> None:
+    """The own-program example and its project file, and every example stack's policy config
+    (beside the pack `llmd-fleet policy-pack-path` prints), byte for byte as in the repository."""
+    package = _site_packages(installed) / "llmd_fleet"
+    for name in ("existing_cluster.py", "Pulumi.yaml"):
+        assert (package / "examples" / name).read_bytes() == (REPO / "examples" / name).read_bytes()
+    shipped = {p.name: p.read_bytes() for p in (package / "policies" / "config").glob("*.json")}
+    assert shipped and shipped == {
+        p.name: p.read_bytes() for p in (REPO / "policies" / "config").glob("*.json")
+    }
+
+
 def test_the_example_program_runs_under_mocks(installed: Path, tmp_path: Path) -> None:
-    shutil.copy(REPO / "examples" / "existing_cluster.py", tmp_path / "existing_cluster.py")
+    """The example as the wheel ships it, copied out and run against the installed package (it
+    imports only the public API, so nothing of this checkout is needed)."""
+    shipped = _site_packages(installed) / "llmd_fleet" / "examples" / "existing_cluster.py"
+    shutil.copy(shipped, tmp_path / "existing_cluster.py")
     shutil.copy(STACKS_DIR / f"Pulumi.{STACK}.yaml", tmp_path / "stack.yaml")
     (tmp_path / "run.py").write_text(
         textwrap.dedent(
@@ -213,14 +228,15 @@ def test_the_policy_pack_runs_from_the_installed_package(installed: Path, tmp_pa
     env = _env(installed)
     pack = Path(_run(installed / "bin" / "llmd-fleet", "policy-pack-path", cwd=tmp_path, env=env).strip())
     assert pack.is_relative_to(_site_packages(installed)) and (pack / "__main__.py").is_file()
+    # No --policy-config and no policies/config/ here: the config the package ships is the default.
     out = _run(
         installed / "bin" / "llmd-fleet", "--stacks-dir", STACKS_DIR, "check", STACK,
         "--out", tmp_path / "out",
-        "--policy-config", REPO / "policies" / "config" / f"{STACK}.json",
         cwd=tmp_path, env=env,
     )  # fmt: skip
     assert " valid, 0 invalid" in out
     assert "policies" in out and "0 mandatory" in out
+    assert f"(config {pack / 'config' / f'{STACK}.json'})" in out
 
 
 def test_the_example_stacks_ship_and_plan_outside_a_checkout(installed: Path, tmp_path: Path) -> None:

@@ -9,7 +9,8 @@ The public API, by area (each subpackage matches a component type token `llmd-fl
   a program of one's own holds (from a test or CI step: it starts Pulumi's mock engine).
 - cluster (targets): `OnPremCluster`, `GkeNetwork`, `GkeCluster`, `GkeNodePool`, `TcpxoNodeSetup`,
   `EksCluster` with its parts `EksNetwork`, `EksIam`, `EksSystemNodes`, `EksGpuCapacity`.
-- platform: `AcceleratorPlatform` (GPU and NIC DRA drivers), `LeaderWorkerSetController`.
+- platform: `AcceleratorPlatform` (GPU and NIC DRA drivers, the NIC DeviceClass) and
+  `accelerator_platform_args` (its arguments from a stack's settings), `LeaderWorkerSetController`.
 - serving: `ModelServing` (the prefill/decode DisaggregatedSet), `Autoscaling` (KEDA and the
   roles' ScaledObjects, with `serving.autoscaling`); `add_serving_layers` declares serving,
   gateway, router and responses on any cluster and returns `ServingLayers`.
@@ -46,7 +47,12 @@ if TYPE_CHECKING:
     from llmd_fleet.plan.fleet import FleetPlan, PlanError, plan_fleet
     from llmd_fleet.platform.accelerators import AcceleratorPlatform, AcceleratorPlatformArgs
     from llmd_fleet.platform.lws import LeaderWorkerSetController, LeaderWorkerSetControllerArgs
-    from llmd_fleet.program import ServingLayers, ServingLayersArgs, add_serving_layers
+    from llmd_fleet.program import (
+        ServingLayers,
+        ServingLayersArgs,
+        accelerator_platform_args,
+        add_serving_layers,
+    )
     from llmd_fleet.security.isolation import NetworkIsolation, NetworkIsolationArgs
     from llmd_fleet.targets.eks.cluster import (
         EksCluster,
@@ -116,6 +122,7 @@ _EXPORTS: dict[str, str] = {
     "ServingLayers": "llmd_fleet.program",
     "ServingLayersArgs": "llmd_fleet.program",
     "add_serving_layers": "llmd_fleet.program",
+    "accelerator_platform_args": "llmd_fleet.program",
     "Router": "llmd_fleet.layers.router.component",
     "RouterArgs": "llmd_fleet.layers.router.component",
     "GatewayLayer": "llmd_fleet.layers.gateway.component",
@@ -187,6 +194,7 @@ __all__ = [
     "StackConfig",
     "TcpxoNodeSetup",
     "TcpxoNodeSetupArgs",
+    "accelerator_platform_args",
     "add_serving_layers",
     "check_settings",
     "fabric_for",

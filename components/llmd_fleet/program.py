@@ -34,7 +34,7 @@ from llmd_fleet.layers.responses.config import PASSWORD_KEY, password_problems
 from llmd_fleet.layers.router.component import Router
 from llmd_fleet.layers.serving.component import HF_TOKEN_SECRET, ModelServing
 from llmd_fleet.plan.fleet import FleetPlan, PlanError, plan_fleet
-from llmd_fleet.platform.accelerators import AcceleratorPlatform
+from llmd_fleet.platform.accelerators import AcceleratorPlatform, AcceleratorPlatformArgs
 from llmd_fleet.platform.dra import DRANET_RDMA_CLASS, DRANET_RDMA_SELECTOR
 from llmd_fleet.platform.lws import LeaderWorkerSetController
 from llmd_fleet.security.isolation import NetworkIsolation
@@ -42,7 +42,7 @@ from llmd_fleet.targets.declared import DeclaredTarget
 from llmd_fleet.targets.extras import MissingExtraError, require_target_extra
 from llmd_fleet.targets.onprem.cluster import OnPremCluster
 from llmd_fleet.targets.specs import BUILDS, fabric_for
-from llmd_fleet.versions import versions
+from llmd_fleet.versions import Chart, versions
 
 if TYPE_CHECKING:
     from llmd_fleet.layers.responses.component import ManagedDatabase
@@ -240,7 +240,45 @@ def _engine_image(config: StackConfig, image_build: ImageBuild | None) -> pulumi
     """The simulator's pinned image for `serving.engine: simulator`, else the serving image."""
     if config.serving.engine == "simulator":
         return versions().image("inference-sim").ref
-    return serving_image(config.target.kind, fabric_for(config.target.kind), image_build)
+    return serving_image(config.target.kind, fabric_for(config.target.kind, config.images.build), image_build)
+
+
+def accelerator_platform_args(
+    config: StackConfig,
+    *,
+    driver_root: str | None = None,
+    gpu_operator: bool = True,
+    nic_driver: tuple[str, Chart, str] | None = None,
+    critical_priority: bool = True,
+) -> AcceleratorPlatformArgs | None:
+    """The `AcceleratorPlatform` a stack's settings ask for, or None when no node group takes its
+    GPUs through DRA: the pinned NVIDIA DRA driver, the GPU Operator (with `gpu_operator`; it
+    installs the driver when `target.gpuDriver: gpu-operator`), DRANET (`nic_driver` overrides
+    it) and its NIC DeviceClass where a node group names that class, and the drivers released
+    only with `target.platform: install`. `driver_root` defaults from `target.gpuDriver` (`/`
+    for host, `/run/nvidia/driver` for the GPU Operator's driver container). The stack program
+    passes its target's values; a program of one's own on a cluster it runs takes the defaults
+    (examples/existing_cluster.py)."""
+    groups = config.fleet.node_groups.values()
+    if not any(g.accelerator_allocation == "dra" for g in groups):
+        return None
+    uses_dranet = any(g.nic_device_class == DRANET_RDMA_CLASS for g in groups)
+    if driver_root is None:
+        driver_root = "/" if config.target.gpu_driver == "host" else "/run/nvidia/driver"
+    return {
+        "driver_root": driver_root,
+        "dra_driver_chart": versions().chart("dra-driver-nvidia-gpu"),
+        "gpu_operator": (
+            (versions().chart("gpu-operator"), config.target.gpu_driver == "gpu-operator")
+            if gpu_operator
+            else None
+        ),
+        "nic_driver": nic_driver
+        or (("dranet", versions().chart("dranet"), "kube-system") if uses_dranet else None),
+        "nic_device_class": (DRANET_RDMA_CLASS, DRANET_RDMA_SELECTOR) if uses_dranet else None,
+        "critical_priority": critical_priority,
+        "install_drivers": config.target.installs_platform,
+    }
 
 
 def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
@@ -248,25 +286,17 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
     pulumi_config = pulumi.Config()
     build, target = _declare_target(config)
     cluster = target.cluster
-    groups = config.fleet.node_groups.values()
-    if any(g.accelerator_allocation == "dra" for g in groups):
-        uses_dranet = any(g.nic_device_class == DRANET_RDMA_CLASS for g in groups)
+    accelerators = accelerator_platform_args(
+        config,
+        driver_root=target.driver_root,
+        gpu_operator=target.gpu_operator,
+        nic_driver=target.nic_driver,
+        critical_priority=target.critical_priority,
+    )
+    if accelerators is not None:
         AcceleratorPlatform(
             "accelerators",
-            {
-                "driver_root": target.driver_root,
-                "dra_driver_chart": versions().chart("dra-driver-nvidia-gpu"),
-                "gpu_operator": (
-                    (versions().chart("gpu-operator"), config.target.gpu_driver == "gpu-operator")
-                    if target.gpu_operator
-                    else None
-                ),
-                "nic_driver": target.nic_driver
-                or (("dranet", versions().chart("dranet"), "kube-system") if uses_dranet else None),
-                "nic_device_class": (DRANET_RDMA_CLASS, DRANET_RDMA_SELECTOR) if uses_dranet else None,
-                "critical_priority": target.critical_priority,
-                "install_drivers": config.target.installs_platform,
-            },
+            accelerators,
             opts=pulumi.ResourceOptions(
                 providers={"kubernetes": cluster.provider}, depends_on=target.node_setup
             ),

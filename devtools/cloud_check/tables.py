@@ -528,6 +528,9 @@ GCP: dict[str, Table] = {
             ),
             "location": Free(_PARENT),
             "project": Free(_PARENT),
+            "autoscaling.locationPolicy": Api(f"{_NP}.autoscaling.locationPolicy"),
+            "autoscaling.totalMaxNodeCount": Api(f"{_NP}.autoscaling.totalMaxNodeCount"),
+            "autoscaling.totalMinNodeCount": Api(f"{_NP}.autoscaling.totalMinNodeCount"),
             "management.autoRepair": Api(f"{_NP}.management.autoRepair"),
             "management.autoUpgrade": Api(f"{_NP}.management.autoUpgrade"),
             "maxPodsPerNode": Api(f"{_NP}.maxPodsConstraint.maxPodsPerNode"),
@@ -546,6 +549,7 @@ GCP: dict[str, Table] = {
             "nodeConfig.guestAccelerators[].type": Api(
                 f"{_NC}.accelerators.acceleratorType", documented="gke-accelerator-types"
             ),
+            "nodeConfig.flexStart": Api(f"{_NC}.flexStart"),
             "nodeConfig.gvnic.enabled": Api(f"{_NC}.gvnic.enabled"),
             "nodeConfig.imageType": Api(f"{_NC}.imageType", documented="gke-image-types"),
             "nodeConfig.labels{key}": Api(f"{_NC}.labels{{key}}"),

@@ -55,8 +55,10 @@ def test_check_for_deploy_refuses_the_example_placeholder(tmp_path, capsys) -> N
     assert run(["check", "onprem-h100", "--for-deploy", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.splitlines() == [
+        "error: llmd-fleet:responses.backup.endpoint is a placeholder: s3.example.internal (an example "
+        "domain, not a real endpoint); replace it with your own before a deploy",
         "error: llmd-fleet:responsesDbPassword is a placeholder secret; set it: pulumi config set --secret "
-        'responsesDbPassword "$(openssl rand -hex 24)" --stack onprem-h100'
+        'responsesDbPassword "$(openssl rand -hex 24)" --stack onprem-h100',
     ]
     assert not out.exists()
 
@@ -66,7 +68,7 @@ def test_check_for_deploy_passes_a_set_secret(tmp_path, capsys) -> None:
     stacks.mkdir()
     text = STACK_TEXT.replace(
         "v1:placeholder-set-with-pulumi-config-set-secret", "v1:AAABAKxh3nF1c2VyLXNlY3JldA=="
-    )
+    ).replace("s3.example.internal", "s3.storage.corp")
     (stacks / "Pulumi.onprem-h100.yaml").write_text(text)
     code = run(
         ["--stacks-dir", str(stacks), "check", "onprem-h100", "--for-deploy", "--out", str(tmp_path / "o")]

@@ -38,8 +38,11 @@ NETWORK = {
     # kind: its default pod and Service ranges, the control-plane container on kind's Docker network.
     "local-sim": Network("10.244.", "10.96.0.10", "172.18.0.2", 6443),
     "quickstart-h100": Network("10.244.", "10.96.0.10", "192.168.10.5", 6443),
+    # The 2-node cloud stacks keep their 68-node siblings' address plans.
+    "gke-h100-2node": Network("10.64.", "10.96.0.10", "172.16.0.2", 443),
+    "eks-h100-2node": Network("10.64.", "172.20.0.10", "10.64.3.20", 443),
 }
-MANAGED_GATEWAY = {"gke-h100"}
+MANAGED_GATEWAY = {"gke-h100", "gke-h100-2node"}
 # Where each stack's response store answers (docs/responses.md): the CloudNativePG pods on-prem,
 # an address in Cloud SQL's Private Service Access range (10.98.0.0/20), one in RDS's own subnets.
 DATABASE = {
@@ -49,6 +52,8 @@ DATABASE = {
     "onprem-h100-autoscale": "postgres",
     "local-sim": None,
     "quickstart-h100": None,
+    "gke-h100-2node": None,
+    "eks-h100-2node": None,
 }
 SCRAPERS = {
     "onprem-h100": "monitoring",
@@ -57,13 +62,15 @@ SCRAPERS = {
     "onprem-h100-autoscale": "monitoring",
     "local-sim": "monitoring",
     "quickstart-h100": "monitoring",
+    "gke-h100-2node": "monitoring",
+    "eks-h100-2node": "monitoring",
 }
 # Stacks that install KEDA (serving.autoscaling with keda: install) into this namespace.
 KEDA = {"onprem-h100-autoscale": "keda"}
 # Stacks whose serving pods run the simulator (serving.engine simulator): their own flow table.
 SIMULATOR_STACKS = {"local-sim"}
 # Stacks with serving.preflight.enabled false: no preflight pods, so none of its flows.
-NO_PREFLIGHT = {"quickstart-h100"}
+NO_PREFLIGHT = {"quickstart-h100", "gke-h100-2node", "eks-h100-2node"}
 
 
 def _template_labels(

@@ -10,9 +10,18 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 from llmd_fleet.cli.bench import report
-from llmd_fleet.cli.bench.workload import BenchError, BenchOptions, bench_files, parse_stages, shape
+from llmd_fleet.cli.bench.workload import (
+    BenchError,
+    BenchOptions,
+    bench_files,
+    default_stages,
+    parse_stages,
+    shape,
+)
 from llmd_fleet.cli.main import run
 from llmd_fleet.cli.stack_file import read_stack_file, stack_config
 from llmd_fleet.config.stack import StackConfig
@@ -92,6 +101,7 @@ def test_the_workload_has_the_issue_shape(tmp_path):
 
 
 def test_stages_rise_from_500_to_3000_agents_and_the_corpus_covers_them(tmp_path):
+    """The reference stack declares no workload.agents: the default 3,000 agents' ladder."""
     _, _, workload = _rendered(tmp_path)
     stages = workload["load"]["stages"]
     assert [s["concurrent_sessions"] for s in stages] == [500, 1000, 2000, 3000]
@@ -100,6 +110,29 @@ def test_stages_rise_from_500_to_3000_agents_and_the_corpus_covers_them(tmp_path
     # Enough in-flight requests across the workers for the largest stage.
     load = workload["load"]
     assert load["num_workers"] * load["worker_max_concurrency"] >= 3000
+
+
+def test_the_quickstart_stages_rise_to_its_declared_16_agents(tmp_path):
+    """The default stages come from the stack's `workload.agents` (16 for the quickstart), not the
+    published 3,000-agent ladder."""
+    _, _, workload = _rendered(tmp_path, "quickstart-h100")
+    assert _config("quickstart-h100").workload.agents == 16
+    assert [s["concurrent_sessions"] for s in workload["load"]["stages"]] == [3, 5, 11, 16]
+
+
+@given(st.integers(1, 1_000_000))
+def test_default_stages_rise_strictly_to_the_declared_agents(agents: int) -> None:
+    stages = default_stages(agents)
+    assert stages[-1] == agents and stages[0] >= 1
+    assert list(stages) == sorted(set(stages)) and len(stages) <= 4
+    # Each stage is its sixth of the agents, rounded to the nearest agent (at least 1).
+    expected = {max(1, round(agents * k / 6 + 1e-9)) for k in (1, 2, 4, 6)}
+    assert set(stages) == expected
+
+
+def test_default_stages_of_the_published_run() -> None:
+    assert default_stages(3000) == (500, 1000, 2000, 3000)
+    assert default_stages(1) == (1,)
 
 
 def test_custom_stages(tmp_path):

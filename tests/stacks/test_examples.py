@@ -103,3 +103,38 @@ def test_check_settings_runs_the_checks_of_llmd_fleet_check_on_a_programs_settin
     with pytest.raises((ConfigError, PlanError)) as caught:
         check_settings(settings)
     assert "llmd-fleet:serving.roles.decode" in str(caught.value)
+
+
+def test_the_example_imports_only_the_public_api():
+    """examples/existing_cluster.py is what a platform team copies: every llmd_fleet name it uses
+    comes from `llmd_fleet` itself and is in its `__all__`, none from an internal module."""
+    import ast
+
+    import llmd_fleet
+    from tests.conftest import REPO
+
+    tree = ast.parse((REPO / "examples" / "existing_cluster.py").read_text())
+    imported = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("llmd_fleet"):
+            assert node.module == "llmd_fleet", f"line {node.lineno}: imports {node.module}"
+            imported += [alias.name for alias in node.names]
+        elif isinstance(node, ast.Import):
+            assert not [a.name for a in node.names if a.name.startswith("llmd_fleet")], node.lineno
+    assert imported and set(imported) <= set(llmd_fleet.__all__)
+
+
+@pulumi.runtime.test
+def test_the_example_releases_the_platform_with_install(engine):
+    """onprem-h100's settings (`target.platform: install`): the GPU Operator, the DRA driver and
+    DRANET are released, and the NIC DeviceClass declared, as the stack program does."""
+    provider = k8s.Provider("gpu-cluster", kubeconfig="apiVersion: v1\nkind: Config\n")
+    fleet = add_llmd_serving(stack_raw_config("onprem-h100"), provider, pulumi.Output.secret("pw"))
+
+    def check(_):
+        releases = {r.inputs["name"] for r in engine.created if r.type == "kubernetes:helm.sh/v3:Release"}
+        assert {"gpu-operator", "dra-driver-nvidia-gpu", "dranet"} <= releases
+        classes = [r for r in engine.created if r.type == "kubernetes:resource.k8s.io/v1:DeviceClass"]
+        assert "rdma-nic.llmd-fleet.io" in [c.inputs["metadata"]["name"] for c in classes]
+
+    return fleet.serving.disaggregated_set.urn.apply(check)

@@ -314,8 +314,9 @@ def test_eks_without_the_image_build_is_a_config_error():
     assert err.value.problems == [
         (
             "llmd-fleet:images.build",
-            "must be true on eks: EFA needs the built image, the upstream vLLM image has no EFA "
-            "user space (libfabric)",
+            "must be true on eks when an instance spans nodes (serving.roles.*.nodesPerInstance > 1): "
+            "EFA needs the built image, the upstream vLLM image has no EFA user space (libfabric); "
+            "with one node per instance the upstream image serves, its KV moving over TCP",
         )
     ]
 
@@ -609,3 +610,30 @@ def test_the_cluster_parts_group_resources_by_concern_and_alias_their_old_parent
     assert [u.split("::")[2].split("$")[-2] for u in gpu] == ["llmd-fleet:cluster:EksGpuCapacity"] * 2
     system = [u for u in by_urn if u.endswith("NodeGroup::cluster-system")]
     assert [u.split("::")[2].split("$")[-2] for u in system] == ["llmd-fleet:cluster:EksSystemNodes"]
+
+
+def test_eks_with_one_node_per_instance_serves_the_upstream_image_over_tcp() -> None:
+    """eks-h100-2node: `images.build: false` is accepted when no instance spans nodes; the plan's
+    fabric is VPC_TCP (NIXL over UCX, no EFA environment) and the engines run the upstream image."""
+    from llmd_fleet.cli.stack_file import read_stack_file, stack_config
+    from llmd_fleet.images.build import serving_image
+    from llmd_fleet.plan.fleet import plan_fleet
+    from llmd_fleet.targets.eks.fabric import EFA, VPC_TCP
+
+    config = stack_config(read_stack_file(STACKS_DIR, "eks-h100-2node"))
+    assert not config.images.build
+    plan = plan_fleet(config)
+    assert plan.role("prefill").fabric is VPC_TCP and plan.role("decode").fabric is VPC_TCP
+    assert VPC_TCP.nixl_backends == ("UCX",) and "FI_PROVIDER" not in dict(VPC_TCP.engine_env)
+    assert serving_image("eks", fabric_for("eks", False), None) == versions().image("vllm").ref
+    assert fabric_for("eks") is EFA and fabric_for("eks", True) is EFA
+    # The same stack with an instance of two nodes needs the build again.
+    raw = stack_raw_config("eks-h100-2node")
+    raw["fleet"]["nodeGroups"]["h100"]["count"] = 4
+    raw["target"]["eks"]["gpuNodes"]["h100"]["capacityBlocks"][0]["instances"] = 4
+    raw["serving"]["roles"]["decode"]["nodesPerInstance"] = 2
+    raw["serving"]["roles"]["decode"]["dataParallel"] = 16
+    raw["serving"]["roles"]["decode"]["expertParallel"] = 16
+    with pytest.raises(ConfigError) as err:
+        parse_config(raw)
+    assert [p.key for p in err.value.problems] == ["llmd-fleet:images.build"]

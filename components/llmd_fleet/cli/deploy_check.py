@@ -1,28 +1,33 @@
-"""`llmd-fleet check --for-deploy`: before rendering, refuse a stack file whose secrets are still
-placeholders (the example stacks' `secure: v1:placeholder-...`), one line per key with the command
-that sets it (llmd_fleet/config/deploy_secrets.py). The stack program refuses the same under
-`pulumi up`."""
+"""`llmd-fleet check --for-deploy`: before rendering, refuse a stack file that still holds
+placeholders, one line per key, in stack file order:
 
-from pathlib import Path
+- values that would reach a cloud or cluster and that no deployment means (documentation
+  accounts, reservation IDs, addresses and domains, a stand-in project; llmd_fleet/config/
+  placeholders.py), each naming its key and what it holds;
+- placeholder secrets (the example stacks' `secure: v1:placeholder-...`), each with the command
+  that sets it (llmd_fleet/config/deploy_secrets.py). The stack program refuses these under
+  `pulumi up` too.
 
-import yaml
+Both read the stack file through the reader render uses (llmd_fleet/cli/stack_file.py)."""
 
-from llmd_fleet.cli.stack_file import stack_file_path
+from llmd_fleet.cli.stack_file import StackFile
 from llmd_fleet.config.deploy_secrets import placeholder_secret_problems
+from llmd_fleet.config.placeholders import placeholder_value_problems
 from llmd_fleet.core.problems import PROJECT, Problem
 
 
-def stack_file_secrets(stacks_dir: Path, stack: str) -> dict[str, str]:
-    """The `secure:` values of the project's keys in a stack file (read_stack_file has already
-    accepted it), by key without the project prefix."""
-    document = yaml.safe_load(stack_file_path(stacks_dir, stack).read_text(encoding="utf-8")) or {}
+def stack_file_secrets(stack_file: StackFile) -> dict[str, str]:
+    """The `secure:` values of the project's keys, by key without the project prefix."""
     secrets: dict[str, str] = {}
-    for key, value in (document.get("config") or {}).items():
+    for key, ciphertext in stack_file.ciphertexts.items():
         project, _, name = key.rpartition(":")
-        if project in ("", PROJECT) and isinstance(value, dict) and set(value) == {"secure"}:
-            secrets[name] = str(value["secure"])
+        if project == PROJECT:
+            secrets[name] = ciphertext
     return secrets
 
 
-def deploy_problems(stacks_dir: Path, stack: str) -> list[Problem]:
-    return placeholder_secret_problems(stack_file_secrets(stacks_dir, stack), stack)
+def deploy_problems(stack_file: StackFile) -> list[Problem]:
+    return [
+        *placeholder_value_problems(stack_file.values, stack_file.secret_keys),
+        *placeholder_secret_problems(stack_file_secrets(stack_file), stack_file.stack),
+    ]

@@ -1,5 +1,8 @@
 """`llmd-fleet`: render, check and plan stacks offline.
 
+STACK is a stack name (stacks/Pulumi.STACK.yaml; Pulumi's stack-name rule) or the path of an
+existing .yaml stack file.
+
     llmd-fleet plan STACK [--json]                  print the fleet plan (100 columns), or as JSON
     llmd-fleet render STACK [--out DIR]             synthesize under mocks into build/STACK/
     llmd-fleet check STACK [--crd-dir DIR]... [--policy-config FILE] [--for-deploy] [--verbose]
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llmd_fleet.cli.outdir import OutputDirError, ensure_replaceable
+from llmd_fleet.cli.stack_file import StackArgumentError
 from llmd_fleet.core.problems import ConfigError, printable
 from llmd_fleet.plan.fleet import PlanError, plan_fleet
 from llmd_fleet.targets.extras import MissingExtraError, require_target_extra
@@ -42,6 +46,7 @@ if TYPE_CHECKING:
     from llmd_fleet.plan.fleet import FleetPlan
 
 EXIT_OK, EXIT_INVALID_OUTPUT, EXIT_BAD_INPUT = 0, 1, 2
+_STACK_HELP = "a stack name (stacks/Pulumi.STACK.yaml), or the path of an existing .yaml stack file"
 
 
 def _error(exc: Exception) -> None:
@@ -122,7 +127,7 @@ def _parser() -> argparse.ArgumentParser:
         help="print the directory of the policy pack shipped in the package (for pulumi --policy-pack)",
     )
     plan = sub.add_parser("plan", help="print the fleet plan of a stack (fits 100 columns)")
-    plan.add_argument("stack")
+    plan.add_argument("stack", help=_STACK_HELP)
     plan.add_argument(
         "--json",
         action="store_true",
@@ -143,7 +148,7 @@ def _parser() -> argparse.ArgumentParser:
         "split sections; default: the calibration's assumed rate",
     )
     render = sub.add_parser("render", help="synthesize a stack offline into files")
-    render.add_argument("stack")
+    render.add_argument("stack", help=_STACK_HELP)
     render.add_argument("--out", type=Path, default=None, help="output directory (default: build/STACK)")
     render.add_argument(
         "--reuse",
@@ -152,7 +157,7 @@ def _parser() -> argparse.ArgumentParser:
         "settings (its recorded key; llmd_fleet/cli/render_key.py), else render",
     )
     check = sub.add_parser("check", help="render a stack and validate every manifest")
-    check.add_argument("stack")
+    check.add_argument("stack", help=_STACK_HELP)
     check.add_argument("--out", type=Path, default=None, help="output directory (default: build/STACK)")
     check.add_argument(
         "--crd-dir",
@@ -166,13 +171,15 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         default=None,
         help="policy pack config, as `pulumi preview --policy-pack-config` takes it "
-        "(default: policies/config/STACK.json when it exists)",
+        "(default: policies/config/STACK.json when it exists; outside a checkout, the one the "
+        "package ships)",
     )
     check.add_argument(
         "--for-deploy",
         action="store_true",
-        help="also refuse placeholder secrets, naming each key and its `pulumi config set --secret` line "
-        "(what `pulumi up` refuses too)",
+        help="also refuse placeholders: documentation accounts, reservation IDs, addresses and domains, "
+        "stand-in projects (naming each key), and placeholder secrets (naming each key and its "
+        "`pulumi config set --secret` line; `pulumi up` refuses these too)",
     )
     check.add_argument(
         "--verbose", action="store_true", help="list each advisory violation (default: one line per policy)"
@@ -181,12 +188,13 @@ def _parser() -> argparse.ArgumentParser:
         "bench",
         help="render the agentic benchmark Job of a stack (never part of pulumi up) and check it",
     )
-    bench.add_argument("stack")
+    bench.add_argument("stack", help=_STACK_HELP)
     bench.add_argument("--out", type=Path, default=None, help="output directory (default: build/bench/STACK)")
     bench.add_argument(
         "--stages",
         default=None,
-        help="concurrent agents per stage, ascending (default: 500,1000,2000,3000)",
+        help="concurrent agents per stage, ascending (default: 1/6, 1/3, 2/3 and all of the stack's "
+        "workload.agents: 500,1000,2000,3000 for 3,000 agents)",
     )
     bench.add_argument(
         "--gateway-address",
@@ -201,7 +209,7 @@ def _parser() -> argparse.ArgumentParser:
     status = sub.add_parser(
         "status", help="read a deployed stack from its cluster: groups, EPP leader, endpoints, preflight"
     )
-    status.add_argument("stack")
+    status.add_argument("stack", help=_STACK_HELP)
     status.add_argument(
         "--kubeconfig", type=Path, default=None, help="kubeconfig (default: KUBECONFIG, else ~/.kube/config)"
     )
@@ -222,6 +230,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _read_stack(args: argparse.Namespace, stacks_dir: Path) -> "StackFile":
+    """The stack file `args.stack` names (a stack name, or the path of an existing .yaml file;
+    cli/stack_file.py `resolve_stack`); `args.stack` becomes the stack's name. Raises
+    StackArgumentError or ConfigError."""
+    from llmd_fleet.cli.stack_file import read_stack_file, resolve_stack
+
+    args.stack, path = resolve_stack(args.stack, stacks_dir)
+    return read_stack_file(stacks_dir, args.stack, path)
+
+
 def _bench(args: argparse.Namespace, root: Path, stacks_dir: Path) -> int:
     """`llmd-fleet bench`: render the Job, its ConfigMap, NetworkPolicy and gateway Service, and
     validate them like every rendered manifest; the stack program is not run."""
@@ -234,10 +252,10 @@ def _bench(args: argparse.Namespace, root: Path, stacks_dir: Path) -> int:
     )
     from llmd_fleet.cli.check import check_manifests
     from llmd_fleet.cli.outdir import write_atomically
-    from llmd_fleet.cli.stack_file import read_stack_file, stack_config
+    from llmd_fleet.cli.stack_file import stack_config
 
     try:
-        config = stack_config(read_stack_file(stacks_dir, args.stack))
+        config = stack_config(_read_stack(args, stacks_dir))
         plan_fleet(config)  # a stack that does not plan does not deploy, and is not benchmarked
         options = BenchOptions(gateway_address=args.gateway_address, prometheus_url=args.prometheus_url)
         if args.stages is not None:
@@ -249,7 +267,7 @@ def _bench(args: argparse.Namespace, root: Path, stacks_dir: Path) -> int:
         out = args.out or root / "build" / "bench" / args.stack
         ensure_replaceable(out)
         files = bench_files(config, options)
-    except (ConfigError, PlanError, OutputDirError, BenchError) as exc:
+    except (ConfigError, PlanError, OutputDirError, BenchError, StackArgumentError) as exc:
         _error(exc)
         return EXIT_BAD_INPUT
     write_atomically(files, out)
@@ -273,7 +291,7 @@ def _status(args: argparse.Namespace, stacks_dir: Path) -> int:
     """`llmd-fleet status`: the fleet as its cluster has it (llmd_fleet/cli/status.py); exit 0 when
     every group is ready (and the request, when asked, was answered 2xx), 1 when not (yet), 2 on
     bad input or a cluster that cannot be read."""
-    from llmd_fleet.cli.stack_file import read_stack_file, stack_config
+    from llmd_fleet.cli.stack_file import stack_config
     from llmd_fleet.cli.status import (
         StatusError,
         chat_request,
@@ -285,7 +303,7 @@ def _status(args: argparse.Namespace, stacks_dir: Path) -> int:
     )
 
     try:
-        config = stack_config(read_stack_file(stacks_dir, args.stack))
+        config = stack_config(_read_stack(args, stacks_dir))
         context = args.context or config.target.kubeconfig_context
         cluster = load_cluster(kubeconfig_path(args.kubeconfig), context)
         if args.watch:
@@ -310,7 +328,7 @@ def _status(args: argparse.Namespace, stacks_dir: Path) -> int:
             )
             print(printable(answer.line(url)))
             ok = ok and answer.code is not None and 200 <= answer.code < 300
-    except (ConfigError, StatusError) as exc:
+    except (ConfigError, StatusError, StackArgumentError) as exc:
         _error(exc)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
@@ -369,12 +387,12 @@ def run(argv: list[str]) -> int:
         return _bench(args, root, stacks_dir)
     if args.command == "status":
         return _status(args, stacks_dir)
-    from llmd_fleet.cli.stack_file import read_stack_file, stack_config
+    from llmd_fleet.cli.stack_file import stack_config
 
     # Everything that can be refused is refused first, with no SDK imported yet: the stack file,
     # its config and plan, the output directory and (for check) the policy config.
     try:
-        stack_file = read_stack_file(stacks_dir, args.stack)
+        stack_file = _read_stack(args, stacks_dir)
         plan = plan_fleet(config := stack_config(stack_file))
         if args.command == "plan":
             return _plan(args, config, plan)
@@ -382,7 +400,7 @@ def run(argv: list[str]) -> int:
         if args.command == "check" and args.for_deploy:
             from llmd_fleet.cli.deploy_check import deploy_problems
 
-            if problems := deploy_problems(stacks_dir, args.stack):
+            if problems := deploy_problems(stack_file):
                 for key, message in problems:
                     print(f"error: {printable(key)} {printable(message)}", file=sys.stderr)
                 return EXIT_BAD_INPUT
@@ -390,7 +408,7 @@ def run(argv: list[str]) -> int:
         ensure_replaceable(out)
         if args.command == "render" and args.reuse and _reused(stack_file, out):
             return EXIT_OK
-    except (ConfigError, PlanError, OutputDirError, MissingExtraError) as exc:
+    except (ConfigError, PlanError, OutputDirError, MissingExtraError, StackArgumentError) as exc:
         _error(exc)
         return EXIT_BAD_INPUT
     pack, policy_config_path, policy_config = None, None, None
@@ -531,8 +549,9 @@ def _check(
 
 
 def _default_policy_config(root: Path, stack: str) -> Path | None:
-    path = root / "policies" / "config" / f"{stack}.json"
-    return path if path.is_file() else None
+    from llmd_fleet.cli.paths import policy_config_for
+
+    return policy_config_for(root, stack)
 
 
 def _check_policies(

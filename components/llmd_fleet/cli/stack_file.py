@@ -6,7 +6,8 @@ validates the stack file first, so bad input is refused before any SDK is import
 
 import json
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -200,6 +201,9 @@ class StackFile:
     stack: str
     values: dict[str, str]
     secret_keys: frozenset[str]
+    # The `secure:` values as written (ciphertext, or an example's placeholder), by full key:
+    # what `check --for-deploy` inspects; never decrypted.
+    ciphertexts: Mapping[str, str] = field(default_factory=dict)
 
 
 def stack_file_path(stacks_dir: Path, stack: str) -> Path:
@@ -211,13 +215,59 @@ def stack_names(stacks_dir: Path) -> list[str]:
     return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in stacks_dir.glob("Pulumi.*.yaml"))
 
 
-def read_stack_file(stacks_dir: Path, stack: str) -> StackFile:
-    """Read stacks/Pulumi.<stack>.yaml. Objects become JSON text and `secure:` values a
-    placeholder, exactly the shapes the Pulumi CLI hands a Python program."""
-    path = stack_file_path(stacks_dir, stack)
+# Pulumi's stack-name rule (pulumi/pulumi sdk/go/common/tokens/stack_name.go, ParseStackName):
+# 1 to 100 characters, each alphanumeric, a hyphen, an underscore or a period.
+MAX_STACK_NAME = 100
+_STACK_NAME_CHARS = re.compile(r"[A-Za-z0-9_.-]*")
+
+
+class StackArgumentError(ValueError):
+    """A command's STACK argument that is neither an existing .yaml file nor a stack name."""
+
+
+def stack_name_problem(name: str) -> str | None:
+    """Why `name` is not a Pulumi stack name (what is allowed included), or None when it is."""
+    rule = (
+        f"a stack name is 1-{MAX_STACK_NAME} characters, each alphanumeric, a hyphen, an underscore "
+        "or a period (Pulumi's rule), or give the path of an existing .yaml stack file"
+    )
+    if not name:
+        return f"is empty: {rule}"
+    if len(name) > MAX_STACK_NAME:
+        return f"has {len(name)} characters: {rule}"
+    match = _STACK_NAME_CHARS.match(name)
+    end = match.end() if match else 0
+    if end != len(name):
+        return f"has {name[end]!r} at position {end}: {rule}"
+    return None
+
+
+def resolve_stack(argument: str, stacks_dir: Path) -> tuple[str, Path]:
+    """The stack name and stack file an argument of plan/render/check/status/bench names: an
+    argument that names an existing `.yaml` file is that file (its stack is `<stack>` of
+    `Pulumi.<stack>.yaml`, else the file name without `.yaml`); anything else is a stack name,
+    which must pass Pulumi's rule, in `stacks_dir`. Raises StackArgumentError (one line)."""
+    given = Path(argument)
+    if argument.endswith(".yaml") and given.is_file():
+        base = given.name[: -len(".yaml")]
+        stack = base[len("Pulumi.") :] if base.startswith("Pulumi.") and base != "Pulumi." else base
+        if problem := stack_name_problem(stack):
+            raise StackArgumentError(f"stack file {argument}: its stack name {stack!r} {problem}")
+        return stack, given
+    if problem := stack_name_problem(argument):
+        raise StackArgumentError(f"stack {argument!r} {problem}")
+    return argument, stack_file_path(stacks_dir, argument)
+
+
+def read_stack_file(stacks_dir: Path, stack: str, path: Path | None = None) -> StackFile:
+    """Read stacks/Pulumi.<stack>.yaml (or `path`, the stack's file given as a path). Objects
+    become JSON text and `secure:` values a placeholder, exactly the shapes the Pulumi CLI hands a
+    Python program."""
+    path = path or stack_file_path(stacks_dir, stack)
     if not path.is_file():
         known = stack_names(stacks_dir)
-        raise ConfigError([("stack", f"no stack file {path} (stacks: {', '.join(known) or 'none'})")])
+        hint = f"; no file {stack} either" if stack.endswith(".yaml") else ""
+        raise ConfigError([("stack", f"no stack file {path} (stacks: {', '.join(known) or 'none'}){hint}")])
     try:
         loader = _StackLoader(path.read_text(encoding="utf-8"))
         try:
@@ -237,7 +287,7 @@ def read_stack_file(stacks_dir: Path, stack: str) -> StackFile:
         raise ConfigError([(str(path), "must contain a `config:` mapping")])
     values: dict[str, str] = {}
     given_as: dict[str, str] = {}
-    secrets = set()
+    secrets: dict[str, str] = {}
     for key, value in config.items():
         if not isinstance(key, str):
             raise ConfigError([(str(path), f"config keys must be strings (got {key!r})")])
@@ -249,14 +299,14 @@ def read_stack_file(stacks_dir: Path, stack: str) -> StackFile:
         given_as[full_key] = key
         if isinstance(value, dict) and set(value) == {"secure"}:
             values[full_key] = SECRET_PLACEHOLDER
-            secrets.add(full_key)
+            secrets[full_key] = str(value["secure"])
         elif isinstance(value, (dict, list)):
             values[full_key] = json.dumps(value)
         elif isinstance(value, bool):
             values[full_key] = "true" if value else "false"
         else:
             values[full_key] = str(value)
-    return StackFile(stack=stack, values=values, secret_keys=frozenset(secrets))
+    return StackFile(stack=stack, values=values, secret_keys=frozenset(secrets), ciphertexts=secrets)
 
 
 def stack_config(stack_file: StackFile) -> StackConfig:

@@ -44,6 +44,7 @@ from llmd_fleet.images.spec import (
     variant_for,
     variant_problem,
 )
+from llmd_fleet.targets.eks.fabric import VPC_TCP
 from llmd_fleet.versions import versions
 
 # The cloud and build SDKs are imported where a build is declared: a stack that builds no image
@@ -269,10 +270,12 @@ def serving_image(target_kind: TargetKind, fabric: Fabric, build: ImageBuild | N
     """The image every engine container runs: the build's pushed ref when the stack builds, else
     the pinned matrix image the fabric names (`fabric.image`, the upstream vLLM image). Raises
     ValueError for a combination that cannot serve (EFA without a build, a build of the other
-    variant, a fabric the target does not have)."""
+    variant, a fabric the target does not have). Without a build, eks serves over TCP
+    (targets/eks/fabric.py VPC_TCP)."""
     variant = variant_for(fabric.name)
-    problem = variant_problem(target_kind, variant)
-    if problem:
+    # eks without a build: the upstream image over TCP (VPC_TCP), the one non-efa eks fabric.
+    upstream_on_eks = target_kind == "eks" and build is None and fabric.name == VPC_TCP.name
+    if not upstream_on_eks and (problem := variant_problem(target_kind, variant)):
         raise ValueError(problem)
     if build is not None:
         if build.variant != variant:

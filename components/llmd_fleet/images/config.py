@@ -49,7 +49,7 @@ class ImagesConfig(ConfigModel):
     build: bool = False
     """Build the wide-EP image (images/Dockerfile.wide-ep) for the target's fabric and push it to
     the target's registry; false runs the pinned upstream vLLM image. The eks target needs true
-    (EFA)."""
+    when an instance spans nodes (EFA); with one node per instance, false serves over TCP."""
     registry: Registry | None = None
     """onprem: registry host[:port][/path] to push to; required there when build is true.
     gke pushes to Artifact Registry and eks to ECR, created by the build."""
@@ -68,15 +68,20 @@ def images_config_problems(
     config: ImagesConfig,
     has_registry_password: bool = False,
     prefix: Key = _IMAGES_KEY,
+    instance_spans_nodes: bool = True,
 ) -> list[Problem]:
-    """Key paths and messages for an `images` config that cannot work on `target_kind`."""
+    """Key paths and messages for an `images` config that cannot work on `target_kind`.
+    `instance_spans_nodes`: some serving role's instance has more than one node (its MoE
+    all-to-all then crosses nodes)."""
     problems: list[Problem] = []
-    if default_variant(target_kind) == "efa" and not config.build:
+    if default_variant(target_kind) == "efa" and not config.build and instance_spans_nodes:
         problems.append(
             Problem(
                 prefix.at("build"),
-                f"must be true on {target_kind}: EFA needs the built image, the upstream vLLM image "
-                "has no EFA user space (libfabric)",
+                f"must be true on {target_kind} when an instance spans nodes "
+                "(serving.roles.*.nodesPerInstance > 1): EFA needs the built image, the upstream "
+                "vLLM image has no EFA user space (libfabric); with one node per instance the "
+                "upstream image serves, its KV moving over TCP",
             )
         )
     own_registry = target_kind == "onprem"

@@ -6,6 +6,11 @@ from llmd_fleet.images.config import images_config_problems
 
 
 def images_problems(config: StackConfig) -> list[Problem]:
+    roles = config.serving.roles
     return images_config_problems(
-        config.target.kind, config.images, config.has_registry_password, key(config, "images")
+        config.target.kind,
+        config.images,
+        config.has_registry_password,
+        key(config, "images"),
+        instance_spans_nodes=any(r.nodes_per_instance > 1 for r in (roles.prefill, roles.decode)),
     )

@@ -597,7 +597,7 @@ def _simulator_role_plan(config: StackConfig, name: RoleName) -> tuple[RolePlan,
         pod_memory_gib=math.ceil(memory_mib / 1024),
         pod_cpus=math.ceil(cpu_millis / 1000),
         claim=None,
-        fabric=fabric_for(config.target.kind),
+        fabric=fabric_for(config.target.kind, config.images.build),
         drain_seconds=config.serving.drain_seconds,
         engine="simulator",
         pod_cpu_millis=cpu_millis,
@@ -672,7 +672,7 @@ def _role_plan(config: StackConfig, name: RoleName) -> tuple[RolePlan, list[tupl
                 f"node of {role.node_group!r} offers {node_cpus} after system reservations",
             )
         )
-    fabric = fabric_for(config.target.kind)
+    fabric = fabric_for(config.target.kind, config.images.build)
     all2all = role.all2all_backend or dict(fabric.all2all)[name]
     for prefix, why in fabric.all2all_refused:
         if all2all.startswith(prefix):

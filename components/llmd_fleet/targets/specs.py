@@ -68,6 +68,10 @@ BUILDS: dict[str, str] = {
 """kind -> the module whose `declare(config, pulumi_config)` creates (or reaches) the cluster."""
 
 
-def fabric_for(target_kind: str) -> Fabric:
-    """The fabric of a target kind (one per kind: a target's GPU network is fixed by its machines)."""
+def fabric_for(target_kind: str, image_build: bool = True) -> Fabric:
+    """The fabric of a target kind (one per kind: a target's GPU network is fixed by its machines),
+    except eks with the upstream image (`image_build` false: `images.build`): that image has no
+    EFA user space, so the KV transfer runs over TCP (targets/eks/fabric.py VPC_TCP)."""
+    if target_kind == "eks" and not image_build:
+        return eks_fabric.VPC_TCP
     return SPECS[target_kind].fabric

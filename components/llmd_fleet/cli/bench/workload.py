@@ -78,8 +78,10 @@ TOOL_LATENCY_MEAN_S = 2.0
 MIN_INPUT_TOKENS = 1_024
 """A per-turn input smaller than this leaves no agentic shape: the context window is too small."""
 
-DEFAULT_STAGES = (500, 1_000, 2_000, 3_000)
-"""Concurrent agents (sessions) per stage: from 500 up to the 3,000 the published figures ran."""
+STAGE_SIXTHS = (1, 2, 4, 6)
+"""Concurrent agents (sessions) per stage by default, in sixths of the stack's declared
+`workload.agents`: the published ladder 500, 1,000, 2,000, 3,000 up to the 3,000 agents its
+figures ran (the workload's default), scaled to the agents a stack declares."""
 MAX_STAGES = 10
 MAX_AGENTS = 100_000
 STAGE_RAMP_SECONDS = 60
@@ -121,13 +123,24 @@ class BenchError(Exception):
 class BenchOptions:
     """What `llmd-fleet bench` takes besides the stack."""
 
-    stages: tuple[int, ...] = DEFAULT_STAGES
-    """Concurrent agents per stage, ascending."""
+    stages: tuple[int, ...] | None = None
+    """Concurrent agents per stage, ascending; None: from the stack's workload (`default_stages`)."""
     gateway_address: str | None = None
     """The gateway's address; required for a managed gateway (GKE's gke-l7-rilb), whose address
     only the cloud knows; refused for an in-cluster one."""
     prometheus_url: str | None = None
     """Prometheus to read server metrics from; default from `observability.prometheus`."""
+
+
+def default_stages(agents: int) -> tuple[int, ...]:
+    """The stages for `agents` declared agents: STAGE_SIXTHS of them, rounded half up, at least
+    1, each once (3,000 -> 500, 1,000, 2,000, 3,000; 16 -> 3, 5, 11, 16)."""
+    return tuple(sorted({max(1, (agents * sixths + 3) // 6) for sixths in STAGE_SIXTHS}))
+
+
+def stages_of(config: StackConfig, options: BenchOptions) -> tuple[int, ...]:
+    """`--stages` when given, else the default stages of the stack's `workload.agents`."""
+    return options.stages if options.stages is not None else default_stages(config.workload.agents)
 
 
 def parse_stages(text: str) -> tuple[int, ...]:
@@ -167,7 +180,7 @@ def check_options(config: StackConfig, options: BenchOptions) -> None:
         )
     if options.prometheus_url is not None and (problem := service_url_problem(options.prometheus_url)):
         raise BenchError(f"--prometheus-url {options.prometheus_url[:80]!r}: {problem}")
-    if not options.stages:
+    if options.stages is not None and not options.stages:
         raise BenchError("--stages: at least one stage")
     shape(config)  # a context window too small for the shape is refused here
 
@@ -299,8 +312,9 @@ def workload(config: StackConfig, options: BenchOptions) -> dict[str, Any]:
     check_options(config, options)
     model = config.model
     fitted = shape(config)
-    sessions = sum(options.stages)
-    per_worker = math.ceil(max(options.stages) / WORKERS)
+    stages = stages_of(config, options)
+    sessions = sum(stages)
+    per_worker = math.ceil(max(stages) / WORKERS)
     document: dict[str, Any] = {
         "api": {
             "type": "chat",
@@ -364,7 +378,7 @@ def workload(config: StackConfig, options: BenchOptions) -> dict[str, Any]:
                     "session_rate": max(round(agents / STAGE_RAMP_SECONDS, 3), 1.0),
                     "timeout": float(STAGE_TIMEOUT_SECONDS),
                 }
-                for agents in options.stages
+                for agents in stages
             ],
         },
         "report": {
@@ -399,10 +413,10 @@ exit $status
 """
 
 
-def _job_timeout(options: BenchOptions) -> int:
+def _job_timeout(config: StackConfig, options: BenchOptions) -> int:
     """activeDeadlineSeconds: every stage's timeout, plus an hour for data generation, the
     tokenizer download and the reports."""
-    return len(options.stages) * STAGE_TIMEOUT_SECONDS + 3_600
+    return len(stages_of(config, options)) * STAGE_TIMEOUT_SECONDS + 3_600
 
 
 def job(config: StackConfig, options: BenchOptions, config_map_name: str) -> dict[str, Any]:
@@ -440,7 +454,7 @@ def job(config: StackConfig, options: BenchOptions, config_map_name: str) -> dic
         },
         "spec": {
             "backoffLimit": 0,
-            "activeDeadlineSeconds": _job_timeout(options),
+            "activeDeadlineSeconds": _job_timeout(config, options),
             # The log (the reports) stays readable for a week after the run.
             "ttlSecondsAfterFinished": 7 * 86_400,
             "template": {

@@ -44,3 +44,27 @@ EFA = Fabric(
     ),
     extra={"efa_per_gpu": 4},
 )
+
+
+# AWS p5.48xlarge running the pinned upstream vLLM image (`images.build: false`): it has no EFA
+# user space (no libfabric efa provider), so the EFA interfaces are unusable and KV blocks move
+# through NIXL's UCX backend over TCP on the pod's VPC interface (UCX has no EFA transport). The
+# config allows this only where no instance spans nodes (images/rules.py): the MoE all-to-all
+# then stays inside a node on NVLink, and only the prefill-to-decode KV transfer crosses nodes.
+VPC_TCP = Fabric(
+    name="tcp",
+    nixl_backends=("UCX",),
+    engine_env=(
+        # NCCL and Gloo bootstrap on the pod's VPC interface, as with EFA.
+        ("NCCL_SOCKET_IFNAME", "eth0"),
+        ("GLOO_SOCKET_IFNAME", "eth0"),
+    ),
+    all2all_refused=(("deepep", "the upstream image has no EFA user space; " + DEEPEP_NEEDS_MLX5),),
+    # No rate is known for UCX over TCP on a p5's VPC interface: the probe moves and verifies every
+    # byte and reports its rates, but does not gate on one.
+    preflight_rate_gate=False,
+    preflight_basis=(
+        "UCX over TCP on the pod's VPC interface (the upstream image has no EFA user space): no "
+        "rate is gated; the probe reports what it measured"
+    ),
+)
