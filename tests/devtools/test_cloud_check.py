@@ -24,7 +24,7 @@ def _cloud_files() -> list[Path]:
 
 
 def test_the_cloud_stacks_are_found_from_their_target_kind():
-    assert cli.cloud_stacks(STACKS) == ["eks-h100", "gke-h100"]
+    assert cli.cloud_stacks(STACKS) == ["eks-h100", "eks-h100-2node", "gke-h100", "gke-h100-2node"]
 
 
 def test_a_new_gke_or_eks_stack_file_joins_by_itself(tmp_path: Path):
