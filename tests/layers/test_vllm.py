@@ -62,7 +62,13 @@ def test_role_flags(reference, role):
         == {"prefill": "deepep_high_throughput", "decode": "deepep_low_latency"}[role]
     )
     assert _flag(argv, "--port") == str(plan.role(role).engine_ports[0])
-    assert json.loads(_flag(argv, "--speculative-config")) == {"method": "mtp", "num_speculative_tokens": 3}
+    # GLM-5.2-FP8's card cannot say whether the drafter's experts are quantized: a kernel for either.
+    assert json.loads(_flag(argv, "--speculative-config")) == {
+        "method": "mtp",
+        "num_speculative_tokens": 3,
+        "moe_backend": "triton",
+    }
+    assert _flag(argv, "--moe-backend") == "deep_gemm"
     assert _flag(argv, "--kv-cache-dtype") == "fp8"
     assert _flag(argv, "--block-size") == "64"
     assert _flag(argv, "--tool-call-parser") == "glm47" and "--enable-auto-tool-choice" in argv

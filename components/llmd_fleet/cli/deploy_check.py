@@ -1,7 +1,7 @@
 """`llmd-fleet check --for-deploy`: before rendering, refuse a stack file whose secrets are still
 placeholders (the example stacks' `secure: v1:placeholder-...`), one line per key with the command
 that sets it (llmd_fleet/config/deploy_secrets.py). The stack program refuses the same under
-`pulumi up`."""
+`pulumi up`. Also refused: remote code from a moving revision (llmd_fleet/config/remote_code.py)."""
 
 from pathlib import Path
 
@@ -9,6 +9,8 @@ import yaml
 
 from llmd_fleet.cli.stack_file import stack_file_path
 from llmd_fleet.config.deploy_secrets import placeholder_secret_problems
+from llmd_fleet.config.remote_code import remote_code_problem
+from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.problems import PROJECT, Problem
 
 
@@ -24,5 +26,7 @@ def stack_file_secrets(stacks_dir: Path, stack: str) -> dict[str, str]:
     return secrets
 
 
-def deploy_problems(stacks_dir: Path, stack: str) -> list[Problem]:
-    return placeholder_secret_problems(stack_file_secrets(stacks_dir, stack), stack)
+def deploy_problems(stacks_dir: Path, stack: str, config: StackConfig) -> list[Problem]:
+    problems = placeholder_secret_problems(stack_file_secrets(stacks_dir, stack), stack)
+    remote = remote_code_problem(config.model)
+    return problems + ([remote] if remote is not None else [])

@@ -28,9 +28,6 @@ KV_TIER_PATH = "/var/lib/kv-tier"
 # connections open longer, so the proxy side always closes first.
 SIDECAR_IDLE_CONN_TIMEOUT_S = 90
 ENGINE_KEEP_ALIVE_S = 120
-# GLM-5.2-FP8's block-FP8 experts on H100 (SM90): DeepGEMM's grouped GEMM, as the wide-EP guide
-# runs it; the default `auto` may pick another kernel family.
-MOE_BACKEND = "deep_gemm"
 
 
 def decode_max_tokens(role: RoleConfig) -> int | None:
@@ -175,11 +172,14 @@ def vllm_serve_argv(
         str(plan.drain_seconds),
     ]
     if role.mtp_tokens:
-        argv += [
-            "--speculative-config",
-            _json({"method": "mtp", "num_speculative_tokens": role.mtp_tokens}),
-        ]
-    argv += ["--moe-backend", MOE_BACKEND]
+        speculative: dict[str, Any] = {"method": "mtp", "num_speculative_tokens": role.mtp_tokens}
+        if plan.moe.drafter_backend is not None:
+            # The drafter's experts may be unquantized where the model's are not (plan/kernels.py).
+            speculative["moe_backend"] = plan.moe.drafter_backend
+        argv += ["--speculative-config", _json(speculative)]
+    # The MoE kernel follows the weights' quantization on the model card (plan/kernels.py).
+    if plan.moe.backend is not None:
+        argv += ["--moe-backend", plan.moe.backend]
     batched_tokens = role.max_num_batched_tokens
     if batched_tokens is None and plan.name == "decode":
         # Explicit on decode, so the step size the NVSHMEM queue is sized for is the real one.
@@ -325,7 +325,7 @@ def engine_env(
             "name": "VLLM_ENGINE_READY_TIMEOUT_S",
             "value": str(startup_budget_seconds(plan, model_load_minutes)),
         },
-        {"name": "VLLM_USE_DEEP_GEMM", "value": "1"},
+        *([{"name": "VLLM_USE_DEEP_GEMM", "value": "1"}] if plan.moe.deep_gemm else []),
         {"name": "VLLM_RANDOMIZE_DP_DUMMY_INPUTS", "value": "1"},
         {"name": "VLLM_SKIP_P2P_CHECK", "value": "1"},
         {"name": "NVIDIA_GDRCOPY", "value": "enabled"},
