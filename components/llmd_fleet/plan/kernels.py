@@ -1,7 +1,7 @@
 """The MoE kernels a served model runs with, from its weights' quantization on the model card. Pure.
 
 vLLM picks a MoE kernel per MoE layer by that layer's quantization, and `--moe-backend` names one
-kernel family for every layer. vLLM 0.33.0 maps the name per quantization and raises `ValueError` at
+kernel family for every layer. vLLM 0.33 maps the name per quantization and raises `ValueError` at
 model construction, after the weights are loaded, for a name outside the layer's map
 (`model_executor/layers/fused_moe/oracle/unquantized.py` map_unquantized_backend,
 `oracle/fp8.py` map_fp8_backend). `deep_gemm` is in the FP8 map only (`config/kernel.py`: DeepGEMM
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from llmd_fleet.plan.model_card import ModelDescription, WeightQuantization
 
-# The names each of vLLM 0.33.0's MoE oracles accepts for `--moe-backend` (and a drafter's
+# The names each of vLLM 0.33's MoE oracles accepts for `--moe-backend` (and a drafter's
 # moe_backend): the keys of its map function, plus the names it lets fall through to `auto`.
 # unquantized.py select_unquantized_moe_backend: "auto", "humming" and "marlin" fall through
 # ("quantization-only; an unquantized layer ... falls through to auto instead of erroring").
@@ -75,7 +75,7 @@ class MoeKernels:
 
 
 def accepted_backends(method: str | None) -> frozenset[str] | None:
-    """The `--moe-backend` names vLLM 0.33.0 accepts for MoE layers quantized with `method` (None:
+    """The `--moe-backend` names vLLM 0.33 accepts for MoE layers quantized with `method` (None:
     unquantized); None for a method this table does not cover."""
     return _ACCEPTED.get(method)
 
@@ -111,7 +111,7 @@ def moe_kernels(description: ModelDescription | None, mtp: bool) -> MoeKernels:
 def backend_problems(
     description: ModelDescription, backend: str | None, drafter_backend: str | None, mtp: bool
 ) -> list[str]:
-    """Why vLLM 0.33.0 would refuse these MoE backends for the card's weights (empty when it
+    """Why vLLM 0.33 would refuse these MoE backends for the card's weights (empty when it
     would not): the main layers' quantization, and with MTP every quantization the drafter's
     experts may have."""
     quantization = description.quantization
