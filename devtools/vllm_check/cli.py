@@ -163,6 +163,59 @@ def engine_report(
     return out, ok
 
 
+# The NIC the negative control leaves out of the fake sysfs.
+MISSING_NIC = 3
+
+
+def nic_report(
+    stacks: Sequence[str],
+    skipped: dict[str, str],
+    per_stack: dict[str, list[CommandLine]],
+    stacks_dir: Path,
+    build_dir: Path,
+) -> tuple[list[str], bool]:
+    """One line per stack: the pods whose script paired rank i with NIC i on the fake sysfs (or why
+    the stack pins no NIC), then the control: a tree with one NIC missing stops the script."""
+    from devtools.vllm_check.sysfs import expected_mapping, pairs
+    from llmd_fleet.layers.serving.vllm import NIC_MAPPING_VAR, nic_pinning_reason
+    from llmd_fleet.plan.fleet import plan_fleet
+
+    expected = expected_mapping(pairs())
+    out: list[str] = []
+    ok = True
+    control_stack = None
+    for stack in stacks:
+        if stack in skipped:
+            out.append(f"nic pinning: {stack}: no vLLM engines")
+            continue
+        lines = per_stack.get(stack, [])
+        mappings = [line.environ.get(NIC_MAPPING_VAR) for line in lines]
+        if not any(mappings):
+            plan = plan_fleet(stack_config(read_stack_file(stacks_dir, stack)))
+            reasons = sorted({nic_pinning_reason(r) or "" for r in plan.roles})
+            out.append(f"nic pinning: {stack}: not rendered ({'; '.join(reasons)})")
+            continue
+        pinned = sum(1 for mapping in mappings if mapping == expected)
+        out.append(
+            f"nic pinning: {stack}: {pinned} of {len(lines)} pods pin rank i to NIC i "
+            f"({NIC_MAPPING_VAR} on a fake /sys: 8 GPUs, 8 NICs, 8 PCIe roots)"
+        )
+        ok = ok and pinned == len(lines)
+        control_stack = control_stack or stack
+    if control_stack is not None:
+        _, findings = stack_command_lines(control_stack, build_dir / control_stack / "manifests", MISSING_NIC)
+        stopped = [f.problem.message for f in findings if "has no RDMA NIC" in f.problem.message]
+        case = f"nic pinning (negative control): NIC {MISSING_NIC} missing ({control_stack})"
+        if stopped and len(stopped[0].splitlines()) == 1:
+            out.append(f"{case}: stopped: {stopped[0]}")
+        else:
+            ok = False
+            out.append(
+                f"{case}: NOT STOPPED with one line: {stopped or [f.problem.message for f in findings]}"
+            )
+    return out, ok
+
+
 def _rebuilt(line: CommandLine) -> tuple[str, ...]:
     from llmd_fleet.models import vendored_config
 
@@ -298,7 +351,10 @@ def check(stacks: Sequence[str], build_dir: Path, stacks_dir: Path | None = None
     report, engines_ok = engine_report(requested, skipped, per_stack, jobs, engine_verdicts, models, version)
     for text in report:
         print(text)
-    return 1 if failed_cases or findings or not engines_ok else 0
+    nic, nic_ok = nic_report(requested, skipped, per_stack, stacks_dir, build_dir)
+    for text in nic:
+        print(text)
+    return 1 if failed_cases or findings or not engines_ok or not nic_ok else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
