@@ -73,7 +73,9 @@ def test_a_missing_nic_stops_the_pod_with_one_line(tmp_path):
     ]
 
 
-@pytest.mark.parametrize(("stack", "why"), [("eks-h100", "LIBFABRIC"), ("gke-h100", "not claimed per GPU PCIe root")])
+@pytest.mark.parametrize(
+    ("stack", "why"), [("eks-h100", "LIBFABRIC"), ("gke-h100", "not claimed per GPU PCIe root")]
+)
 def test_efa_and_tcpxo_pin_no_ucx_nic(stack, why):
     config = stack_config(read_stack_file(STACKS_DIR, stack))
     plan = plan_fleet(config)
