@@ -5,6 +5,10 @@ every vLLM container for every worker, builds (or reuses) the parser environment
 stacks' command lines plus the self-test's broken ones in one checker process. Exit 0 when the
 self-test rejects every broken line for its reason and no stack has a finding; 1 otherwise.
 
+The same run builds vLLM's own engine configuration for every engine (devtools/vllm_check/
+engine_config.py, engines.py) with its negative controls, and checks the launch scripts' NIC
+pinning on a fake sysfs (devtools/vllm_check/sysfs.py); docs/vllm-check.md shows the lines.
+
 A stack whose config sets `serving.engine: simulator` runs no vLLM (llmd_fleet/layers/serving/simulator.py)
 and is skipped, with that reason printed; its config is read and validated like every stack's,
 so a stack that cannot be read is an error, never a skip.

@@ -1,28 +1,32 @@
 """Build vLLM's own engine configuration for every rendered engine, offline, as an H100 would.
 
 Runs inside the parser environment (devtools/vllm_check/env.py), in its own process:
-`python -m devtools.vllm_check.engine_config JOBS.json RESULT.json`. Before vLLM is imported the
-process presents its platform as an H100 (SM90, 8 GPUs of 80 GiB), the way vLLM's tests replace
-`vllm.platforms.current_platform`: vLLM's CUDA platform class with the device queries answered
-here instead of by the driver. The compiled CUDA extension `vllm._C_stable_libtorch` cannot load
-without a driver (`libcuda.so.1`); it registers custom ops and nothing the configuration reads, so
-an empty module stands in for it. No kernel runs and no GPU memory is touched.
+`python -m devtools.vllm_check.engine_config JOBS.json RESULT.json`. The process imports vLLM on
+its CPU platform (some modules run CUDA-only code at import on a CUDA platform: compiled-op
+capability queries, Triton kernels), then presents the platform as an H100 (SM90, 8 GPUs of
+80 GiB): vLLM's CUDA platform class with the device queries answered here, set as
+`current_platform` in `vllm.platforms` and in every vLLM module that imported it, the way vLLM's
+tests monkeypatch it. vLLM's compiled CUDA extensions (STUBBED_EXTENSIONS) cannot load without a
+driver (`libcuda.so.1`); they register kernels and report which exist, so empty modules stand in
+for them. No kernel runs and no GPU memory is touched. vLLM's model-info cache (VLLM_CACHE_ROOT)
+comes filled from the checker process, which inspected each model class on the CPU platform.
 
 Per engine (one `vllm serve` argv + env as the extraction renders it; the DP supervisor's first
 child, whose arguments vLLM derives itself):
 
 1. the serve parser and `EngineArgs.from_cli_args`, the model replaced by the vendored
-   `config.json` directory (components/llmd_fleet/models/<model>/), the tokenizer not loaded;
+   `config.json` directory (components/llmd_fleet/models/<model>/), the tokenizer not loaded and
+   the reasoning parser left out (its token ids need the tokenizer);
 2. `EngineArgs.create_engine_config()`: ModelConfig (architecture resolved with
    trust_remote_code as rendered), CacheConfig, ParallelConfig, SchedulerConfig,
    SpeculativeConfig (MTP reads the model's `num_nextn_predict_layers`), KV-transfer and
    KV-events configs, and the platform's `check_and_update_config`;
 3. the attention backend vLLM's selector (`vllm.v1.attention.selector.get_attn_backend`) picks
-   for the model's MLA layers with the engine's KV dtype and block size;
-4. the MoE kernel oracle for the weights' quantization: `map_unquantized_backend`
-   (oracle/unquantized.py) or `map_fp8_backend` (oracle/fp8.py), for the main layers and the MTP
-   drafter's experts (the speculative config's `moe_backend`, else the engine's), with every
-   quantization the drafter's experts may have (config.json's `modules_to_not_convert`).
+   for the model's MLA layers with the engine's KV dtype and block size, with the reasons it gave
+   for each backend it passed over.
+
+The MoE kernel oracle for the weights' quantization runs in the checker process
+(devtools/vllm_check/checker.py), where vLLM's fused-MoE package imports.
 """
 
 import argparse
