@@ -27,6 +27,8 @@ BASE = {
     "llmd_fleet.config.grammar",
     "llmd_fleet.config.base",
     "llmd_fleet.config.vllm_registry",
+    # vendored config.json of each served model (data files and their reader)
+    "llmd_fleet.models",
 }
 # Subpackage -> tier, for the subpackages that are not sliced.
 AREAS = {

@@ -27,6 +27,17 @@ built once; each command line then takes milliseconds. Per command line, in this
    as EPLB that are valid on the pods' GPUs.
 7. Ports the pod binds (`devtools.vllm_check.ports`), with the NIXL and p2p side-channel bases read
    through vLLM's own env parsing from the environment the script execs vLLM with.
+
+For the engine-configuration check (devtools/vllm_check/engine_config.py) this process also, on the
+CPU platform where vLLM's fused-MoE package and model classes import:
+
+- resolves every vendored model's ModelConfig (`trust_remote_code` off), which inspects the model
+  class in vLLM's own subprocess and stores vLLM's model-info cache for the H100 process, whose
+  stand-in platform cannot import the CUDA-only model layers;
+- asks vLLM's MoE kernel oracle for each engine whether it runs the weights' quantization with the
+  engine's `--moe-backend`, and the MTP drafter's experts with the drafter's backend:
+  `map_unquantized_backend` / `map_fp8_backend`, called as `select_unquantized_moe_backend` /
+  `select_fp8_moe_backend` call them at model construction.
 """
 
 import argparse
@@ -488,6 +499,66 @@ def check_line(vllm: Vllm, line: CommandLine) -> list[Problem]:
     return problems
 
 
+def _drafter_quantizations(hf: Mapping[str, Any], method: str | None) -> tuple[str | None, ...]:
+    """The quantizations the MTP drafter's experts (DeepSeek layout: layer `num_hidden_layers`) may
+    have, from config.json's quantization_config: both when its unconverted modules are not listed."""
+    if method is None:
+        return (None,)
+    quant = hf.get("quantization_config") or {}
+    skipped = quant.get("modules_to_not_convert", quant.get("ignored_layers"))
+    if skipped is None:
+        return (method, None)
+    module = f"model.layers.{hf['num_hidden_layers']}.mlp.experts"
+    return (None,) if any(module == p or module.startswith(f"{p}.") for p in skipped) else (method,)
+
+
+def moe_oracle(vllm: Vllm, backend: str, quantization: str | None) -> None:
+    """Raise vLLM's own error when its MoE oracle for `quantization` (None: unquantized) refuses
+    `backend`, exactly as the select functions call the map functions."""
+    if quantization is None:
+        oracle = importlib.import_module("vllm.model_executor.layers.fused_moe.oracle.unquantized")
+        if backend not in ("auto", "humming", "marlin"):  # these fall through to auto there
+            oracle.map_unquantized_backend(backend)
+    elif quantization == "fp8":
+        oracle = importlib.import_module("vllm.model_executor.layers.fused_moe.oracle.fp8")
+        if backend != "auto":
+            oracle.map_fp8_backend(backend)
+    else:
+        raise ValueError(f"the check calls no MoE oracle for quantization {quantization!r}")
+
+
+def engine_moe(vllm: Vllm, engine: Mapping[str, Any]) -> str | None:
+    """vLLM's refusal of an engine's MoE backends for the vendored model's weights, or None."""
+    hf = json.loads((Path(engine["model_dir"]) / "config.json").read_text())
+    method = (hf.get("quantization_config") or {}).get("quant_method")
+    with environ(dict((str(k), str(v)) for k, v in engine["env"])):
+        args, problem = parse(vllm, list(engine["argv"])[1:])
+    if args is None:
+        return f"the parser refused the command line: {problem.message if problem else '?'}"
+    backend = str(getattr(args, "moe_backend", "auto") or "auto")
+    try:
+        moe_oracle(vllm, backend, method)
+        spec = args.speculative_config
+        if isinstance(spec, dict) and spec:
+            drafter = str(spec.get("moe_backend") or backend)
+            for quantization in _drafter_quantizations(hf, method):
+                moe_oracle(vllm, drafter, quantization)
+    except Exception as exc:
+        return clean(str(exc)) or type(exc).__name__
+    return None
+
+
+def model_inspection(vllm: Vllm, model_dir: str) -> str | None:
+    """Resolve a vendored model's ModelConfig as vLLM does at engine start (None when it resolves):
+    the architecture from config.json with trust_remote_code off, the model class inspected."""
+    config = importlib.import_module("vllm.config")
+    try:
+        config.ModelConfig(model=model_dir, skip_tokenizer_init=True, trust_remote_code=False)
+    except Exception as exc:
+        return clean(str(exc)) or type(exc).__name__
+    return None
+
+
 def run(jobs_path: Path, results_path: Path) -> int:
     """Check every command line of the jobs file; write one result per line. Exit 0 even with
     findings (the caller reports them); non-zero only if the check itself could not run."""
@@ -506,9 +577,22 @@ def run(jobs_path: Path, results_path: Path) -> int:
         except Exception as exc:  # a defect of the check must fail it, never pass a line
             problems = [Problem(None, f"internal error of the check: {type(exc).__name__}: {exc}")]
         results.append([p.to_json() for p in problems])
+    models = {d: model_inspection(vllm, d) for d in jobs.get("models", [])}
+    moe = []
+    for engine in jobs.get("engine_moe", []):
+        try:
+            moe.append(engine_moe(vllm, engine))
+        except Exception as exc:  # a defect of the check must fail it, never pass an engine
+            moe.append(f"internal error of the check: {type(exc).__name__}: {exc}")
     results_path.write_text(
         json.dumps(
-            {"vllm_version": vllm.version, "results": results, "registry_problems": registry_problems(vllm)}
+            {
+                "vllm_version": vllm.version,
+                "results": results,
+                "registry_problems": registry_problems(vllm),
+                "models": models,
+                "engine_moe": moe,
+            }
         )
     )
     return 0

@@ -5,6 +5,10 @@ every vLLM container for every worker, builds (or reuses) the parser environment
 stacks' command lines plus the self-test's broken ones in one checker process. Exit 0 when the
 self-test rejects every broken line for its reason and no stack has a finding; 1 otherwise.
 
+The same run builds vLLM's own engine configuration for every engine (devtools/vllm_check/
+engine_config.py, engines.py) with its negative controls, and checks the launch scripts' NIC
+pinning on a fake sysfs (devtools/vllm_check/sysfs.py); docs/vllm-check.md shows the lines.
+
 A stack whose config sets `serving.engine: simulator` runs no vLLM (llmd_fleet/layers/serving/simulator.py)
 and is skipped, with that reason printed; its config is read and validated like every stack's,
 so a stack that cannot be read is an error, never a skip.
@@ -12,10 +16,23 @@ so a stack that cannot be read is an error, never a skip.
 
 import argparse
 import sys
+import tempfile
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from devtools.vllm_check import env
+from devtools.vllm_check.engines import (
+    NOT_CHECKED,
+    Control,
+    Engine,
+    Verdict,
+    control_line,
+    engine_for,
+    negative_controls,
+    stack_line,
+    verdict,
+)
 from devtools.vllm_check.extract import stack_command_lines
 from devtools.vllm_check.lines import CommandLine, Finding, Origin, Problem
 from devtools.vllm_check.selftest import BrokenLine, broken_lines, self_test_base, verdicts
@@ -30,22 +47,184 @@ class CheckerError(Exception):
     """The checker process could not check the command lines."""
 
 
-def run_checker(python: Path, version: str, lines: Sequence[CommandLine]) -> list[Finding]:
-    """Check all command lines in one process of the parser environment."""
-    jobs = {"vllm_version": version, "lines": [line.to_json() for line in lines]}
+@dataclass
+class EngineJobs:
+    """The engine-configuration check's work: every engine, then the negative controls."""
+
+    engines: list[Engine] = field(default_factory=list)
+    controls: list[Control] = field(default_factory=list)
+    cache: str = ""
+    """vLLM's cache root shared by both processes (the model-info cache the checker fills)."""
+
+    @property
+    def all(self) -> list[Engine]:
+        return [*self.engines, *(c.engine for c in self.controls)]
+
+    def models(self) -> list[str]:
+        return sorted({e.model_dir for e in self.all})
+
+
+def run_checker(
+    python: Path, version: str, lines: Sequence[CommandLine], engines: EngineJobs | None = None
+) -> tuple[list[Finding], list[str | None], dict[str, str | None]]:
+    """Check all command lines in one process of the parser environment; with `engines`, also the
+    MoE oracle per engine and each vendored model's ModelConfig."""
+    engines = engines or EngineJobs()
+    jobs = {
+        "vllm_version": version,
+        "lines": [line.to_json() for line in lines],
+        "models": engines.models(),
+        "engine_moe": [
+            {"argv": list(e.line.argv), "env": [list(p) for p in e.line.env], "model_dir": e.model_dir}
+            for e in engines.all
+        ],
+    }
+    extra = {"VLLM_CACHE_ROOT": engines.cache} if engines.cache else {}
     try:
-        data = env.run_in_env(python, "devtools.vllm_check.checker", jobs, "the checker")
+        data = env.run_in_env(python, "devtools.vllm_check.checker", jobs, "the checker", **extra)
     except env.EnvError as exc:
         raise CheckerError(str(exc)) from None
     per_line = data["results"]
     if len(per_line) != len(lines):
         raise CheckerError(f"the checker returned {len(per_line)} results for {len(lines)} command lines")
+    moe = list(data.get("engine_moe", []))
+    if len(moe) != len(engines.all):
+        raise CheckerError(f"the checker returned {len(moe)} MoE verdicts for {len(engines.all)} engines")
     registry = [Finding(REGISTRY_ORIGIN, Problem(None, text)) for text in data.get("registry_problems", [])]
-    return registry + [
+    findings = registry + [
         Finding(line.origin, Problem.from_json(problem))
         for line, problems in zip(lines, per_line, strict=True)
         for problem in problems
     ]
+    return findings, moe, dict(data.get("models", {}))
+
+
+def run_engine_config(python: Path, version: str, engines: EngineJobs) -> list[dict[str, object]]:
+    """Build every engine's configuration in one process presenting an H100 (engine_config.py)."""
+    jobs = {"vllm_version": version, "engines": [e.to_json() for e in engines.all]}
+    try:
+        data = env.run_in_env(
+            python,
+            "devtools.vllm_check.engine_config",
+            jobs,
+            "the engine-configuration check",
+            VLLM_CACHE_ROOT=engines.cache,
+            HF_HUB_OFFLINE="1",
+        )
+    except env.EnvError as exc:
+        raise CheckerError(str(exc)) from None
+    results: list[dict[str, object]] = list(data["results"])
+    if len(results) != len(engines.all):
+        raise CheckerError(f"the engine check returned {len(results)} results for {len(engines.all)} engines")
+    return results
+
+
+def engine_report(
+    stacks: Sequence[str],
+    skipped: dict[str, str],
+    per_stack: dict[str, list[CommandLine]],
+    jobs: EngineJobs,
+    verdicts: Sequence[Verdict],
+    models: dict[str, str | None],
+    version: str,
+) -> tuple[list[str], bool]:
+    """The engine-configuration lines (one per stack in stack order, then the controls and what is
+    not checked) and whether everything came out as it must."""
+    out: list[str] = []
+    ok = True
+    by_line = dict(zip((e.line for e in jobs.engines), verdicts[: len(jobs.engines)], strict=True))
+    for stack in stacks:
+        if stack in skipped:
+            out.append(f"engine config: {stack}: no vLLM engines ({skipped[stack]})")
+            continue
+        lines = per_stack.get(stack, [])
+        missing = sorted({line.argv[2] for line in lines if line not in by_line})
+        if missing or not lines:
+            what = ", ".join(missing) or "no engine"
+            out.append(
+                f"engine config: {stack}: not checked: no vendored config.json for {what} "
+                "(components/llmd_fleet/models/)"
+            )
+            ok = False
+            continue
+        stack_verdicts = [by_line[line] for line in lines]
+        rebuilt = sorted({k for line in lines for k in _rebuilt(line)})
+        out.append(stack_line(stack, version, stack_verdicts, rebuilt))
+        for line, result in zip(lines, stack_verdicts, strict=True):
+            if result.refused is not None:
+                ok = False
+                out.append(f"FINDING {line.origin}: engine config: {result.refused}")
+    for problem_dir, problem in models.items():
+        if problem is not None:
+            ok = False
+            out.append(f"FINDING {problem_dir}: ModelConfig: {problem}")
+    for control, result in zip(jobs.controls, verdicts[len(jobs.engines) :], strict=True):
+        text, expected = control_line(control, result)
+        out.append(text)
+        ok = ok and expected
+    for what, why in NOT_CHECKED:
+        out.append(f"engine config (not checked): {what}: {why}")
+    return out, ok
+
+
+# The NIC the negative control leaves out of the fake sysfs.
+MISSING_NIC = 3
+
+
+def nic_report(
+    stacks: Sequence[str],
+    skipped: dict[str, str],
+    per_stack: dict[str, list[CommandLine]],
+    stacks_dir: Path,
+    build_dir: Path,
+) -> tuple[list[str], bool]:
+    """One line per stack: the pods whose script paired rank i with NIC i on the fake sysfs (or why
+    the stack pins no NIC), then the control: a tree with one NIC missing stops the script."""
+    from devtools.vllm_check.sysfs import expected_mapping, pairs
+    from llmd_fleet.layers.serving.vllm import NIC_MAPPING_VAR, nic_pinning_reason
+    from llmd_fleet.plan.fleet import plan_fleet
+
+    expected = expected_mapping(pairs())
+    out: list[str] = []
+    ok = True
+    control_stack = None
+    for stack in stacks:
+        if stack in skipped:
+            out.append(f"nic pinning: {stack}: no vLLM engines")
+            continue
+        lines = per_stack.get(stack, [])
+        mappings = [line.environ.get(NIC_MAPPING_VAR) for line in lines]
+        if not any(mappings):
+            plan = plan_fleet(stack_config(read_stack_file(stacks_dir, stack)))
+            reasons = sorted({nic_pinning_reason(r) or "" for r in plan.roles})
+            out.append(f"nic pinning: {stack}: not rendered ({'; '.join(reasons)})")
+            continue
+        pinned = sum(1 for mapping in mappings if mapping == expected)
+        out.append(
+            f"nic pinning: {stack}: {pinned} of {len(lines)} pods pin rank i to NIC i "
+            f"({NIC_MAPPING_VAR} on a fake /sys: 8 GPUs, 8 NICs, 8 PCIe roots)"
+        )
+        ok = ok and pinned == len(lines)
+        control_stack = control_stack or stack
+    if control_stack is not None:
+        _, findings = stack_command_lines(control_stack, build_dir / control_stack / "manifests", MISSING_NIC)
+        stopped = [f.problem.message for f in findings if "has no RDMA NIC" in f.problem.message]
+        case = f"nic pinning (negative control): NIC {MISSING_NIC} missing ({control_stack})"
+        if stopped and len(stopped[0].splitlines()) == 1:
+            out.append(f"{case}: stopped: {stopped[0]}")
+        else:
+            ok = False
+            out.append(
+                f"{case}: NOT STOPPED with one line: {stopped or [f.problem.message for f in findings]}"
+            )
+    return out, ok
+
+
+def _rebuilt(line: CommandLine) -> tuple[str, ...]:
+    from llmd_fleet.models import vendored_config
+
+    vendored = vendored_config(line.argv[2])
+    return vendored.rebuilt if vendored is not None else ()
 
 
 def _ranges(workers: Iterable[int]) -> str:
@@ -106,6 +285,7 @@ def check(stacks: Sequence[str], build_dir: Path, stacks_dir: Path | None = None
             skipped[stack] = reason
     for stack, reason in skipped.items():
         print(f"{stack}: skipped: {reason}")
+    requested = list(stacks)
     stacks = [s for s in stacks if s not in skipped]
     if not stacks:
         # Skips are never a pass: with nothing left there is nothing this check vouches for.
@@ -126,12 +306,22 @@ def check(stacks: Sequence[str], build_dir: Path, stacks_dir: Path | None = None
         print("error: no vLLM command line of a worker 0 to derive the self-test from")
         return 1
     cases = broken_lines(base)
-    try:
-        python = env.ensure(version)
-        checked = run_checker(python, version, [*lines, *(case.line for case in cases)])
-    except (env.EnvError, CheckerError) as exc:
-        print(f"error: {exc}")
-        return 1
+    jobs = EngineJobs(
+        engines=[e for e in (engine_for(line) for line in lines) if e is not None],
+        controls=negative_controls(base),
+    )
+    with tempfile.TemporaryDirectory(prefix="vllm-check-cache-") as cache:
+        jobs.cache = cache
+        try:
+            python = env.ensure(version)
+            checked, moe, models = run_checker(
+                python, version, [*lines, *(case.line for case in cases)], jobs
+            )
+            configs = run_engine_config(python, version, jobs)
+        except (env.EnvError, CheckerError) as exc:
+            print(f"error: {exc}")
+            return 1
+    engine_verdicts = [verdict(config, refusal) for config, refusal in zip(configs, moe, strict=True)]
     case_origins = {case.line.origin for case in cases}
     self_test = verdicts(cases, [f for f in checked if f.origin in case_origins])
     findings += [f for f in checked if f.origin not in case_origins]
@@ -162,7 +352,13 @@ def check(stacks: Sequence[str], build_dir: Path, stacks_dir: Path | None = None
             f"FAILED: {len(failed_cases)} broken command lines were not rejected for their reason; "
             "the check cannot be trusted"
         )
-    return 1 if failed_cases or findings else 0
+    report, engines_ok = engine_report(requested, skipped, per_stack, jobs, engine_verdicts, models, version)
+    for text in report:
+        print(text)
+    nic, nic_ok = nic_report(requested, skipped, per_stack, stacks_dir, build_dir)
+    for text in nic:
+        print(text)
+    return 1 if failed_cases or findings or not engines_ok or not nic_ok else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

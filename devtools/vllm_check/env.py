@@ -187,10 +187,10 @@ def module_command(python: Path, module: str, *args: str) -> list[str]:
     return [str(python), "-I", "-c", bootstrap, *args]
 
 
-def run_in_env(python: Path, module: str, jobs: Any, what: str) -> Any:
+def run_in_env(python: Path, module: str, jobs: Any, what: str, **extra: str) -> Any:
     """Run `module` of this package in the parser environment with `jobs` as a JSON file and read
-    back the JSON result file it writes (`module JOBS.json RESULT.json`). Raises EnvError naming
-    `what` with the output's tail when it fails."""
+    back the JSON result file it writes (`module JOBS.json RESULT.json`); `extra` adds variables
+    to its environment. Raises EnvError naming `what` with the output's tail when it fails."""
     with tempfile.TemporaryDirectory(prefix="vllm-check-") as tmp:
         jobs_path, result = Path(tmp) / "jobs.json", Path(tmp) / "result.json"
         jobs_path.write_text(json.dumps(jobs))
@@ -200,7 +200,7 @@ def run_in_env(python: Path, module: str, jobs: Any, what: str) -> Any:
             text=True,
             stdin=subprocess.DEVNULL,
             cwd=tmp,
-            env=child_environ(VLLM_TARGET_DEVICE="cpu", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1"),
+            env=child_environ(VLLM_TARGET_DEVICE="cpu", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1", **extra),
             check=False,
         )
         if proc.returncode != 0 or not result.is_file():

@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 
 from devtools.vllm_check.lines import CommandLine, Finding, Origin, Problem
+from devtools.vllm_check.sysfs import fake_sysfs
 
 # The variables the LWS webhook injects, in its order (it puts them first in every container).
 LWS_ADDRESS, LWS_SIZE, LWS_INDEX = "LWS_LEADER_ADDRESS", "LWS_GROUP_SIZE", "LWS_WORKER_INDEX"
@@ -43,8 +44,12 @@ _STUBS = {
 }
 # What would act on this machine despite the stubs: find, rm or vllm by absolute path, rm on /dev/shm.
 _UNSTUBBED = re.compile(r"(?<![\w./-])(?:/usr)?/bin/(?:find|rm|vllm)\b|\brm\b[^\n;&|]*/dev/shm")
+# Where the launch script reads sysfs (llmd_fleet/layers/serving/vllm.py SYSFS_VAR): a fake HGX
+# node's tree (devtools/vllm_check/sysfs.py) beside the stubs, never this machine's /sys.
+SYSFS_VAR = "SYSFS_ROOT"
+FAKE_SYSFS = "sys"
 # Set by bash itself or by this harness, not by the container.
-_HARNESS_VARS = frozenset({"_", "SHLVL", "PWD", "OLDPWD", "PATH"})
+_HARNESS_VARS = frozenset({"_", "SHLVL", "PWD", "OLDPWD", "PATH", SYSFS_VAR})
 
 
 def expand(text: str, variables: Mapping[str, str]) -> str:
@@ -161,9 +166,11 @@ class LaunchError(Exception):
 
 
 @contextmanager
-def stub_bin() -> Iterator[Path]:
-    """A directory holding the `vllm` and `find` stubs, removed afterwards."""
+def stub_bin(missing_nic: int | None = None) -> Iterator[Path]:
+    """A directory holding the `vllm` and `find` stubs, next to a fake sysfs of an 8-GPU node
+    (`missing_nic` left out), removed afterwards."""
     with tempfile.TemporaryDirectory(prefix="vllm-check-") as tmp:
+        fake_sysfs(Path(tmp) / FAKE_SYSFS, missing_nic=missing_nic)
         bin_dir = Path(tmp) / "bin"
         bin_dir.mkdir()
         for name, body in _STUBS.items():
@@ -191,7 +198,11 @@ def launch(
     record.unlink(missing_ok=True)
     record_env.unlink(missing_ok=True)
     bash = shutil.which("bash") or "/bin/bash"
-    run_env = {**env, "PATH": f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin"}
+    run_env = {
+        **env,
+        "PATH": f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin",
+        SYSFS_VAR: str(bin_dir.parent / FAKE_SYSFS),
+    }
     result = subprocess.run(
         [bash, "-c", *command[2:]],
         env=run_env,
@@ -352,17 +363,19 @@ def manifest_documents(manifests_dir: Path) -> Iterator[Mapping[str, Any]]:
                 yield document
 
 
-def stack_command_lines(stack: str, manifests_dir: Path) -> tuple[list[CommandLine], list[Finding]]:
+def stack_command_lines(
+    stack: str, manifests_dir: Path, missing_nic: int | None = None
+) -> tuple[list[CommandLine], list[Finding]]:
     """Every vLLM command line of a rendered stack, plus what stopped some from being extracted.
     A stack whose manifests hold no vLLM command line is itself a finding: the check must never
-    pass by finding nothing to check."""
+    pass by finding nothing to check. `missing_nic` leaves that NIC out of the fake sysfs."""
     if not manifests_dir.is_dir():
         problem = Problem(None, f"no rendered manifests at {manifests_dir} (run: llmd-fleet render {stack})")
         return [], [Finding(Origin(stack), problem)]
     groups = [g for doc in manifest_documents(manifests_dir) for g in group_templates(doc)]
     lines: list[CommandLine] = []
     findings: list[Finding] = []
-    with stub_bin() as bin_dir:
+    with stub_bin(missing_nic) as bin_dir:
         for index, group in enumerate(groups):
             group_lines, group_findings = group_command_lines(stack, group, index, bin_dir)
             lines += group_lines

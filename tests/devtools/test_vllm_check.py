@@ -435,9 +435,27 @@ def test_a_case_counts_only_when_rejected_for_its_reason():
 # --- The command: a check that did not see the defects never passes ------------------------------
 
 
-def _fake_check(monkeypatch, tmp_path, answer) -> None:
+def _accept_engines(python, version, jobs):
+    """A stand-in engine-configuration check: every engine accepted, every control refused for
+    its reason."""
+    return [
+        *({"accepted": {"attention_backend": "X"}} for _ in jobs.engines),
+        *({"refused": f"vLLM says: {control.expect}"} for control in jobs.controls),
+    ]
+
+
+def _fake_check(monkeypatch, tmp_path, answer, engine_config=_accept_engines, moe=None) -> None:
+    """Replace both vLLM processes: `answer(python, version, lines)` gives the argument check's
+    findings, `engine_config` the configuration results and `moe(jobs)` the MoE oracle's."""
     monkeypatch.setattr(env, "ensure", lambda version=None: tmp_path / "venv" / "bin" / "python")
-    monkeypatch.setattr(cli, "run_checker", answer)
+
+    def checker(python, version, lines, jobs=None):
+        jobs = jobs or cli.EngineJobs()
+        refusals = moe(jobs) if moe is not None else [None] * len(jobs.all)
+        return answer(python, version, lines), refusals, {d: None for d in jobs.models()}
+
+    monkeypatch.setattr(cli, "run_checker", checker)
+    monkeypatch.setattr(cli, "run_engine_config", engine_config)
 
 
 def test_check_fails_when_the_self_test_is_accepted(reference_manifests, monkeypatch, tmp_path, capsys):
@@ -599,3 +617,171 @@ def test_check_fails_when_the_committed_parser_names_differ_from_vllms(
         "differ from vLLM" in out
         and "FINDING llmd_fleet/config/vllm_registry.py: (command line): TOOL_CALL_PARSERS" in out
     )
+
+
+# --- The engine-configuration check (devtools/vllm_check/engines.py) -----------------------------
+
+
+def test_every_engine_line_is_printed_and_a_refused_engine_fails(
+    reference_manifests, reference_lines, monkeypatch, tmp_path, capsys
+):
+    build_dir = reference_manifests.parent.parent
+    _fake_check(monkeypatch, tmp_path, _reject_self_test)
+    assert cli.check([REFERENCE_STACK], build_dir) == 0
+    out = capsys.readouterr().out.splitlines()
+    n = len(reference_lines)
+    assert (
+        f"engine config: {REFERENCE_STACK}: {n} of {n} engines accepted by vLLM {env.vllm_version()}'s "
+        "configuration "
+        "(config.json partly rebuilt: quantization_config)"
+    ) in out
+    controls = [line for line in out if line.startswith("engine config (negative control): ")]
+    assert len(controls) == 5 and all(": refused: vLLM says: " in line for line in controls)
+    assert any(line.startswith("engine config (not checked): ") for line in out)
+
+    def refuse_decode(python, version, jobs):
+        results = _accept_engines(python, version, jobs)
+        results[-len(jobs.controls) - 1] = {"refused": "ParallelConfig: no"}
+        return results
+
+    _fake_check(monkeypatch, tmp_path, _reject_self_test, engine_config=refuse_decode)
+    assert cli.check([REFERENCE_STACK], build_dir) == 1
+    out = capsys.readouterr().out
+    assert f"engine config: {REFERENCE_STACK}: {n - 1} of {n} engines accepted" in out
+    assert f"FINDING {reference_lines[-1].origin}: engine config: ParallelConfig: no" in out
+
+
+def test_the_moe_oracle_refuses_an_engine_the_configuration_accepts(
+    reference_manifests, reference_lines, monkeypatch, tmp_path, capsys
+):
+    def moe(jobs):
+        return ["moe_backend='deep_gemm' is not supported for unquantized MoE."] + [None] * (
+            len(jobs.all) - 1
+        )
+
+    _fake_check(monkeypatch, tmp_path, _reject_self_test, moe=moe)
+    assert cli.check([REFERENCE_STACK], reference_manifests.parent.parent) == 1
+    out = capsys.readouterr().out
+    assert (
+        f"FINDING {reference_lines[0].origin}: engine config: moe_backend='deep_gemm' is not supported "
+        "for unquantized MoE." in out
+    )
+
+
+def test_a_control_vllm_accepts_or_refuses_for_another_reason_fails(
+    reference_manifests, monkeypatch, tmp_path, capsys
+):
+    def accept_all(python, version, jobs):
+        return [{"accepted": {}} for _ in jobs.all]
+
+    _fake_check(monkeypatch, tmp_path, _reject_self_test, engine_config=accept_all)
+    assert cli.check([REFERENCE_STACK], reference_manifests.parent.parent) == 1
+    out = capsys.readouterr().out
+    assert (
+        "engine config (negative control): MTP on a model without next-token layers: ACCEPTED, expected a "
+        "refusal containing \"Unsupported speculative method: 'mtp'\"" in out
+    )
+
+    def other_reason(python, version, jobs):
+        return [{"accepted": {}} for _ in jobs.engines] + [
+            {"refused": "something else"} for _ in jobs.controls
+        ]
+
+    _fake_check(monkeypatch, tmp_path, _reject_self_test, engine_config=other_reason)
+    assert cli.check([REFERENCE_STACK], reference_manifests.parent.parent) == 1
+    assert "refused: something else (FAILED: expected a refusal containing" in capsys.readouterr().out
+
+
+def test_negative_controls_change_one_thing_each(reference_lines):
+    from devtools.vllm_check.engines import BF16_MODEL, FP8_MODEL, negative_controls, with_flag
+
+    base = reference_lines[0]
+    assert with_flag(("vllm", "serve", "m", "--a", "1", "--b"), "--a", "2") == (
+        "vllm",
+        "serve",
+        "m",
+        "--b",
+        "--a",
+        "2",
+    )
+    assert with_flag(("vllm", "serve", "m", "--b", "--a", "1"), "--b", None) == (
+        "vllm",
+        "serve",
+        "m",
+        "--a",
+        "1",
+    )
+    controls = negative_controls(base)
+    assert len({c.case for c in controls}) == len(controls) == 5
+    by_case = {c.case: c for c in controls}
+    deep_gemm = by_case["deep_gemm on bf16 weights"].engine.line.argv
+    assert deep_gemm[2] == BF16_MODEL and flag_value(deep_gemm, "--moe-backend") == "deep_gemm"
+    assert "--speculative-config" not in deep_gemm
+    block = by_case["a block size FlashMLA refuses"].engine.line.argv
+    assert block[2] == FP8_MODEL and flag_value(block, "--block-size") == "16"
+    for control in controls:
+        assert control.engine.line.argv[3:] != base.argv[3:]
+        assert control.engine.model_dir.endswith(("deepseek-v2-lite-chat", "glm-5.2-fp8"))
+
+
+def test_pydantic_wrapping_is_stripped_from_vllms_message():
+    from devtools.vllm_check.engine_config import clean
+
+    message = (
+        "1 validation error for ParallelConfig\n  Value error, World size (16) is larger than the number of "
+        "available GPUs (8) in this node. [type=value_error, input_value=ArgsKwargs((), {}), "
+        "input_type=ArgsKwargs]\n    For further information visit https://errors.pydantic.dev/2.14/v/value_error"
+    )
+    assert clean(message) == (
+        "ParallelConfig: World size (16) is larger than the number of available GPUs (8) in this node."
+    )
+
+
+def test_the_drafter_may_be_unquantized_unless_the_config_lists_it():
+    from devtools.vllm_check.checker import _drafter_quantizations
+
+    hf: dict[str, Any] = {"num_hidden_layers": 78, "quantization_config": {"quant_method": "fp8"}}
+    assert _drafter_quantizations(hf, "fp8") == ("fp8", None)
+    assert _drafter_quantizations({**hf, "quantization_config": {"modules_to_not_convert": []}}, "fp8") == (
+        "fp8",
+    )
+    skipped = {"modules_to_not_convert": ["model.layers.78"]}
+    assert _drafter_quantizations({**hf, "quantization_config": skipped}, "fp8") == (None,)
+    assert _drafter_quantizations(hf, None) == (None,)
+
+
+def test_vendored_configs_agree_with_the_model_cards_and_name_every_source():
+    from dataclasses import fields
+
+    from llmd_fleet.models import FOLDERS, vendored_config
+    from llmd_fleet.plan.model_card import ModelDescription, description_for
+
+    card_keys = {f.name for f in fields(ModelDescription)}
+    for model_id in FOLDERS:
+        vendored = vendored_config(model_id)
+        card = description_for(model_id)
+        assert vendored is not None and card is not None
+        config = vendored.config
+        source = vendored.source
+        assert source["model"] == model_id and source["path"] == "config.json"
+        assert set(config) == set(source["fields"]) | set(source["rebuilt"]), model_id
+        assert source["commit"] is not None or (source["read"] is False and source["rebuilt"]), model_id
+        for key in card_keys & set(config):
+            assert config[key] == getattr(card, key), (model_id, key)
+        quantization = config.get("quantization_config") or {}
+        assert quantization.get("quant_method") == card.quantization.method
+        if card.quantization.weight_block_size is not None:
+            assert tuple(quantization["weight_block_size"]) == card.quantization.weight_block_size
+        assert ("modules_to_not_convert" in quantization) == (
+            card.quantization.not_converted not in (None, ())
+        )
+        assert config.get("num_nextn_predict_layers", 0) == card.num_nextn_predict_layers
+
+
+def test_every_shipped_vllm_stack_serves_a_vendored_model():
+    from llmd_fleet.cli.stack_file import read_stack_file, stack_config
+    from llmd_fleet.models import vendored_config
+
+    for stack in vllm_stacks():
+        config = stack_config(read_stack_file(REPO / "stacks", stack))
+        assert vendored_config(config.model.id) is not None, stack

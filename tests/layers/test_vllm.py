@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from devtools.vllm_check.sysfs import fake_sysfs
 from llmd_fleet.config.parse import parse_config
-from llmd_fleet.layers.serving.vllm import launch_script, shell_word, vllm_serve_argv
+from llmd_fleet.layers.serving.vllm import SYSFS_VAR, launch_script, shell_word, vllm_serve_argv
 from llmd_fleet.plan.fleet import KV_EVENTS_PORT, NIXL_SIDE_CHANNEL_PORT, plan_fleet
 
 
@@ -35,9 +36,12 @@ def _run_script(script: str, tmp_path: Path, env: dict[str, str]) -> list[str]:
         stub = bin_dir / name
         stub.write_text("#!/bin/bash\n" + body)
         stub.chmod(stub.stat().st_mode | stat.S_IEXEC)
+    sysfs = tmp_path / "sys"
+    if not sysfs.exists():  # the NIC pinning reads sysfs: an 8-GPU node's (tests/layers/test_nic_pinning.py)
+        fake_sysfs(sysfs)
     result = subprocess.run(
         ["/bin/bash", "-c", script],
-        env={"PATH": f"{bin_dir}:{os.environ['PATH']}", **env},
+        env={"PATH": f"{bin_dir}:{os.environ['PATH']}", SYSFS_VAR: str(sysfs), **env},
         capture_output=True,
         check=True,
     )
@@ -62,7 +66,13 @@ def test_role_flags(reference, role):
         == {"prefill": "deepep_high_throughput", "decode": "deepep_low_latency"}[role]
     )
     assert _flag(argv, "--port") == str(plan.role(role).engine_ports[0])
-    assert json.loads(_flag(argv, "--speculative-config")) == {"method": "mtp", "num_speculative_tokens": 3}
+    # GLM-5.2-FP8's card cannot say whether the drafter's experts are quantized: a kernel for either.
+    assert json.loads(_flag(argv, "--speculative-config")) == {
+        "method": "mtp",
+        "num_speculative_tokens": 3,
+        "moe_backend": "triton",
+    }
+    assert _flag(argv, "--moe-backend") == "deep_gemm"
     assert _flag(argv, "--kv-cache-dtype") == "fp8"
     assert _flag(argv, "--block-size") == "64"
     assert _flag(argv, "--tool-call-parser") == "glm47" and "--enable-auto-tool-choice" in argv

@@ -6,13 +6,16 @@ placeholders, one line per key, in stack file order:
   placeholders.py), each naming its key and what it holds;
 - placeholder secrets (the example stacks' `secure: v1:placeholder-...`), each with the command
   that sets it (llmd_fleet/config/deploy_secrets.py). The stack program refuses these under
-  `pulumi up` too.
+  `pulumi up` too;
+- remote code from a moving revision (llmd_fleet/config/remote_code.py).
 
-Both read the stack file through the reader render uses (llmd_fleet/cli/stack_file.py)."""
+All read the stack file through the reader render uses (llmd_fleet/cli/stack_file.py)."""
 
 from llmd_fleet.cli.stack_file import StackFile
 from llmd_fleet.config.deploy_secrets import placeholder_secret_problems
 from llmd_fleet.config.placeholders import placeholder_value_problems
+from llmd_fleet.config.remote_code import remote_code_problem
+from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.problems import PROJECT, Problem
 
 
@@ -26,8 +29,10 @@ def stack_file_secrets(stack_file: StackFile) -> dict[str, str]:
     return secrets
 
 
-def deploy_problems(stack_file: StackFile) -> list[Problem]:
+def deploy_problems(stack_file: StackFile, config: StackConfig) -> list[Problem]:
+    remote = remote_code_problem(config.model)
     return [
         *placeholder_value_problems(stack_file.values, stack_file.secret_keys),
         *placeholder_secret_problems(stack_file_secrets(stack_file), stack_file.stack),
+        *([remote] if remote is not None else []),
     ]

@@ -394,13 +394,15 @@ def run(argv: list[str]) -> int:
     try:
         stack_file = _read_stack(args, stacks_dir)
         plan = plan_fleet(config := stack_config(stack_file))
+        if args.command in ("plan", "render"):
+            _remote_code_advisory(config)
         if args.command == "plan":
             return _plan(args, config, plan)
         require_target_extra(config.target.kind)
         if args.command == "check" and args.for_deploy:
             from llmd_fleet.cli.deploy_check import deploy_problems
 
-            if problems := deploy_problems(stack_file):
+            if problems := deploy_problems(stack_file, config):
                 for key, message in problems:
                     print(f"error: {printable(key)} {printable(message)}", file=sys.stderr)
                 return EXIT_BAD_INPUT
@@ -440,6 +442,16 @@ def run(argv: list[str]) -> int:
     finally:
         if pack is not None:
             pack.stop()
+
+
+def _remote_code_advisory(config: "StackConfig") -> None:
+    """Remote code from a moving revision: an advisory here, refused by `check --for-deploy` and the
+    policy pack (llmd_fleet/config/remote_code.py)."""
+    from llmd_fleet.config.remote_code import remote_code_problem
+
+    if (problem := remote_code_problem(config.model)) is not None:
+        key, message = problem
+        print(f"advisory: {printable(key)} {printable(message)}", file=sys.stderr)
 
 
 def _plan(args: argparse.Namespace, config: "StackConfig", plan: "FleetPlan") -> int:

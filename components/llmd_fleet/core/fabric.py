@@ -24,6 +24,10 @@ class Fabric:
     """e.g. `infiniband` (on-prem HGX with CX-7), `tcpxo` (GKE A3 Mega), `efa` (AWS p5)."""
     nixl_backends: tuple[str, ...]
     """NIXL backends for the KV transfer (kv_connector_extra_config.backends)."""
+    kv_over_rdma: bool = True
+    """Whether NIXL's UCX moves KV over the pod's RDMA NICs (verbs); False where it runs over the
+    kernel's TCP (GKE TCPXO's GPU NICs, EKS without EFA user space), where no RDMA device is there
+    to pin a rank to."""
     engine_env: tuple[tuple[str, str], ...] = ()
     """Extra environment of the vLLM container (NCCL/UCX/NVSHMEM/libfabric settings)."""
     pod_annotations: tuple[tuple[str, str], ...] = ()

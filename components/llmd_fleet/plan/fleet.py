@@ -12,7 +12,7 @@ and a rank's KV room is the simulator's emulated prefix cache (`simulator.kvCach
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal, TypedDict
 
 from llmd_fleet.config.fleet import HBM_MIB, NodeGroupConfig
@@ -29,6 +29,7 @@ from llmd_fleet.layers.router.specs import (
 )
 from llmd_fleet.layers.serving.config import RoleConfig
 from llmd_fleet.plan.epp import EPP_BASELINE_GIB, EPP_BYTES_PER_TOKEN_PER_RPS, epp_cpus_for
+from llmd_fleet.plan.kernels import MoeKernels, moe_kernels
 from llmd_fleet.plan.memory import (
     ModelSizing,
     Reserves,
@@ -37,6 +38,7 @@ from llmd_fleet.plan.memory import (
     reserves,
     weights_per_rank,
 )
+from llmd_fleet.plan.model_card import description_for
 from llmd_fleet.plan.system_nodes import system_node_problems
 from llmd_fleet.targets.specs import fabric_for
 
@@ -241,6 +243,9 @@ class RolePlan:
     `pod_cpus` are whole CPUs)."""
     pod_memory_mib: int = 0
     """simulator: memory request = limit of the engine container, in MiB (0 for vLLM)."""
+    moe: MoeKernels = field(default_factory=MoeKernels)
+    """MoE kernels from the model card's weight quantization (plan/kernels.py); vLLM's `auto`
+    for a model without a card and in hand-built plans."""
 
     @property
     def startup_seconds(self) -> int:
@@ -710,6 +715,7 @@ def _role_plan(config: StackConfig, name: RoleName) -> tuple[RolePlan, list[tupl
         drain_seconds=config.serving.drain_seconds,
         **_instance_range(config, name),
         weights=weight_load_plan(config, memory, group.gpus_per_node, fabric),
+        moe=moe_kernels(description_for(config.model.id), role.mtp_tokens > 0),
     )
     return plan, problems
 

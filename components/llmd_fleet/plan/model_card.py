@@ -19,6 +19,29 @@ from dataclasses import dataclass, fields
 
 
 @dataclass(frozen=True)
+class WeightQuantization:
+    """The checkpoint's `quantization_config` (config.json), as far as the MoE kernel choice needs it
+    (plan/kernels.py): which method quantized the weights and which modules it left alone."""
+
+    method: str | None
+    """`quant_method` (`fp8`), None for an unquantized (bf16) checkpoint without a quantization_config."""
+    weight_block_size: tuple[int, int] | None = None
+    """`weight_block_size`: fp8 scales per block of weights; None for per-tensor or unquantized."""
+    not_converted: tuple[str, ...] | None = ()
+    """Module-name prefixes left unquantized (`modules_to_not_convert` / `ignored_layers`); None
+    when the checkpoint's list could not be read, so any layer may be unquantized."""
+
+    def quantized(self, module: str) -> bool | None:
+        """Whether `module` (e.g. `model.layers.78.mlp.experts`) holds quantized weights; None when
+        the card cannot tell (the checkpoint's list of unconverted modules was not readable)."""
+        if self.method is None:
+            return False
+        if self.not_converted is None:
+            return None
+        return not any(module == p or module.startswith(p + ".") for p in self.not_converted)
+
+
+@dataclass(frozen=True)
 class ModelDescription:
     """The architecture facts of a DeepSeek-style MLA + MoE model: DeepSeek-V2 (no query LoRA, no
     indexer, no MTP) up to DeepSeek-V3.2 / GLM-5 (query LoRA, DSA indexer, MTP). A model without
@@ -56,6 +79,8 @@ class ModelDescription:
     """MTP layers shipped after the last decoder layer."""
     max_position_embeddings: int
     """The model's context window."""
+    quantization: WeightQuantization
+    """The checkpoint's quantization_config: decides the MoE kernels (plan/kernels.py)."""
 
     @property
     def moe_layers(self) -> int:
@@ -94,11 +119,18 @@ GLM_5_2_FP8 = ModelDescription(
     indexer_layers=21,
     num_nextn_predict_layers=1,
     max_position_embeddings=1_048_576,
+    quantization=WeightQuantization(method="fp8", weight_block_size=(128, 128), not_converted=None),
 )
 
 SOURCES: dict[str, str] = {
     "name": "the checkpoint zai-org/GLM-5.2-FP8 (fp8 block-quantized weights, bf16 embeddings and LM head)",
     "weight_dtype": "the checkpoint name and its quantization_config (fp8, 128 x 128 weight blocks)",
+    "quantization": (
+        "quant_method fp8 with 128 x 128 weight blocks: the checkpoint name and the wide-EP guide that "
+        "serves it with DeepGEMM's block-FP8 grouped GEMM. Its modules_to_not_convert could not be read "
+        "(no readable config.json of the checkpoint), so not_converted is None: any layer, the MTP "
+        "drafter's experts included, may be unquantized, and plan/kernels.py chooses accordingly"
+    ),
     "hidden_size": _TRANSFORMERS,
     "num_hidden_layers": _TRANSFORMERS,
     "first_k_dense_replace": _TRANSFORMERS,
@@ -175,12 +207,14 @@ DEEPSEEK_V2_LITE_CHAT = ModelDescription(
     indexer_layers=0,
     num_nextn_predict_layers=0,
     max_position_embeddings=163840,
+    quantization=WeightQuantization(method=None),
 )
 
 V2_LITE_SOURCES: dict[str, str] = {
     **{f.name: _V2_LITE for f in fields(ModelDescription)},
     "name": "the checkpoint deepseek-ai/DeepSeek-V2-Lite-Chat",
     "weight_dtype": "config.json torch_dtype bfloat16, no quantization_config (bf16 safetensors)",
+    "quantization": "config.json has no quantization_config: every weight is bf16 (unquantized)",
     "q_lora_rank": f"{_V2_LITE}: q_lora_rank null (a full q_proj)",
     "index_n_heads": _NO_DSA,
     "index_head_dim": _NO_DSA,

@@ -28,9 +28,6 @@ KV_TIER_PATH = "/var/lib/kv-tier"
 # connections open longer, so the proxy side always closes first.
 SIDECAR_IDLE_CONN_TIMEOUT_S = 90
 ENGINE_KEEP_ALIVE_S = 120
-# GLM-5.2-FP8's block-FP8 experts on H100 (SM90): DeepGEMM's grouped GEMM, as the wide-EP guide
-# runs it; the default `auto` may pick another kernel family.
-MOE_BACKEND = "deep_gemm"
 
 
 def decode_max_tokens(role: RoleConfig) -> int | None:
@@ -175,11 +172,14 @@ def vllm_serve_argv(
         str(plan.drain_seconds),
     ]
     if role.mtp_tokens:
-        argv += [
-            "--speculative-config",
-            _json({"method": "mtp", "num_speculative_tokens": role.mtp_tokens}),
-        ]
-    argv += ["--moe-backend", MOE_BACKEND]
+        speculative: dict[str, Any] = {"method": "mtp", "num_speculative_tokens": role.mtp_tokens}
+        if plan.moe.drafter_backend is not None:
+            # The drafter's experts may be unquantized where the model's are not (plan/kernels.py).
+            speculative["moe_backend"] = plan.moe.drafter_backend
+        argv += ["--speculative-config", _json(speculative)]
+    # The MoE kernel follows the weights' quantization on the model card (plan/kernels.py).
+    if plan.moe.backend is not None:
+        argv += ["--moe-backend", plan.moe.backend]
     batched_tokens = role.max_num_batched_tokens
     if batched_tokens is None and plan.name == "decode":
         # Explicit on decode, so the step size the NVSHMEM queue is sized for is the real one.
@@ -246,6 +246,62 @@ class Launch:
     script: str
 
 
+# vLLM 0.33 sets each worker's NIC variables from these (v1/executor/vllm_net_devices.py): the GPU ->
+# NIC PCI pairs, and which variables to set to the NIC's RDMA device (`:1` is the port UCX names).
+NIC_MAPPING_VAR = "VLLM_GPU_NIC_PCIE_MAPPING"
+NIC_SELECTION_VAR = "VLLM_NIC_SELECTION_VARS"
+NIC_SELECTION = "UCX_NET_DEVICES:1"
+# Where the script reads sysfs; check-vllm points it at a fake tree.
+SYSFS_VAR = "SYSFS_ROOT"
+
+
+def nic_pinning_reason(plan: RolePlan) -> str | None:
+    """Why the launch script pins no NIC per rank, or None when it does: UCX picks the first NIC,
+    not the GPU's own (openucx/ucx#11259), which matters where NIXL runs over UCX on RDMA NICs that
+    the DRA claim puts on each GPU's PCIe root."""
+    if "UCX" not in plan.fabric.nixl_backends:
+        return (
+            f"fabric {plan.fabric.name}: NIXL runs over {', '.join(plan.fabric.nixl_backends)}, not UCX, "
+            "which chooses its own devices"
+        )
+    if not plan.fabric.kv_over_rdma:
+        return f"fabric {plan.fabric.name}: UCX moves KV over the kernel's TCP, with no RDMA NIC to pin"
+    claim = plan.claim
+    if claim is None or claim.nic_device_class is None or claim.topology != "pcie-root-per-gpu":
+        return "the pod's NICs are not claimed per GPU PCIe root (DRA, nicTopology pcie-root-per-gpu)"
+    return None
+
+
+def nic_pinning_lines() -> list[str]:
+    """Bash that exports the GPU -> NIC pairs from sysfs: each NVIDIA GPU (vendor 0x10de, class 0x0302)
+    with the RDMA NIC (/sys/class/infiniband) on its PCIe root, the root the DRA claim's pcieRoot
+    constraint names. A GPU without one stops the pod with one line."""
+    return [
+        "# UCX takes the first NIC, not the GPU's own (openucx/ucx#11259): pair every GPU with the",
+        "# RDMA NIC the claim put on its PCIe root; vLLM sets each rank's UCX_NET_DEVICES from it.",
+        f'sysfs="${{{SYSFS_VAR}:-/sys}}"',
+        "shopt -s nullglob",
+        "declare -A nic_on_root=()",
+        'for nic in "$sysfs"/class/infiniband/*; do',
+        '  nic_pci=$(readlink -f "$nic/device"); root=${nic_pci#"$sysfs"/devices/}; root=${root%%/*}',
+        "  [[ -n ${nic_on_root[$root]:-} ]] || nic_on_root[$root]=${nic_pci##*/}",
+        "done",
+        'mapping=""',
+        'for gpu in "$sysfs"/bus/pci/devices/*; do',
+        '  [[ $(<"$gpu/vendor") == 0x10de && $(<"$gpu/class") == 0x0302* ]] || continue',
+        '  gpu_pci=$(readlink -f "$gpu"); root=${gpu_pci#"$sysfs"/devices/}; root=${root%%/*}',
+        "  if [[ -z ${nic_on_root[$root]:-} ]]; then",
+        '    echo "error: GPU ${gpu_pci##*/} has no RDMA NIC on its PCIe root $root;'
+        ' the claim must hold one NIC per GPU" >&2',
+        "    exit 1",
+        "  fi",
+        '  mapping+="${mapping:+,}${gpu_pci##*/}=${nic_on_root[$root]}"',
+        "done",
+        'if [[ -z $mapping ]]; then echo "error: no NVIDIA GPU under $sysfs/bus/pci/devices" >&2; exit 1; fi',
+        f'export {NIC_MAPPING_VAR}="$mapping" {NIC_SELECTION_VAR}={NIC_SELECTION}',
+    ]
+
+
 def launch_script(
     model: ModelConfig, role: RoleConfig, plan: RolePlan, tier: KvTierConfig | None = None
 ) -> Launch:
@@ -273,6 +329,7 @@ def launch_script(
             if tier.cpu_offload and tier.peer_to_peer
             else []
         ),
+        *(nic_pinning_lines() if nic_pinning_reason(plan) is None else []),
         "exec " + " \\\n  ".join(_argv_lines(argv)),
     ]
     return Launch(argv=tuple(argv), script="\n".join(lines) + "\n")
@@ -325,7 +382,7 @@ def engine_env(
             "name": "VLLM_ENGINE_READY_TIMEOUT_S",
             "value": str(startup_budget_seconds(plan, model_load_minutes)),
         },
-        {"name": "VLLM_USE_DEEP_GEMM", "value": "1"},
+        *([{"name": "VLLM_USE_DEEP_GEMM", "value": "1"}] if plan.moe.deep_gemm else []),
         {"name": "VLLM_RANDOMIZE_DP_DUMMY_INPUTS", "value": "1"},
         {"name": "VLLM_SKIP_P2P_CHECK", "value": "1"},
         {"name": "NVIDIA_GDRCOPY", "value": "enabled"},

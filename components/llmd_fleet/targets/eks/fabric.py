@@ -54,6 +54,7 @@ EFA = Fabric(
 VPC_TCP = Fabric(
     name="tcp",
     nixl_backends=("UCX",),
+    kv_over_rdma=False,
     engine_env=(
         # NCCL and Gloo bootstrap on the pod's VPC interface, as with EFA.
         ("NCCL_SOCKET_IFNAME", "eth0"),

@@ -12,6 +12,7 @@ from llmd_fleet.targets.gke import tcpxo_plan as tcpxo
 TCPXO = Fabric(
     name="tcpxo",
     nixl_backends=("UCX",),
+    kv_over_rdma=False,
     engine_env=tcpxo.engine_env(nics=8),
     pod_annotations=tcpxo.pod_annotations(gpus=8, nics=8),
     # No RDMA on A3 Mega: UCX moves weights over TCP on the GPU NICs, no NIC pinning (it probes IB
