@@ -239,12 +239,9 @@ def preflight_section(config: StackConfig, plan: FleetPlan) -> str:
 
 # What shows each ceiling being approached live (the binding one saturates first).
 _CEILING_LIVE = {
-    "decode HBM": "ITL p50 rising with `vllm:kv_cache_usage_perc` near 1 on decode ranks",
-    "prefill FLOPs": 'rate of `vllm:prompt_tokens_by_source_total{source="local_compute"}` on prefill '
+    "decode": "ITL p50 rising with `vllm:kv_cache_usage_perc` near 1 on decode ranks",
+    "prefill": 'rate of `vllm:prompt_tokens_by_source_total{source="local_compute"}` on prefill '
     "ranks; TTFT and `vllm:num_requests_waiting` rising",
-    "KV transfer (NIC)": "rate of `vllm:nixl_bytes_transferred_sum` against the fabric share",
-    "decode EP all-to-all (NIC)": "no engine metric: the nodes' NIC counters",
-    "prefill EP all-to-all (NIC)": "no engine metric: the nodes' NIC counters",
 }
 
 
@@ -253,7 +250,7 @@ def throughput_section(
 ) -> str:
     """Tokens/min, the limiting resource, headroom and cost (plan/throughput.py); empty when the
     plan cannot model the stack (simulator, no model description, unknown GPU)."""
-    from llmd_fleet.plan.throughput import plan_throughput
+    from llmd_fleet.plan.throughput import mtp_acceptance, plan_throughput
 
     f = plan_throughput(config, plan, gpu_hour_usd, cache_hit)
     if f is None:
@@ -268,24 +265,37 @@ def throughput_section(
             (
                 "decode per rank",
                 f"{t.decode_per_rank:,.0f} tok/s = {t.decode_seqs_per_rank:.2f} seqs x "
-                f"{t.decode_tokens_per_step:g} tok/step / {t.decode_step_s * 1000:.1f} ms "
-                f"(mean context {f.turn.context_tokens:,})",
+                f"{t.decode_tokens_per_step:.2f} tok/step / {t.decode_step_s * 1000:.1f} ms "
+                f"(compute {t.decode.compute_s * 1000:.1f} + HBM {t.decode.hbm_s * 1000:.1f} + "
+                f"all-to-all {t.decode.a2a_s * 1000:.1f} ms; mean context {f.turn.context_tokens:,})",
                 "rate of `vllm:generation_tokens_total` per decode rank; ITL p50",
             )
         ),
         _row(
             (
                 "prefill per rank",
-                f"{t.prefill_per_rank:,.0f} input tok/s at {f.turn.cache_hit:.0%} cache hits",
+                f"{t.prefill_per_rank:,.0f} input tok/s at {f.turn.cache_hit:.0%} cache hits "
+                f"(per token: compute {t.prefill.compute_s * 1e6:.2f} + all-to-all "
+                f"{t.prefill.a2a_s * 1e6:.2f} + KV transfer {t.prefill.kv_transfer_s * 1e6:.2f} us)",
                 "rate of `vllm:prompt_tokens_total` per prefill rank",
             )
         ),
     ]
-    for name, value in t.ceilings:
+    description = plan.model.description if plan.model else None
+    if config.serving.roles.decode.mtp_tokens and description and mtp_acceptance(description) is None:
         lines.append(
             _row(
-                (f"ceiling: {name}", f"{value * 60 / 1e6:,.2f}M output tok/min", _CEILING_LIVE.get(name, "-"))
+                (
+                    "MTP gain",
+                    f"none counted: no published MTP acceptance for {description.name} "
+                    "(plan/throughput.py MTP_ACCEPTANCE)",
+                    "`vllm:spec_decode_num_accepted_tokens_total` / `vllm:spec_decode_num_drafts_total`",
+                )
             )
+        )
+    for name, value in t.ceilings:
+        lines.append(
+            _row((f"ceiling: {name}", f"{value * 60 / 1e6:,.2f}M output tok/min", _CEILING_LIVE[name]))
         )
     lines += [
         _row(

@@ -34,6 +34,7 @@ from llmd_fleet.plan.memory import (
     ModelSizing,
     Reserves,
     WeightsPerRank,
+    kv_bytes_per_token,
     model_sizing,
     reserves,
     weights_per_rank,
@@ -439,7 +440,9 @@ def _memory(config: StackConfig, role: RoleConfig) -> MemoryPlan:
     weights: WeightsPerRank | None = None
     held: Reserves | None = None
     if sizing.description is not None:
-        weights = weights_per_rank(sizing.description, role.tensor_parallel, role.expert_parallel)
+        with_mtp = role.mtp_tokens > 0
+        weights = weights_per_rank(sizing.description, role.tensor_parallel, role.expert_parallel, with_mtp)
+        kv_per_token = kv_bytes_per_token(sizing.description, model.kv_cache_dtype, mtp=with_mtp).total
         held = reserves(
             sizing.description,
             role.runtime_reserve_gib,
@@ -455,8 +458,9 @@ def _memory(config: StackConfig, role: RoleConfig) -> MemoryPlan:
         replicated = replicated_params * bytes_per_param / role.tensor_parallel / GIB
         experts = model.routed_expert_params_b * GB * bytes_per_param / role.expert_parallel / GIB
         reserve = role.runtime_reserve_gib + role.nvshmem_heap_gib
+        kv_per_token = sizing.kv_bytes_per_token
     kv = usable - replicated - experts - reserve
-    kv_tokens = max(0, int(kv * GIB // sizing.kv_bytes_per_token))
+    kv_tokens = max(0, int(kv * GIB // kv_per_token))
     return MemoryPlan(
         hbm_gib=hbm,
         usable_gib=usable,
@@ -468,7 +472,7 @@ def _memory(config: StackConfig, role: RoleConfig) -> MemoryPlan:
         agent_contexts=kv_tokens / AGENT_CONTEXT_TOKENS,
         weights=weights,
         reserves=held,
-        kv_bytes_per_token=sizing.kv_bytes_per_token,
+        kv_bytes_per_token=kv_per_token,
     )
 
 
