@@ -118,3 +118,23 @@ def test_the_reference_plan_follows_mtp_tokens(mtp: int) -> None:
     assert f is not None
     assert f.throughput.decode_tokens_per_step == pytest.approx(tokens_per_step_of(GLM_5_2_FP8, mtp))
     assert f.throughput.decode_tokens_per_step <= 1 + mtp
+
+
+@pytest.mark.parametrize("accelerator", ["H200-141GB", "H800-80GB"])
+def test_the_reference_stack_plans_on_h200_and_h800(accelerator: str) -> None:
+    raw = copy.deepcopy(stack_raw_config())
+    raw["fleet"]["nodeGroups"]["h100"]["accelerator"] = accelerator
+    config = parse_config(raw)
+    plan = plan_fleet(config)
+    f = plan_throughput(config, plan)
+    h100 = plan_throughput(parse_config(stack_raw_config()), plan_fleet(parse_config(stack_raw_config())))
+    assert f is not None and h100 is not None
+    if accelerator == "H200-141GB":  # more HBM holds more sequences, faster HBM reads them sooner
+        assert (
+            plan.role("decode").memory.kv_tokens
+            > 2 * plan_fleet(parse_config(stack_raw_config())).role("decode").memory.kv_tokens
+        )
+        assert f.throughput.decode_per_rank > h100.throughput.decode_per_rank
+    else:  # the same HBM, a slower NVLink: the same decode memory, a slower intra-node all-to-all
+        assert f.throughput.decode.a2a_s > h100.throughput.decode.a2a_s
+        assert f.throughput.decode.hbm_s == h100.throughput.decode.hbm_s

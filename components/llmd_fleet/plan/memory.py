@@ -355,5 +355,23 @@ def model_sizing(model: ModelConfig) -> tuple[ModelSizing, list[tuple[str, str]]
                 f"from {description.name}'s description (plan/memory.py total_params)",
             )
         )
+    # Hand-entered architecture integers must be the card's exactly.
+    card = f"{description.name}'s model card (plan/model_card.py)"
+    for key, given, field, value in (
+        ("layers", model.layers, "num_hidden_layers", description.num_hidden_layers),
+        ("experts", model.experts, "n_routed_experts", description.n_routed_experts),
+        ("expertsPerToken", model.experts_per_token, "num_experts_per_tok", description.num_experts_per_tok),
+    ):
+        if given != value:
+            problems.append((f"{path}.{key}", f"{given} is not {card} {field} {value}; set it to {value}"))
+    routed = description.moe_layers * param_counts(description).routed_experts_per_moe_layer / 1e9
+    if abs(model.routed_expert_params_b - routed) > 0.01 * routed:
+        problems.append(
+            (
+                f"{path}.routedExpertParamsB",
+                f"{model.routed_expert_params_b:g} is more than 1% off the {routed:.1f}B routed-expert "
+                f"parameters counted from {card}",
+            )
+        )
     sizing = ModelSizing(description, kv, kv.total, description.max_position_embeddings, "model card")
     return sizing, problems
