@@ -35,6 +35,7 @@ def test_plan_json_is_the_documented_schema(stack: str, capsys: pytest.CaptureFi
     throughput = doc.get("throughput", {})
     keys |= {f"throughput.{k}" for k in throughput}
     keys |= {f"throughput.splits.{k}" for s in throughput.get("splits", [])[:1] for k in s}
+    keys |= {f"throughput.roles.{r}.{k}" for r, v in throughput.get("roles", {}).items() for k in v}
     # every stack but the simulator's is modelled; each of those has the whole documented set
     assert ("throughput" in doc) == (stack != "local-sim")
     if stack == "local-sim":

@@ -153,3 +153,29 @@ def test_cache_hit_flag_reaches_the_json(capsys: pytest.CaptureFixture[str]) -> 
     (stack,) = [s for s in doc["splits"] if s["stack"]]
     assert (stack["prefill"], stack["decode"]) == (7, 5) and stack["binds"] == "decode HBM contexts"
     assert best["decode"] > stack["decode"]
+
+
+def test_the_plan_json_gives_each_stage_per_node(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["plan", "onprem-h100", "--json", "--cache-hit", "0.97"]) == 0
+    doc = json.loads(capsys.readouterr().out)["throughput"]
+    roles = doc["roles"]
+    prefill, decode = roles["prefill"], roles["decode"]
+    assert isinstance(prefill["inputTokensPerSecondPerNode"], float)
+    assert isinstance(decode["outputTokensPerSecondPerNode"], float)
+    # 8 ranks per node (DP attention, TP 1): per node = 8 x per rank
+    assert prefill["inputTokensPerSecondPerNode"] == pytest.approx(
+        8 * doc["prefillInputTokensPerSecondPerRank"], rel=1e-4
+    )
+    assert decode["outputTokensPerSecondPerNode"] == pytest.approx(
+        8 * doc["decodeTokensPerSecondPerRank"], rel=1e-4
+    )
+    limits = {
+        "decode HBM",
+        "decode compute",
+        "decode EP all-to-all",
+        "prefill FLOPs",
+        "prefill EP all-to-all",
+        "KV transfer (NIC)",
+    }
+    assert prefill["binds"] in limits and decode["binds"] in limits
+    assert doc["limit"] in (prefill["binds"], decode["binds"])
