@@ -69,9 +69,16 @@ class ClaimShape:
 RoleName = Literal["prefill", "decode"]
 ROLE_NAMES: tuple[RoleName, RoleName] = ("prefill", "decode")
 
-# The typical agent turn of the reference workload (median input ~195k tokens); the plan reports
-# how many such contexts each rank's KV cache holds.
+# The typical agent turn of the reference workload (median input ~195k tokens): the context the
+# dashboards' live figures count in. The plan's tables count in the stack's own declared turn
+# (`context_tokens`: the workload's p50 input + its output).
 AGENT_CONTEXT_TOKENS = 195_000
+
+
+def context_tokens(config: StackConfig) -> int:
+    """The declared typical turn a context holds: the workload's median input plus one answer."""
+    return config.workload.input_tokens_p50 + config.workload.output_tokens
+
 
 # Ports. vLLM's multi-port external load balancing gives every local DP rank its own API server
 # on `--port + local rank`; prefill serves clients directly on 8000+, decode serves behind the
@@ -129,6 +136,7 @@ class MemoryPlan:
     kv_cache_gib: float
     kv_tokens: int
     agent_contexts: float
+    """KV tokens per rank / `context_tokens`."""
     cpu_tier_gib: int = 0
     """CPU DRAM KV tier per DP rank (0 without offload)."""
     cpu_tier_tokens: int = 0
@@ -138,6 +146,8 @@ class MemoryPlan:
     reserves: Reserves | None = None
     """Reserves by part (plan/memory.py), when the model has a committed description."""
     kv_bytes_per_token: int = 0
+    context_tokens: int = AGENT_CONTEXT_TOKENS
+    """The declared turn `agent_contexts` counts in (the workload's p50 input + output)."""
     """What KV tokens (HBM and CPU tier) were sized with."""
 
 
@@ -469,7 +479,8 @@ def _memory(config: StackConfig, role: RoleConfig) -> MemoryPlan:
         reserve_gib=reserve,
         kv_cache_gib=kv,
         kv_tokens=kv_tokens,
-        agent_contexts=kv_tokens / AGENT_CONTEXT_TOKENS,
+        agent_contexts=kv_tokens / context_tokens(config),
+        context_tokens=context_tokens(config),
         weights=weights,
         reserves=held,
         kv_bytes_per_token=kv_per_token,
@@ -519,7 +530,7 @@ def _host_memory(
         memory,
         cpu_tier_gib=cpu_gib,
         cpu_tier_tokens=cpu_tokens,
-        cpu_tier_contexts=cpu_tokens / AGENT_CONTEXT_TOKENS,
+        cpu_tier_contexts=cpu_tokens / context_tokens(config),
     )
     return memory, shm_gib, dp_local * per_rank + shm_gib, problem
 
@@ -581,7 +592,8 @@ def _simulator_role_plan(config: StackConfig, name: RoleName) -> tuple[RolePlan,
         reserve_gib=0.0,
         kv_cache_gib=0.0,
         kv_tokens=kv_tokens,
-        agent_contexts=kv_tokens / AGENT_CONTEXT_TOKENS,
+        agent_contexts=kv_tokens / context_tokens(config),
+        context_tokens=context_tokens(config),
     )
     plan = RolePlan(
         name=name,
