@@ -123,3 +123,23 @@ def test_a_family_without_a_published_acceptance_says_it_gets_no_mtp_gain(
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "none counted: no published MTP acceptance for Kimi-K2-Instruct" in out
+
+
+def test_the_quickstart_plan_speaks_its_own_stack(capsys: pytest.CaptureFixture[str]) -> None:
+    """No 195k contexts on a 32k stack, no rows of zeros, no dashboard column without Prometheus,
+    and the dense-MLA bf16 KV labelled as such."""
+    assert run(["plan", "quickstart-h100"]) == 0
+    out = capsys.readouterr().out
+    assert "195,000" not in out and "195k" not in out
+    assert "contexts of 8,317" in out
+    assert "- MTP layer" not in out and "indexer key cache" not in out and "fp8_ds_mla" not in out
+    assert "- MLA cache (bf16 latent + RoPE key)" in out
+    live = out.split("## What to expect live", 1)[1]
+    assert "dashboard / panel" not in live and "query:" not in live
+
+
+def test_the_reference_plan_keeps_its_dashboards_and_dsa_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["plan", REFERENCE_STACK]) == 0
+    out = capsys.readouterr().out
+    assert "dashboard / panel" in out.split("## What to expect live", 1)[1]
+    assert "- sparse-MLA cache (fp8_ds_mla)" in out and "- indexer key cache" in out and "- MTP layer" in out

@@ -22,21 +22,32 @@ def memory_section(config: StackConfig, plan: FleetPlan) -> str:
     if sizing is None or sizing.description is None or sizing.kv is None or not roles:
         return ""
     d, kv = sizing.description, sizing.kv
+    if d.sparse_attention and config.model.kv_cache_dtype == "fp8":
+        mla_label = "sparse-MLA cache (fp8_ds_mla)"
+    else:
+        dtype = "fp8" if config.model.kv_cache_dtype == "fp8" else "bf16"
+        mla_label = f"MLA cache ({dtype} latent + RoPE key)"
     lines = [
         f"## Memory per rank from the model ({d.name}, plan/model_card.py) and vLLM 0.33 (plan/memory.py)",
         "",
         _row(("GiB per GPU", *(f"{r.name} (EP {r.expert_parallel})" for r in roles), "confirm live")),
         "|" + "---|" * (len(roles) + 2),
     ]
+    description = plan.model.description if plan.model else None
+    dsa = description is not None and description.sparse_attention
+    mtp = any(r.memory.weights is not None and r.memory.weights.mtp > 0 for r in roles)
     weight_rows = (
         ("routed experts / EP", "routed_experts"),
-        ("attention, indexers, shared experts, dense MLPs, gates", "non_expert"),
+        (f"attention, {'indexers, ' if dsa else ''}shared experts, dense MLPs, gates", "non_expert"),
         ("embeddings (bf16)", "embeddings"),
-        ("LM head (bf16, shared with MTP)", "lm_head"),
+        (f"LM head (bf16{', shared with MTP' if mtp else ''})", "lm_head"),
         ("MTP layer", "mtp"),
         ("absorbed-MLA W_UK_T + W_UV (bf16)", "absorbed_mla"),
     )
+    # A part no role holds (no MTP layer, no DSA workspace) gets no row of zeros.
     for label, attr in weight_rows:
+        if all(getattr(r.memory.weights, attr) == 0 for r in roles):
+            continue
         lines.append(_row((label, *(f"{getattr(r.memory.weights, attr):.2f}" for r in roles), "")))
     lines.append(
         _row(
@@ -54,6 +65,8 @@ def memory_section(config: StackConfig, plan: FleetPlan) -> str:
         ("top-k index buffers", "topk_indices"),
     )
     for label, attr in reserve_rows:
+        if all(getattr(r.memory.reserves, attr) == 0 for r in roles):
+            continue
         lines.append(_row((label, *(f"{getattr(r.memory.reserves, attr):.2f}" for r in roles), "")))
     lines += [
         _row(
@@ -75,22 +88,25 @@ def memory_section(config: StackConfig, plan: FleetPlan) -> str:
         "|---|---|---|",
         _row(
             (
-                "sparse-MLA cache (fp8_ds_mla)",
+                mla_label,
                 f"{kv.mla_per_layer} B x {kv.mla_layers} layers ({d.num_hidden_layers} + "
-                f"{d.num_nextn_predict_layers} MTP) = {kv.mla_per_layer * kv.mla_layers:,} B",
+                f"{kv.mla_layers - d.num_hidden_layers} MTP) = {kv.mla_per_layer * kv.mla_layers:,} B",
                 "engine log KV cache spec",
             )
         ),
-        _row(
-            (
-                "indexer key cache",
-                f"{kv.indexer_per_layer} B x {kv.indexer_layers} layers = "
-                f"{kv.indexer_per_layer * kv.indexer_layers:,} B",
-                "engine log KV cache spec (count of indexer k_cache layers)",
-            )
-        ),
-        _row(("sized with", f"{kv.total:,} B", "")),
     ]
+    if d.sparse_attention:
+        lines.append(
+            _row(
+                (
+                    "indexer key cache",
+                    f"{kv.indexer_per_layer} B x {kv.indexer_layers} layers = "
+                    f"{kv.indexer_per_layer * kv.indexer_layers:,} B",
+                    "engine log KV cache spec (count of indexer k_cache layers)",
+                )
+            )
+        )
+    lines.append(_row(("sized with", f"{kv.total:,} B", "")))
     if KV_INDEXER_CONSERVATIVE and kv.total != kv.expected:
         lines.append(
             _row(

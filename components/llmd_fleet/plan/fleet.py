@@ -69,12 +69,9 @@ class ClaimShape:
 RoleName = Literal["prefill", "decode"]
 ROLE_NAMES: tuple[RoleName, RoleName] = ("prefill", "decode")
 
-# The typical agent turn of the reference workload (median input ~195k tokens): the context the
-# dashboards' live figures count in. The plan's tables count in the stack's own declared turn
-# (`context_tokens`: the workload's p50 input + its output).
-AGENT_CONTEXT_TOKENS = 195_000
 
-
+# The plan counts KV in the stack's own declared turn (the workload's p50 input + its output),
+# never in a fixed reference context.
 def context_tokens(config: StackConfig) -> int:
     """The declared typical turn a context holds: the workload's median input plus one answer."""
     return config.workload.input_tokens_p50 + config.workload.output_tokens
@@ -146,7 +143,7 @@ class MemoryPlan:
     reserves: Reserves | None = None
     """Reserves by part (plan/memory.py), when the model has a committed description."""
     kv_bytes_per_token: int = 0
-    context_tokens: int = AGENT_CONTEXT_TOKENS
+    context_tokens: int = 0
     """The declared turn `agent_contexts` counts in (the workload's p50 input + output)."""
     """What KV tokens (HBM and CPU tier) were sized with."""
 
