@@ -230,3 +230,16 @@ def test_deepep_is_refused_on_fabrics_without_mlx5_rdma(stack):
     raw["serving"]["roles"]["decode"]["all2allBackend"] = "deepep_low_latency"
     with pytest.raises(PlanError, match=r"serving\.roles\.decode\.all2allBackend.*IBGDA.*ibgda_device"):
         plan_fleet(parse_config(raw))
+
+
+def test_contexts_per_rank_count_in_the_stacks_own_turn() -> None:
+    """A 32k quickstart counts its KV in its own declared turn (p50 input + output), not 195k."""
+    from llmd_fleet.cli.render import plan_table
+
+    config = parse_config(stack_raw_config("quickstart-h100"))
+    plan = plan_fleet(config)
+    turn = config.workload.input_tokens_p50 + config.workload.output_tokens
+    decode = plan.role("decode").memory
+    assert decode.context_tokens == turn and decode.agent_contexts == pytest.approx(decode.kv_tokens / turn)
+    table = plan_table(plan)
+    assert f"| {turn:,}-token contexts per rank |" in table and "195k" not in table

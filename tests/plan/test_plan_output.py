@@ -1,13 +1,19 @@
 """`llmd-fleet plan` fits 100 columns; `--json` prints the documented schema (docs/plan-json.md)."""
 
+import copy
 import json
 import re
+from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from llmd_fleet.cli.main import run
 from llmd_fleet.cli.plan_output import SCHEMA, fit_tables
-from tests.conftest import REPO, all_stacks
+from llmd_fleet.plan.memory import kv_bytes_per_token, param_counts, total_params
+from llmd_fleet.plan.model_card import KIMI_K2_INSTRUCT as K2
+from tests.conftest import REFERENCE_STACK, REPO, STACKS_DIR, all_stacks, stack_raw_config
 
 
 @pytest.mark.parametrize("stack", all_stacks())
@@ -35,6 +41,7 @@ def test_plan_json_is_the_documented_schema(stack: str, capsys: pytest.CaptureFi
     throughput = doc.get("throughput", {})
     keys |= {f"throughput.{k}" for k in throughput}
     keys |= {f"throughput.splits.{k}" for s in throughput.get("splits", [])[:1] for k in s}
+    keys |= {f"throughput.roles.{r}.{k}" for r, v in throughput.get("roles", {}).items() for k in v}
     # every stack but the simulator's is modelled; each of those has the whole documented set
     assert ("throughput" in doc) == (stack != "local-sim")
     if stack == "local-sim":
@@ -72,3 +79,67 @@ def test_a_price_outside_0_to_1000_is_refused(price: str, capsys: pytest.Capture
         run(["plan", "onprem-h100", "--gpu-hour-usd", price])
     assert caught.value.code == 2
     assert "--gpu-hour-usd" in capsys.readouterr().err
+
+
+def _write_stack(tmp_path: Path, raw: dict[str, Any], name: str = "probe") -> Path:
+    text = (STACKS_DIR / f"Pulumi.{REFERENCE_STACK}.yaml").read_text(encoding="utf-8")
+    doc = yaml.safe_load(text)
+    secrets = {k: v for k, v in doc["config"].items() if isinstance(v, dict) and set(v) == {"secure"}}
+    doc["config"] = {**{f"llmd-fleet:{k}": v for k, v in raw.items()}, **secrets}
+    (tmp_path / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return tmp_path
+
+
+def test_a_hand_entered_field_off_the_card_exits_2_naming_the_key_and_value(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw = copy.deepcopy(stack_raw_config())
+    raw["model"]["layers"] = 61
+    code = run(["--stacks-dir", str(_write_stack(tmp_path, raw)), "plan", "probe"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert "llmd-fleet:model.layers" in err and "num_hidden_layers 78" in err
+
+
+def test_a_family_without_a_published_acceptance_says_it_gets_no_mtp_gain(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw = copy.deepcopy(stack_raw_config())
+    raw["model"].update(
+        id="moonshotai/Kimi-K2-Instruct",
+        totalParamsB=round(total_params(K2) / 1e9, 1),
+        routedExpertParamsB=round(K2.moe_layers * param_counts(K2).routed_experts_per_moe_layer / 1e9, 1),
+        activeParamsB=32,
+        layers=61,
+        experts=384,
+        expertsPerToken=8,
+        kvBytesPerToken=kv_bytes_per_token(K2, "fp8").total,
+        maxContextTokens=131072,
+    )
+    for role in raw["serving"]["roles"].values():
+        role["maxModelLen"] = min(role["maxModelLen"], 131072)
+    raw["workload"]["refusedPercentile"] = "p50"
+    code = run(["--stacks-dir", str(_write_stack(tmp_path, raw)), "plan", "probe"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "none counted: no published MTP acceptance for Kimi-K2-Instruct" in out
+
+
+def test_the_quickstart_plan_speaks_its_own_stack(capsys: pytest.CaptureFixture[str]) -> None:
+    """No 195k contexts on a 32k stack, no rows of zeros, no dashboard column without Prometheus,
+    and the dense-MLA bf16 KV labelled as such."""
+    assert run(["plan", "quickstart-h100"]) == 0
+    out = capsys.readouterr().out
+    assert "195,000" not in out and "195k" not in out
+    assert "contexts of 8,317" in out
+    assert "- MTP layer" not in out and "indexer key cache" not in out and "fp8_ds_mla" not in out
+    assert "- MLA cache (bf16 latent + RoPE key)" in out
+    live = out.split("## What to expect live", 1)[1]
+    assert "dashboard / panel" not in live and "query:" not in live
+
+
+def test_the_reference_plan_keeps_its_dashboards_and_dsa_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["plan", REFERENCE_STACK]) == 0
+    out = capsys.readouterr().out
+    assert "dashboard / panel" in out.split("## What to expect live", 1)[1]
+    assert "- sparse-MLA cache (fp8_ds_mla)" in out and "- indexer key cache" in out and "- MTP layer" in out

@@ -57,9 +57,9 @@ def test_reference_split_figures_follow_the_workload_formulas(raw_config) -> Non
 
 def test_more_prefix_hits_move_the_best_split_towards_decode(raw_config) -> None:
     config, plan = _plan(raw_config)
-    low, high = plan_splits(config, plan, 0.90), plan_splits(config, plan, 0.99)
+    low, high = plan_splits(config, plan, 0.50), plan_splits(config, plan, 0.99)
     assert low is not None and high is not None
-    # at 90% hits the prefill FLOPs bind, at 99% the decode HBM does
+    # at 50% hits the prefill FLOPs bind, at 99% the decode HBM does
     assert low.stack.binds == "prefill FLOPs" and high.stack.binds == DECODE_KV
     assert high.best.decode > low.best.decode and high.best.prefill < low.best.prefill
 
@@ -69,7 +69,7 @@ def test_the_reference_split_is_best_in_a_band_of_hit_rates(raw_config) -> None:
     band = stack_best_range(config, plan)
     assert band is not None
     lo, hi = band
-    assert 0.9 < lo < hi < 0.99
+    assert 0.5 < lo < hi < 0.99
     inside = plan_splits(config, plan, round((lo + hi) / 2, 3))
     outside = plan_splits(config, plan, 0.99)
     assert inside is not None and outside is not None
@@ -126,13 +126,19 @@ def test_a_capacity_below_the_declared_demand_is_warned_with_the_number(raw_conf
     assert not [w for w in warnings if "modelled output capacity" in w]
 
 
-@pytest.mark.parametrize("bad", ["1", "0.2", "nan", "inf", "x", "0.97\n"])
+@pytest.mark.parametrize("bad", ["1", "-0.1", "1.5", "nan", "inf", "x", "0.97\n"])
 def test_cache_hit_outside_its_range_exits_2(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         run(["plan", "onprem-h100", "--cache-hit", bad])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
-    assert "--cache-hit: must be a share from 0.5 to 0.999" in err and "Traceback" not in err
+    assert "--cache-hit: must be a share from 0 to below 1" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("hit", ["0", "0.5"])
+def test_cache_hit_from_zero_is_accepted(hit: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["plan", "onprem-h100", "--json", "--cache-hit", hit]) == 0
+    assert json.loads(capsys.readouterr().out)["throughput"]["cacheHit"] == float(hit)
 
 
 def test_cache_hit_flag_reaches_the_json(capsys: pytest.CaptureFixture[str]) -> None:
@@ -142,4 +148,34 @@ def test_cache_hit_flag_reaches_the_json(capsys: pytest.CaptureFixture[str]) -> 
     doc = json.loads(out)["throughput"]
     assert doc["cacheHit"] == 0.97
     best = doc["splits"][0]
-    assert best["stack"] and (best["prefill"], best["decode"]) == (7, 5)
+    assert best["agents"] == max(s["agents"] for s in doc["splits"])
+    # at 97% the decode HBM binds the 7P:5D split: splits with more decode serve more agents
+    (stack,) = [s for s in doc["splits"] if s["stack"]]
+    assert (stack["prefill"], stack["decode"]) == (7, 5) and stack["binds"] == "decode HBM contexts"
+    assert best["decode"] > stack["decode"]
+
+
+def test_the_plan_json_gives_each_stage_per_node(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["plan", "onprem-h100", "--json", "--cache-hit", "0.97"]) == 0
+    doc = json.loads(capsys.readouterr().out)["throughput"]
+    roles = doc["roles"]
+    prefill, decode = roles["prefill"], roles["decode"]
+    assert isinstance(prefill["inputTokensPerSecondPerNode"], float)
+    assert isinstance(decode["outputTokensPerSecondPerNode"], float)
+    # 8 ranks per node (DP attention, TP 1): per node = 8 x per rank
+    assert prefill["inputTokensPerSecondPerNode"] == pytest.approx(
+        8 * doc["prefillInputTokensPerSecondPerRank"], rel=1e-4
+    )
+    assert decode["outputTokensPerSecondPerNode"] == pytest.approx(
+        8 * doc["decodeTokensPerSecondPerRank"], rel=1e-4
+    )
+    limits = {
+        "decode HBM",
+        "decode compute",
+        "decode EP all-to-all",
+        "prefill FLOPs",
+        "prefill EP all-to-all",
+        "KV transfer (NIC)",
+    }
+    assert prefill["binds"] in limits and decode["binds"] in limits
+    assert doc["limit"] in (prefill["binds"], decode["binds"])

@@ -1,128 +1,63 @@
-"""plan/throughput.py against the published figures it is calibrated on (+-25%), and drift."""
+"""plan/throughput.py against the three calibration runs (tests/plan/calibration_runs.py): every
+ratio within 0.75-1.33, and a drifted constant shows on the figures."""
 
-import dataclasses
+import copy
 import math
 
 import pytest
 
-from llmd_fleet.plan.memory import GIB, kv_bytes_per_token, reserves, weights_per_rank
-from llmd_fleet.plan.model_card import GLM_5_2_FP8 as M
+from llmd_fleet.config.parse import parse_config
+from llmd_fleet.plan.fleet import plan_fleet
+from llmd_fleet.plan.memory import kv_bytes_per_token, weights_per_rank
+from llmd_fleet.plan.model_card import DEEPSEEK_V3, GLM_5_2_FP8, KIMI_K2_INSTRUCT
 from llmd_fleet.plan.throughput import (
     CALIBRATION,
     GPUS,
+    MTP_ACCEPTANCE,
     Constant,
-    RoleShape,
-    Throughput,
-    Turn,
     context_mean,
-    fleet_throughput,
+    plan_throughput,
+    tokens_per_step_of,
 )
+from tests.conftest import stack_raw_config
+from tests.plan.calibration_runs import figures
 
-KV = kv_bytes_per_token(M, "fp8")
-# The study's H200 reports 143,771 MiB; the stacks' H100 81,559 MiB (config/fleet.py HBM_MIB).
-HBM_GIB = {"H200-141GB": 143771 / 1024, "H100-80GB": 81559 / 1024}
-
-
-def _role(gpu: str, instances: int, ep: int, runtime: float, max_num_seqs: int | None = None) -> RoleShape:
-    w = weights_per_rank(M, 1, ep)
-    kv_gib = HBM_GIB[gpu] * 0.92 - w.total - reserves(M, runtime, 4, 202752, 16384).total
-    return RoleShape(
-        instances,
-        ep,
-        8,
-        8,
-        400,
-        GPUS[gpu],
-        ep,
-        w.total - w.embeddings,
-        int(kv_gib * GIB // KV.total),
-        max_num_seqs,
-    )
-
-
-# The study serves the agentic trace (mean context of its p50/p90, 1M window); its output per turn
-# follows from its measured 431k input : 6,281 output tok/s, so the study's input figure checks the
-# same capacity as its output figure, not the prefill model on its own.
-# The 544 x H100 run publishes 7,612 req/min and 134.9M input tok/min at 2,500 agents and 6.6M
-# output tok/min at 3,000. Read with the request rate growing with the agents (3.045 req/min each,
-# the reading workload.requestsPerAgentMinute takes): 17,722 input tokens per request (134.9M /
-# 7,612), 9,134 req/min at 3,000 agents, so 723 output tokens per request (6.6M / 9,134) and
-# 161.9M input tok/min at 3,000 agents. That 3,000-agent point is the run's peak, the one a
-# capacity model can reproduce; the 2,500-agent input is checked as a floor of the modelled
-# capacity (the run served it) in test_the_run_served_its_measured_input_within_the_modelled_capacity.
-_STUDY_CTX = int(context_mean(195_000, 521_000, 1_048_576))
-STUDY = Turn(
-    _STUDY_CTX, _STUDY_CTX, int(_STUDY_CTX * 6_281 / 431_000), CALIBRATION["prefill_cache_hit"].value
-)
-RUN_REQUESTS_PER_MIN_AT_2500 = 7_612
-RUN_INPUT_PER_MIN_AT_2500 = 134.9e6
-RUN_OUTPUT_PER_MIN_AT_3000 = 6.6e6
-_RUN_REQUESTS_AT_3000 = RUN_REQUESTS_PER_MIN_AT_2500 * 3_000 / 2_500
-RUN = Turn(
-    round(RUN_INPUT_PER_MIN_AT_2500 / RUN_REQUESTS_PER_MIN_AT_2500),
-    round(RUN_INPUT_PER_MIN_AT_2500 / RUN_REQUESTS_PER_MIN_AT_2500),
-    round(RUN_OUTPUT_PER_MIN_AT_3000 / _RUN_REQUESTS_AT_3000),
-    CALIBRATION["prefill_cache_hit"].value,
-)
-
-
-def _run(cal: dict[str, Constant] | None = None) -> Throughput:
-    hit = (cal or CALIBRATION)["prefill_cache_hit"].value
-    run = dataclasses.replace(RUN, cache_hit=hit)
-    return fleet_throughput(_role("H100-80GB", 7, 32, 10), _role("H100-80GB", 5, 64, 8, 64), KV, M, run, cal)
-
-
-def figures(cal: dict[str, Constant] | None = None) -> dict[str, tuple[float, float]]:
-    """name -> (model, published)."""
-    out: dict[str, tuple[float, float]] = {}
-    hit = (cal or CALIBRATION)["prefill_cache_hit"].value
-    study = dataclasses.replace(STUDY, cache_hit=hit)
-    for p, d, published in ((3, 1, 6_281), (2, 2, 6_781), (3, 2, 7_598)):
-        t = fleet_throughput(_role("H200-141GB", p, 16, 10), _role("H200-141GB", d, 16, 8), KV, M, study, cal)
-        out[f"study {p}P{d}D output tok/s"] = (t.output_per_s, published)
-        if (p, d) == (3, 1):
-            out["study 3P1D input tok/s"] = (t.input_per_s, 431_000)
-            out["study 3P1D ITL s"] = (t.decode_step_s, 0.0191)
-    t = _run(cal)
-    out["544 x H100 output tok/min, 3,000 agents"] = (t.output_per_s * 60, RUN_OUTPUT_PER_MIN_AT_3000)
-    out["544 x H100 input tok/min, 3,000 agents"] = (
-        t.input_per_s * 60,
-        RUN_INPUT_PER_MIN_AT_2500 * 3_000 / 2_500,
-    )
-    return out
+LOW, HIGH = 0.75, 1.33
 
 
 @pytest.mark.parametrize("name", list(figures()))
-def test_published_figure_within_25_percent(name: str) -> None:
+def test_calibration_figure_within_band(name: str) -> None:
     model, published = figures()[name]
-    assert abs(model / published - 1) <= 0.25, f"{name}: model {model:,.4g} vs published {published:,.4g}"
+    assert LOW <= model / published <= HIGH, f"{name}: model {model:,.4g} vs published {published:,.4g}"
 
 
-def test_the_run_served_its_measured_input_within_the_modelled_capacity() -> None:
-    """At 2,500 agents the run computed 134.9M input tok/min with zero preemptions: the modelled
-    capacity of the same fleet for the same request shape must be at least that."""
-    assert _run().input_per_s * 60 >= RUN_INPUT_PER_MIN_AT_2500
+def test_the_calibration_has_at_most_the_named_constants() -> None:
+    assert set(CALIBRATION) == {
+        "flops_efficiency",
+        "hbm_efficiency",
+        "nic_efficiency",
+        "overlap_deepep_low_latency",
+        "overlap_deepep_high_throughput",
+    }
 
 
-def test_the_run_turn_is_derived_from_the_published_rates() -> None:
-    assert (RUN.input_tokens, RUN.output_tokens) == (17_722, 723)  # 134.9M / 7,612; 6.6M / 9,134.4 = 722.6
+# The overlaps drift to 1 (every all-to-all byte hidden), which moves the SGLang figures out of
+# band; at 0 (nothing hidden) every figure stays in band (lowest ratio 0.76): the runs bound the
+# overlaps from above, only loosely from below (docs/fleet-scale.md).
+DRIFTS = [(n, f) for n in ("flops_efficiency", "hbm_efficiency") for f in (2.0, 0.5)] + [
+    ("overlap_deepep_low_latency", 1 / CALIBRATION["overlap_deepep_low_latency"].value),
+    ("overlap_deepep_high_throughput", 1 / CALIBRATION["overlap_deepep_high_throughput"].value),
+]
 
 
-# nic_efficiency is not fitted (the preflight's default): no NIC ceiling binds in a published run.
-FITTED = ("decode_hbm_efficiency", "prefill_flops_efficiency", "prefill_cache_hit")
-
-
-@pytest.mark.parametrize("name", FITTED)
-@pytest.mark.parametrize("factor", [2.0, 0.5])
+@pytest.mark.parametrize(("name", "factor"), DRIFTS)
 def test_a_drifted_constant_moves_a_figure_out_of_band(name: str, factor: float) -> None:
     cal = dict(CALIBRATION)
     c = CALIBRATION[name]
     value = c.value * factor
-    if name == "prefill_cache_hit":  # a share: drift its miss rate instead
-        value = 1 - (1 - c.value) * factor
     cal[name] = Constant(value, c.unit, c.source)
     drifted = figures(cal)
-    assert any(abs(model / published - 1) > 0.25 for model, published in drifted.values()), (
+    assert any(not LOW <= model / published <= HIGH for model, published in drifted.values()), (
         f"{name} x {factor} keeps every figure in band"
     )
 
@@ -130,8 +65,76 @@ def test_a_drifted_constant_moves_a_figure_out_of_band(name: str, factor: float)
 def test_every_constant_has_a_source() -> None:
     assert all(c.source and c.unit for c in CALIBRATION.values())
     assert all(g.source for g in GPUS.values())
+    assert all(a.source for a in MTP_ACCEPTANCE.values())
+
+
+def test_h800_has_the_h100_compute_and_a_400_gb_s_nvlink() -> None:
+    h100, h800 = GPUS["H100-80GB"], GPUS["H800-80GB"]
+    assert h800.fp8_dense_flops == h100.fp8_dense_flops and h800.hbm_bytes_per_s == h100.hbm_bytes_per_s
+    assert h800.nvlink_bytes_per_s * 2 == 400e9
+
+
+@pytest.mark.parametrize("k", [0, 1, 2, 3, 5])
+def test_mtp_tokens_per_step_is_the_geometric_sum(k: int) -> None:
+    a = MTP_ACCEPTANCE["GLM-5.2"].a
+    assert tokens_per_step_of(GLM_5_2_FP8, k) == pytest.approx(sum(a**i for i in range(k + 1)))
+
+
+def test_glm_acceptance_reproduces_the_published_figure_and_one_token_gives_at_most_two() -> None:
+    assert tokens_per_step_of(GLM_5_2_FP8, 3) == pytest.approx(2.95)
+    assert 1 < tokens_per_step_of(GLM_5_2_FP8, 1) < 2
+    assert tokens_per_step_of(DEEPSEEK_V3, 1) == pytest.approx(1.85)
+
+
+def test_a_family_without_a_published_acceptance_gets_no_mtp_gain() -> None:
+    assert tokens_per_step_of(KIMI_K2_INSTRUCT, 3) == 1.0
 
 
 def test_context_mean_is_the_lognormal_mean_without_a_window() -> None:
     sigma = math.log(521 / 195) / 1.2816
     assert context_mean(195_000, 521_000, 10**12) == pytest.approx(195_000 * math.exp(sigma**2 / 2))
+
+
+def test_mtp_tokens_0_drops_the_mtp_layer_weights_and_kv() -> None:
+    with_mtp, without = weights_per_rank(GLM_5_2_FP8, 1, 16), weights_per_rank(GLM_5_2_FP8, 1, 16, mtp=False)
+    assert with_mtp.mtp > 0 and without.mtp == 0
+    assert without.absorbed_mla < with_mtp.absorbed_mla  # no absorbed MLA for the MTP layer
+    kv, kv0 = kv_bytes_per_token(GLM_5_2_FP8, "fp8"), kv_bytes_per_token(GLM_5_2_FP8, "fp8", mtp=False)
+    assert (kv.mla_layers, kv0.mla_layers) == (79, 78)
+
+
+@pytest.mark.parametrize("mtp", [0, 1, 3])
+def test_the_reference_plan_follows_mtp_tokens(mtp: int) -> None:
+    raw = copy.deepcopy(stack_raw_config())
+    for role in raw["serving"]["roles"].values():
+        role["mtpTokens"] = mtp
+    config = parse_config(raw)
+    plan = plan_fleet(config)
+    decode = plan.role("decode").memory
+    assert decode.weights is not None and (decode.weights.mtp > 0) == (mtp > 0)
+    full = kv_bytes_per_token(GLM_5_2_FP8, "fp8").total
+    assert (decode.kv_bytes_per_token < full) == (mtp == 0)
+    f = plan_throughput(config, plan)
+    assert f is not None
+    assert f.throughput.decode_tokens_per_step == pytest.approx(tokens_per_step_of(GLM_5_2_FP8, mtp))
+    assert f.throughput.decode_tokens_per_step <= 1 + mtp
+
+
+@pytest.mark.parametrize("accelerator", ["H200-141GB", "H800-80GB"])
+def test_the_reference_stack_plans_on_h200_and_h800(accelerator: str) -> None:
+    raw = copy.deepcopy(stack_raw_config())
+    raw["fleet"]["nodeGroups"]["h100"]["accelerator"] = accelerator
+    config = parse_config(raw)
+    plan = plan_fleet(config)
+    f = plan_throughput(config, plan)
+    h100 = plan_throughput(parse_config(stack_raw_config()), plan_fleet(parse_config(stack_raw_config())))
+    assert f is not None and h100 is not None
+    if accelerator == "H200-141GB":  # more HBM holds more sequences, faster HBM reads them sooner
+        assert (
+            plan.role("decode").memory.kv_tokens
+            > 2 * plan_fleet(parse_config(stack_raw_config())).role("decode").memory.kv_tokens
+        )
+        assert f.throughput.decode_per_rank > h100.throughput.decode_per_rank
+    else:  # the same HBM, a slower NVLink: the same decode memory, a slower intra-node all-to-all
+        assert f.throughput.decode.a2a_s > h100.throughput.decode.a2a_s
+        assert f.throughput.decode.hbm_s == h100.throughput.decode.hbm_s

@@ -63,15 +63,14 @@ def _error(exc: Exception) -> None:
 
 
 def _cache_hit_rate(text: str) -> float:
-    """`--cache-hit`: a share from 0.5 to 0.999 (below half the prefill model is off its
-    calibration; at 1 the prefill would compute nothing)."""
+    """`--cache-hit`: a share from 0 to below 1 (at 1 the prefill would compute nothing)."""
     try:
         rate = float(text) if text == text.strip() else math.nan
     except ValueError:
         rate = math.nan
-    if not 0.5 <= rate <= 0.999:
+    if not 0 <= rate < 1:
         raise argparse.ArgumentTypeError(
-            f"must be a share from 0.5 to 0.999, e.g. 0.97 (got {printable(text)!r})"
+            f"must be a share from 0 to below 1, e.g. 0.97 (got {printable(text)!r})"
         )
     return rate
 
@@ -144,7 +143,7 @@ def _parser() -> argparse.ArgumentParser:
         "--cache-hit",
         type=_cache_hit_rate,
         metavar="RATE",
-        help="measured prefix-cache hit rate (0.5-0.999, e.g. 0.97) for the throughput and P:D "
+        help="measured prefix-cache hit rate (0 to below 1, e.g. 0.97) for the throughput and P:D "
         "split sections; default: the calibration's assumed rate",
     )
     render = sub.add_parser("render", help="synthesize a stack offline into files")

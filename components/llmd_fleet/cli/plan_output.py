@@ -143,13 +143,15 @@ def throughput_json(
     """`throughput` of the plan document (docs/plan-json.md); None when the model cannot size the
     stack (simulator, no model description, GPU or NIC rate unknown)."""
     from llmd_fleet.plan.split import plan_splits
-    from llmd_fleet.plan.throughput import plan_throughput
+    from llmd_fleet.plan.throughput import plan_throughput, role_shapes
 
     f = plan_throughput(config, plan, gpu_hour_usd, cache_hit)
     sp = plan_splits(config, plan, cache_hit)
-    if f is None:
+    shapes = role_shapes(config, plan)
+    if f is None or shapes is None:
         return None
     t = f.throughput
+    prefill, decode = shapes
     doc: dict[str, Any] = {
         "cacheHit": f.turn.cache_hit,
         "meanContextTokens": f.turn.context_tokens,
@@ -161,6 +163,20 @@ def throughput_json(
         "inputTokensPerMinute": round(f.input_per_min),
         "declaredOutputTokensPerMinute": round(f.demand_output_per_min),
         "headroom": round(f.headroom, 3),
+        # Each stage's capacity per node: prefill input tokens (cache hits included, at cacheHit),
+        # decode output tokens at the sequences it holds (pure decode).
+        "roles": {
+            "prefill": {
+                "inputTokensPerSecondPerNode": round(
+                    t.prefill.tokens_per_s * prefill.ranks / prefill.nodes, 1
+                ),
+                "binds": t.prefill.binds,
+            },
+            "decode": {
+                "outputTokensPerSecondPerNode": round(t.decode.tokens_per_s * decode.ranks / decode.nodes, 1),
+                "binds": t.decode.binds,
+            },
+        },
     }
     if f.usd_per_m_output is not None and f.usd_per_m_input is not None and f.usd_per_agent_hour is not None:
         doc["usdPerMillionOutput"] = round(f.usd_per_m_output, 4)

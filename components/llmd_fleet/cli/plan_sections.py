@@ -22,21 +22,32 @@ def memory_section(config: StackConfig, plan: FleetPlan) -> str:
     if sizing is None or sizing.description is None or sizing.kv is None or not roles:
         return ""
     d, kv = sizing.description, sizing.kv
+    if d.sparse_attention and config.model.kv_cache_dtype == "fp8":
+        mla_label = "sparse-MLA cache (fp8_ds_mla)"
+    else:
+        dtype = "fp8" if config.model.kv_cache_dtype == "fp8" else "bf16"
+        mla_label = f"MLA cache ({dtype} latent + RoPE key)"
     lines = [
         f"## Memory per rank from the model ({d.name}, plan/model_card.py) and vLLM 0.33 (plan/memory.py)",
         "",
         _row(("GiB per GPU", *(f"{r.name} (EP {r.expert_parallel})" for r in roles), "confirm live")),
         "|" + "---|" * (len(roles) + 2),
     ]
+    description = plan.model.description if plan.model else None
+    dsa = description is not None and description.sparse_attention
+    mtp = any(r.memory.weights is not None and r.memory.weights.mtp > 0 for r in roles)
     weight_rows = (
         ("routed experts / EP", "routed_experts"),
-        ("attention, indexers, shared experts, dense MLPs, gates", "non_expert"),
+        (f"attention, {'indexers, ' if dsa else ''}shared experts, dense MLPs, gates", "non_expert"),
         ("embeddings (bf16)", "embeddings"),
-        ("LM head (bf16, shared with MTP)", "lm_head"),
+        (f"LM head (bf16{', shared with MTP' if mtp else ''})", "lm_head"),
         ("MTP layer", "mtp"),
         ("absorbed-MLA W_UK_T + W_UV (bf16)", "absorbed_mla"),
     )
+    # A part no role holds (no MTP layer, no DSA workspace) gets no row of zeros.
     for label, attr in weight_rows:
+        if all(getattr(r.memory.weights, attr) == 0 for r in roles):
+            continue
         lines.append(_row((label, *(f"{getattr(r.memory.weights, attr):.2f}" for r in roles), "")))
     lines.append(
         _row(
@@ -54,6 +65,8 @@ def memory_section(config: StackConfig, plan: FleetPlan) -> str:
         ("top-k index buffers", "topk_indices"),
     )
     for label, attr in reserve_rows:
+        if all(getattr(r.memory.reserves, attr) == 0 for r in roles):
+            continue
         lines.append(_row((label, *(f"{getattr(r.memory.reserves, attr):.2f}" for r in roles), "")))
     lines += [
         _row(
@@ -75,22 +88,25 @@ def memory_section(config: StackConfig, plan: FleetPlan) -> str:
         "|---|---|---|",
         _row(
             (
-                "sparse-MLA cache (fp8_ds_mla)",
+                mla_label,
                 f"{kv.mla_per_layer} B x {kv.mla_layers} layers ({d.num_hidden_layers} + "
-                f"{d.num_nextn_predict_layers} MTP) = {kv.mla_per_layer * kv.mla_layers:,} B",
+                f"{kv.mla_layers - d.num_hidden_layers} MTP) = {kv.mla_per_layer * kv.mla_layers:,} B",
                 "engine log KV cache spec",
             )
         ),
-        _row(
-            (
-                "indexer key cache",
-                f"{kv.indexer_per_layer} B x {kv.indexer_layers} layers = "
-                f"{kv.indexer_per_layer * kv.indexer_layers:,} B",
-                "engine log KV cache spec (count of indexer k_cache layers)",
-            )
-        ),
-        _row(("sized with", f"{kv.total:,} B", "")),
     ]
+    if d.sparse_attention:
+        lines.append(
+            _row(
+                (
+                    "indexer key cache",
+                    f"{kv.indexer_per_layer} B x {kv.indexer_layers} layers = "
+                    f"{kv.indexer_per_layer * kv.indexer_layers:,} B",
+                    "engine log KV cache spec (count of indexer k_cache layers)",
+                )
+            )
+        )
+    lines.append(_row(("sized with", f"{kv.total:,} B", "")))
     if KV_INDEXER_CONSERVATIVE and kv.total != kv.expected:
         lines.append(
             _row(
@@ -239,12 +255,9 @@ def preflight_section(config: StackConfig, plan: FleetPlan) -> str:
 
 # What shows each ceiling being approached live (the binding one saturates first).
 _CEILING_LIVE = {
-    "decode HBM": "ITL p50 rising with `vllm:kv_cache_usage_perc` near 1 on decode ranks",
-    "prefill FLOPs": 'rate of `vllm:prompt_tokens_by_source_total{source="local_compute"}` on prefill '
+    "decode": "ITL p50 rising with `vllm:kv_cache_usage_perc` near 1 on decode ranks",
+    "prefill": 'rate of `vllm:prompt_tokens_by_source_total{source="local_compute"}` on prefill '
     "ranks; TTFT and `vllm:num_requests_waiting` rising",
-    "KV transfer (NIC)": "rate of `vllm:nixl_bytes_transferred_sum` against the fabric share",
-    "decode EP all-to-all (NIC)": "no engine metric: the nodes' NIC counters",
-    "prefill EP all-to-all (NIC)": "no engine metric: the nodes' NIC counters",
 }
 
 
@@ -253,7 +266,7 @@ def throughput_section(
 ) -> str:
     """Tokens/min, the limiting resource, headroom and cost (plan/throughput.py); empty when the
     plan cannot model the stack (simulator, no model description, unknown GPU)."""
-    from llmd_fleet.plan.throughput import plan_throughput
+    from llmd_fleet.plan.throughput import mtp_acceptance, plan_throughput
 
     f = plan_throughput(config, plan, gpu_hour_usd, cache_hit)
     if f is None:
@@ -268,24 +281,37 @@ def throughput_section(
             (
                 "decode per rank",
                 f"{t.decode_per_rank:,.0f} tok/s = {t.decode_seqs_per_rank:.2f} seqs x "
-                f"{t.decode_tokens_per_step:g} tok/step / {t.decode_step_s * 1000:.1f} ms "
-                f"(mean context {f.turn.context_tokens:,})",
+                f"{t.decode_tokens_per_step:.2f} tok/step / {t.decode_step_s * 1000:.1f} ms "
+                f"(compute {t.decode.compute_s * 1000:.1f} + HBM {t.decode.hbm_s * 1000:.1f} + "
+                f"all-to-all {t.decode.a2a_s * 1000:.1f} ms; mean context {f.turn.context_tokens:,})",
                 "rate of `vllm:generation_tokens_total` per decode rank; ITL p50",
             )
         ),
         _row(
             (
                 "prefill per rank",
-                f"{t.prefill_per_rank:,.0f} input tok/s at {f.turn.cache_hit:.0%} cache hits",
+                f"{t.prefill_per_rank:,.0f} input tok/s at {f.turn.cache_hit:.0%} cache hits "
+                f"(per token: compute {t.prefill.compute_s * 1e6:.2f} + all-to-all "
+                f"{t.prefill.a2a_s * 1e6:.2f} + KV transfer {t.prefill.kv_transfer_s * 1e6:.2f} us)",
                 "rate of `vllm:prompt_tokens_total` per prefill rank",
             )
         ),
     ]
-    for name, value in t.ceilings:
+    description = plan.model.description if plan.model else None
+    if config.serving.roles.decode.mtp_tokens and description and mtp_acceptance(description) is None:
         lines.append(
             _row(
-                (f"ceiling: {name}", f"{value * 60 / 1e6:,.2f}M output tok/min", _CEILING_LIVE.get(name, "-"))
+                (
+                    "MTP gain",
+                    f"none counted: no published MTP acceptance for {description.name} "
+                    "(plan/throughput.py MTP_ACCEPTANCE)",
+                    "`vllm:spec_decode_num_accepted_tokens_total` / `vllm:spec_decode_num_drafts_total`",
+                )
             )
+        )
+    for name, value in t.ceilings:
+        lines.append(
+            _row((f"ceiling: {name}", f"{value * 60 / 1e6:,.2f}M output tok/min", _CEILING_LIVE[name]))
         )
     lines += [
         _row(

@@ -242,6 +242,7 @@ def _weights(role: RolePlan) -> str:
 
 def plan_table(plan: FleetPlan) -> str:
     """The plan as a Markdown table, one column per role."""
+    ctx = f"{plan.roles[0].memory.context_tokens:,}"
     rows: list[tuple[str, ...]] = [
         ("", *(r.name for r in plan.roles)),
         ("node group", *(r.node_group for r in plan.roles)),
@@ -277,7 +278,7 @@ def plan_table(plan: FleetPlan) -> str:
         # Nothing is sized from HBM: the emulated prefix cache and the simulator pods' requests.
         rows += [
             ("emulated KV tokens per rank", *(f"{r.memory.kv_tokens:,}" for r in plan.roles)),
-            ("195k-token contexts per rank", *(f"{r.memory.agent_contexts:.2f}" for r in plan.roles)),
+            (f"{ctx}-token contexts per rank", *(f"{r.memory.agent_contexts:.2f}" for r in plan.roles)),
             (
                 "simulator pod memory / CPU",
                 *(f"{r.pod_memory_mib}Mi / {r.pod_cpu_millis}m" for r in plan.roles),
@@ -294,10 +295,13 @@ def plan_table(plan: FleetPlan) -> str:
         ("runtime + NVSHMEM reserve (GiB)", *(_gib(r.memory.reserve_gib) for r in plan.roles)),
         ("KV cache per rank (GiB)", *(_gib(r.memory.kv_cache_gib) for r in plan.roles)),
         ("KV tokens per rank", *(f"{r.memory.kv_tokens:,}" for r in plan.roles)),
-        ("195k-token contexts per rank", *(f"{r.memory.agent_contexts:.2f}" for r in plan.roles)),
+        (f"{ctx}-token contexts per rank", *(f"{r.memory.agent_contexts:.2f}" for r in plan.roles)),
         ("CPU KV tier per rank (GiB)", *(str(r.memory.cpu_tier_gib) for r in plan.roles)),
         ("CPU-tier tokens per rank", *(f"{r.memory.cpu_tier_tokens:,}" for r in plan.roles)),
-        ("195k contexts per rank, CPU tier", *(f"{r.memory.cpu_tier_contexts:.1f}" for r in plan.roles)),
+        (
+            f"{ctx}-token contexts per rank, CPU tier",
+            *(f"{r.memory.cpu_tier_contexts:.1f}" for r in plan.roles),
+        ),
         (
             "pod memory / CPUs / shm",
             *(f"{r.pod_memory_gib}Gi / {r.pod_cpus} / {r.shm_gib}Gi" for r in plan.roles),

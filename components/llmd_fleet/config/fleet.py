@@ -31,11 +31,20 @@ class Accelerator(StrEnum):
     """GPU models the fleet sizes for, or `none` for the GPU-less nodes of kind local."""
 
     H100_80GB = "H100-80GB"
+    H200_141GB = "H200-141GB"
+    H800_80GB = "H800-80GB"
     NONE = "none"
 
 
-# Usable HBM per GPU as the driver reports it (nvidia-smi: 81559 MiB on H100 SXM5 80GB).
-HBM_MIB: dict[Accelerator, int] = {Accelerator.H100_80GB: 81559}
+# Usable HBM per GPU as the driver reports it: nvidia-smi shows 81559 MiB on H100 SXM5 80GB and
+# 143771 MiB on H200 SXM 141GB (llm-d's 64 x H200 GLM-5.2 study). H800 SXM5 carries the H100's
+# 80 GB HBM3 stack (NVIDIA's H800 product brief: 80 GB, 3.35 TB/s, the same as H100 SXM5); its
+# reported size is taken to be the H100's, unmeasured here.
+HBM_MIB: dict[Accelerator, int] = {
+    Accelerator.H100_80GB: 81559,
+    Accelerator.H200_141GB: 143771,
+    Accelerator.H800_80GB: 81559,
+}
 
 
 class NodeGroupConfig(_Model):

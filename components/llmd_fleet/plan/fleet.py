@@ -34,6 +34,7 @@ from llmd_fleet.plan.memory import (
     ModelSizing,
     Reserves,
     WeightsPerRank,
+    kv_bytes_per_token,
     model_sizing,
     reserves,
     weights_per_rank,
@@ -68,9 +69,13 @@ class ClaimShape:
 RoleName = Literal["prefill", "decode"]
 ROLE_NAMES: tuple[RoleName, RoleName] = ("prefill", "decode")
 
-# The typical agent turn of the reference workload (median input ~195k tokens); the plan reports
-# how many such contexts each rank's KV cache holds.
-AGENT_CONTEXT_TOKENS = 195_000
+
+# The plan counts KV in the stack's own declared turn (the workload's p50 input + its output),
+# never in a fixed reference context.
+def context_tokens(config: StackConfig) -> int:
+    """The declared typical turn a context holds: the workload's median input plus one answer."""
+    return config.workload.input_tokens_p50 + config.workload.output_tokens
+
 
 # Ports. vLLM's multi-port external load balancing gives every local DP rank its own API server
 # on `--port + local rank`; prefill serves clients directly on 8000+, decode serves behind the
@@ -128,6 +133,7 @@ class MemoryPlan:
     kv_cache_gib: float
     kv_tokens: int
     agent_contexts: float
+    """KV tokens per rank / `context_tokens`."""
     cpu_tier_gib: int = 0
     """CPU DRAM KV tier per DP rank (0 without offload)."""
     cpu_tier_tokens: int = 0
@@ -137,6 +143,8 @@ class MemoryPlan:
     reserves: Reserves | None = None
     """Reserves by part (plan/memory.py), when the model has a committed description."""
     kv_bytes_per_token: int = 0
+    context_tokens: int = 0
+    """The declared turn `agent_contexts` counts in (the workload's p50 input + output)."""
     """What KV tokens (HBM and CPU tier) were sized with."""
 
 
@@ -439,7 +447,9 @@ def _memory(config: StackConfig, role: RoleConfig) -> MemoryPlan:
     weights: WeightsPerRank | None = None
     held: Reserves | None = None
     if sizing.description is not None:
-        weights = weights_per_rank(sizing.description, role.tensor_parallel, role.expert_parallel)
+        with_mtp = role.mtp_tokens > 0
+        weights = weights_per_rank(sizing.description, role.tensor_parallel, role.expert_parallel, with_mtp)
+        kv_per_token = kv_bytes_per_token(sizing.description, model.kv_cache_dtype, mtp=with_mtp).total
         held = reserves(
             sizing.description,
             role.runtime_reserve_gib,
@@ -455,8 +465,9 @@ def _memory(config: StackConfig, role: RoleConfig) -> MemoryPlan:
         replicated = replicated_params * bytes_per_param / role.tensor_parallel / GIB
         experts = model.routed_expert_params_b * GB * bytes_per_param / role.expert_parallel / GIB
         reserve = role.runtime_reserve_gib + role.nvshmem_heap_gib
+        kv_per_token = sizing.kv_bytes_per_token
     kv = usable - replicated - experts - reserve
-    kv_tokens = max(0, int(kv * GIB // sizing.kv_bytes_per_token))
+    kv_tokens = max(0, int(kv * GIB // kv_per_token))
     return MemoryPlan(
         hbm_gib=hbm,
         usable_gib=usable,
@@ -465,10 +476,11 @@ def _memory(config: StackConfig, role: RoleConfig) -> MemoryPlan:
         reserve_gib=reserve,
         kv_cache_gib=kv,
         kv_tokens=kv_tokens,
-        agent_contexts=kv_tokens / AGENT_CONTEXT_TOKENS,
+        agent_contexts=kv_tokens / context_tokens(config),
+        context_tokens=context_tokens(config),
         weights=weights,
         reserves=held,
-        kv_bytes_per_token=sizing.kv_bytes_per_token,
+        kv_bytes_per_token=kv_per_token,
     )
 
 
@@ -515,7 +527,7 @@ def _host_memory(
         memory,
         cpu_tier_gib=cpu_gib,
         cpu_tier_tokens=cpu_tokens,
-        cpu_tier_contexts=cpu_tokens / AGENT_CONTEXT_TOKENS,
+        cpu_tier_contexts=cpu_tokens / context_tokens(config),
     )
     return memory, shm_gib, dp_local * per_rank + shm_gib, problem
 
@@ -577,7 +589,8 @@ def _simulator_role_plan(config: StackConfig, name: RoleName) -> tuple[RolePlan,
         reserve_gib=0.0,
         kv_cache_gib=0.0,
         kv_tokens=kv_tokens,
-        agent_contexts=kv_tokens / AGENT_CONTEXT_TOKENS,
+        agent_contexts=kv_tokens / context_tokens(config),
+        context_tokens=context_tokens(config),
     )
     plan = RolePlan(
         name=name,

@@ -156,7 +156,9 @@ class WeightsPerRank:
         return self.total - self.routed_experts
 
 
-def weights_per_rank(m: ModelDescription, tensor_parallel: int, expert_parallel: int) -> WeightsPerRank:
+def weights_per_rank(
+    m: ModelDescription, tensor_parallel: int, expert_parallel: int, mtp: bool = True
+) -> WeightsPerRank:
     """Weight bytes on one rank under DP attention + EP.
 
     - routed experts: FusedMoE shards the experts of every MoE layer over EP ranks
@@ -183,8 +185,9 @@ def weights_per_rank(m: ModelDescription, tensor_parallel: int, expert_parallel:
     mlp_fp8 = m.moe_layers * p.shared_experts_per_moe_layer + m.first_k_dense_replace * p.dense_mlp_per_layer
     bf16 = m.indexer_layers * p.indexer_bf16_per_layer + m.moe_layers * p.gate_per_moe_layer
     non_expert = ((attention_fp8 + mlp_fp8) * fp8 + bf16 * BF16_BYTES) / tp
-    mtp_layers = m.num_nextn_predict_layers
-    mtp = mtp_layers * (
+    # mtpTokens 0: vLLM builds no drafter, so the MTP layer is neither loaded nor cached.
+    mtp_layers = m.num_nextn_predict_layers if mtp else 0
+    mtp_bytes = mtp_layers * (
         (p.attention_per_layer + p.indexer_fp8_per_layer + p.shared_experts_per_moe_layer) * fp8 / tp
         + (p.indexer_bf16_per_layer + p.gate_per_moe_layer + p.mtp_eh_proj) * BF16_BYTES / tp
         + p.routed_experts_per_moe_layer * fp8 / ep
@@ -195,7 +198,7 @@ def weights_per_rank(m: ModelDescription, tensor_parallel: int, expert_parallel:
         non_expert=non_expert / GIB,
         embeddings=p.embeddings * BF16_BYTES / tp / GIB,
         lm_head=p.lm_head * BF16_BYTES / tp / GIB,
-        mtp=mtp / GIB,
+        mtp=mtp_bytes / GIB,
         absorbed_mla=absorbed / GIB,
     )
 
@@ -224,7 +227,7 @@ class KvBytesPerToken:
 
 
 def kv_bytes_per_token(
-    m: ModelDescription, kv_cache_dtype: str, conservative: bool = KV_INDEXER_CONSERVATIVE
+    m: ModelDescription, kv_cache_dtype: str, conservative: bool = KV_INDEXER_CONSERVATIVE, mtp: bool = True
 ) -> KvBytesPerToken:
     """KV bytes per token, mirroring the specs vLLM 0.33 groups into one UniformTypeKVCacheSpecs
     (vllm/v1/core/kv_cache_planning.py get_kv_cache_groups; its page_size_bytes is the sum over
@@ -236,13 +239,15 @@ def kv_bytes_per_token(
     fp8_row = FP8_DS_MLA_BYTES if m.sparse_attention else latent
     mla = fp8_row if kv_cache_dtype == "fp8" else latent * 2
     indexer = m.index_head_dim + m.index_head_dim // INDEXER_QUANT_BLOCK * 4
-    mtp = m.num_nextn_predict_layers
-    expected = m.indexer_layers + mtp
+    mtp_layers = m.num_nextn_predict_layers if mtp else 0  # mtpTokens 0: no MTP layer, no cache
+    expected = m.indexer_layers + mtp_layers
     return KvBytesPerToken(
         mla_per_layer=mla,
-        mla_layers=m.num_hidden_layers + mtp,
+        mla_layers=m.num_hidden_layers + mtp_layers,
         indexer_per_layer=indexer,
-        indexer_layers=(m.num_hidden_layers + mtp if conservative else expected) if m.sparse_attention else 0,
+        indexer_layers=(m.num_hidden_layers + mtp_layers if conservative else expected)
+        if m.sparse_attention
+        else 0,
         indexer_layers_expected=expected,
     )
 
@@ -348,6 +353,24 @@ def model_sizing(model: ModelConfig) -> tuple[ModelSizing, list[tuple[str, str]]
                 f"{path}.totalParamsB",
                 f"{model.total_params_b:g} is more than 1% off the {counted:.1f}B parameters counted "
                 f"from {description.name}'s description (plan/memory.py total_params)",
+            )
+        )
+    # Hand-entered architecture integers must be the card's exactly.
+    card = f"{description.name}'s model card (plan/model_card.py)"
+    for key, given, field, value in (
+        ("layers", model.layers, "num_hidden_layers", description.num_hidden_layers),
+        ("experts", model.experts, "n_routed_experts", description.n_routed_experts),
+        ("expertsPerToken", model.experts_per_token, "num_experts_per_tok", description.num_experts_per_tok),
+    ):
+        if given != value:
+            problems.append((f"{path}.{key}", f"{given} is not {card} {field} {value}; set it to {value}"))
+    routed = description.moe_layers * param_counts(description).routed_experts_per_moe_layer / 1e9
+    if abs(model.routed_expert_params_b - routed) > 0.01 * routed:
+        problems.append(
+            (
+                f"{path}.routedExpertParamsB",
+                f"{model.routed_expert_params_b:g} is more than 1% off the {routed:.1f}B routed-expert "
+                f"parameters counted from {card}",
             )
         )
     sizing = ModelSizing(description, kv, kv.total, description.max_position_embeddings, "model card")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from llmd_fleet.config.stack import StackConfig
-from llmd_fleet.plan.throughput import Turn, declared_turn, fleet_throughput, role_shapes
+from llmd_fleet.plan.throughput import Turn, declared_turn, decode_kv, fleet_throughput, role_shapes
 from llmd_fleet.plan.workload import DECODE_KV_HEADROOM, plan_workload
 
 if TYPE_CHECKING:
@@ -94,6 +94,8 @@ def plan_splits(config: StackConfig, plan: FleetPlan, cache_hit: float | None = 
     if prefill_role.node_group != decode_role.node_group:
         return None
     prefill, decode = shapes
+    description = sizing.description
+    kv = decode_kv(config, description)
     w = config.workload
     np_, nd = prefill_role.nodes_per_instance, decode_role.nodes_per_instance
     budget = prefill.instances * np_ + decode.instances * nd
@@ -105,8 +107,8 @@ def plan_splits(config: StackConfig, plan: FleetPlan, cache_hit: float | None = 
         t = fleet_throughput(
             dataclasses.replace(prefill, instances=p),
             dataclasses.replace(decode, instances=d),
-            sizing.kv,  # type: ignore[arg-type]
-            sizing.description,  # type: ignore[arg-type]
+            kv,
+            description,
             turn,
         )
         out_min = t.output_per_s * 60

@@ -1,21 +1,24 @@
-"""Throughput and cost of the fleet: a step-time model calibrated on published runs. Pure.
+"""Throughput and cost of the fleet: step times from the hardware and the model. Pure.
 
-Every constant the figures depend on is in `CALIBRATION`, with its source and, for the fitted
-ones, the published figure it is fitted to; GPU datasheet figures are in `GPUS`.
-docs/fleet-scale.md "Throughput and cost" derives each formula. tests/test_throughput.py
-reproduces every published figure of `PUBLISHED` from its configuration within +-25%.
+A decode step and a prefilled token each cost the sum of their parts (docs/fleet-scale.md
+"Throughput and cost" derives every term):
 
-Model (per rank, DP attention + wide EP):
-- decode step time = (weights read + KV read of the step's sequences) / (HBM bandwidth x
-  decode_hbm_efficiency); a step emits mtp_tokens_per_step tokens per sequence; the sequences
-  per rank are the KV tokens per rank / tokens per context (at most maxNumSeqs).
-- prefill: FP8 dense FLOPs x prefill_flops_efficiency / (2 x active parameters) computed tokens
-  per second; a prompt computes only its uncached share (1 - cache-hit rate).
-- ceilings from the fabric: the EP all-to-all (dispatch fp8 + combine bf16 hidden states to the
-  top-k experts' ranks on other nodes, every MoE layer) and the prefill-to-decode KV transfer
-  (the prompt's KV bytes over NIXL), both at nicGbps x nicsPerNode x nic_efficiency per node.
-- the fleet's output is the least of: decode, prefill (as output: input rate x output / input
-  per turn), KV transfer and all-to-all; the binding one is the limiting resource.
+- decode step (one rank, B sequences, 1 + k positions each with k = mtpTokens):
+  compute (B (1 + k) x FLOPs per position / (dense peak x flops_efficiency))
+  + HBM reads (weights touched + B x KV read per sequence, / (HBM bandwidth x hbm_efficiency))
+  + the EP all-to-all (B (1 + k) x k_top copies of each token's hidden state out and back, the
+  share on other nodes over the NIC, the share on other GPUs of the node over NVLink) x (1 - the
+  overlap its backend achieves). The step emits 1 + a + ... + a^k tokens per sequence, `a` the
+  family's published MTP acceptance (`MTP_ACCEPTANCE`).
+- prefill (one rank, per prompt token): the computed share (1 - cache hit) x (FLOPs of the token
+  at its mean causal position + the all-to-all, once per destination node with DeepEP's normal
+  kernels, x (1 - overlap)) + the KV transfer of the token to the decode pool over the NIC.
+- the fleet emits the lesser of the decode pool's output and the prefill pool's input converted
+  to output (output / input per turn); the term that dominates the binding stage is the limit.
+
+The fitted constants are in `CALIBRATION` (each with the runs it is fitted on); every other figure
+is a datasheet (`GPUS`) or model-card figure. tests/plan/test_calibration.py reproduces every
+calibration run within 0.75-1.33.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from llmd_fleet.config.stack import StackConfig
-from llmd_fleet.plan.memory import GIB, KvBytesPerToken, param_counts, total_params
+from llmd_fleet.plan.memory import GIB, KvBytesPerToken, kv_bytes_per_token, param_counts, total_params
 from llmd_fleet.plan.model_card import ModelDescription
 
 if TYPE_CHECKING:
@@ -44,6 +47,9 @@ class Gpu:
     hbm_bytes_per_s: float
     hbm_gb: float
     fp8_dense_flops: float
+    bf16_dense_flops: float
+    nvlink_bytes_per_s: float
+    """NVLink bandwidth per GPU and direction (half the datasheet's bidirectional figure)."""
     source: str
 
 
@@ -52,58 +58,144 @@ GPUS: dict[str, Gpu] = {
         3.35e12,
         80,
         1979e12,
+        989e12,
+        450e9,
         "NVIDIA H100 datasheet, SXM column: GPU memory 80 GB, bandwidth 3.35 TB/s, FP8 Tensor Core "
-        "3,958 teraFLOPS marked 'with sparsity'; dense is half, 1,979",
+        "3,958 and BF16 1,979 teraFLOPS marked 'with sparsity' (dense is half: 1,979 and 989), "
+        "NVLink 900 GB/s (both directions)",
     ),
     "H200-141GB": Gpu(
         4.8e12,
         141,
         1979e12,
-        "NVIDIA H200 datasheet, SXM column: 141 GB, 4.8 TB/s, FP8 Tensor Core 3,958 teraFLOPS "
-        "'with sparsity' (dense 1,979, the same Hopper tensor cores as H100)",
+        989e12,
+        450e9,
+        "NVIDIA H200 datasheet, SXM column: 141 GB, 4.8 TB/s, FP8 Tensor Core 3,958 and BF16 1,979 "
+        "teraFLOPS 'with sparsity' (dense 1,979 and 989, the same Hopper tensor cores as H100), "
+        "NVLink 900 GB/s",
+    ),
+    "H800-80GB": Gpu(
+        3.35e12,
+        80,
+        1979e12,
+        989e12,
+        200e9,
+        "NVIDIA H800 SXM5 product brief: 80 GB HBM3 at 3.35 TB/s, FP8 3,958 and BF16 1,979 teraFLOPS "
+        "'with sparsity' (dense 1,979 and 989), NVLink 400 GB/s (both directions; the H100's 900 "
+        "GB/s cut for export)",
     ),
 }
 
 _STUDY = "llm-d's 64 x H200 GLM-5.2 study"
 _RUN = "llm-d's 544 x H100 GLM-5.2 run"
+_SGL = "the SGLang team's 96 x H100 DeepSeek-V3 run (lm-sys.github.io blog/2025-05-05-large-scale-ep.md)"
 
+# The fitted constants: at most one per kind the model cannot read off a datasheet. Fitted by
+# least squares of log(model / published) over the calibration runs only (tests/plan/
+# test_calibration.py lists them and asserts every ratio); docs/fleet-scale.md prints the residuals.
 CALIBRATION: dict[str, Constant] = {
-    "decode_step_seconds": Constant(
-        0.0191,
-        "s per decode step (published, not fitted)",
-        f"{_STUDY}, 3P1D: ITL p50 19.1 ms, read as one decode step carrying every accepted MTP "
-        "token (an assumption); the fit target of decode_hbm_efficiency",
+    "flops_efficiency": Constant(
+        0.53,
+        "share of dense tensor-core peak a GEMM or attention kernel achieves",
+        f"fitted on {_SGL} prefill (cold random prompts: the only runs whose computed tokens are "
+        f"known), with {_STUDY} and {_RUN}; decode compute uses the same share. Attention terms "
+        "count against the BF16 peak, GEMMs against the FP8 peak",
     ),
-    "mtp_tokens_per_step": Constant(
-        2.95,
-        "tokens per decode step per sequence (published)",
-        f"{_STUDY}: MTP acceptance ~2.95 tokens per step (3 speculative tokens)",
-    ),
-    "decode_hbm_efficiency": Constant(
-        0.80,
-        "share of datasheet HBM bandwidth a decode step achieves",
-        f"fitted: the step-time model gives the ITL p50 19.1 ms of {_STUDY} 3P1D (DEP16 decode on "
-        "H200 at the trace's mean context): 20.0 ms, +5%",
-    ),
-    "prefill_flops_efficiency": Constant(
-        0.08,
-        "share of FP8 dense FLOPs a prefill rank achieves on computed tokens",
-        f"fitted (with prefill_cache_hit): {_STUDY} 3P2D 7,598 output tok/s (prefill binds there) "
-        "and 3P1D ~431k input tok/s; the share is low because the FLOPs counted leave out the "
-        "chunking, all-to-all waits and cache loads of a prefill step",
-    ),
-    "prefill_cache_hit": Constant(
-        0.90,
-        "share of prompt tokens served from the prefix cache in the published runs",
-        "assumed with the prefill efficiency (only their product is fitted): the published runs "
-        "give no hit rate; the trace's 99.6% median reuse bounds it from above",
+    "hbm_efficiency": Constant(
+        0.83,
+        "share of datasheet HBM bandwidth a decode step's reads achieve",
+        f"fitted on {_STUDY} 3P1D ITL p50 19.1 ms and {_SGL} decode",
     ),
     "nic_efficiency": Constant(
         0.80,
-        "share of NIC line rate a transfer achieves",
-        "the preflight probe's default minimum efficiency (serving.preflight.minEfficiency); not fitted",
+        "share of NIC line rate an all-to-all or KV transfer achieves",
+        "the preflight probe's default minimum efficiency (serving.preflight.minEfficiency); kept, "
+        "not fitted: the fit moves it together with the overlaps, which it cannot tell apart",
+    ),
+    "overlap_deepep_low_latency": Constant(
+        0.43,
+        "share of the decode all-to-all hidden behind compute (DeepEP low-latency kernels)",
+        f"fitted on {_SGL} decode (two-batch overlap) and {_RUN} decode",
+    ),
+    "overlap_deepep_high_throughput": Constant(
+        0.39,
+        "share of the prefill all-to-all hidden behind compute (DeepEP normal kernels)",
+        f"fitted on {_SGL} prefill (two-batch overlap)",
     ),
 }
+
+# Backends without a fitted overlap run their all-to-all as a blocking collective: nothing hidden.
+OVERLAP_OF_BACKEND: dict[str, str] = {
+    "deepep_low_latency": "overlap_deepep_low_latency",
+    "deepep_high_throughput": "overlap_deepep_high_throughput",
+}
+
+# The prefix-cache hit rate the plan assumes when `--cache-hit` is not given: an assumption, not
+# a fitted constant. The GLM-5.2 runs publish no hit rate; fitted with the constants above they
+# imply about 58% (tests/plan/calibration_runs.py GLM_RUNS_CACHE_HIT, docs/fleet-scale.md).
+ASSUMED_CACHE_HIT = Constant(
+    0.90,
+    "share of prompt tokens served from the prefix cache",
+    "assumed (the plan's earlier default, kept): the agentic trace's 99.6% median prefix reuse bounds "
+    "it from above, the GLM-5.2 runs' fit (about 58%) from below; `llmd-fleet plan --cache-hit` "
+    "replaces it with a measured one",
+)
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """A family's MTP acceptance: the chance a speculative token is accepted, from one published
+    figure (tokens per step at `at_k` speculative tokens, or the acceptance itself)."""
+
+    a: float
+    source: str
+
+
+def acceptance_from_tokens_per_step(tokens: float, k: int) -> float:
+    """The a with 1 + a + ... + a^k = tokens (bisection; the sum grows with a)."""
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if sum(mid**i for i in range(k + 1)) < tokens:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+# Keyed by the model card's name prefix (the family).
+MTP_ACCEPTANCE: dict[str, Acceptance] = {
+    "GLM-5.2": Acceptance(
+        acceptance_from_tokens_per_step(2.95, 3),
+        f"{_STUDY}: ~2.95 tokens per step with 3 speculative tokens, so 1 + a + a^2 + a^3 = 2.95",
+    ),
+    "DeepSeek-V3": Acceptance(
+        0.85,
+        "DeepSeek-V3 technical report (arXiv 2412.19437, section 5.4.3): the second token's "
+        "acceptance rate 'between 85% and 90%'; the lower end",
+    ),
+    "DeepSeek-R1": Acceptance(
+        0.85,
+        "DeepSeek-R1 is DeepSeek-V3's architecture and MTP layer; the DeepSeek-V3 report's 85% (lower end)",
+    ),
+}
+
+
+def mtp_acceptance(m: ModelDescription) -> Acceptance | None:
+    """The family's published acceptance, None when the plan has none (no MTP gain)."""
+    for family, acceptance in MTP_ACCEPTANCE.items():
+        if m.name.startswith(family):
+            return acceptance
+    return None
+
+
+def tokens_per_step_of(m: ModelDescription, k: int) -> float:
+    """Accepted tokens per decode step: 1 + a + ... + a^k; 1 without speculative tokens or
+    without a published acceptance for the family."""
+    acc = mtp_acceptance(m)
+    if k <= 0 or acc is None:
+        return 1.0
+    return sum(acc.a**i for i in range(k + 1))
 
 
 @dataclass(frozen=True)
@@ -121,8 +213,9 @@ class RoleShape:
     """Weights a step reads per rank: all but the embeddings (gathered, not streamed)."""
     kv_tokens: int
     max_num_seqs: int | None
-    mtp_draft: int = 3
+    mtp_draft: int = 0
     """Speculative tokens per step (mtpTokens): a decode step runs 1 + mtp_draft positions."""
+    all2all_backend: str = "deepep_low_latency"
 
     @property
     def ranks(self) -> int:
@@ -142,7 +235,7 @@ class Turn:
     cache_hit: float
 
 
-def attended_tokens(m: ModelDescription, context: int) -> int:
+def attended_tokens(m: ModelDescription, context: float) -> float:
     """Cached tokens one query position's MLA reads: the indexer's top-k (index_topk) with DSA,
     the whole context without it (dense MLA)."""
     return min(context, m.index_topk) if m.sparse_attention else context
@@ -169,10 +262,105 @@ def _c(name: str, calibration: dict[str, Constant] | None) -> float:
     return (calibration or CALIBRATION)[name].value
 
 
-def tokens_per_step(role: RoleShape, cal: dict[str, Constant] | None = None) -> float:
-    """Tokens a decode step emits per sequence: the published MTP acceptance with speculative
-    tokens on (the study ran 3), one without."""
-    return _c("mtp_tokens_per_step", cal) if role.mtp_draft else 1.0
+def overlap(backend: str, cal: dict[str, Constant] | None = None) -> float:
+    name = OVERLAP_OF_BACKEND.get(backend)
+    return _c(name, cal) if name else 0.0
+
+
+def nic_bytes_per_s_per_gpu(role: RoleShape, cal: dict[str, Constant] | None = None) -> float:
+    return role.nics_per_node * role.nic_gbps * 1e9 / 8 * _c("nic_efficiency", cal) / role.gpus_per_node
+
+
+def hidden_bytes(m: ModelDescription) -> float:
+    """One token's trip to an expert and back: the hidden state out in fp8 with one float32 scale
+    per 128 values (DeepEP dispatch) and back in bf16 (combine)."""
+    return m.hidden_size * (1 + 4 / 128) + 2 * m.hidden_size
+
+
+def decode_flops_per_position(m: ModelDescription, context: int) -> tuple[float, float]:
+    """(fp8 GEMM FLOPs, bf16 attention FLOPs) of one decoded position: 2 x active parameters; the
+    DSA indexer over the context (fp8); absorbed MLA over the attended tokens,
+    2 x heads x (2 kv_lora_rank + qk_rope_head_dim) per key on every layer (bf16)."""
+    indexer = 2 * m.index_n_heads * m.index_head_dim * context * m.indexer_layers
+    mla = 2 * m.num_attention_heads * (2 * m.kv_lora_rank + m.qk_rope_head_dim)
+    return 2 * active_params(m) + indexer, mla * attended_tokens(m, context) * m.num_hidden_layers
+
+
+def prefill_flops_per_token(m: ModelDescription, position: float) -> tuple[float, float]:
+    """(fp8 GEMM FLOPs, bf16 attention FLOPs) of one computed prompt token at causal `position`:
+    2 x active parameters; with DSA the indexer over the earlier tokens and absorbed sparse MLA
+    over the top-k; without DSA, MLA's prefill path (MHA over decompressed keys and values,
+    2 x heads x (qk_nope + qk_rope + v_head) per key, every layer)."""
+    if m.sparse_attention:
+        gemm, attention = decode_flops_per_position(m, int(position))
+        return gemm, attention
+    per_key = 2 * m.num_attention_heads * (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim)
+    return 2 * active_params(m), per_key * position * m.num_hidden_layers
+
+
+def _compute_s(gpu: Gpu, flops: tuple[float, float], cal: dict[str, Constant] | None) -> float:
+    eff = _c("flops_efficiency", cal)
+    return flops[0] / (gpu.fp8_dense_flops * eff) + flops[1] / (gpu.bf16_dense_flops * eff)
+
+
+def _local_share(role: RoleShape) -> tuple[float, float]:
+    """(share of expert copies on other nodes, share on other GPUs of the same node)."""
+    ep, gpn = role.expert_parallel, role.gpus_per_node
+    if ep <= 1:
+        return 0.0, 0.0
+    on_node = min(ep, gpn)
+    return max(0.0, 1 - on_node / ep), (on_node - 1) / ep
+
+
+def decode_a2a_s_per_position(role: RoleShape, m: ModelDescription, cal: dict[str, Constant] | None) -> float:
+    """All-to-all seconds of one decoded position, before overlap: one copy per routed expert
+    (DeepEP low-latency sends per expert), every MoE layer."""
+    remote, local = _local_share(role)
+    copies = m.num_experts_per_tok * hidden_bytes(m) * m.moe_layers
+    return copies * (remote / nic_bytes_per_s_per_gpu(role, cal) + local / role.gpu.nvlink_bytes_per_s)
+
+
+def prefill_a2a_s_per_token(role: RoleShape, m: ModelDescription, cal: dict[str, Constant] | None) -> float:
+    """All-to-all seconds of one computed prompt token, before overlap: DeepEP's normal kernels
+    send a token once per destination node over the NIC (expected distinct other nodes among its
+    top-k experts, uniform routing) and forward it to each expert's GPU over NVLink."""
+    nodes = role.expert_parallel / role.gpus_per_node
+    per_layer = hidden_bytes(m) * m.moe_layers
+    nic = 0.0
+    if nodes > 1:
+        other_nodes = (nodes - 1) * (1 - (1 - 1 / nodes) ** m.num_experts_per_tok)
+        nic = other_nodes * per_layer / nic_bytes_per_s_per_gpu(role, cal)
+    _, local = _local_share(role)
+    if role.expert_parallel > 1:
+        local = 1 - 1 / role.expert_parallel  # every copy off this GPU crosses NVLink once
+    return nic + m.num_experts_per_tok * local * per_layer / role.gpu.nvlink_bytes_per_s
+
+
+@dataclass(frozen=True)
+class DecodeStep:
+    seqs: float
+    tokens_per_step: float
+    compute_s: float
+    hbm_s: float
+    a2a_s: float
+    """After the backend's overlap."""
+
+    @property
+    def seconds(self) -> float:
+        return self.compute_s + self.hbm_s + self.a2a_s
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.seqs * self.tokens_per_step / self.seconds
+
+    @property
+    def binds(self) -> str:
+        terms = {
+            "decode compute": self.compute_s,
+            "decode HBM": self.hbm_s,
+            "decode EP all-to-all": self.a2a_s,
+        }
+        return max(terms, key=lambda k: terms[k])
 
 
 def decode_step(
@@ -181,82 +369,103 @@ def decode_step(
     m: ModelDescription,
     turn: Turn,
     cal: dict[str, Constant] | None = None,
-) -> tuple[float, float]:
-    """(sequences per rank, step seconds)."""
+) -> DecodeStep:
+    """One decode step of one rank at the sequences whose KV fits at the mean context (at most
+    maxNumSeqs)."""
     seqs = role.kv_tokens / turn.context_tokens
     if role.max_num_seqs:
         seqs = min(seqs, role.max_num_seqs)
+    positions = seqs * (1 + role.mtp_draft)
+    compute = positions * _compute_s(role.gpu, decode_flops_per_position(m, turn.context_tokens), cal)
     read = role.weights_read_gib * GIB + seqs * kv_read_bytes(kv, m, turn.context_tokens)
-    return seqs, read / (role.gpu.hbm_bytes_per_s * _c("decode_hbm_efficiency", cal))
+    hbm = read / (role.gpu.hbm_bytes_per_s * _c("hbm_efficiency", cal))
+    a2a = positions * decode_a2a_s_per_position(role, m, cal) * (1 - overlap(role.all2all_backend, cal))
+    return DecodeStep(seqs, tokens_per_step_of(m, role.mtp_draft), compute, hbm, a2a)
 
 
-def decode_tokens_per_s(
+@dataclass(frozen=True)
+class PrefillToken:
+    """Seconds one prefill rank spends per prompt token, by part."""
+
+    compute_s: float
+    a2a_s: float
+    kv_transfer_s: float
+
+    @property
+    def seconds(self) -> float:
+        return self.compute_s + self.a2a_s + self.kv_transfer_s
+
+    @property
+    def tokens_per_s(self) -> float:
+        return 1 / self.seconds
+
+    @property
+    def binds(self) -> str:
+        terms = {
+            "prefill FLOPs": self.compute_s,
+            "prefill EP all-to-all": self.a2a_s,
+            "KV transfer (NIC)": self.kv_transfer_s,
+        }
+        return max(terms, key=lambda k: terms[k])
+
+
+def prefill_token(
     role: RoleShape,
     kv: KvBytesPerToken,
     m: ModelDescription,
     turn: Turn,
     cal: dict[str, Constant] | None = None,
-) -> float:
-    """Output tokens per second of one decode rank: sequences x MTP tokens per step / step time."""
-    seqs, step = decode_step(role, kv, m, turn, cal)
-    return seqs * tokens_per_step(role, cal) / step
-
-
-def prefill_flops_per_token(m: ModelDescription, context: int) -> float:
-    """FLOPs of one computed prompt token at position ~context: 2 x active parameters, plus the
-    DSA indexer scoring every earlier token (2 x index_n_heads x index_head_dim per token, on
-    the model's indexer layers), and absorbed MLA over the attended tokens (the top-k with DSA,
-    the context without: 2 x heads x (kv_lora_rank + qk_rope_head_dim + kv_lora_rank) per key,
-    every layer)."""
-    indexer = 2 * m.index_n_heads * m.index_head_dim * context * m.indexer_layers
-    mla_dims = 2 * m.kv_lora_rank + m.qk_rope_head_dim
-    mla = 2 * m.num_attention_heads * mla_dims * attended_tokens(m, context) * m.num_hidden_layers
-    return 2 * active_params(m) + indexer + mla
-
-
-def prefill_tokens_per_s(
-    role: RoleShape, m: ModelDescription, turn: Turn, cal: dict[str, Constant] | None = None
-) -> float:
-    """Input (prompt) tokens per second of one prefill rank: FP8 dense FLOPs x efficiency / FLOPs
-    per computed token, over the uncached share of the prompt (1 - cache-hit rate)."""
-    flops = role.gpu.fp8_dense_flops * _c("prefill_flops_efficiency", cal)
-    computed = flops / prefill_flops_per_token(m, turn.context_tokens)
-    return computed / max(1e-6, 1 - turn.cache_hit)
-
-
-def nic_bytes_per_s_per_gpu(role: RoleShape, cal: dict[str, Constant] | None = None) -> float:
-    return role.nics_per_node * role.nic_gbps * 1e9 / 8 * _c("nic_efficiency", cal) / role.gpus_per_node
-
-
-def all_to_all_tokens_per_s(
-    role: RoleShape, m: ModelDescription, cal: dict[str, Constant] | None = None
-) -> float:
-    """Tokens per second one rank can route through the EP all-to-all over its share of the NICs:
-    per token and MoE layer, fp8 hidden state (+ one float32 scale per 128) out to the top-k
-    experts and bf16 back, the share on other nodes (1 - gpusPerNode / EP) crossing the NIC."""
-    remote = max(0.0, 1 - role.gpus_per_node / role.expert_parallel)
-    if remote == 0:
-        return float("inf")
-    per_token = m.num_experts_per_tok * (m.hidden_size * (1 + 4 / 128) + 2 * m.hidden_size) * m.moe_layers
-    return nic_bytes_per_s_per_gpu(role, cal) / (per_token * remote)
+    transfer: bool = True,
+) -> PrefillToken:
+    """Per prompt token of `turn.input_tokens`: the computed share (1 - cache hit) pays FLOPs at
+    its mean causal position (the middle of the uncached suffix) and the all-to-all; every token's
+    KV leaves for the decode pool (`transfer`)."""
+    miss = 1 - turn.cache_hit
+    position = turn.input_tokens * (1 + turn.cache_hit) / 2
+    compute = miss * _compute_s(role.gpu, prefill_flops_per_token(m, position), cal)
+    a2a = miss * prefill_a2a_s_per_token(role, m, cal) * (1 - overlap(role.all2all_backend, cal))
+    kv_s = kv.total / nic_bytes_per_s_per_gpu(role, cal) if transfer else 0.0
+    return PrefillToken(compute, a2a, kv_s)
 
 
 @dataclass(frozen=True)
 class Throughput:
-    """The fleet's tokens per second by resource, as output tokens per second."""
+    """The fleet's tokens per second by stage, as output tokens per second."""
 
-    decode_per_rank: float
-    decode_seqs_per_rank: float
-    decode_tokens_per_step: float
-    decode_step_s: float
-    prefill_per_rank: float
+    decode: DecodeStep
+    prefill: PrefillToken
     ceilings: tuple[tuple[str, float], ...]
-    """(resource, output tok/s the fleet could reach were it the only limit)."""
+    """(stage, output tok/s the fleet could reach were it the only limit)."""
     output_per_input: float
 
     @property
-    def limit(self) -> str:
+    def decode_per_rank(self) -> float:
+        return self.decode.tokens_per_s
+
+    @property
+    def decode_seqs_per_rank(self) -> float:
+        return self.decode.seqs
+
+    @property
+    def decode_tokens_per_step(self) -> float:
+        return self.decode.tokens_per_step
+
+    @property
+    def decode_step_s(self) -> float:
+        return self.decode.seconds
+
+    @property
+    def prefill_per_rank(self) -> float:
+        return self.prefill.tokens_per_s
+
+    @property
+    def stage(self) -> str:
         return min(self.ceilings, key=lambda c: c[1])[0]
+
+    @property
+    def limit(self) -> str:
+        """The term that dominates the binding stage's time."""
+        return self.decode.binds if self.stage == "decode" else self.prefill.binds
 
     @property
     def output_per_s(self) -> float:
@@ -276,29 +485,13 @@ def fleet_throughput(
     cal: dict[str, Constant] | None = None,
 ) -> Throughput:
     ratio = turn.output_tokens / turn.input_tokens
-    seqs, step = decode_step(decode, kv, m, turn, cal)
-    d = decode_tokens_per_s(decode, kv, m, turn, cal)
-    p = prefill_tokens_per_s(prefill, m, turn, cal)
-    mtp = tokens_per_step(decode, cal)
-    # The KV transfer: every prompt token's KV leaves the prefill node and enters a decode node.
-    kv_in = min(
-        prefill.ranks * nic_bytes_per_s_per_gpu(prefill, cal),
-        decode.ranks * nic_bytes_per_s_per_gpu(decode, cal),
+    step = decode_step(decode, kv, m, turn, cal)
+    token = prefill_token(prefill, kv, m, turn, cal)
+    ceilings = (
+        ("decode", decode.ranks * step.tokens_per_s),
+        ("prefill", prefill.ranks * token.tokens_per_s * ratio),
     )
-    kv_input = kv_in / kv.total
-    # Decode runs (1 + draft) positions per step for mtp tokens accepted: all-to-all per output token.
-    a2a_decode = decode.ranks * all_to_all_tokens_per_s(decode, m, cal) * mtp / (1 + decode.mtp_draft)
-    a2a_prefill = prefill.ranks * all_to_all_tokens_per_s(prefill, m, cal) / max(1e-6, 1 - turn.cache_hit)
-    ceilings: tuple[tuple[str, float], ...] = (
-        ("decode HBM", decode.ranks * d),
-        ("prefill FLOPs", prefill.ranks * p * ratio),
-        ("KV transfer (NIC)", kv_input * ratio),
-        ("decode EP all-to-all (NIC)", a2a_decode),
-        ("prefill EP all-to-all (NIC)", a2a_prefill * ratio),
-    )
-    # An all-to-all within one node crosses no NIC (EP <= GPUs per node): no ceiling from it here.
-    ceilings = tuple((name, value) for name, value in ceilings if math.isfinite(value))
-    return Throughput(d, seqs, mtp, step, p, ceilings, ratio)
+    return Throughput(step, token, ceilings, ratio)
 
 
 def context_mean(p50: int, p90: int, window: int) -> float:
@@ -335,6 +528,7 @@ def _role_shape(config: StackConfig, plan: FleetPlan, name: str) -> RoleShape | 
         kv_tokens=r.memory.kv_tokens,
         max_num_seqs=getattr(role, "max_num_seqs", None),
         mtp_draft=getattr(role, "mtp_tokens", None) or 0,
+        all2all_backend=r.all2all_backend,
     )
 
 
@@ -359,7 +553,7 @@ class FleetFigures:
 
 def declared_turn(config: StackConfig, plan: FleetPlan, cache_hit: float | None = None) -> Turn | None:
     """The declared workload's mean turn in the served window; the prefix-cache hit rate given
-    (measured) or the calibration's assumed one. None when the plan has no model description."""
+    (measured) or the assumed one (`ASSUMED_CACHE_HIT`). None when the plan has no model description."""
     sizing = plan.model
     if sizing is None:
         return None
@@ -367,8 +561,15 @@ def declared_turn(config: StackConfig, plan: FleetPlan, cache_hit: float | None 
     roles = config.serving.roles
     window = min(roles.prefill.max_model_len, roles.decode.max_model_len, sizing.context_window)
     context = int(context_mean(w.input_tokens_p50, w.input_tokens_p90, window)) + w.output_tokens
-    hit = CALIBRATION["prefill_cache_hit"].value if cache_hit is None else cache_hit
+    hit = ASSUMED_CACHE_HIT.value if cache_hit is None else cache_hit
     return Turn(context, context - w.output_tokens, w.output_tokens, hit)
+
+
+def decode_kv(config: StackConfig, m: ModelDescription) -> KvBytesPerToken:
+    """The KV a decode rank caches per token: without speculative tokens (mtpTokens 0) the MTP
+    layer has none."""
+    mtp = config.serving.roles.decode.mtp_tokens > 0
+    return kv_bytes_per_token(m, config.model.kv_cache_dtype, mtp=mtp)
 
 
 def role_shapes(config: StackConfig, plan: FleetPlan) -> tuple[RoleShape, RoleShape] | None:
@@ -396,7 +597,7 @@ def plan_throughput(
 ) -> FleetFigures | None:
     """The stack's figures, or None when the model cannot size it (`role_shapes`); costs only
     with a price per GPU-hour (`llmd-fleet plan --gpu-hour-usd`), at a measured prefix-cache hit
-    rate when given (`--cache-hit`), else the calibration's assumed one."""
+    rate when given (`--cache-hit`), else the assumed one."""
     shapes = role_shapes(config, plan)
     turn = declared_turn(config, plan, cache_hit)
     sizing = plan.model
@@ -404,7 +605,7 @@ def plan_throughput(
         return None
     prefill, decode = shapes
     w = config.workload
-    t = fleet_throughput(prefill, decode, sizing.kv, sizing.description, turn)
+    t = fleet_throughput(prefill, decode, decode_kv(config, sizing.description), sizing.description, turn)
     gpus = (prefill.ranks + decode.ranks) if prefill.ranks + decode.ranks else plan.gpus
     requests_per_min = w.agents * w.requests_per_agent_minute
     out_min, in_min = t.output_per_s * 60, t.input_per_s * 60
@@ -427,9 +628,16 @@ def plan_throughput(
 
 
 def decode_answer_seconds(config: StackConfig, plan: FleetPlan) -> float:
-    """Seconds to decode one answer: output tokens / tokens per step x the published step time
-    (the workload checks keep the measured ITL; the step-time model above gives the capacity)."""
-    del plan
-    mtp = CALIBRATION["mtp_tokens_per_step"].value if config.serving.roles.decode.mtp_tokens else 1.0
-    steps = config.workload.output_tokens / mtp
-    return steps * CALIBRATION["decode_step_seconds"].value
+    """Seconds to decode one answer: output tokens / tokens per step x the modelled step time of
+    the stack's own model, GPU and decode layout; without a model of the stack (`role_shapes`),
+    the published 19.1 ms step of GLM-5.2 on H200 at its 2.95 tokens per step."""
+    f = plan_throughput(config, plan)
+    if f is None:
+        mtp = 2.95 if config.serving.roles.decode.mtp_tokens else 1.0
+        return config.workload.output_tokens / mtp * PUBLISHED_STEP_S
+    t = f.throughput
+    return config.workload.output_tokens / t.decode_tokens_per_step * t.decode_step_s
+
+
+# llm-d's 64 x H200 GLM-5.2 study, 3P1D: ITL p50 19.1 ms (one step carrying every accepted token).
+PUBLISHED_STEP_S = 0.0191

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.layers.observability.dashboards import Dashboard, fleet_dashboards
-from llmd_fleet.plan.fleet import AGENT_CONTEXT_TOKENS, FleetPlan
+from llmd_fleet.plan.fleet import FleetPlan, context_tokens
 from llmd_fleet.plan.observability import gib, plan_observability
 
 
@@ -22,6 +22,7 @@ class LiveFigure:
 
 def live_figures(config: StackConfig, plan: FleetPlan) -> list[LiveFigure]:
     obs = plan_observability(config, plan)
+    context = context_tokens(config)  # the stack's declared turn: p50 input + output
     rows = []
     for role in obs.roles:
         rows.append(
@@ -36,8 +37,8 @@ def live_figures(config: StackConfig, plan: FleetPlan) -> list[LiveFigure]:
         rows.append(
             LiveFigure(
                 f"{role.name} KV cache per rank",
-                f"{role.kv_tokens_per_rank:,} tokens ({role.kv_tokens_per_rank / AGENT_CONTEXT_TOKENS:.2f} "
-                f"contexts of {AGENT_CONTEXT_TOKENS:,})",
+                f"{role.kv_tokens_per_rank:,} tokens ({role.kv_tokens_per_rank / context:.2f} "
+                f"contexts of {context:,})",
                 "vllm:kv_cache_usage_perc",
                 role.name,
                 "KV cache usage per rank",
@@ -114,8 +115,13 @@ def _panel_query(boards: dict[str, Dashboard], key: str, title: str) -> str:
 
 
 def live_table(config: StackConfig, plan: FleetPlan) -> str:
-    """The figures as a Markdown table."""
+    """The figures as a Markdown table; without a Prometheus scraping the fleet
+    (`observability.prometheus: none`) or without dashboards, no dashboard column."""
     obs = plan_observability(config, plan)
+    if config.observability.prometheus == "none" or not config.observability.dashboards:
+        lines = ["| figure | plan | metric |", "|---|---|---|"]
+        lines += [f"| {r.figure} | {r.planned} | `{r.metric}` |" for r in live_figures(config, plan)]
+        return "\n".join(lines)
     boards = {b.key: b for b in fleet_dashboards(obs)}
     lines = ["| figure | plan | metric | dashboard / panel | query |", "|---|---|---|---|---|"]
     for row in live_figures(config, plan):
