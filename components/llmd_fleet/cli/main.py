@@ -39,6 +39,7 @@ from llmd_fleet.plan.fleet import PlanError, plan_fleet
 from llmd_fleet.targets.extras import MissingExtraError, require_target_extra
 
 if TYPE_CHECKING:
+    from llmd_fleet.cli.check import CrdSchemas
     from llmd_fleet.cli.policy_check import PolicyPackProcess
     from llmd_fleet.cli.stack_file import StackFile
     from llmd_fleet.cli.synth import Synthesis
@@ -46,6 +47,12 @@ if TYPE_CHECKING:
     from llmd_fleet.plan.fleet import FleetPlan
 
 EXIT_OK, EXIT_INVALID_OUTPUT, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class InputRefused(Exception):
+    """An input other than the stack file refused before anything is written (one line)."""
+
+
 _STACK_HELP = "a stack name (stacks/Pulumi.STACK.yaml), or the path of an existing .yaml stack file"
 
 
@@ -391,6 +398,7 @@ def run(argv: list[str]) -> int:
 
     # Everything that can be refused is refused first, with no SDK imported yet: the stack file,
     # its config and plan, the output directory and (for check) the policy config.
+    crds, policy_config_path, policy_config = None, None, None
     try:
         stack_file = _read_stack(args, stacks_dir)
         plan = plan_fleet(config := stack_config(stack_file))
@@ -410,24 +418,22 @@ def run(argv: list[str]) -> int:
         ensure_replaceable(out)
         if args.command == "render" and args.reuse and _reused(stack_file, out):
             return EXIT_OK
-    except (ConfigError, PlanError, OutputDirError, MissingExtraError, StackArgumentError) as exc:
+        if args.command == "check":
+            crds, policy_config_path, policy_config = _check_inputs(args, root)
+    except (
+        ConfigError,
+        PlanError,
+        OutputDirError,
+        MissingExtraError,
+        StackArgumentError,
+        InputRefused,
+    ) as exc:
         _error(exc)
         return EXIT_BAD_INPUT
-    pack, policy_config_path, policy_config = None, None, None
+    pack = None
     if args.command == "check":
-        from llmd_fleet.cli.policy_check import (
-            PACK_DIR,
-            PolicyConfigError,
-            PolicyPackProcess,
-            load_policy_config,
-        )
+        from llmd_fleet.cli.policy_check import PACK_DIR, PolicyPackProcess
 
-        policy_config_path = args.policy_config or _default_policy_config(root, args.stack)
-        try:
-            policy_config = load_policy_config(policy_config_path) if policy_config_path else None
-        except PolicyConfigError as exc:
-            _error(exc)
-            return EXIT_BAD_INPUT
         # The pack starts now and imports its rules while the stack is synthesized.
         pack = PolicyPackProcess(PACK_DIR, args.stack)
     try:
@@ -438,10 +444,32 @@ def run(argv: list[str]) -> int:
             return EXIT_BAD_INPUT
         if args.command == "render":
             return EXIT_OK
-        return _check(synthesis, out, args.crd_dir, pack, policy_config_path, policy_config, args.verbose)
+        return _check(synthesis, out, crds, pack, policy_config_path, policy_config, args.verbose)
     finally:
         if pack is not None:
             pack.stop()
+
+
+def _check_inputs(
+    args: argparse.Namespace, root: Path
+) -> "tuple[CrdSchemas, Path | None, dict[str, Any] | None]":
+    """Every input of `check` beyond the stack, read and validated before anything is rendered
+    or written: the CRDs of `--crd-dir` (each file parsed and converted) and the policy config
+    (JSON, then its policy names, enforcement levels and properties against the pack's own
+    policies). Raises InputRefused."""
+    from llmd_fleet.cli.check import CrdDirError, CrdSchemas, crd_directories
+    from llmd_fleet.cli.policy_check import PolicyConfigError, load_policy_config, validate_policy_config
+
+    try:
+        crds = CrdSchemas(crd_directories(args.crd_dir))
+        policy_config_path = args.policy_config or _default_policy_config(root, args.stack)
+        policy_config = None
+        if policy_config_path is not None:
+            policy_config = load_policy_config(policy_config_path)
+            validate_policy_config(policy_config, f"--policy-config {printable(str(policy_config_path))}")
+    except (CrdDirError, PolicyConfigError) as exc:
+        raise InputRefused(str(exc)) from None
+    return crds, policy_config_path, policy_config
 
 
 def _remote_code_advisory(config: "StackConfig") -> None:
@@ -528,7 +556,7 @@ def _render(stack_file: "StackFile", config: "StackConfig", plan: "FleetPlan", o
 def _check(
     synthesis: "Synthesis",
     out: Path,
-    crd_dirs: list[Path],
+    crds: "CrdSchemas | None",
     pack: "PolicyPackProcess | None",
     policy_config_path: Path | None,
     policy_config: dict[str, Any] | None,
@@ -540,7 +568,7 @@ def _check(
 
     try:
         count, findings = check_manifests(
-            out / "manifests", synthesis.config.target.kubernetes_version, crd_dirs
+            out / "manifests", synthesis.config.target.kubernetes_version, crds or []
         )
     except ValueError as exc:
         _error(exc)
