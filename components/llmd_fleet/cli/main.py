@@ -631,9 +631,17 @@ def _check_policies(
 
 
 def main() -> None:
+    from llmd_fleet.cli.children import handle_signals, interrupted_line
+
+    # SIGTERM and SIGHUP end the command as Ctrl-C does: every `finally` stops the children it
+    # started (each also dies with this process: cli/children.py), then one line, exit 1.
+    handle_signals()
     try:
         code = run(sys.argv[1:])
         sys.stdout.flush()
+    except KeyboardInterrupt as exc:
+        print(f"llmd-fleet: {interrupted_line(exc)}", file=sys.stderr)
+        code = EXIT_INVALID_OUTPUT
     except BrokenPipeError:
         # The reader went away (`llmd-fleet plan ... | head`): nothing more to say, and no traceback.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

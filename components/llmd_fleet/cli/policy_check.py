@@ -33,6 +33,7 @@ from google.protobuf import empty_pb2, json_format, struct_pb2  # type: ignore[i
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 from pulumi.runtime.rpc import UNKNOWN
 
+from llmd_fleet.cli.children import popen
 from llmd_fleet.cli.paths import PACKAGE_DIR
 from llmd_fleet.cli.synth import Recorded
 from llmd_fleet.core.problems import PROJECT, clip, names, printable, quote
@@ -356,7 +357,8 @@ class PolicyPackProcess:
         env.pop("PULUMI_CONFIG", None)
         self._stderr: list[str] = []
         self._lines: queue.Queue[str | None] = queue.Queue()
-        self.process = subprocess.Popen(
+        # Dies with this process however it ends (llmd_fleet/cli/children.py).
+        self.process = popen(
             [_pack_python(pack_dir), "-u", "-m", "pulumi.policy", _ENGINE_ADDRESS, str(pack_dir)],
             cwd=pack_dir,
             env=env,
