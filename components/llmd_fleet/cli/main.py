@@ -630,18 +630,43 @@ def _check_policies(
     )
 
 
+def guarded_run(argv: list[str]) -> int:
+    """`run`, with the two ways a command ends that are no one's bad input: an interrupt (Ctrl-C,
+    SIGTERM, SIGHUP: cli/children.py) and the environment failing under it (a full disk, a
+    directory that turned read-only, a file that vanished). Each prints one line and exits 1, with
+    no traceback; a partly written output directory is recovered by the next run (docs/bad-input.md)."""
+    from llmd_fleet.cli.children import interrupted_line
+
+    try:
+        return run(argv)
+    except KeyboardInterrupt as exc:
+        print(f"llmd-fleet: {interrupted_line(exc)}", file=sys.stderr)
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        where = f"{printable(os.fsdecode(exc.filename))}: " if exc.filename is not None else ""
+        reason = exc.strerror or type(exc).__name__
+        print(
+            f"error: {where}{printable(reason)} (the environment failed; no input was refused)",
+            file=sys.stderr,
+        )
+    return EXIT_INVALID_OUTPUT
+
+
 def main() -> None:
-    from llmd_fleet.cli.children import handle_signals, interrupted_line
+    from llmd_fleet.cli.children import handle_signals
 
     # SIGTERM and SIGHUP end the command as Ctrl-C does: every `finally` stops the children it
     # started (each also dies with this process: cli/children.py), then one line, exit 1.
     handle_signals()
+    # A path or name that is not UTF-8 (kept by Python as surrogate escapes) is written with
+    # backslash escapes instead of failing to print.
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     try:
-        code = run(sys.argv[1:])
+        code = guarded_run(sys.argv[1:])
         sys.stdout.flush()
-    except KeyboardInterrupt as exc:
-        print(f"llmd-fleet: {interrupted_line(exc)}", file=sys.stderr)
-        code = EXIT_INVALID_OUTPUT
     except BrokenPipeError:
         # The reader went away (`llmd-fleet plan ... | head`): nothing more to say, and no traceback.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

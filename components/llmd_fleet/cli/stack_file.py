@@ -15,7 +15,7 @@ import yaml
 
 from llmd_fleet.config.parse import check_stack_secrets, parse_config, read_pulumi_config
 from llmd_fleet.config.stack import StackConfig
-from llmd_fleet.core.problems import PROJECT, ConfigError
+from llmd_fleet.core.problems import PROJECT, ConfigError, clip, quote
 
 # Stand-in for each `secure:` value of a stack file: its ciphertext is never decrypted offline.
 SECRET_PLACEHOLDER = "offline-render-placeholder"
@@ -66,8 +66,18 @@ _Resolver.add_implicit_resolver(
 )
 
 
+# No setting takes an integer of more digits (Pulumi reads config integers as int64): a longer
+# one is refused while the file is read, before Python would refuse to convert it.
+MAX_INT_DIGITS = 18
+
+
 def _yaml_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
     text = str(loader.construct_scalar(node))
+    digits = len(text.lstrip("+-").removeprefix("0x").removeprefix("0o").lstrip("0"))
+    if digits > MAX_INT_DIGITS:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"an integer of {digits} digits (at most {MAX_INT_DIGITS})", node.start_mark
+        )
     if text.startswith(("0x", "0o")):
         return int(text, 0)
     return int(text, 10)
@@ -142,7 +152,7 @@ class _StackLoader(
                 continue
             if earlier is not None:
                 raise _DuplicateKey(
-                    f"duplicate key {key!r} at lines {earlier} and {line} (YAML would keep only the "
+                    f"duplicate key {quote(key)} at lines {earlier} and {line} (YAML would keep only the "
                     "last; the Pulumi CLI refuses the file): keep one"
                 )
             first_line[key] = line
@@ -238,7 +248,7 @@ def stack_name_problem(name: str) -> str | None:
     match = _STACK_NAME_CHARS.match(name)
     end = match.end() if match else 0
     if end != len(name):
-        return f"has {name[end]!r} at position {end}: {rule}"
+        return f"has {quote(name[end])} at position {end}: {rule}"
     return None
 
 
@@ -252,10 +262,12 @@ def resolve_stack(argument: str, stacks_dir: Path) -> tuple[str, Path]:
         base = given.name[: -len(".yaml")]
         stack = base[len("Pulumi.") :] if base.startswith("Pulumi.") and base != "Pulumi." else base
         if problem := stack_name_problem(stack):
-            raise StackArgumentError(f"stack file {argument}: its stack name {stack!r} {problem}")
+            raise StackArgumentError(
+                f"stack file {clip(argument, 200)}: its stack name {quote(stack)} {problem}"
+            )
         return stack, given
     if problem := stack_name_problem(argument):
-        raise StackArgumentError(f"stack {argument!r} {problem}")
+        raise StackArgumentError(f"stack {quote(argument)} {problem}")
     return argument, stack_file_path(stacks_dir, argument)
 
 
@@ -282,6 +294,8 @@ def read_stack_file(stacks_dir: Path, stack: str, path: Path | None = None) -> S
         raise ConfigError([(str(path), "not valid YAML: nested too deeply")]) from None
     except UnicodeDecodeError as exc:
         raise ConfigError([(str(path), f"not UTF-8 text: {exc.reason} at byte {exc.start}")]) from None
+    except OSError as exc:
+        raise ConfigError([(str(path), f"cannot be read: {exc.strerror}")]) from None
     config = document.get("config") if isinstance(document, dict) else None
     if not isinstance(config, dict):
         raise ConfigError([(str(path), "must contain a `config:` mapping")])
@@ -290,11 +304,16 @@ def read_stack_file(stacks_dir: Path, stack: str, path: Path | None = None) -> S
     secrets: dict[str, str] = {}
     for key, value in config.items():
         if not isinstance(key, str):
-            raise ConfigError([(str(path), f"config keys must be strings (got {key!r})")])
+            raise ConfigError([(str(path), f"config keys must be strings (got {quote(key)})")])
         full_key = key if ":" in key else f"{PROJECT}:{key}"
         if full_key in given_as:
             raise ConfigError(
-                [(full_key, f"given twice, as {given_as[full_key]!r} and {key!r} (one key): keep one")]
+                [
+                    (
+                        full_key,
+                        f"given twice, as {quote(given_as[full_key])} and {quote(key)} (one key): keep one",
+                    )
+                ]
             )
         given_as[full_key] = key
         if isinstance(value, dict) and set(value) == {"secure"}:

@@ -30,6 +30,8 @@ def printable(text: str) -> str:
 
 QUOTE_LIMIT = 80
 NAMES_LIMIT = 20
+MAX_KEY = 200
+MAX_MESSAGE = 2000
 
 
 def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
@@ -59,9 +61,10 @@ def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
 
 
 def clip(text: str, limit: int = 200) -> str:
-    """A message from elsewhere (a parser's, the system's) on one line: escaped, at most `limit`
-    characters, then its length when longer."""
-    text = " ".join(text.split())
+    """A message on one line (a multi-line one, a parser's or the system's, joined), escaped, at
+    most `limit` characters, then its length when longer."""
+    if not text.isprintable():
+        text = " ".join(text.split())
     return printable(text) if len(text) <= limit else f"{printable(text[:limit])}... ({len(text)} characters)"
 
 
@@ -88,7 +91,12 @@ class ConfigError(Exception):
     def __init__(self, problems: Sequence[tuple[str, str]]):
         # A key path or a message may quote what a stack file holds: printed with escapes, one line.
         self.problems = [Problem(printable(key), printable(message)) for key, message in problems]
-        lines = [f"{key}: {message}" for key, message in self.problems]
+        # At most NAMES_LIMIT problems are printed, each line bounded: a file of 5,000 unknown
+        # keys or a 5 MB key makes a short message (the first problems are the ones to fix first).
+        lines = [f"{clip(key, MAX_KEY)}: {clip(message, MAX_MESSAGE)}" for key, message in self.problems]
+        more = len(lines) - NAMES_LIMIT
+        if more > 0:
+            lines = [*lines[:NAMES_LIMIT], f"... and {more} more problems"]
         super().__init__("invalid stack configuration:\n  " + "\n  ".join(lines))
 
 
