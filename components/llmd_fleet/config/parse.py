@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from llmd_fleet.config.errors import describe, key_path, section_loc
-from llmd_fleet.config.rules import model_problems, node_group_problems
+from llmd_fleet.config.rules import model_problems, node_group_problems, workload_problems
 from llmd_fleet.config.stack import KNOWN_KEYS, OBJECT_KEYS, OPTIONAL_OBJECT_KEYS, SECRET_KEYS, StackConfig
 from llmd_fleet.core.problems import PROJECT, ConfigError, Problem
 from llmd_fleet.images.rules import images_problems
@@ -48,6 +48,7 @@ RULES: tuple[Callable[[StackConfig], list[Problem]], ...] = (
     node_group_problems,
     simulator_problems,
     model_problems,
+    workload_problems,
     role_problems,
     kv_tier_problems,
     weight_loading_problems,
