@@ -152,3 +152,24 @@ def test_config_error_prints_at_most_20_problems_each_bounded():
     assert all(len(line) < 2300 for line in lines)
     assert len(error.problems) == 500  # all of them, for callers that list them
     assert clip("a\nb") == "a b" and printable("a\nb") == "a\\nb"
+
+
+@pytest.mark.parametrize(
+    ("secure", "kind"),
+    [
+        ("''", "an empty string"),
+        ("42", "an integer"),
+        ("{a: hf_x}", "a mapping"),
+        ("null", "null"),
+        ("[x]", "a list"),
+        ("true", "a boolean"),
+    ],
+)
+def test_a_secure_value_that_is_no_ciphertext_is_refused_offline(secure, kind, tmp_path, capsys):
+    text = REFERENCE.replace("config:\n", f"config:\n  llmd-fleet:hfToken:\n    secure: {secure}\n", 1)
+    err = _one_refusal(capsys, "plan", str(_stack(tmp_path, text)))
+    assert (
+        f"llmd-fleet:hfToken: `secure:` must be the ciphertext `pulumi config set --secret` writes, a "
+        f"non-empty string (got {kind}; not echoed): pulumi config set --secret hfToken <value>"
+    ) in err
+    assert "hf_x" not in err

@@ -271,6 +271,16 @@ def resolve_stack(argument: str, stacks_dir: Path) -> tuple[str, Path]:
     return argument, stack_file_path(stacks_dir, argument)
 
 
+def _kind(value: object) -> str:
+    """What a value is, without echoing it (it may be a secret)."""
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return "an empty string" if not value.strip() else "a string"
+    names = {bool: "a boolean", int: "an integer", float: "a number", dict: "a mapping", list: "a list"}
+    return names.get(type(value), type(value).__name__)
+
+
 def read_stack_file(stacks_dir: Path, stack: str, path: Path | None = None) -> StackFile:
     """Read stacks/Pulumi.<stack>.yaml (or `path`, the stack's file given as a path). Objects
     become JSON text and `secure:` values a placeholder, exactly the shapes the Pulumi CLI hands a
@@ -317,6 +327,18 @@ def read_stack_file(stacks_dir: Path, stack: str, path: Path | None = None) -> S
             )
         given_as[full_key] = key
         if isinstance(value, dict) and set(value) == {"secure"}:
+            # The Pulumi CLI refuses a secure value that is not its ciphertext (a string).
+            if not isinstance(value["secure"], str) or not value["secure"].strip():
+                raise ConfigError(
+                    [
+                        (
+                            full_key,
+                            "`secure:` must be the ciphertext `pulumi config set --secret` writes, a "
+                            f"non-empty string (got {_kind(value['secure'])}; not echoed): "
+                            f"pulumi config set --secret {key.removeprefix(PROJECT + ':')} <value>",
+                        )
+                    ]
+                )
             values[full_key] = SECRET_PLACEHOLDER
             secrets[full_key] = str(value["secure"])
         elif isinstance(value, (dict, list)):
