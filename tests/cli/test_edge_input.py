@@ -173,3 +173,33 @@ def test_a_secure_value_that_is_no_ciphertext_is_refused_offline(secure, kind, t
         f"non-empty string (got {kind}; not echoed): pulumi config set --secret hfToken <value>"
     ) in err
     assert "hf_x" not in err
+
+
+@pytest.mark.parametrize("key", ["true", "1", "null", "1.5", "false"])
+def test_a_non_string_key_anywhere_in_a_section_is_refused(key, tmp_path, capsys):
+    """`true:` and `"true":` would be one JSON key; one would silently win."""
+    text = REFERENCE.replace(
+        '          nvidia.com/gpu.present: "true"\n',
+        f'          nvidia.com/gpu.present: "true"\n          {key}: x\n          "{key}": y\n',
+        1,
+    )
+    err = _one_refusal(capsys, "plan", str(_stack(tmp_path, text)))
+    assert f"llmd-fleet:fleet.nodeGroups.h100.nodeLabels.{key}: a key must be a string" in err
+
+
+@pytest.mark.parametrize(
+    "label", ["app.kubernetes.io/managed-by", "app.kubernetes.io/part-of", "app.kubernetes.io/name"]
+)
+def test_monitor_labels_never_replace_the_fleets_own(label):
+    from llmd_fleet.config.parse import parse_config
+    from tests.conftest import stack_raw_config
+
+    raw = stack_raw_config()
+    raw["observability"] = {**raw.get("observability", {}), "monitorLabels": {label: "helm", "team": "a"}}
+    with pytest.raises(ConfigError) as caught:
+        parse_config(raw)
+    problems = dict(caught.value.problems)
+    assert problems[f"llmd-fleet:observability.monitorLabels.{label}"].startswith(
+        "the stack sets the app.kubernetes.io/* labels of its objects itself"
+    )
+    assert "llmd-fleet:observability.monitorLabels.team" not in problems

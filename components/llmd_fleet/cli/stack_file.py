@@ -271,6 +271,28 @@ def resolve_stack(argument: str, stacks_dir: Path) -> tuple[str, Path]:
     return argument, stack_file_path(stacks_dir, argument)
 
 
+def _non_string_key(value: object, path: str) -> tuple[str, str] | None:
+    """The first mapping key below `path` that is not a string (`true:`, `1:`, `null:`), as a
+    problem: JSON, the form the Pulumi CLI hands a program, has only string keys, so `true` and
+    `"true"` would collide and one would silently win."""
+    stack: list[tuple[object, str]] = [(value, path)]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if not isinstance(k, str):
+                    shown = json.dumps(k) if isinstance(k, (bool, int, float)) or k is None else quote(k)
+                    return (
+                        f"{where}.{shown}",
+                        f'a key must be a string (got {_kind(k)}): quote it, "{shown}", as JSON has only '
+                        "string keys",
+                    )
+                stack.append((v, f"{where}.{k}"))
+        elif isinstance(node, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(node))
+    return None
+
+
 def _kind(value: object) -> str:
     """What a value is, without echoing it (it may be a secret)."""
     if value is None:
@@ -342,6 +364,8 @@ def read_stack_file(stacks_dir: Path, stack: str, path: Path | None = None) -> S
             values[full_key] = SECRET_PLACEHOLDER
             secrets[full_key] = str(value["secure"])
         elif isinstance(value, (dict, list)):
+            if (where := _non_string_key(value, full_key)) is not None:
+                raise ConfigError([where])
             values[full_key] = json.dumps(value)
         elif isinstance(value, bool):
             values[full_key] = "true" if value else "false"
