@@ -79,7 +79,7 @@ def test_an_unreadable_stack_file_is_one_line(tmp_path, capsys, monkeypatch):
     path = _stack(tmp_path, REFERENCE)
     real = Path.read_text
 
-    def unreadable(self: Path, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def unreadable(self: Path, *args, **kwargs):
         if self == path:
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(self))
         return real(self, *args, **kwargs)
@@ -92,7 +92,7 @@ def test_an_unreadable_stack_file_is_one_line(tmp_path, capsys, monkeypatch):
 def test_a_full_disk_is_one_line_and_exit_1(tmp_path, capsys, monkeypatch):
     real = Path.write_text
 
-    def full(self: Path, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def full(self: Path, *args, **kwargs):
         if self.name.endswith(".yaml"):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
         return real(self, *args, **kwargs)
@@ -105,7 +105,7 @@ def test_a_full_disk_is_one_line_and_exit_1(tmp_path, capsys, monkeypatch):
 
 
 def test_an_interrupt_is_one_line_and_exit_1(capsys, monkeypatch):
-    def interrupted(_argv):  # type: ignore[no-untyped-def]
+    def interrupted(_argv):
         raise KeyboardInterrupt
 
     monkeypatch.setattr("llmd_fleet.cli.main.run", interrupted)

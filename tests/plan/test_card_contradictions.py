@@ -24,7 +24,7 @@ EXACT = {
 
 
 @pytest.fixture(scope="module")
-def model():  # type: ignore[no-untyped-def]
+def model():
     return parse_config(stack_raw_config()).model
 
 
