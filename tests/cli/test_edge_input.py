@@ -203,3 +203,27 @@ def test_monitor_labels_never_replace_the_fleets_own(label):
         "the stack sets the app.kubernetes.io/* labels of its objects itself"
     )
     assert "llmd-fleet:observability.monitorLabels.team" not in problems
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "inside"),
+    [
+        ("https://10.244.3.4:9000", "podCidr 10.244.0.0/16"),
+        ("http://10.96.0.10", "serviceCidr 10.96.0.0/12"),
+        ("https://192.168.1.5:9000", None),
+        ("https://s3.internal:9000", None),
+    ],
+)
+def test_an_onprem_backup_store_inside_the_cluster_ranges_is_refused(endpoint, inside):
+    from llmd_fleet.config.parse import parse_config
+    from tests.conftest import stack_raw_config
+
+    raw = stack_raw_config()
+    raw["responses"]["backup"]["endpoint"] = endpoint
+    if inside is None:
+        parse_config(raw)
+        return
+    with pytest.raises(ConfigError) as caught:
+        parse_config(raw)
+    message = dict(caught.value.problems)["llmd-fleet:responses.backup.endpoint"]
+    assert message.startswith(f"{endpoint.split('//')[1].split(':')[0]} is inside target.onprem.{inside}:")
