@@ -227,3 +227,22 @@ def test_an_onprem_backup_store_inside_the_cluster_ranges_is_refused(endpoint, i
         parse_config(raw)
     message = dict(caught.value.problems)["llmd-fleet:responses.backup.endpoint"]
     assert message.startswith(f"{endpoint.split('//')[1].split(':')[0]} is inside target.onprem.{inside}:")
+
+
+@pytest.mark.parametrize("stack", ["gke-h100", "eks-h100", "local-sim"])
+def test_a_kubeconfig_secret_the_target_never_reads_is_refused(stack):
+    from llmd_fleet.config.parse import parse_config
+    from tests.conftest import stack_raw_config
+
+    raw = {**stack_raw_config(stack), "kubeconfig": "apiVersion: v1"}
+    with pytest.raises(ConfigError) as caught:
+        parse_config(raw, frozenset({"kubeconfig"}))
+    assert dict(caught.value.problems)["llmd-fleet:kubeconfig"].startswith("only for kind onprem: ")
+    parse_config(stack_raw_config(stack))  # accepted without it
+
+
+def test_a_kubeconfig_secret_is_read_on_prem():
+    from llmd_fleet.config.parse import parse_config
+    from tests.conftest import stack_raw_config
+
+    parse_config({**stack_raw_config(), "kubeconfig": "apiVersion: v1"}, frozenset({"kubeconfig"}))

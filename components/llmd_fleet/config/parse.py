@@ -74,6 +74,10 @@ def _section_problems(key: str, error: ValidationError, raw: Any) -> list[Proble
     return problems
 
 
+# Target kinds whose program reads the `kubeconfig` secret (targets/onprem/build.py).
+KUBECONFIG_KINDS = ("onprem",)
+
+
 def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset()) -> StackConfig:
     """Validate raw config values (key without namespace -> parsed YAML/JSON value).
 
@@ -121,6 +125,15 @@ def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset
         config = config.model_copy(update={"serving": serving})
     config = _target_observability_defaults(config)
     problems = [problem for rule in RULES for problem in rule(config)]
+    if "kubeconfig" in raw and config.target.kind not in KUBECONFIG_KINDS:
+        # Set and never read: the cloud targets create their cluster and its credentials.
+        problems.append(
+            Problem(
+                f"{PROJECT}:kubeconfig",
+                f"only for kind {', '.join(KUBECONFIG_KINDS)}: {config.target.kind} creates its cluster "
+                "and reaches it with the credentials it creates; pulumi config rm kubeconfig",
+            )
+        )
     if problems:
         raise ConfigError(problems)
     return config
