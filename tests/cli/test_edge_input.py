@@ -229,7 +229,7 @@ def test_an_onprem_backup_store_inside_the_cluster_ranges_is_refused(endpoint, i
     assert message.startswith(f"{endpoint.split('//')[1].split(':')[0]} is inside target.onprem.{inside}:")
 
 
-@pytest.mark.parametrize("stack", ["gke-h100", "eks-h100", "local-sim"])
+@pytest.mark.parametrize("stack", ["gke-h100", "eks-h100"])
 def test_a_kubeconfig_secret_the_target_never_reads_is_refused(stack):
     from llmd_fleet.config.parse import parse_config
     from tests.conftest import stack_raw_config
@@ -237,12 +237,13 @@ def test_a_kubeconfig_secret_the_target_never_reads_is_refused(stack):
     raw = {**stack_raw_config(stack), "kubeconfig": "apiVersion: v1"}
     with pytest.raises(ConfigError) as caught:
         parse_config(raw, frozenset({"kubeconfig"}))
-    assert dict(caught.value.problems)["llmd-fleet:kubeconfig"].startswith("only for kind onprem: ")
+    assert dict(caught.value.problems)["llmd-fleet:kubeconfig"].startswith("only for kind onprem or local: ")
     parse_config(stack_raw_config(stack))  # accepted without it
 
 
-def test_a_kubeconfig_secret_is_read_on_prem():
+@pytest.mark.parametrize("stack", [REFERENCE_STACK, "local-sim"])
+def test_a_kubeconfig_secret_is_read_on_an_existing_cluster(stack):
     from llmd_fleet.config.parse import parse_config
     from tests.conftest import stack_raw_config
 
-    parse_config({**stack_raw_config(), "kubeconfig": "apiVersion: v1"}, frozenset({"kubeconfig"}))
+    parse_config({**stack_raw_config(stack), "kubeconfig": "apiVersion: v1"}, frozenset({"kubeconfig"}))

@@ -26,7 +26,7 @@ from llmd_fleet.layers.router.rules import router_problems
 from llmd_fleet.layers.serving.rules import kv_tier_problems, role_problems, simulator_problems
 from llmd_fleet.targets.base import kubernetes_version_problems
 from llmd_fleet.targets.local.rules import local_problems
-from llmd_fleet.targets.specs import SPECS
+from llmd_fleet.targets.specs import BUILDS, SPECS
 
 
 def _target_kind_problems(config: StackConfig) -> list[Problem]:
@@ -74,8 +74,11 @@ def _section_problems(key: str, error: ValidationError, raw: Any) -> list[Proble
     return problems
 
 
-# Target kinds whose program reads the `kubeconfig` secret (targets/onprem/build.py).
-KUBECONFIG_KINDS = ("onprem",)
+# Target kinds whose program reads the `kubeconfig` secret: those built by targets/onprem/build.py,
+# which reaches an existing cluster (the others create theirs and its credentials).
+KUBECONFIG_KINDS = tuple(
+    kind for kind, module in BUILDS.items() if module == "llmd_fleet.targets.onprem.build"
+)
 
 
 def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset()) -> StackConfig:
@@ -130,7 +133,7 @@ def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset
         problems.append(
             Problem(
                 f"{PROJECT}:kubeconfig",
-                f"only for kind {', '.join(KUBECONFIG_KINDS)}: {config.target.kind} creates its cluster "
+                f"only for kind {' or '.join(KUBECONFIG_KINDS)}: {config.target.kind} creates its cluster "
                 "and reaches it with the credentials it creates; pulumi config rm kubeconfig",
             )
         )
