@@ -21,7 +21,8 @@ existing .yaml stack file.
     llmd-fleet policy-pack-path                     print the directory of the policy pack the
                                                     package ships (for pulumi --policy-pack)
 
-Exit codes: 0 fine, 1 the rendered output failed a check, 2 bad input (config, plan or usage).
+Exit codes: 0 fine, 1 the rendered output failed a check, the environment failed (a full disk) or the
+command was interrupted (SIGINT, SIGTERM, SIGHUP), 2 bad input (config, plan or usage).
 """
 
 import argparse
