@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from llmd_fleet.cli.children import popen
 from llmd_fleet.cli.paths import CHECKOUT
 from llmd_fleet.cli.stack_file import stack_names
 
@@ -38,7 +39,7 @@ class Run:
 def timed(command: list[str]) -> Run:
     """Wall time and peak resident memory of one process (its children not counted)."""
     started = time.perf_counter()
-    process = subprocess.Popen(
+    process = popen(
         command, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     _, status, usage = os.wait4(process.pid, 0)
@@ -102,4 +103,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from llmd_fleet.cli.children import handle_signals
+
+    handle_signals()  # SIGTERM and SIGHUP stop the run like Ctrl-C; the timed child dies with it
     sys.exit(main())

@@ -23,6 +23,7 @@ import yaml
 from devtools.dataplane import build, netns, relay, replay, report, scaled, topology
 from devtools.twin import cluster, e2e
 from devtools.twin.kube import Kube, wait_for
+from llmd_fleet.cli.children import popen
 
 # Scorers whose benefit the figures measure; the baseline drops them from every profile.
 CACHE_AWARE_SCORERS = ("prefix-cache-scorer", "no-hit-lru-scorer", "session-affinity-scorer")
@@ -125,7 +126,7 @@ class Processes:
         self, name: str, argv: list[str], logs: Path, env: dict[str, str] | None = None
     ) -> subprocess.Popen[bytes]:
         log = (logs / f"{name}.log").open("ab")
-        proc = subprocess.Popen(
+        proc = popen(
             argv,
             stdout=log,
             stderr=subprocess.STDOUT,

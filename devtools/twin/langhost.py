@@ -38,6 +38,8 @@ import grpc  # type: ignore[import-untyped]
 from pulumi.automation._server import LanguageServer
 from pulumi.runtime.proto import language_pb2, language_pb2_grpc, plugin_pb2
 
+from llmd_fleet.cli.children import popen
+
 POLICY_MODULE = "pulumi.policy"
 
 
@@ -124,7 +126,7 @@ class StandInHost(LanguageServer):
         info = request.info
         directory = info.program_directory or request.program
         command = policy_command(pack_python(directory, _options(info)), list(request.args), directory)
-        process = subprocess.Popen(
+        process = popen(
             command,
             cwd=request.pwd or directory,
             env=_env(list(request.env)),

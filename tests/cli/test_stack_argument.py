@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from llmd_fleet.cli.main import run
 from llmd_fleet.cli.stack_file import MAX_STACK_NAME, StackArgumentError, resolve_stack
+from llmd_fleet.core.problems import quote
 from tests.conftest import STACKS_DIR
 
 _NAME_CHARS = string.ascii_letters + string.digits + "_.-"
@@ -42,7 +43,7 @@ def test_plan_refuses_a_bad_name_on_one_line(name: str, capsys) -> None:
     assert run(["plan", name]) == 2
     out, err = capsys.readouterr()
     assert out == ""
-    assert len(err.splitlines()) == 1 and err.startswith(f"error: stack {name!r} ")
+    assert len(err.splitlines()) == 1 and err.startswith(f"error: stack {quote(name)} ")
     assert "Pulumi's rule" in err
 
 
@@ -85,3 +86,28 @@ def test_a_yaml_name_that_is_no_file_says_so(tmp_path, capsys, monkeypatch) -> N
     monkeypatch.chdir(tmp_path)
     assert run(["--stacks-dir", str(STACKS_DIR), "plan", "trial.yaml"]) == 2
     assert "no file trial.yaml either" in capsys.readouterr().err
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    name=st.text(
+        alphabet=st.sampled_from(
+            ["\x1b", "\n", "\r", "\x00", "\u202e", "\u2028", "$", "(", ")", "/", " ", "a", "é"]
+        ),
+        min_size=1,
+        max_size=300,
+    )
+)
+def test_a_refused_name_is_echoed_escaped_on_one_bounded_line(name: str, capsys) -> None:
+    """Control characters, ESC, bidi overrides and line separators in a refused name are written as
+    escapes; a long name is cut at 80 characters with its length (docs/bad-input.md)."""
+    if not any(c not in "a" for c in name):
+        return
+    assert run(["plan", name]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    (line,) = err.splitlines()
+    assert line.isprintable() and "\x1b" not in line
+    assert len(line) < 80 * 10 + 400
+    if len(name) > 80:
+        assert f"... ({len(name)} characters)" in line

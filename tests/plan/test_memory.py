@@ -93,9 +93,9 @@ def test_reference_plan_uses_the_description(raw_config):
         ("kvBytesPerToken", 54912, "below what vLLM 0.33 allocates"),
         ("maxContextTokens", 202752, "context window 1048576"),
         ("totalParamsB", 760, "off the 743.4B parameters"),
-        ("layers", 61, "model card (plan/model_card.py) num_hidden_layers 78; set it to 78"),
-        ("experts", 384, "n_routed_experts 256; set it to 256"),
-        ("expertsPerToken", 6, "num_experts_per_tok 8; set it to 8"),
+        ("layers", 61, "model card (plan/model_card.py): num_hidden_layers is 78; set layers: 78"),
+        ("experts", 384, "n_routed_experts is 256; set experts: 256"),
+        ("expertsPerToken", 6, "num_experts_per_tok is 8; set expertsPerToken: 8"),
         ("routedExpertParamsB", 700, "off the 724.8B routed-expert parameters"),
     ],
 )

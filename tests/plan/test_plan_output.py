@@ -98,7 +98,7 @@ def test_a_hand_entered_field_off_the_card_exits_2_naming_the_key_and_value(
     code = run(["--stacks-dir", str(_write_stack(tmp_path, raw)), "plan", "probe"])
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
-    assert "llmd-fleet:model.layers" in err and "num_hidden_layers 78" in err
+    assert "llmd-fleet:model.layers" in err and "num_hidden_layers is 78" in err
 
 
 def test_a_family_without_a_published_acceptance_says_it_gets_no_mtp_gain(

@@ -55,8 +55,8 @@ def test_policy_config_is_reconciled_like_the_cli():
     assert reconcile_config(info, None)["image-digest"][0] == "advisory"
     for bad, message in (
         ({"no-such-policy": "disabled"}, "unknown policies: no-such-policy"),
-        ({"gpu-budget": {"maxGpus": "lots"}}, "gpu-budget.maxGpus: 'lots' is not of type 'integer'"),
-        ({"gpu-budget": {"maxGPUs": 1}}, "Additional properties are not allowed"),
+        ({"gpu-budget": {"maxGpus": "lots"}}, "gpu-budget.maxGpus: must be of type integer (got 'lots')"),
+        ({"gpu-budget": {"maxGPUs": 1}}, "gpu-budget: unknown properties: maxGPUs"),
         ({"router-pdb": "sometimes"}, "enforcementLevel must be one of"),
     ):
         with pytest.raises(PolicyConfigError, match=re.escape(message)):
@@ -267,3 +267,25 @@ def test_a_policy_that_could_not_run_fails_the_report_instead_of_counting_as_adv
     assert report.not_run == (skipped,) and report.advisory == (finding,) and report.mandatory == ()
     assert report.summary().endswith("0 mandatory, 1 advisory violation(s), 1 not run")
     assert report_lines(report.violations)[0].startswith("[not run]  router-pdb  ")
+
+
+def test_the_policy_config_is_checked_against_what_the_pack_serves():
+    """`check` validates --policy-config before it writes anything, against the pack's policies
+    built in-process (pack_analyzer_info): the same names, levels and schemas the pack serves."""
+    import grpc  # type: ignore[import-untyped]
+    from google.protobuf import empty_pb2  # type: ignore[import-untyped]
+    from pulumi.runtime.proto import analyzer_pb2_grpc
+
+    from llmd_fleet.cli.policy_check import PACK_DIR, PolicyPackProcess, pack_analyzer_info
+
+    pack = PolicyPackProcess(PACK_DIR, REFERENCE_STACK)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{pack.port(60)}") as channel:
+            grpc.channel_ready_future(channel).result(timeout=60)
+            served = analyzer_pb2_grpc.AnalyzerStub(channel).GetAnalyzerInfo(empty_pb2.Empty(), timeout=60)
+    finally:
+        pack.stop()
+    local = pack_analyzer_info()
+    assert len(served.policies) == len(all_policies()) > 0
+    assert list(local.policies) == list(served.policies)
+    assert dict(local.initialConfig) == dict(served.initialConfig)

@@ -16,6 +16,7 @@ import yaml
 from kubernetes_validate import utils as kv_utils
 
 from llmd_fleet.cli.paths import CHECKOUT
+from llmd_fleet.core.problems import clip, printable
 
 # API groups the kube-apiserver serves itself ("" is the core group).
 BUILTIN_GROUPS = frozenset(
@@ -114,38 +115,87 @@ def structural_to_json_schema(node: Any, in_junction: bool = False) -> Any:
     return out
 
 
+class CrdDirError(ValueError):
+    """A `--crd-dir` that cannot be read as CRDs (bad input: refused before anything is written)."""
+
+
+def _crd_versions(doc: dict[str, Any]) -> tuple[tuple[str, str], dict[str, tuple[bool, dict[str, Any]]]]:
+    """(group, kind) and {version: (served, openAPIV3Schema)} of one CRD document; KeyError,
+    TypeError or ValueError when it is not shaped like a CRD."""
+    spec = doc["spec"]
+    group, kind = spec["group"], spec["names"]["kind"]
+    if not isinstance(group, str) or not isinstance(kind, str):
+        raise ValueError("spec.group and spec.names.kind must be strings")
+    versions: dict[str, tuple[bool, dict[str, Any]]] = {}
+    for version in spec.get("versions") or []:
+        schema = (version.get("schema") or {}).get("openAPIV3Schema") or {
+            "type": "object",
+            "x-kubernetes-preserve-unknown-fields": True,
+        }
+        if not isinstance(version["name"], str) or not isinstance(schema, dict):
+            raise ValueError("each version needs a name and an openAPIV3Schema object")
+        # Converted once here, so a schema the checker cannot use is refused while reading.
+        structural_to_json_schema(schema)
+        versions[version["name"]] = (bool(version.get("served")), schema)
+    return (group, kind), versions
+
+
 class CrdSchemas:
-    """CRD schemas found under some directories, by (group, kind, version)."""
+    """CRD schemas found under some directories, by (group, kind, version).
+
+    Every file is read, parsed and converted here, before `check` writes anything: a directory
+    or file that cannot be read, YAML that does not parse, a CRD without its fields, nesting too
+    deep, or the same CRD defined twice differently raise CrdDirError naming the directory and
+    the file (docs/bad-input.md)."""
 
     def __init__(self, directories: list[Path]):
         self._schemas: dict[tuple[str, str], dict[str, tuple[bool, dict[str, Any]]]] = {}
         self._validators: dict[tuple[str, str, str], Any] = {}
         sources: dict[tuple[str, str], Path] = {}
         for directory in directories:
+            where = f"--crd-dir {printable(str(directory))}"
             if not directory.is_dir():
-                raise ValueError(f"--crd-dir {directory}: not a directory")
-            for path in sorted(directory.rglob("*.y*ml")):
-                for doc in yaml.load_all(
-                    path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-                ):
-                    if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
-                        spec = doc["spec"]
-                        key = (spec["group"], spec["names"]["kind"])
-                        versions: dict[str, tuple[bool, dict[str, Any]]] = {}
-                        for version in spec.get("versions", []):
-                            schema = (version.get("schema") or {}).get("openAPIV3Schema") or {
-                                "type": "object",
-                                "x-kubernetes-preserve-unknown-fields": True,
-                            }
-                            versions[version["name"]] = (bool(version.get("served")), schema)
-                        # The same CRD in two directories must not make the result depend on
-                        # their order.
-                        if key in self._schemas and self._schemas[key] != versions:
-                            raise ValueError(
-                                f"CRD {key[1]}.{key[0]} differs between {sources[key]} and {path}"
-                            )
-                        self._schemas[key] = versions
-                        sources.setdefault(key, path)
+                raise CrdDirError(f"{where}: not a directory")
+            try:
+                paths = sorted(directory.rglob("*.y*ml"))
+            except OSError as exc:
+                raise CrdDirError(f"{where}: cannot be read: {exc.strerror}") from None
+            for path in paths:
+                try:
+                    docs = list(
+                        yaml.load_all(path.read_bytes(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+                    )
+                    crds = [
+                        _crd_versions(doc)
+                        for doc in docs
+                        if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition"
+                    ]
+                except OSError as exc:
+                    raise CrdDirError(f"{where}: {printable(str(path))}: {exc.strerror}") from None
+                except yaml.YAMLError as exc:
+                    mark = getattr(exc, "problem_mark", None)
+                    at = f" at line {mark.line + 1}" if mark is not None else ""
+                    reason = clip(str(getattr(exc, "problem", None) or exc))
+                    raise CrdDirError(
+                        f"{where}: {printable(str(path))}: not valid YAML{at}: {reason}"
+                    ) from None
+                except RecursionError:
+                    raise CrdDirError(f"{where}: {printable(str(path))}: nested too deeply") from None
+                except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                    raise CrdDirError(
+                        f"{where}: {printable(str(path))}: not a CustomResourceDefinition with "
+                        f"spec.group, spec.names.kind and spec.versions ({type(exc).__name__}: "
+                        f"{clip(str(exc))})"
+                    ) from None
+                for key, versions in crds:
+                    # The same CRD in two directories must not make the result depend on their order.
+                    if key in self._schemas and self._schemas[key] != versions:
+                        raise CrdDirError(
+                            f"CRD {printable(key[1])}.{printable(key[0])} differs between "
+                            f"{printable(str(sources[key]))} and {printable(str(path))}"
+                        )
+                    self._schemas[key] = versions
+                    sources.setdefault(key, path)
 
     def validator(self, group: str, version: str, kind: str) -> Any:
         key = (group, version, kind)
@@ -200,12 +250,13 @@ def check_object(obj: Any, version: str, crds: CrdSchemas) -> list[str]:
 
 
 def check_manifests(
-    manifest_dir: Path, kubernetes_version: str, crd_dirs: list[Path]
+    manifest_dir: Path, kubernetes_version: str, crd_dirs: "list[Path] | CrdSchemas"
 ) -> tuple[int, list[Finding]]:
-    """Validate every YAML document under manifest_dir against the CRDs of crd_dirs and of the
-    project's own schemas directory; returns (objects checked, findings)."""
+    """Validate every YAML document under manifest_dir against the CRDs of crd_dirs (directories,
+    or CRDs read from them already) and of the project's own schemas directory; returns
+    (objects checked, findings)."""
     version = schema_version(kubernetes_version)
-    crds = CrdSchemas(crd_directories(crd_dirs))
+    crds = crd_dirs if isinstance(crd_dirs, CrdSchemas) else CrdSchemas(crd_directories(crd_dirs))
     findings: list[Finding] = []
     count = 0
     for path in sorted(manifest_dir.rglob("*.yaml")):

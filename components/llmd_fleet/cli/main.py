@@ -21,7 +21,8 @@ existing .yaml stack file.
     llmd-fleet policy-pack-path                     print the directory of the policy pack the
                                                     package ships (for pulumi --policy-pack)
 
-Exit codes: 0 fine, 1 the rendered output failed a check, 2 bad input (config, plan or usage).
+Exit codes: 0 fine, 1 the rendered output failed a check, the environment failed (a full disk) or the
+command was interrupted (SIGINT, SIGTERM, SIGHUP), 2 bad input (config, plan or usage).
 """
 
 import argparse
@@ -39,6 +40,7 @@ from llmd_fleet.plan.fleet import PlanError, plan_fleet
 from llmd_fleet.targets.extras import MissingExtraError, require_target_extra
 
 if TYPE_CHECKING:
+    from llmd_fleet.cli.check import CrdSchemas
     from llmd_fleet.cli.policy_check import PolicyPackProcess
     from llmd_fleet.cli.stack_file import StackFile
     from llmd_fleet.cli.synth import Synthesis
@@ -46,6 +48,12 @@ if TYPE_CHECKING:
     from llmd_fleet.plan.fleet import FleetPlan
 
 EXIT_OK, EXIT_INVALID_OUTPUT, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class InputRefused(Exception):
+    """An input other than the stack file refused before anything is written (one line)."""
+
+
 _STACK_HELP = "a stack name (stacks/Pulumi.STACK.yaml), or the path of an existing .yaml stack file"
 
 
@@ -390,6 +398,7 @@ def run(argv: list[str]) -> int:
 
     # Everything that can be refused is refused first, with no SDK imported yet: the stack file,
     # its config and plan, the output directory and (for check) the policy config.
+    crds, policy_config_path, policy_config = None, None, None
     try:
         stack_file = _read_stack(args, stacks_dir)
         plan = plan_fleet(config := stack_config(stack_file))
@@ -409,24 +418,22 @@ def run(argv: list[str]) -> int:
         ensure_replaceable(out)
         if args.command == "render" and args.reuse and _reused(stack_file, out):
             return EXIT_OK
-    except (ConfigError, PlanError, OutputDirError, MissingExtraError, StackArgumentError) as exc:
+        if args.command == "check":
+            crds, policy_config_path, policy_config = _check_inputs(args, root)
+    except (
+        ConfigError,
+        PlanError,
+        OutputDirError,
+        MissingExtraError,
+        StackArgumentError,
+        InputRefused,
+    ) as exc:
         _error(exc)
         return EXIT_BAD_INPUT
-    pack, policy_config_path, policy_config = None, None, None
+    pack = None
     if args.command == "check":
-        from llmd_fleet.cli.policy_check import (
-            PACK_DIR,
-            PolicyConfigError,
-            PolicyPackProcess,
-            load_policy_config,
-        )
+        from llmd_fleet.cli.policy_check import PACK_DIR, PolicyPackProcess
 
-        policy_config_path = args.policy_config or _default_policy_config(root, args.stack)
-        try:
-            policy_config = load_policy_config(policy_config_path) if policy_config_path else None
-        except PolicyConfigError as exc:
-            _error(exc)
-            return EXIT_BAD_INPUT
         # The pack starts now and imports its rules while the stack is synthesized.
         pack = PolicyPackProcess(PACK_DIR, args.stack)
     try:
@@ -437,10 +444,32 @@ def run(argv: list[str]) -> int:
             return EXIT_BAD_INPUT
         if args.command == "render":
             return EXIT_OK
-        return _check(synthesis, out, args.crd_dir, pack, policy_config_path, policy_config, args.verbose)
+        return _check(synthesis, out, crds, pack, policy_config_path, policy_config, args.verbose)
     finally:
         if pack is not None:
             pack.stop()
+
+
+def _check_inputs(
+    args: argparse.Namespace, root: Path
+) -> "tuple[CrdSchemas, Path | None, dict[str, Any] | None]":
+    """Every input of `check` beyond the stack, read and validated before anything is rendered
+    or written: the CRDs of `--crd-dir` (each file parsed and converted) and the policy config
+    (JSON, then its policy names, enforcement levels and properties against the pack's own
+    policies). Raises InputRefused."""
+    from llmd_fleet.cli.check import CrdDirError, CrdSchemas, crd_directories
+    from llmd_fleet.cli.policy_check import PolicyConfigError, load_policy_config, validate_policy_config
+
+    try:
+        crds = CrdSchemas(crd_directories(args.crd_dir))
+        policy_config_path = args.policy_config or _default_policy_config(root, args.stack)
+        policy_config = None
+        if policy_config_path is not None:
+            policy_config = load_policy_config(policy_config_path)
+            validate_policy_config(policy_config, f"--policy-config {printable(str(policy_config_path))}")
+    except (CrdDirError, PolicyConfigError) as exc:
+        raise InputRefused(str(exc)) from None
+    return crds, policy_config_path, policy_config
 
 
 def _remote_code_advisory(config: "StackConfig") -> None:
@@ -527,7 +556,7 @@ def _render(stack_file: "StackFile", config: "StackConfig", plan: "FleetPlan", o
 def _check(
     synthesis: "Synthesis",
     out: Path,
-    crd_dirs: list[Path],
+    crds: "CrdSchemas | None",
     pack: "PolicyPackProcess | None",
     policy_config_path: Path | None,
     policy_config: dict[str, Any] | None,
@@ -539,7 +568,7 @@ def _check(
 
     try:
         count, findings = check_manifests(
-            out / "manifests", synthesis.config.target.kubernetes_version, crd_dirs
+            out / "manifests", synthesis.config.target.kubernetes_version, crds or []
         )
     except ValueError as exc:
         _error(exc)
@@ -601,9 +630,42 @@ def _check_policies(
     )
 
 
-def main() -> None:
+def guarded_run(argv: list[str]) -> int:
+    """`run`, with the two ways a command ends that are no one's bad input: an interrupt (Ctrl-C,
+    SIGTERM, SIGHUP: cli/children.py) and the environment failing under it (a full disk, a
+    directory that turned read-only, a file that vanished). Each prints one line and exits 1, with
+    no traceback; a partly written output directory is recovered by the next run (docs/bad-input.md)."""
+    from llmd_fleet.cli.children import interrupted_line
+
     try:
-        code = run(sys.argv[1:])
+        return run(argv)
+    except KeyboardInterrupt as exc:
+        print(f"llmd-fleet: {interrupted_line(exc)}", file=sys.stderr)
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        where = f"{printable(os.fsdecode(exc.filename))}: " if exc.filename is not None else ""
+        reason = exc.strerror or type(exc).__name__
+        print(
+            f"error: {where}{printable(reason)} (the environment failed; no input was refused)",
+            file=sys.stderr,
+        )
+    return EXIT_INVALID_OUTPUT
+
+
+def main() -> None:
+    from llmd_fleet.cli.children import handle_signals
+
+    # SIGTERM and SIGHUP end the command as Ctrl-C does: every `finally` stops the children it
+    # started (each also dies with this process: cli/children.py), then one line, exit 1.
+    handle_signals()
+    # A path or name that is not UTF-8 (kept by Python as surrogate escapes) is written with
+    # backslash escapes instead of failing to print.
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+    try:
+        code = guarded_run(sys.argv[1:])
         sys.stdout.flush()
     except BrokenPipeError:
         # The reader went away (`llmd-fleet plan ... | head`): nothing more to say, and no traceback.

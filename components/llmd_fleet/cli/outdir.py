@@ -12,8 +12,12 @@ the next run puts it back first (`recover`), and so can `mv .OUT.llmd-old OUT` b
 Standard library only, so the command line can import it before anything heavy.
 """
 
+import fcntl
 import os
+import re
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 # Written into every output directory: only a directory holding it is ever replaced.
@@ -82,12 +86,34 @@ def _owned_output(out_dir: Path) -> bool:
     return not out_dir.exists() or _ours(out_dir) or not any(out_dir.iterdir())
 
 
+def _mount_points() -> set[str]:
+    """Every mount point of this process (Linux /proc/self/mountinfo, field 5, octal escapes
+    decoded); empty where there is no such file."""
+    try:
+        text = Path("/proc/self/mountinfo").read_text()
+    except OSError:
+        return set()
+    points = set()
+    for line in text.splitlines():
+        fields = line.split(" ")
+        if len(fields) > 4:
+            points.add(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4]))
+    return points
+
+
+def _is_mount_point(path: Path) -> bool:
+    """A mount point, bind mounts included: `os.path.ismount` compares devices and inodes with the
+    parent, which a bind mount of a directory on the same filesystem shares; renaming either ends
+    in `Device or resource busy`."""
+    return os.path.ismount(path) or os.path.realpath(path) in _mount_points()
+
+
 def _writability_problem(out_dir: Path) -> str | None:
     """Why out_dir cannot be written and swapped in, or None."""
     resolved = Path(os.path.abspath(out_dir))
     if resolved == Path(os.path.abspath(Path.cwd())) or out_dir.name in {"", ".", ".."}:
         return "is the current directory or its parent; name a directory below it"
-    if resolved.exists() and os.path.ismount(resolved):
+    if resolved.exists() and _is_mount_point(resolved):
         return "is a mount point, which cannot be replaced; name a directory inside it"
     ancestor = resolved.parent
     while not ancestor.exists():
@@ -106,7 +132,15 @@ def _writability_problem(out_dir: Path) -> str | None:
 def ensure_replaceable(out_dir: Path) -> None:
     """Raise OutputDirError, touching nothing, when out_dir holds anything a render did not
     write (a typo such as `--out .` must never delete a working tree) or cannot be written.
-    Recovers an interrupted swap first."""
+    Recovers an interrupted swap first, in its turn (see `write_atomically`)."""
+    if not out_dir.parent.is_dir():
+        _ensure_replaceable(out_dir)  # nothing there to recover, no one to take turns with
+        return
+    with _turn(out_dir.parent):
+        _ensure_replaceable(out_dir)
+
+
+def _ensure_replaceable(out_dir: Path) -> None:
     if problem := _writability_problem(out_dir):
         raise OutputDirError(f"--out {out_dir}: {problem}; nothing was changed")
     recover(out_dir)
@@ -120,9 +154,30 @@ def ensure_replaceable(out_dir: Path) -> None:
 def write_atomically(files: dict[str, str], out_dir: Path, key: str | None = None) -> None:
     """Write all files to the sibling `.OUT.llmd-new`, then swap it in place of out_dir (which
     must pass ensure_replaceable): out_dir -> `.OUT.llmd-old`, new -> out_dir, old removed. The
-    marker records `key` (the render's key, llmd_fleet/cli/render_key.py) when given."""
+    marker records `key` (the render's key, llmd_fleet/cli/render_key.py) when given.
+
+    Renders into one parent directory take turns (an exclusive lock on the parent, held from the
+    check to the swap): two renders racing on one OUT both finish, the later one's output in
+    place, instead of one removing the other's half-written `.OUT.llmd-new`."""
     ensure_replaceable(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
+    with _turn(out_dir.parent):
+        _ensure_replaceable(out_dir)  # again, now that no other render is between check and swap
+        _write_and_swap(files, out_dir, key)
+
+
+@contextmanager
+def _turn(directory: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `directory` (flock on the directory itself: no lock file)."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _write_and_swap(files: dict[str, str], out_dir: Path, key: str | None) -> None:
     new, old = _new(out_dir), _old(out_dir)
     try:
         new.mkdir()

@@ -33,9 +33,10 @@ from google.protobuf import empty_pb2, json_format, struct_pb2  # type: ignore[i
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 from pulumi.runtime.rpc import UNKNOWN
 
+from llmd_fleet.cli.children import popen
 from llmd_fleet.cli.paths import PACKAGE_DIR
 from llmd_fleet.cli.synth import Recorded
-from llmd_fleet.core.problems import PROJECT
+from llmd_fleet.core.problems import PROJECT, clip, names, printable, quote
 
 PACK_DIR = PACKAGE_DIR / "policies"
 # The CLI hands the policy host its engine's address; the Python host parses it and never dials it.
@@ -171,16 +172,47 @@ def _urn_parts(urn: str) -> tuple[str, str]:
 
 def load_policy_config(path: Path) -> dict[str, Any]:
     """A `--policy-pack-config` file: JSON mapping policy names (or `all`) to an enforcement
-    level or to an object of `enforcementLevel` and config properties."""
+    level or to an object of `enforcementLevel` and config properties. Only reads it: check it
+    against the pack with `validate_policy_config`."""
+    where = f"--policy-config {printable(str(path))}"
     try:
-        document = json.loads(path.read_text())
+        document = json.loads(path.read_bytes())
     except OSError as exc:
-        raise PolicyConfigError(f"{path}: {exc.strerror}") from None
-    except ValueError as exc:
-        raise PolicyConfigError(f"{path}: not valid JSON: {exc}") from None
+        raise PolicyConfigError(f"{where}: {exc.strerror}") from None
+    except RecursionError:
+        raise PolicyConfigError(f"{where}: not valid JSON: nested too deeply") from None
+    except ValueError as exc:  # also not UTF-8, and integers beyond Python's digit limit
+        reason = str(exc)
+        if reason.startswith("Exceeds the limit"):
+            reason = f"an integer of more than {sys.get_int_max_str_digits()} digits"
+        raise PolicyConfigError(f"{where}: not valid JSON: {clip(reason)}") from None
     if not isinstance(document, dict):
-        raise PolicyConfigError(f"{path}: must be a JSON object of policy name -> config")
+        raise PolicyConfigError(f"{where}: must be a JSON object of policy name -> config")
     return document
+
+
+def pack_analyzer_info() -> analyzer_pb2.AnalyzerInfo:
+    """The AnalyzerInfo the shipped pack answers GetAnalyzerInfo with (its policies, their levels
+    and config schemas), built in this process by pulumi_policy's own servicer over the same
+    `all_policies()` and pack level the pack serves (`llmd_fleet.policies.pack.serve`), without
+    starting a server: the policy config is checked against it before anything is written."""
+    from pulumi_policy import EnforcementLevel
+    from pulumi_policy.policy import _PolicyAnalyzerServicer
+
+    from llmd_fleet.policies.pack import PACK_LEVEL, PACK_NAME, all_policies
+
+    servicer = _PolicyAnalyzerServicer(PACK_NAME, "0.0.0", all_policies(), EnforcementLevel(PACK_LEVEL))
+    info: analyzer_pb2.AnalyzerInfo = servicer.GetAnalyzerInfo(None, None)  # type: ignore[no-untyped-call]
+    return info
+
+
+def validate_policy_config(user_config: Mapping[str, Any] | None, where: str = "--policy-config") -> None:
+    """Refuse a policy config the pack would refuse (unknown policy names, enforcement levels, config
+    properties outside a policy's schema) with PolicyConfigError, without starting the pack."""
+    try:
+        reconcile_config(pack_analyzer_info(), user_config)
+    except PolicyConfigError as exc:
+        raise PolicyConfigError(f"{where}: {exc}") from None
 
 
 def _schema_defaults(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -207,17 +239,21 @@ def reconcile_config(
         result[policy.name] = (_LEVEL_NAMES[policy.enforcementLevel], _schema_defaults(schema))
 
     def apply(name: str, value: Any, origin: str) -> None:
+        # `all` is reported as itself; a policy by its name, after the origin when not the file.
+        label = "all" if origin == "all" else f"{origin}: {printable(name)}" if origin else printable(name)
         level, props = result[name]
         if isinstance(value, str):
             entry: dict[str, Any] = {"enforcementLevel": value}
         elif isinstance(value, Mapping):
             entry = dict(value)
         else:
-            raise PolicyConfigError(f"{origin}: {name}: must be an enforcement level or an object")
-        new_level = entry.pop("enforcementLevel", level)
-        if new_level not in _LEVELS:
             raise PolicyConfigError(
-                f"{origin}: {name}: enforcementLevel must be one of {', '.join(_LEVELS)} (got {new_level!r})"
+                f"{label}: must be an enforcement level or an object (got {quote(value)})"
+            )
+        new_level = entry.pop("enforcementLevel", level)
+        if not isinstance(new_level, str) or new_level not in _LEVELS:
+            raise PolicyConfigError(
+                f"{label}: enforcementLevel must be one of {', '.join(_LEVELS)} (got {quote(new_level)})"
             )
         result[name] = (new_level, {**props, **entry})
 
@@ -238,12 +274,9 @@ def reconcile_config(
         del user["all"]
     unknown = sorted(set(user) - set(result))
     if unknown:
-        raise PolicyConfigError(
-            f"policy config names unknown policies: {', '.join(unknown)} "
-            f"(policies: {', '.join(sorted(result))})"
-        )
+        raise PolicyConfigError(f"unknown policies: {names(unknown)} (policies: {names(sorted(result))})")
     for name, value in user.items():
-        apply(name, value, "policy config")
+        apply(name, value, "")
     for name, (_, props) in result.items():
         errors = sorted(
             jsonschema.Draft7Validator(schemas[name]).iter_errors(props), key=lambda e: list(e.path)
@@ -251,9 +284,27 @@ def reconcile_config(
         if errors:
             where = ".".join(str(p) for p in errors[0].path)
             raise PolicyConfigError(
-                f"policy config: {name}{'.' + where if where else ''}: {errors[0].message}"
+                f"{name}{'.' + printable(where) if where else ''}: {_schema_message(errors[0])}"
             )
     return result
+
+
+def _schema_message(error: jsonschema.ValidationError) -> str:
+    """A schema error with the offending value quoted by `quote` (jsonschema's own message
+    repeats the whole value)."""
+    if error.validator == "additionalProperties":
+        schema: Any = error.schema
+        instance: Any = error.instance
+        extra = sorted(set(instance) - set(schema.get("properties") or {}))
+        return f"unknown properties: {names(extra)}"
+    if error.validator == "type":
+        return f"must be of type {error.validator_value} (got {quote(error.instance)})"
+    if error.validator in ("enum", "const"):
+        return f"must be one of {quote(error.validator_value, 400)} (got {quote(error.instance)})"
+    message = error.message
+    if len(message) <= 200:
+        return printable(message)
+    return f"{error.validator} failed (got {quote(error.instance)})"
 
 
 def _struct(value: Mapping[str, Any]) -> struct_pb2.Struct:
@@ -306,7 +357,8 @@ class PolicyPackProcess:
         env.pop("PULUMI_CONFIG", None)
         self._stderr: list[str] = []
         self._lines: queue.Queue[str | None] = queue.Queue()
-        self.process = subprocess.Popen(
+        # Dies with this process however it ends (llmd_fleet/cli/children.py).
+        self.process = popen(
             [_pack_python(pack_dir), "-u", "-m", "pulumi.policy", _ENGINE_ADDRESS, str(pack_dir)],
             cwd=pack_dir,
             env=env,

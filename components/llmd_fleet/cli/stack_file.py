@@ -15,7 +15,7 @@ import yaml
 
 from llmd_fleet.config.parse import check_stack_secrets, parse_config, read_pulumi_config
 from llmd_fleet.config.stack import StackConfig
-from llmd_fleet.core.problems import PROJECT, ConfigError
+from llmd_fleet.core.problems import PROJECT, ConfigError, clip, quote
 
 # Stand-in for each `secure:` value of a stack file: its ciphertext is never decrypted offline.
 SECRET_PLACEHOLDER = "offline-render-placeholder"
@@ -66,8 +66,18 @@ _Resolver.add_implicit_resolver(
 )
 
 
+# No setting takes an integer of more digits (Pulumi reads config integers as int64): a longer
+# one is refused while the file is read, before Python would refuse to convert it.
+MAX_INT_DIGITS = 18
+
+
 def _yaml_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
     text = str(loader.construct_scalar(node))
+    digits = len(text.lstrip("+-").removeprefix("0x").removeprefix("0o").lstrip("0"))
+    if digits > MAX_INT_DIGITS:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"an integer of {digits} digits (at most {MAX_INT_DIGITS})", node.start_mark
+        )
     if text.startswith(("0x", "0o")):
         return int(text, 0)
     return int(text, 10)
@@ -142,7 +152,7 @@ class _StackLoader(
                 continue
             if earlier is not None:
                 raise _DuplicateKey(
-                    f"duplicate key {key!r} at lines {earlier} and {line} (YAML would keep only the "
+                    f"duplicate key {quote(key)} at lines {earlier} and {line} (YAML would keep only the "
                     "last; the Pulumi CLI refuses the file): keep one"
                 )
             first_line[key] = line
@@ -238,7 +248,7 @@ def stack_name_problem(name: str) -> str | None:
     match = _STACK_NAME_CHARS.match(name)
     end = match.end() if match else 0
     if end != len(name):
-        return f"has {name[end]!r} at position {end}: {rule}"
+        return f"has {quote(name[end])} at position {end}: {rule}"
     return None
 
 
@@ -252,11 +262,45 @@ def resolve_stack(argument: str, stacks_dir: Path) -> tuple[str, Path]:
         base = given.name[: -len(".yaml")]
         stack = base[len("Pulumi.") :] if base.startswith("Pulumi.") and base != "Pulumi." else base
         if problem := stack_name_problem(stack):
-            raise StackArgumentError(f"stack file {argument}: its stack name {stack!r} {problem}")
+            raise StackArgumentError(
+                f"stack file {clip(argument, 200)}: its stack name {quote(stack)} {problem}"
+            )
         return stack, given
     if problem := stack_name_problem(argument):
-        raise StackArgumentError(f"stack {argument!r} {problem}")
+        raise StackArgumentError(f"stack {quote(argument)} {problem}")
     return argument, stack_file_path(stacks_dir, argument)
+
+
+def _non_string_key(value: object, path: str) -> tuple[str, str] | None:
+    """The first mapping key below `path` that is not a string (`true:`, `1:`, `null:`), as a
+    problem: JSON, the form the Pulumi CLI hands a program, has only string keys, so `true` and
+    `"true"` would collide and one would silently win."""
+    stack: list[tuple[object, str]] = [(value, path)]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if not isinstance(k, str):
+                    shown = json.dumps(k) if isinstance(k, (bool, int, float)) or k is None else quote(k)
+                    return (
+                        f"{where}.{shown}",
+                        f'a key must be a string (got {_kind(k)}): quote it, "{shown}", as JSON has only '
+                        "string keys",
+                    )
+                stack.append((v, f"{where}.{k}"))
+        elif isinstance(node, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(node))
+    return None
+
+
+def _kind(value: object) -> str:
+    """What a value is, without echoing it (it may be a secret)."""
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return "an empty string" if not value.strip() else "a string"
+    names = {bool: "a boolean", int: "an integer", float: "a number", dict: "a mapping", list: "a list"}
+    return names.get(type(value), type(value).__name__)
 
 
 def read_stack_file(stacks_dir: Path, stack: str, path: Path | None = None) -> StackFile:
@@ -282,6 +326,8 @@ def read_stack_file(stacks_dir: Path, stack: str, path: Path | None = None) -> S
         raise ConfigError([(str(path), "not valid YAML: nested too deeply")]) from None
     except UnicodeDecodeError as exc:
         raise ConfigError([(str(path), f"not UTF-8 text: {exc.reason} at byte {exc.start}")]) from None
+    except OSError as exc:
+        raise ConfigError([(str(path), f"cannot be read: {exc.strerror}")]) from None
     config = document.get("config") if isinstance(document, dict) else None
     if not isinstance(config, dict):
         raise ConfigError([(str(path), "must contain a `config:` mapping")])
@@ -290,17 +336,36 @@ def read_stack_file(stacks_dir: Path, stack: str, path: Path | None = None) -> S
     secrets: dict[str, str] = {}
     for key, value in config.items():
         if not isinstance(key, str):
-            raise ConfigError([(str(path), f"config keys must be strings (got {key!r})")])
+            raise ConfigError([(str(path), f"config keys must be strings (got {quote(key)})")])
         full_key = key if ":" in key else f"{PROJECT}:{key}"
         if full_key in given_as:
             raise ConfigError(
-                [(full_key, f"given twice, as {given_as[full_key]!r} and {key!r} (one key): keep one")]
+                [
+                    (
+                        full_key,
+                        f"given twice, as {quote(given_as[full_key])} and {quote(key)} (one key): keep one",
+                    )
+                ]
             )
         given_as[full_key] = key
         if isinstance(value, dict) and set(value) == {"secure"}:
+            # The Pulumi CLI refuses a secure value that is not its ciphertext (a string).
+            if not isinstance(value["secure"], str) or not value["secure"].strip():
+                raise ConfigError(
+                    [
+                        (
+                            full_key,
+                            "`secure:` must be the ciphertext `pulumi config set --secret` writes, a "
+                            f"non-empty string (got {_kind(value['secure'])}; not echoed): "
+                            f"pulumi config set --secret {key.removeprefix(PROJECT + ':')} <value>",
+                        )
+                    ]
+                )
             values[full_key] = SECRET_PLACEHOLDER
             secrets[full_key] = str(value["secure"])
         elif isinstance(value, (dict, list)):
+            if (where := _non_string_key(value, full_key)) is not None:
+                raise ConfigError([where])
             values[full_key] = json.dumps(value)
         elif isinstance(value, bool):
             values[full_key] = "true" if value else "false"

@@ -3,7 +3,7 @@
 from collections.abc import Mapping
 from typing import Any
 
-from llmd_fleet.core.problems import PROJECT
+from llmd_fleet.core.problems import PROJECT, quote
 
 # The unit of each number, by how its key ends (checked for every numeric field by a test).
 _UNIT_SUFFIXES = (
@@ -101,21 +101,21 @@ def describe(error: Mapping[str, Any], loc: tuple[Any, ...] = ()) -> str:
     if kind == "union_tag_invalid":
         tags = [tag.strip() for tag in str(ctx.get("expected_tags", "")).split(",")]
         expected = ", ".join(tags[:-1]) + f" or {tags[-1]}" if len(tags) > 1 else tags[0]
-        return f"must be one of {expected} (got {ctx.get('tag')!r})"
+        return f"must be one of {expected} (got {quote(ctx.get('tag'))})"
     if kind in ("literal_error", "enum"):
-        return f"must be one of {ctx.get('expected')} (got {got!r})"
+        return f"must be one of {ctx.get('expected')} (got {quote(got)})"
     if kind == "value_error":
-        return f"{ctx.get('error')} (got {got!r})"
+        return f"{ctx.get('error')} (got {quote(got)})"
     if kind == "finite_number":
-        return f"must be a finite number, not infinity or NaN (got {got!r})"
+        return f"must be a finite number, not infinity or NaN (got {quote(got)})"
     if kind in _BOUNDS:
         (bound,) = (v for k, v in ctx.items() if k in ("gt", "ge", "lt", "le"))
         if isinstance(bound, float) and bound.is_integer():
             bound = int(bound)
         names = [item for item in loc if isinstance(item, str)]
         unit = unit_of(names[-1]) if names else ""
-        return f"must be {_BOUNDS[kind]} {bound}{f' {unit}' if unit else ''} (got {got!r})"
-    return f"{error['msg']} (got {got!r})"
+        return f"must be {_BOUNDS[kind]} {bound}{f' {unit}' if unit else ''} (got {quote(got)})"
+    return f"{error['msg']} (got {quote(got)})"
 
 
 def section_loc(error: Mapping[str, Any], raw: Any) -> tuple[Any, ...]:

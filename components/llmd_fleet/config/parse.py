@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from llmd_fleet.config.errors import describe, key_path, section_loc
-from llmd_fleet.config.rules import model_problems, node_group_problems
+from llmd_fleet.config.rules import model_problems, node_group_problems, workload_problems
 from llmd_fleet.config.stack import KNOWN_KEYS, OBJECT_KEYS, OPTIONAL_OBJECT_KEYS, SECRET_KEYS, StackConfig
 from llmd_fleet.core.problems import PROJECT, ConfigError, Problem
 from llmd_fleet.images.rules import images_problems
@@ -26,7 +26,7 @@ from llmd_fleet.layers.router.rules import router_problems
 from llmd_fleet.layers.serving.rules import kv_tier_problems, role_problems, simulator_problems
 from llmd_fleet.targets.base import kubernetes_version_problems
 from llmd_fleet.targets.local.rules import local_problems
-from llmd_fleet.targets.specs import SPECS
+from llmd_fleet.targets.specs import BUILDS, SPECS
 
 
 def _target_kind_problems(config: StackConfig) -> list[Problem]:
@@ -48,6 +48,7 @@ RULES: tuple[Callable[[StackConfig], list[Problem]], ...] = (
     node_group_problems,
     simulator_problems,
     model_problems,
+    workload_problems,
     role_problems,
     kv_tier_problems,
     weight_loading_problems,
@@ -71,6 +72,13 @@ def _section_problems(key: str, error: ValidationError, raw: Any) -> list[Proble
                 message = f"required for kind {loc[0]}"
         problems.append(Problem(key_path(key, loc), message))
     return problems
+
+
+# Target kinds whose program reads the `kubeconfig` secret: those built by targets/onprem/build.py,
+# which reaches an existing cluster (the others create theirs and its credentials).
+KUBECONFIG_KINDS = tuple(
+    kind for kind, module in BUILDS.items() if module == "llmd_fleet.targets.onprem.build"
+)
 
 
 def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset()) -> StackConfig:
@@ -120,6 +128,15 @@ def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset
         config = config.model_copy(update={"serving": serving})
     config = _target_observability_defaults(config)
     problems = [problem for rule in RULES for problem in rule(config)]
+    if "kubeconfig" in raw and config.target.kind not in KUBECONFIG_KINDS:
+        # Set and never read: the cloud targets create their cluster and its credentials.
+        problems.append(
+            Problem(
+                f"{PROJECT}:kubeconfig",
+                f"only for kind {' or '.join(KUBECONFIG_KINDS)}: {config.target.kind} creates its cluster "
+                "and reaches it with the credentials it creates; pulumi config rm kubeconfig",
+            )
+        )
     if problems:
         raise ConfigError(problems)
     return config

@@ -1,4 +1,6 @@
-"""The rules of the sections the config core owns: the node groups and the model. Pure."""
+"""The rules of the sections the config core owns: the node groups, the model and the workload. Pure."""
+
+import itertools
 
 from llmd_fleet.config.fleet import Accelerator, NodeGroupConfig
 from llmd_fleet.config.grammar import dns_label_problem
@@ -86,3 +88,22 @@ def model_problems(config: StackConfig) -> list[Problem]:
     if model.active_params_b > model.total_params_b:
         problems.append(Problem(key(config, "model", "active_params_b"), "must not exceed totalParamsB"))
     return problems
+
+
+def workload_problems(config: StackConfig) -> list[Problem]:
+    """The workload's input percentiles are ordered: p50 <= p90 <= p99 (a percentile of a
+    distribution never exceeds a higher one)."""
+    workload = config.workload
+    ordered = [
+        ("input_tokens_p50", "inputTokensP50", workload.input_tokens_p50),
+        ("input_tokens_p90", "inputTokensP90", workload.input_tokens_p90),
+        ("input_tokens_p99", "inputTokensP99", workload.input_tokens_p99),
+    ]
+    return [
+        Problem(
+            key(config, "workload", lower),
+            f"{low} is above {higher_alias} ({high}): a lower percentile never exceeds a higher one",
+        )
+        for (lower, _, low), (_, higher_alias, high) in itertools.pairwise(ordered)
+        if low > high
+    ]

@@ -28,6 +28,56 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
+QUOTE_LIMIT = 80
+NAMES_LIMIT = 20
+MAX_KEY = 200
+MAX_MESSAGE = 2000
+
+
+def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """A value as an error line quotes it: its repr, escaped by `printable`, at most `limit`
+    characters of it followed by its length when longer (`'aaa...' (5000000 characters)`), so a
+    5 MB value or a 5,000-digit integer makes a short line and never a traceback. Every error
+    path that echoes a value goes through here (docs/bad-input.md)."""
+    if isinstance(value, bool) or value is None:
+        return repr(value)
+    if isinstance(value, int):
+        try:
+            digits = str(value)
+        except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits)
+            return f"an integer of about {int(abs(value).bit_length() * 0.30103) + 1} digits"
+        return digits if len(digits) <= limit else f"{digits[:limit]}... ({len(digits.lstrip('-'))} digits)"
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return printable(repr(value))
+        return f"{printable(repr(value[:limit]))}... ({len(value)} characters)"
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):
+        return f"a {type(value).__name__} too large to show"
+    if len(text) <= limit:
+        return printable(text)
+    return f"{printable(text[:limit])}... ({len(text)} characters of {type(value).__name__})"
+
+
+def clip(text: str, limit: int = 200) -> str:
+    """A message on one line (a multi-line one, a parser's or the system's, joined), escaped, at
+    most `limit` characters, then its length when longer."""
+    if not text.isprintable():
+        text = " ".join(text.split())
+    return printable(text) if len(text) <= limit else f"{printable(text[:limit])}... ({len(text)} characters)"
+
+
+def names(items: Sequence[object], limit: int = NAMES_LIMIT) -> str:
+    """At most `limit` names of a list, comma-separated, each escaped and at most 80 characters,
+    then how many more there are (`a, b, c, and 480 more`)."""
+    shown = [
+        printable(i) if isinstance(i, str) and len(i) <= QUOTE_LIMIT else quote(i) for i in items[:limit]
+    ]
+    more = len(items) - limit
+    return ", ".join(shown) + (f", and {more} more" if more > 0 else "")
+
+
 class Problem(NamedTuple):
     """One thing wrong with the stack configuration: the key path and what is allowed there."""
 
@@ -41,7 +91,12 @@ class ConfigError(Exception):
     def __init__(self, problems: Sequence[tuple[str, str]]):
         # A key path or a message may quote what a stack file holds: printed with escapes, one line.
         self.problems = [Problem(printable(key), printable(message)) for key, message in problems]
-        lines = [f"{key}: {message}" for key, message in self.problems]
+        # At most NAMES_LIMIT problems are printed, each line bounded: a file of 5,000 unknown
+        # keys or a 5 MB key makes a short message (the first problems are the ones to fix first).
+        lines = [f"{clip(key, MAX_KEY)}: {clip(message, MAX_MESSAGE)}" for key, message in self.problems]
+        more = len(lines) - NAMES_LIMIT
+        if more > 0:
+            lines = [*lines[:NAMES_LIMIT], f"... and {more} more problems"]
         super().__init__("invalid stack configuration:\n  " + "\n  ".join(lines))
 
 

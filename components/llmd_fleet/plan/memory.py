@@ -315,6 +315,44 @@ class ModelSizing:
     """'model card' or 'stack config'."""
 
 
+def routed_expert_params(m: ModelDescription) -> int:
+    """Parameters of the routed experts of every MoE layer (the MTP layer not counted, as the
+    stack's `routedExpertParamsB` does not count it)."""
+    return m.moe_layers * param_counts(m).routed_experts_per_moe_layer
+
+
+def card_contradictions(model: ModelConfig, description: ModelDescription) -> list[tuple[str, str]]:
+    """A problem for each hand-entered architecture figure of the stack that contradicts the
+    committed description: integers and the weight format exactly, parameter counts within 1%.
+    Each names the key and the card's value."""
+    path = f"{PROJECT}:model"
+    source = f"{description.name}'s model card (plan/model_card.py)"
+    exact: list[tuple[str, object, object, str]] = [
+        ("weightDtype", model.weight_dtype.value, description.weight_dtype, "weight_dtype"),
+        ("layers", model.layers, description.num_hidden_layers, "num_hidden_layers"),
+        ("experts", model.experts, description.n_routed_experts, "n_routed_experts"),
+        ("expertsPerToken", model.experts_per_token, description.num_experts_per_tok, "num_experts_per_tok"),
+    ]
+    problems = [
+        (
+            f"{path}.{key}",
+            f"{given} contradicts {source}: {field} is {card}; set {key}: {card}",
+        )
+        for key, given, card, field in exact
+        if given != card
+    ]
+    routed = routed_expert_params(description) / 1e9
+    if abs(model.routed_expert_params_b - routed) > 0.01 * routed:
+        problems.append(
+            (
+                f"{path}.routedExpertParamsB",
+                f"{model.routed_expert_params_b:g} is more than 1% off the {routed:.1f}B routed-expert "
+                f"parameters counted from {source} (plan/memory.py routed_expert_params)",
+            )
+        )
+    return problems
+
+
 def model_sizing(model: ModelConfig) -> tuple[ModelSizing, list[tuple[str, str]]]:
     """The model's sizing figures, and a problem for each hand-entered figure of the stack that
     disagrees with the committed description (kvBytesPerToken below what vLLM allocates, a
@@ -355,23 +393,6 @@ def model_sizing(model: ModelConfig) -> tuple[ModelSizing, list[tuple[str, str]]
                 f"from {description.name}'s description (plan/memory.py total_params)",
             )
         )
-    # Hand-entered architecture integers must be the card's exactly.
-    card = f"{description.name}'s model card (plan/model_card.py)"
-    for key, given, field, value in (
-        ("layers", model.layers, "num_hidden_layers", description.num_hidden_layers),
-        ("experts", model.experts, "n_routed_experts", description.n_routed_experts),
-        ("expertsPerToken", model.experts_per_token, "num_experts_per_tok", description.num_experts_per_tok),
-    ):
-        if given != value:
-            problems.append((f"{path}.{key}", f"{given} is not {card} {field} {value}; set it to {value}"))
-    routed = description.moe_layers * param_counts(description).routed_experts_per_moe_layer / 1e9
-    if abs(model.routed_expert_params_b - routed) > 0.01 * routed:
-        problems.append(
-            (
-                f"{path}.routedExpertParamsB",
-                f"{model.routed_expert_params_b:g} is more than 1% off the {routed:.1f}B routed-expert "
-                f"parameters counted from {card}",
-            )
-        )
+    problems += card_contradictions(model, description)
     sizing = ModelSizing(description, kv, kv.total, description.max_position_embeddings, "model card")
     return sizing, problems

@@ -22,6 +22,8 @@ from llmd_fleet.policies.rules import (
 )
 
 PACK_NAME = "llmd-fleet"
+# The level of a policy that sets none (every policy sets its own).
+PACK_LEVEL = EnforcementLevel.ADVISORY.value
 PACK_DESCRIPTION = "Catches the mistakes that break a wide-EP llm-d fleet before it is deployed"
 
 
@@ -53,6 +55,6 @@ def serve() -> None:
     PolicyPack(
         name=PACK_NAME,
         policies=all_policies(),
-        enforcement_level=EnforcementLevel.ADVISORY,
+        enforcement_level=EnforcementLevel(PACK_LEVEL),
         description=PACK_DESCRIPTION,
     )
