@@ -8,8 +8,9 @@ Each wrapper builds into `<cache>/twin-bin-<name>-<key>/`, where <cache> is
 key hashes everything that decides the binaries: the build recipe, the Go version, the wrapper's
 go.mod, go.sum and Go files, and the ldflags. A bump in images/versions.toml (after `gomod`)
 builds a new directory beside the old one; a machine that keeps its cache reuses it. A binary of
-the right version already on PATH is used instead of building. Builds run one at a time under a
-file lock, and each prints its duration.
+the right version already on PATH is used instead of building. Each wrapper builds under a file
+lock of its own (a concurrent run waits rather than building it twice), its binaries in one
+`go build`, and each build prints its duration.
 """
 
 import json
