@@ -55,6 +55,13 @@ def _wait_for_pack(check: "subprocess.Popen[str]", seconds: float = 60.0) -> int
     raise AssertionError("the policy pack never started")
 
 
+def _sigint_as_at_a_terminal() -> None:
+    """A shell without job control starts background commands with SIGINT ignored, and Python
+    keeps an ignored SIGINT ignored: a test run started that way (`make test &` in a script) would
+    send its SIGINT into nothing. `check` started from a terminal has the default disposition."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the death signal is Linux's prctl")
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
 def test_the_policy_pack_dies_with_check(signum, tmp_path):
@@ -64,6 +71,7 @@ def test_the_policy_pack_dies_with_check(signum, tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_sigint_as_at_a_terminal,
     )
     try:
         pack = _wait_for_pack(check)
