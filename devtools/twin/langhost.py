@@ -126,6 +126,10 @@ class StandInHost(LanguageServer):
         info = request.info
         directory = info.program_directory or request.program
         command = policy_command(pack_python(directory, _options(info)), list(request.args), directory)
+        # No death signal here: this runs in a gRPC server thread, and a preexec_fn (Python run
+        # in the child between fork and exec) crashes the child there (SIGSEGV: gRPC skips its
+        # fork handlers while other threads are inside it). The RPC's end kills the pack instead,
+        # and the CLI that started this host stops the host's whole plugin tree.
         process = popen(
             command,
             cwd=request.pwd or directory,
@@ -133,6 +137,7 @@ class StandInHost(LanguageServer):
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
+            preexec_fn=None,
         )
         context.add_callback(process.kill)
         chunks: queue.Queue[tuple[str, bytes]] = queue.Queue()
