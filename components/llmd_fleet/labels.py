@@ -22,23 +22,31 @@ def common_labels(component: str, instance: str) -> dict[str, str]:
 
 
 def serving_labels(
-    instance: str, role: str, model_id: str, engine_version: str, engine: str = "vllm"
+    instance: str, role: str, model_label: str, engine_version: str, engine: str = "vllm"
 ) -> dict[str, str]:
-    """Labels of a serving pod; `llm-d.ai/role` is what the router's prefill/decode filters read.
-    A simulator pod (`engine` simulator) names itself and carries no accelerator labels."""
+    """Labels of a serving pod; `llm-d.ai/role` is what the router's prefill/decode filters read,
+    `llm-d.ai/model` the engine's first served model name (`served_model_names`), the key llm-d's
+    OpenCost recipe joins pods to the model they serve on. A simulator pod (`engine` simulator)
+    names itself and carries no accelerator labels."""
     labels = {
         **common_labels("model-server", instance),
         "app.kubernetes.io/name": "vllm" if engine == "vllm" else "llm-d-inference-sim",
         "app.kubernetes.io/version": label_value(engine_version),
         "llm-d.ai/inference-serving": "true",
         "llm-d.ai/role": role,
-        "llm-d.ai/model": label_value(model_id),
+        "llm-d.ai/model": model_label,
         # The simulator answers as vLLM does: the router treats it as a vLLM engine.
         "llm-d.ai/engine-type": "vllm",
     }
     if engine == "vllm":
         labels |= {"llm-d.ai/accelerator-vendor": "nvidia", "llm-d.ai/accelerator-variant": "h100"}
     return labels
+
+
+def shared_inference_labels() -> dict[str, str]:
+    """What llm-d's OpenCost recipe reads to spread a shared component's cost (the endpoint
+    picker, the tokenizer) over the models behind it rather than charge it to none."""
+    return {"llm-d.ai/inference-shared": "true"}
 
 
 def prefer_separate_nodes(selector: dict[str, str]) -> dict[str, object]:

@@ -226,7 +226,7 @@ def renderer_args(renderer: topology.Renderer) -> list[str]:
     port the producer dials."""
     return [
         f"--model={renderer.model}",
-        f"--served-model-name={renderer.served_model}",
+        *topology.served_name_args(renderer.served_model),
         f"--port={renderer.port}",
         "--force-dummy-tokenizer=true",
     ]
@@ -517,12 +517,10 @@ def main_run(
     if broken_kv_events:
         rendered_config = break_kv_events_port(rendered_config)
     bands = replay.bands_of(topo.objectives)
+    # The name clients send: the last served name (the first is its label form when they differ,
+    # llmd_fleet.config.model.served_model_names).
     model = next(
-        a.split("=", 1)[1]
-        for p in topo.pods
-        for c in p.containers
-        for a in c.args
-        if a.startswith("--served-model-name=")
+        names[-1] for p in topo.pods for c in p.containers if (names := topology.served_names(c.args))
     )
     threshold = topology.pd_threshold(topo.picker.config)
     shape = replay.fit(replay.LONG if long else replay.SHORT, threshold)
@@ -556,14 +554,14 @@ def main_run(
         )
         wait_for(
             "router CRDs served",
-            lambda: kube.resource("inference.networking.k8s.io/v1", "InferencePool", refresh=True),
+            lambda: kube.served("inference.networking.k8s.io/v1", "InferencePool"),
             60,
         )
         wait_for(
             "DisaggregatedSet and Gateway CRDs served",
             lambda: (
-                kube.resource("disaggregatedset.x-k8s.io/v1", "DisaggregatedSet", refresh=True)
-                and kube.resource("gateway.networking.k8s.io/v1", "Gateway", refresh=True)
+                kube.served("disaggregatedset.x-k8s.io/v1", "DisaggregatedSet")
+                and kube.served("gateway.networking.k8s.io/v1", "Gateway")
             ),
             60,
         )

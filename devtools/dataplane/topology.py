@@ -2,6 +2,8 @@
 from the library's internals: the endpoint picker's Deployment and config, the InferencePool, the
 InferenceObjectives and the serving pods the DisaggregatedSet's roles make. Pure functions."""
 
+import hashlib
+import json
 import re
 import shlex
 from dataclasses import dataclass, field, replace
@@ -19,6 +21,14 @@ FIRST_POD_HOST = 10
 # groups by).
 LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
 LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
+# The labels the DisaggregatedSet controller merges over each role's pod templates (LWS v0.10.0,
+# pkg/utils/disaggregatedset/utils.go GenerateLabels; its own win over the template's), which the
+# router's rollout screener reads: the set, the role, the slice and the revision of all roles'
+# templates.
+DS_NAME = "disaggregatedset.x-k8s.io/name"
+DS_ROLE = "disaggregatedset.x-k8s.io/role"
+DS_SLICE = "disaggregatedset.x-k8s.io/slice"
+DS_REVISION = "disaggregatedset.x-k8s.io/revision"
 
 
 @dataclass(frozen=True)
@@ -154,9 +164,14 @@ def _serve_words(container: dict[str, Any]) -> list[str] | None:
     return tokens
 
 
+# vLLM flags that take one or more words (argparse nargs="+"): their values are joined with ",",
+# the simulator's list form.
+LIST_FLAGS = frozenset({"served-model-name"})
+
+
 def _options(words: list[str]) -> tuple[list[str], dict[str, str]]:
     """Positional words and `--flag value` / `--flag=value` options (a flag followed by another
-    flag, or last, is a switch: "true")."""
+    flag, or last, is a switch: "true"; a `LIST_FLAGS` flag takes every word up to the next flag)."""
     positional: list[str] = []
     options: dict[str, str] = {}
     i = 0
@@ -165,11 +180,13 @@ def _options(words: list[str]) -> tuple[list[str], dict[str, str]]:
         if word.startswith("--"):
             name, eq, value = word[2:].partition("=")
             if not eq:
-                if i + 1 < len(words) and not words[i + 1].startswith("--"):
-                    value = words[i + 1]
+                values = []
+                while i + 1 < len(words) and not words[i + 1].startswith("--"):
+                    values.append(words[i + 1])
                     i += 1
-                else:
-                    value = "true"
+                    if name not in LIST_FLAGS:
+                        break
+                value = ",".join(values) if values else "true"
             options[name] = value
         else:
             positional.append(word)
@@ -216,6 +233,19 @@ def vllm_serve(container: dict[str, Any]) -> VllmServe | None:
     )
 
 
+def served_name_args(served: str) -> list[str]:
+    """`--served-model-name` and each name as its own word: the simulator, like vLLM, reads every
+    word up to the next flag (a `--flag=a,b` form would serve one name `a,b`)."""
+    return ["--served-model-name", *served.split(",")]
+
+
+def served_names(args: tuple[str, ...] | list[str]) -> list[str]:
+    """The served names in a simulator's args (either form)."""
+    _, options = _options(list(args))
+    value = options.get("served-model-name")
+    return value.split(",") if value else []
+
+
 def simulator_args(serve: VllmServe, kv_blocks: int | None, zmq_endpoint: str = "") -> list[str]:
     """The simulator's arguments for a rendered vLLM engine (llm-d-inference-sim v0.10.2
     `pkg/common/parser.go` flag names): the same model and served name, port and ranks per pod
@@ -226,7 +256,7 @@ def simulator_args(serve: VllmServe, kv_blocks: int | None, zmq_endpoint: str = 
     flag: the routing sidecar and the request's kv_transfer_params make the role."""
     args = [
         f"--model={serve.model}",
-        f"--served-model-name={serve.served_model}",
+        *served_name_args(serve.served_model),
         f"--port={serve.port}",
         f"--data-parallel-size={serve.ranks}",
     ]
@@ -309,6 +339,8 @@ def serving_pods(docs: list[dict[str, Any]], kv_blocks: int | None = None) -> li
     labelled as it labels them (LWS name and group index). Rendered vLLM engines become simulators
     (`_containers`)."""
     ds = _one(docs, "DisaggregatedSet")
+    set_name = ds["metadata"]["name"]
+    revision = ds_revision(ds)
     pods: list[Pod] = []
     host = FIRST_POD_HOST
     for role in ds["spec"]["roles"]:
@@ -317,14 +349,34 @@ def serving_pods(docs: list[dict[str, Any]], kv_blocks: int | None = None) -> li
             for index in range(int(template.get("size", 1))):
                 tpl = template.get("leaderTemplate") if index == 0 and "leaderTemplate" in template else None
                 tpl = tpl or template["workerTemplate"]
-                name = f"{ds['metadata']['name']}-{role['name']}-{instance}-{index}"
+                name = f"{set_name}-{role['name']}-{instance}-{index}"
                 labels = dict(tpl["metadata"].get("labels", {}))
-                labels.setdefault(LWS_NAME, f"{ds['metadata']['name']}-{role['name']}")
+                labels |= {
+                    "app": f"{set_name}-0-{role['name']}",
+                    DS_NAME: set_name,
+                    DS_ROLE: role["name"],
+                    DS_SLICE: "0",
+                    DS_REVISION: revision,
+                }
+                # The controller names each role's LeaderWorkerSet <set>-<slice>-<revision>-<role>.
+                labels.setdefault(LWS_NAME, f"{set_name}-0-{revision}-{role['name']}")
                 labels.setdefault(LWS_GROUP_INDEX, str(instance))
                 containers = _containers(tpl["spec"], kv_blocks)
                 pods.append(Pod(name, role["name"], f"{POD_SUBNET}.{host}", labels, containers))
                 host += 1
     return pods
+
+
+def ds_revision(ds: dict[str, Any]) -> str:
+    """A revision of the form the DisaggregatedSet controller computes (ComputeRevision: the first
+    8 hex digits of SHA-256 over every role's name and leaderWorkerTemplate). The value differs
+    from the controller's, whose Go encoding of the typed template orders fields otherwise; the
+    run needs only that every pod of one rendering carries the same one."""
+    templates = [
+        {"name": r["name"], "template": r["spec"]["leaderWorkerTemplate"]} for r in ds["spec"]["roles"]
+    ]
+    text = json.dumps(templates, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
 def render_url(config_text: str) -> str | None:
@@ -389,10 +441,9 @@ def renderer(docs: list[dict[str, Any]], config_text: str) -> Renderer | None:
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     if not any(p["port"] == port for p in service["spec"]["ports"]):
         raise ValueError(f"the token producer dials port {port}, which Service {name} does not serve")
-    args = [str(a) for a in container.get("args", [])]
-    model = next(a for a in args if not a.startswith("-"))
-    served = next((a.split("=", 1)[1] for a in args if a.startswith("--served-model-name=")), model)
-    return Renderer(host, port, model, served)
+    positional, options = _options([str(a) for a in container.get("args", [])])
+    model = positional[0]
+    return Renderer(host, port, model, options.get("served-model-name", model))
 
 
 def topology(render_dir: Path) -> Topology:

@@ -12,11 +12,17 @@ checker binary (build.py), which runs the pinned router's own code:
    parameters strictly;
 3. the session path on sample multi-turn conversations carrying the coding agents' real session
    headers: agent-identity's RequestHeader, the producers, each session scorer's Score,
-   PreRequest (binding) and ResponseHeader (the returned token).
+   PreRequest (binding) and ResponseHeader (the returned token);
+4. with a disaggregatedset-rollout-screener, a DisaggregatedSet rollout step by step (`ROLLOUT`:
+   the pods of revisions A and B as the controller labels them, Ready or not) fed to the
+   screener's own pod-notification extractor, and its Screen on `ROLLOUT_REQUESTS` requests per
+   step: no request may see two revisions, a step where no revision has every role Ready fails
+   closed, and a step where both have serves both.
 
-A stack passes when the loader accepts the file, every such plugin builds, and in every
+A stack passes when the loader accepts the file, every such plugin builds, in every
 conversation that carries a session key each later turn is scored to the endpoint its first turn
-was routed to, while a new conversation starts unbound. Stack files and the checker's output
+was routed to while a new conversation starts unbound, and the rollout screener (on every P/D
+stack) never lets a request pair revisions. Stack files and the checker's output
 are the only inputs; no cluster is needed.
 """
 
@@ -42,6 +48,31 @@ AGENT_CONVERSATIONS: dict[str, dict[str, str]] = {
     "opencode": {"x-session-affinity": "ses_4b1f9c2a7e3dq8Zk"},
 }
 TURNS = 4
+ROLLOUT_REQUESTS = 200
+# A rollout of a set with one prefill and one decode instance, as the DisaggregatedSet controller
+# plans it (LWS v0.10.0 hack/plan-steps for 1P1D): old and new revisions' pods by step, with
+# whether each is Ready. Each entry: step name, [(pod, role, revision, ready)], and what the
+# screener must do (the revisions that may serve; empty: fail closed).
+ROLLOUT: list[tuple[str, list[tuple[str, str, str, bool]], set[str]]] = [
+    ("steady", [("p-a", "prefill", "a", True), ("d-a", "decode", "a", True)], {"a"}),
+    (
+        "new decode loading",
+        [("p-a", "prefill", "a", True), ("d-a", "decode", "a", True), ("d-b", "decode", "b", False)],
+        {"a"},
+    ),
+    ("old decode gone", [("p-a", "prefill", "a", True), ("d-b", "decode", "b", True)], set()),
+    (
+        "both covered",
+        [
+            ("p-a", "prefill", "a", True),
+            ("d-a", "decode", "a", True),
+            ("p-b", "prefill", "b", True),
+            ("d-b", "decode", "b", True),
+        ],
+        {"a", "b"},
+    ),
+    ("new only", [("p-b", "prefill", "b", True), ("d-b", "decode", "b", True)], {"b"}),
+]
 
 
 @dataclass(frozen=True)
@@ -85,11 +116,69 @@ def conversations(config: dict[str, Any]) -> list[Conversation]:
     return out
 
 
-def checker_input(text: str, convs: list[Conversation]) -> dict[str, Any]:
+def screener_scope(config: dict[str, Any]) -> dict[str, str] | None:
+    """The pod labels the rendered rollout screener's scope selects (`key=value[,...]`), None
+    without a screener."""
+    for plugin in config.get("plugins") or []:
+        if plugin.get("type") == "disaggregatedset-rollout-screener":
+            selector = ((plugin.get("parameters") or {}).get("scope") or {}).get("labelSelector", "")
+            return dict(part.split("=", 1) for part in selector.split(",") if "=" in part)
+    return None
+
+
+def rollout_input(scope: dict[str, str]) -> list[dict[str, Any]]:
+    """`ROLLOUT` as the checker's pods, labelled as the DisaggregatedSet controller labels them."""
+    return [
+        {
+            "name": name,
+            "pods": [
+                {
+                    "name": pod,
+                    "ready": ready,
+                    "labels": {
+                        **scope,
+                        "disaggregatedset.x-k8s.io/role": role,
+                        "disaggregatedset.x-k8s.io/revision": revision,
+                    },
+                }
+                for pod, role, revision, ready in pods
+            ],
+        }
+        for name, pods, _ in ROLLOUT
+    ]
+
+
+def checker_input(
+    text: str, convs: list[Conversation], scope: dict[str, str] | None = None
+) -> dict[str, Any]:
     return {
         "config": text,
         "conversations": [{"name": c.name, "turns": [{"headers": c.headers}] * TURNS} for c in convs],
+        "rollout": rollout_input(scope) if scope is not None else [],
+        "requests": ROLLOUT_REQUESTS,
     }
+
+
+def rollout_problems(stack: str, result: dict[str, Any]) -> list[str]:
+    """What the screener did against what `ROLLOUT` requires of each step."""
+    steps = result.get("rollout") or []
+    if len(steps) != len(ROLLOUT):
+        return [f"{stack}: rollout screener: {len(steps)} rollout steps checked, expected {len(ROLLOUT)}"]
+    problems = []
+    for step, (name, _, allowed) in zip(steps, ROLLOUT, strict=True):
+        served = {rev for rev, count in (step.get("revisions") or {}).items() if count}
+        if step.get("mixed"):
+            problems.append(f"{stack}: rollout screener: {name}: {step['mixed']} requests saw two revisions")
+        if not allowed and step.get("failClosed") != ROLLOUT_REQUESTS:
+            problems.append(
+                f"{stack}: rollout screener: {name}: no revision has every role, but it did not fail closed"
+            )
+        if allowed and (step.get("failClosed") or served != allowed):
+            problems.append(
+                f"{stack}: rollout screener: {name}: served revisions {sorted(served)} "
+                f"({step.get('failClosed')} failed closed), expected {sorted(allowed)}"
+            )
+    return problems
 
 
 def evaluate(
@@ -107,6 +196,8 @@ def evaluate(
         if plugin.get("error"):
             problems.append(f"{stack}: plugin {plugin['name']} ({plugin['type']}): {plugin['error']}")
     built = {p["name"] for p in result.get("plugins") or [] if not p.get("error")}
+    if screener_scope(config) is not None:
+        problems += rollout_problems(stack, result)
     session_on = SESSION_SCORER in built
     token_on = SESSION_TOKEN_SCORER in built
     for conv in convs:
@@ -130,6 +221,37 @@ def evaluate(
     return problems
 
 
+def without_gating(text: str) -> str:
+    """The config with the rollout screener's revision gating off (`mode: disabled`)."""
+    config = yaml.safe_load(text)
+    for plugin in config.get("plugins") or []:
+        if plugin.get("type") == "disaggregatedset-rollout-screener":
+            plugin["parameters"]["revisionGating"] = {"mode": "disabled"}
+    return str(yaml.safe_dump(config, sort_keys=False))
+
+
+def negative_control(binary: Path, root: Path, stack: str) -> str:
+    """The rollout check on `stack` with revision gating off must find mixed revisions and a
+    step that does not fail closed: a line saying so, or why it did not."""
+    found = rendered_epp_config(root / "build" / stack / "manifests")
+    if found is None or (scope := screener_scope(found[1])) is None:
+        return f"router check (negative control): {stack}: no rollout screener rendered"
+    run = subprocess.run(
+        [str(binary)],
+        input=json.dumps(checker_input(without_gating(found[0]), [], scope)),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if run.returncode != 0:
+        return f"router check (negative control): {stack}: the checker failed (exit {run.returncode})"
+    problems = rollout_problems(stack, json.loads(run.stdout))
+    return (
+        f"router check (negative control): {stack} with revision gating disabled: "
+        f"{len(problems)} rollout problem(s)"
+    )
+
+
 def check_stack(binary: Path, root: Path, stack: str) -> tuple[str, list[str]]:
     manifests = root / "build" / stack / "manifests"
     if not manifests.is_dir():
@@ -139,9 +261,10 @@ def check_stack(binary: Path, root: Path, stack: str) -> tuple[str, list[str]]:
         return "", [f"{stack}: no EndpointPickerConfig among the rendered ConfigMaps"]
     text, config = found
     convs = conversations(config)
+    scope = screener_scope(config)
     run = subprocess.run(
         [str(binary)],
-        input=json.dumps(checker_input(text, convs)),
+        input=json.dumps(checker_input(text, convs, scope)),
         capture_output=True,
         text=True,
         check=False,
@@ -154,6 +277,11 @@ def check_stack(binary: Path, root: Path, stack: str) -> tuple[str, list[str]]:
         f"{stack}: {config.get('apiVersion')} loaded; plugins built: "
         f"{', '.join(p['name'] for p in result.get('plugins') or []) or 'none'}; "
         f"{len(convs)} conversations x {TURNS} turns ({keyed} with a session key)"
+        + (
+            f"; rollout screener: {len(ROLLOUT)} rollout steps x {ROLLOUT_REQUESTS} requests"
+            if scope is not None
+            else ""
+        )
     )
     return summary, evaluate(stack, config, convs, result)
 
@@ -178,6 +306,13 @@ def main(argv: list[str]) -> int:
         if summary:
             print(summary)
         problems += found
+    # The rollout check must be able to fail: the same steps with gating off on one P/D stack.
+    control_stack = next((s for s in stacks if s != "local-sim"), None)
+    if control_stack is not None:
+        line = negative_control(binary, root, control_stack)
+        print(line)
+        if not line.endswith("rollout problem(s)") or " 0 rollout problem(s)" in line:
+            problems.append(f"{control_stack}: the rollout check did not fail with revision gating disabled")
     for problem in problems:
         print(f"FAILED {problem}")
     print(

@@ -70,6 +70,18 @@ class Kube:
     def get(self, path: str, params: dict[str, str] | None = None) -> Any:
         return self.request("GET", path, params=params)
 
+    def served(self, api_version: str, kind: str) -> "Resource | None":
+        """The kind's resource once discovery lists it, None while its group is not served yet
+        (a CRD just created answers 404 until it is established: a loaded machine takes seconds)."""
+        try:
+            return self.resource(api_version, kind, refresh=True)
+        except KeyError:
+            return None
+        except ApiError as exc:
+            if exc.code == 404:
+                return None
+            raise
+
     def resource(self, api_version: str, kind: str, refresh: bool = False) -> Resource:
         """The resource of a kind, from discovery (refreshed once when missing: a CRD just made)."""
         if refresh or api_version not in self._resources:

@@ -312,9 +312,16 @@ def test_a_twin_that_does_not_come_up_is_one_line_and_exit_1(
 
 def test_rendered_vllm_engines_become_simulators_with_mapped_arguments() -> None:
     topo = topology.topology(REPO / "tests" / "golden" / "quickstart-h100")
-    assert [(p.role, p.labels[topology.LWS_NAME]) for p in topo.pods] == [
-        ("prefill", "quickstart-prefill"),
-        ("decode", "quickstart-decode"),
+    # Labelled as the DisaggregatedSet and LWS controllers label them: one revision for the whole
+    # set, the role, and the LeaderWorkerSet <set>-<slice>-<revision>-<role>.
+    revision = topo.pods[0].labels[topology.DS_REVISION]
+    assert len(revision) == 8 and all(p.labels[topology.DS_REVISION] == revision for p in topo.pods)
+    assert [
+        (p.role, p.labels[topology.DS_ROLE], p.labels[topology.DS_NAME], p.labels[topology.LWS_NAME])
+        for p in topo.pods
+    ] == [
+        ("prefill", "prefill", "quickstart", f"quickstart-0-{revision}-prefill"),
+        ("decode", "decode", "quickstart", f"quickstart-0-{revision}-decode"),
     ]
     prefill, decode = (next(c for c in p.containers if c.name == topology.SIMULATOR) for p in topo.pods)
     assert prefill.vllm is not None and decode.vllm is not None
@@ -323,13 +330,23 @@ def test_rendered_vllm_engines_become_simulators_with_mapped_arguments() -> None
     assert prefill.vllm.kv_events and prefill.vllm.block_size == 64
     # Rank ports only (not the engine's other ports), where the pool and the sidecar expect them.
     assert prefill.ports == tuple(range(8000, 8008)) and decode.ports == tuple(range(8200, 8208))
-    args = dict(a.removeprefix("--").split("=", 1) for a in decode.args)
-    assert args["model"] == args["served-model-name"] == "deepseek-ai/DeepSeek-V2-Lite-Chat"
+    # Both rendered served names, the label form first, each its own word after the flag.
+    at = decode.args.index("--served-model-name")
+    assert decode.args[at + 1 : at + 3] == (
+        "deepseek-ai--DeepSeek-V2-Lite-Chat",
+        "deepseek-ai/DeepSeek-V2-Lite-Chat",
+    )
+    assert topology.served_names(decode.args) == [
+        "deepseek-ai--DeepSeek-V2-Lite-Chat",
+        "deepseek-ai/DeepSeek-V2-Lite-Chat",
+    ]
+    args = dict(a.removeprefix("--").split("=", 1) for a in decode.args if "=" in a)
+    assert args["model"] == "deepseek-ai/DeepSeek-V2-Lite-Chat"
     assert args["port"] == "8200" and args["data-parallel-size"] == "8"
     assert args["max-num-seqs"] == "128" and args["block-size"] == "64" and args["max-model-len"] == "32768"
     assert args["kv-cache-size"] == "29009"  # the rendered approximate index's blocks per rank
     assert args["zmq-endpoint"] == "" and args["force-dummy-tokenizer"] == "true"
-    assert "max-num-seqs" not in dict(a.removeprefix("--").split("=", 1) for a in prefill.args)
+    assert "max-num-seqs" not in dict(a.removeprefix("--").split("=", 1) for a in prefill.args if "=" in a)
     # The sidecar is the rendered one, unchanged.
     sidecar = next(c for c in topo.pods[1].containers if c.name == "routing-proxy")
     assert "--model-server-port=8200" in sidecar.args and "--data-parallel-size=8" in sidecar.args

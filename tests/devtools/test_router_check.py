@@ -6,6 +6,7 @@ import io
 import tarfile
 
 import pytest
+import yaml
 
 from devtools import source_snapshot
 from devtools.router_check.build import (
@@ -15,7 +16,17 @@ from devtools.router_check.build import (
     wrapper_files,
     wrapper_problem,
 )
-from devtools.router_check.check import TURNS, conversations, evaluate
+from devtools.router_check.check import (
+    ROLLOUT,
+    ROLLOUT_REQUESTS,
+    TURNS,
+    conversations,
+    evaluate,
+    rollout_input,
+    rollout_problems,
+    screener_scope,
+    without_gating,
+)
 from devtools.router_check.check import main as check_main
 from devtools.source_snapshot import SnapshotError, SnapshotMissing
 from llmd_fleet.config.parse import parse_config
@@ -53,6 +64,7 @@ def _result(convs, preferred_for=lambda c: "decode-0"):
             {"name": "session-token-scorer", "type": "session-affinity-scorer"},
         ],
         "conversations": {c.name: _turns("decode-0", preferred_for(c)) for c in convs},
+        **_rollout_result(),
     }
 
 
@@ -157,3 +169,51 @@ def test_a_git_archive_tarball_gives_its_commit_and_unpacks_safely(tmp_path):
     with pytest.raises(tarfile.OutsideDestinationError):
         snapshot.export(tmp_path / "src")
     assert not (tmp_path / "outside").exists()
+
+
+def _rollout_result(**overrides):
+    """What the checker returns when the screener does its job on `ROLLOUT`."""
+    steps = []
+    for name, _, allowed in ROLLOUT:
+        share = ROLLOUT_REQUESTS // max(1, len(allowed))
+        steps.append(
+            {
+                "name": name,
+                "failClosed": 0 if allowed else ROLLOUT_REQUESTS,
+                "mixed": 0,
+                "revisions": {rev: share for rev in sorted(allowed)},
+            }
+        )
+    for name, change in overrides.items():
+        next(s for s in steps if s["name"] == name).update(change)
+    return {"rollout": steps}
+
+
+def test_rollout_check_passes_a_screener_that_never_pairs_revisions():
+    assert rollout_problems("s", _rollout_result()) == []
+
+
+@pytest.mark.parametrize(
+    ("step", "change", "expected"),
+    [
+        ("both covered", {"mixed": 3}, "3 requests saw two revisions"),
+        ("old decode gone", {"failClosed": 0, "revisions": {"a": 200}}, "did not fail closed"),
+        ("both covered", {"revisions": {"a": 200, "b": 0}}, "served revisions ['a']"),
+        ("steady", {"failClosed": 5}, "(5 failed closed)"),
+    ],
+)
+def test_rollout_check_fails_each_way_a_screener_can_go_wrong(step, change, expected):
+    problems = rollout_problems("s", _rollout_result(**{step: change}))
+    assert len(problems) == 1 and expected in problems[0] and step in problems[0]
+
+
+def test_rollout_steps_are_labelled_as_the_controller_labels_pods(raw_config):
+    config = _config(raw_config)
+    scope = screener_scope(config)
+    assert scope == {"disaggregatedset.x-k8s.io/name": raw_config["serving"]["name"]}
+    pods = [p for step in rollout_input(scope) for p in step["pods"]]
+    assert all(p["labels"]["disaggregatedset.x-k8s.io/name"] == raw_config["serving"]["name"] for p in pods)
+    assert {p["labels"]["disaggregatedset.x-k8s.io/role"] for p in pods} == {"prefill", "decode"}
+    gated = yaml.safe_load(without_gating(yaml.safe_dump(config)))
+    screener = next(p for p in gated["plugins"] if p["type"] == "disaggregatedset-rollout-screener")
+    assert screener["parameters"]["revisionGating"] == {"mode": "disabled"}

@@ -154,6 +154,8 @@ def test_p2p_wiring(raw_config):
     assert epp.plugin("p2p-source-producer").parameters == {
         "prefixMatchInfoProducerName": "precise-prefix-cache-producer",
         "prefillProfileName": "prefill",
+        # llm-d's P2P guide: pull only a lead worth its transfer (the plugin's default is 1).
+        "minCachedTokenDelta": 2048,
     }
 
 

@@ -237,10 +237,20 @@ def test_simulator_pods_carry_only_the_simulators_flags(rendered):
         (engine,) = template["spec"]["containers"]
         assert engine["image"] == versions().image("inference-sim").ref
         assert "command" not in engine, "the image's entrypoint is the simulator itself"
-        for word in engine["args"]:
+        words = list(engine["args"])
+        while words:
+            word = words.pop(0)
             flag, eq, value = word.removeprefix("--").partition("=")
-            assert word.startswith("--") and eq, f"{name}: {word!r} is not one --flag=value word"
+            assert word.startswith("--"), f"{name}: {word!r} is not a flag"
             assert flag in SIMULATOR_FLAGS, f"{name}: {flag} is not a flag of the pinned simulator"
+            if not eq:
+                # Only a list flag takes its values as the words up to the next flag, as vLLM.
+                assert SIMULATOR_FLAGS[flag] == "strings", f"{name}: {word!r} is not one --flag=value word"
+                values = []
+                while words and not words[0].startswith("-"):
+                    values.append(words.pop(0))
+                assert values, f"{name}: {word} has no values"
+                continue
             if value or SIMULATOR_FLAGS[flag] != "string":
                 assert _value_ok(SIMULATOR_FLAGS[flag], value), (name, word)
 

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from llmd_fleet.cli.outdir import OutputDirError, ensure_replaceable
 from llmd_fleet.cli.stack_file import StackArgumentError
+from llmd_fleet.config.model import client_model_name
 from llmd_fleet.core.problems import ConfigError, printable
 from llmd_fleet.plan.fleet import PlanError, plan_fleet
 from llmd_fleet.targets.extras import MissingExtraError, require_target_extra
@@ -331,7 +332,7 @@ def _status(args: argparse.Namespace, stacks_dir: Path) -> int:
         ok = status.all_ready
         if args.request:
             url, answer = chat_request(
-                args.url or gateway_url(cluster.get, config), config.model.served_name or config.model.id
+                args.url or gateway_url(cluster.get, config), client_model_name(config.model)
             )
             print(printable(answer.line(url)))
             ok = ok and answer.code is not None and 200 <= answer.code < 300

@@ -13,6 +13,7 @@ from llmd_fleet.config.grammar import (
     one_of,
 )
 from llmd_fleet.config.vllm_registry import REASONING_PARSERS, TOOL_CALL_PARSERS
+from llmd_fleet.labels import label_value
 
 
 class _Model(ConfigModel):
@@ -67,3 +68,19 @@ class ModelConfig(_Model):
     """vLLM --reasoning-parser (a name the pinned vLLM registers)."""
     trust_remote_code: bool = False
     """Pass --trust-remote-code to vLLM."""
+
+
+def client_model_name(model: ModelConfig) -> str:
+    """The name clients send in a request's `model` field: `servedName`, else the repository id."""
+    return model.served_name or model.id
+
+
+def served_model_names(model: ModelConfig) -> tuple[str, ...]:
+    """vLLM's --served-model-name list. First the client name as a label value, which the pods'
+    `llm-d.ai/model` label carries and vLLM reports as the `model_name` of its metrics (its first
+    served name), so llm-d's cost recipe can join the two; then the client name itself when it
+    differs (a repository id's `/` is not allowed in a label value), so clients' `model` field
+    keeps working."""
+    client = client_model_name(model)
+    label = label_value(client)
+    return (label,) if label == client else (label, client)

@@ -20,6 +20,7 @@ from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.fabric import Fabric
 from llmd_fleet.core.problems import PROJECT, Problem
 from llmd_fleet.layers.autoscaling.rules import autoscaling_max_instances
+from llmd_fleet.layers.router.config import non_cached_tokens
 from llmd_fleet.layers.router.specs import (
     AdmissionPlan,
     FairnessPlan,
@@ -234,6 +235,9 @@ class RolePlan:
     group has a whole spare instance's nodes, see `rollout_for`)."""
     max_unavailable: int = 1
     """Rolling update: instances taken down at once (0 when surging)."""
+    local_prefill_tokens: int = 0
+    """Prompt tokens a decode step may prefill itself: just under the prefix P/D decider's
+    threshold (0 with the always decider, where every prompt is prefilled remotely)."""
     autoscaled: bool = False
     """Whether KEDA scales the role (`serving.autoscaling.<role>.enabled`); `instances` is then
     where it starts, and the role's instances range over min_instances..max_instances."""
@@ -766,9 +770,18 @@ def plan_fleet(config: StackConfig) -> FleetPlan:
         - sum(r.max_instances * r.nodes_per_instance for r in roles if r.node_group == use.name)
         for use in uses
     }
+    # What the P/D decider leaves to decode: under the prefix decider, any remainder shorter
+    # than its threshold (layers/router/config.py).
+    threshold = non_cached_tokens(config.router)
+    local_prefill = threshold - 1 if threshold is not None else 0
     for i, r in enumerate(roles):
         surge, unavailable = rollout_for(r, spare[r.node_group])
-        roles[i] = replace(r, max_surge=surge, max_unavailable=unavailable)
+        roles[i] = replace(
+            r,
+            max_surge=surge,
+            max_unavailable=unavailable,
+            local_prefill_tokens=local_prefill if r.name == "decode" else 0,
+        )
     router = plan_router(config, tuple(roles))
     if config.router.probabilistic_admission and router.admission is None:
         raise PlanError(

@@ -4,8 +4,10 @@
 // session-affinity scorers on sample multi-turn conversations.
 //
 // Input (stdin, JSON): {"config": "<EndpointPickerConfig YAML>", "conversations": [{"name": "...",
-// "turns": [{"headers": {...}}]}]}. Output (stdout, JSON): the loader's verdict, each plugin's
-// verdict, and per conversation and turn the endpoint each session scorer prefers.
+// "turns": [{"headers": {...}}]}], "rollout": [{"name": "...", "pods": [{"name", "labels",
+// "ready"}]}], "requests": N}. Output (stdout, JSON): the loader's verdict, each plugin's verdict,
+// per conversation and turn the endpoint each session scorer prefers, and per rollout step what
+// the rollout screener let through for N requests.
 package main
 
 import (
@@ -16,6 +18,7 @@ import (
 	"sort"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/llm-d/llm-d-router/pkg/epp/config/loader"
@@ -26,14 +29,41 @@ import (
 	"github.com/llm-d/llm-d-router/pkg/epp/framework/interface/scheduling"
 	programaware "github.com/llm-d/llm-d-router/pkg/epp/framework/plugins/flowcontrol/fairness/program-aware"
 	"github.com/llm-d/llm-d-router/pkg/epp/framework/plugins/requestcontrol/admitter/probabilisticadmitter"
+	"github.com/llm-d/llm-d-router/pkg/epp/framework/plugins/requestcontrol/dataproducer/p2psource"
 	"github.com/llm-d/llm-d-router/pkg/epp/framework/plugins/requestcontrol/dataproducer/sessionid"
 	"github.com/llm-d/llm-d-router/pkg/epp/framework/plugins/requestcontrol/requestheader/agentidentity"
+	"github.com/llm-d/llm-d-router/pkg/epp/framework/plugins/requestcontrol/screener/disaggregatedsetrollout"
+	"github.com/llm-d/llm-d-router/pkg/epp/framework/plugins/scheduling/profilehandler/disagg"
 	"github.com/llm-d/llm-d-router/pkg/epp/framework/plugins/scheduling/scorer/sessionaffinity"
 )
 
 type input struct {
 	Config        string         `json:"config"`
 	Conversations []conversation `json:"conversations"`
+	Rollout       []rolloutStep  `json:"rollout"`
+	Requests      int            `json:"requests"`
+}
+
+// rolloutStep is one moment of a DisaggregatedSet rollout: the pool's pods and their readiness.
+type rolloutStep struct {
+	Name string       `json:"name"`
+	Pods []rolloutPod `json:"pods"`
+}
+
+type rolloutPod struct {
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels"`
+	Ready  bool              `json:"ready"`
+}
+
+// stepResult counts what the screener returned for the step's requests: how many were failed
+// closed (no endpoint), how many candidate sets mixed revisions, and how many went to each
+// revision (keyed by the revision label's value).
+type stepResult struct {
+	Name       string         `json:"name"`
+	FailClosed int            `json:"failClosed"`
+	Mixed      int            `json:"mixed"`
+	Revisions  map[string]int `json:"revisions"`
 }
 
 type conversation struct {
@@ -66,16 +96,21 @@ type output struct {
 	FeatureGates  map[string]bool         `json:"featureGates,omitempty"`
 	Plugins       []pluginResult          `json:"plugins"`
 	Conversations map[string][]turnResult `json:"conversations"`
+	Rollout       []stepResult            `json:"rollout,omitempty"`
 }
 
 // The llm-d 1.0 plugins this checker builds with their own factories (the types the router
 // registers for them); the rest of the config is checked by the loader's strict decode.
 var factories = map[string]fwkplugin.FactoryFunc{
-	agentidentity.PluginType:            agentidentity.PluginFactory,
-	sessionid.SessionIDProducerType:     sessionid.Factory,
-	sessionaffinity.SessionAffinityType: sessionaffinity.Factory,
-	probabilisticadmitter.Type:          probabilisticadmitter.Factory,
-	programaware.ProgramAwarePluginType: programaware.ProgramAwarePluginFactory,
+	agentidentity.PluginType:               agentidentity.PluginFactory,
+	sessionid.SessionIDProducerType:        sessionid.Factory,
+	sessionaffinity.SessionAffinityType:    sessionaffinity.Factory,
+	probabilisticadmitter.Type:             probabilisticadmitter.Factory,
+	programaware.ProgramAwarePluginType:    programaware.ProgramAwarePluginFactory,
+	disaggregatedsetrollout.PluginType:     disaggregatedsetrollout.Factory,
+	p2psource.PluginType:                   p2psource.PluginFactory,
+	disagg.AlwaysDisaggPDDeciderPluginType: disagg.AlwaysDisaggPDDeciderPluginFactory,
+	disagg.PrefixBasedPDDeciderPluginType:  disagg.PrefixBasedPDDeciderPluginFactory,
 }
 
 func main() {
@@ -118,6 +153,12 @@ func main() {
 			order = append(order, name)
 		}
 		out.Plugins = append(out.Plugins, result)
+	}
+
+	for _, name := range order {
+		if screener, ok := plugins[name].(*disaggregatedsetrollout.Screener); ok {
+			out.Rollout = rollout(ctx, screener, in.Rollout, in.Requests)
+		}
 	}
 
 	endpoints := []scheduling.Endpoint{endpoint("decode-0"), endpoint("decode-1"), endpoint("decode-2")}
@@ -192,6 +233,104 @@ func main() {
 		out.Conversations[conv.Name] = turns
 	}
 	emit(out)
+}
+
+// registrar captures the pod-notification extractor the screener registers, which the EPP's data
+// layer would feed from its Kubernetes watch.
+type registrar struct{ extractor fwkdl.NotificationExtractor }
+
+func (r *registrar) Register(registration fwkdl.PendingRegistration) error {
+	if extractor, ok := registration.Extractor.(fwkdl.NotificationExtractor); ok {
+		r.extractor = extractor
+	}
+	return nil
+}
+
+// rollout feeds each step's pods to the screener as the watch would (a pod that is gone or not
+// Ready as an update the screener drops), then screens `requests` requests over the step's Ready
+// pods and counts what came through.
+func rollout(ctx context.Context, screener *disaggregatedsetrollout.Screener, steps []rolloutStep, requests int) []stepResult {
+	// With revision gating off the screener registers no extractor: it then screens without pod
+	// notifications, as the EPP would run it.
+	capture := &registrar{}
+	if err := screener.RegisterDependencies(capture); err != nil {
+		return []stepResult{{Name: fmt.Sprintf("register: %v", err)}}
+	}
+	extract := func(event fwkdl.NotificationEvent) {
+		if capture.extractor != nil {
+			_ = capture.extractor.Extract(ctx, event)
+		}
+	}
+	seen := map[string]bool{}
+	var results []stepResult
+	for _, step := range steps {
+		present := map[string]bool{}
+		var endpoints []scheduling.Endpoint
+		for _, pod := range step.Pods {
+			present[pod.Name] = true
+			seen[pod.Name] = true
+			extract(fwkdl.NotificationEvent{Type: fwkdl.EventAddOrUpdate, Object: podObject(pod)})
+			if pod.Ready {
+				endpoints = append(endpoints, labelledEndpoint(pod))
+			}
+		}
+		for name := range seen {
+			if !present[name] {
+				gone := podObject(rolloutPod{Name: name})
+				extract(fwkdl.NotificationEvent{Type: fwkdl.EventDelete, Object: gone})
+				delete(seen, name)
+			}
+		}
+		result := stepResult{Name: step.Name, Revisions: map[string]int{}}
+		for i := 0; i < requests; i++ {
+			request := &scheduling.InferenceRequest{RequestID: fmt.Sprintf("%s-%d", step.Name, i), Headers: map[string]string{}}
+			kept := screener.Screen(ctx, request, endpoints)
+			if len(kept) == 0 {
+				result.FailClosed++
+				continue
+			}
+			revisions := map[string]bool{}
+			for _, e := range kept {
+				revisions[e.GetMetadata().Labels[disaggregatedsetrollout.DefaultRevisionLabel]] = true
+			}
+			if len(revisions) > 1 {
+				result.Mixed++
+			}
+			for revision := range revisions {
+				result.Revisions[revision]++
+			}
+		}
+		results = append(results, result)
+	}
+	return results
+}
+
+func podObject(pod rolloutPod) *unstructured.Unstructured {
+	labels := map[string]any{}
+	for k, v := range pod.Labels {
+		labels[k] = v
+	}
+	status := "False"
+	if pod.Ready {
+		status = "True"
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1",
+		"kind":       "Pod",
+		"metadata":   map[string]any{"name": pod.Name, "namespace": "llm-d", "labels": labels},
+		"status": map[string]any{
+			"phase":      "Running",
+			"conditions": []any{map[string]any{"type": "Ready", "status": status}},
+		},
+	}}
+}
+
+func labelledEndpoint(pod rolloutPod) scheduling.Endpoint {
+	return scheduling.NewEndpoint(
+		&fwkdl.EndpointMetadata{ID: k8stypes.NamespacedName{Namespace: "llm-d", Name: pod.Name}, Labels: pod.Labels},
+		&fwkdl.Metrics{},
+		nil,
+	)
 }
 
 func endpoint(name string) scheduling.Endpoint {

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmd_fleet.config.grammar import ipv4_address_problem, service_url_problem, url_port
+from llmd_fleet.config.model import client_model_name
 from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.netpol import dns_egress, model_hub_egress, namespace, tcp
 from llmd_fleet.core.pod_context import restricted_container_context, restricted_pod_context
@@ -323,7 +324,7 @@ def workload(config: StackConfig, options: BenchOptions) -> dict[str, Any]:
         },
         "server": {
             "type": "vllm",
-            "model_name": model.served_name or model.id,
+            "model_name": client_model_name(model),
             "base_url": gateway_url(config, options),
             "ignore_eos": True,
         },

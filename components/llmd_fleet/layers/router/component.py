@@ -11,6 +11,7 @@ from typing import Any, TypedDict
 import pulumi
 import pulumi_kubernetes as k8s
 
+from llmd_fleet.config.model import served_model_names
 from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.conventions import POOL_GROUP
 from llmd_fleet.core.pod_context import (
@@ -20,7 +21,7 @@ from llmd_fleet.core.pod_context import (
     restricted_pod_context,
     skip_annotations,
 )
-from llmd_fleet.labels import common_labels, prefer_separate_nodes
+from llmd_fleet.labels import common_labels, prefer_separate_nodes, shared_inference_labels
 from llmd_fleet.layers.router.epp_config import build_epp_config, epp_cpus, needs_experimental_plugins
 from llmd_fleet.layers.router.specs import (
     GRPC_PORT,
@@ -145,7 +146,7 @@ def epp_deployment_spec(
         "strategy": {"type": "Recreate"} if active_passive else {"type": "RollingUpdate"},
         "selector": {"matchLabels": epp_selector(config)},
         "template": {
-            "metadata": {"labels": epp_labels(config)},
+            "metadata": {"labels": {**epp_labels(config), **shared_inference_labels()}},
             "spec": {
                 "serviceAccountName": names.epp,
                 # In-flight ext_proc streams drain before the pod goes (llm-d's chart uses 130 s).
@@ -234,7 +235,7 @@ def tokenizer_deployment_spec(config: StackConfig, hf_token_secret: str | None) 
     and chat template. (A `vllm serve` engine answers those routes only with --enable-scale-out.)"""
     model = config.model
     args = [model.id, f"--port={TOKENIZER_PORT}", f"--revision={model.revision}"]
-    args.append(f"--served-model-name={model.served_name or model.id}")
+    args += ["--served-model-name", *served_model_names(model)]
     if model.trust_remote_code:
         args.append("--trust-remote-code")
     env: list[dict[str, Any]] = [
@@ -255,7 +256,7 @@ def tokenizer_deployment_spec(config: StackConfig, hf_token_secret: str | None) 
         "replicas": 1 if local else TOKENIZER_REPLICAS,
         "selector": {"matchLabels": tokenizer_selector(config)},
         "template": {
-            "metadata": {"labels": tokenizer_labels(config)},
+            "metadata": {"labels": {**tokenizer_labels(config), **shared_inference_labels()}},
             "spec": {
                 "automountServiceAccountToken": False,
                 # Pod Security `restricted`: the CPU image's Python environment (/opt/venv) is

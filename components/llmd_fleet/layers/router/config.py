@@ -88,9 +88,18 @@ class RouterConfig(_Model):
     prefix_routing: Literal["precise", "approximate"] = "precise"
     """`precise`: route by the KV blocks engines report over ZMQ; `approximate`: by the router's
     own guess of what each engine cached."""
-    non_cached_tokens_for_remote_prefill: Annotated[int, Field(ge=0, le=16 * 1024 * 1024)] = 2048
-    """Run prefill on a prefill instance only when at least this many prompt tokens are not
-    already cached on the chosen decode endpoint; smaller remainders are prefilled locally."""
+    pd_decider: Literal["always", "prefix"] | None = None
+    """Which requests the router sends to a prefill instance first. `always` (the router's
+    always-disagg-pd-decider, as llm-d's wide-EP GLM guide configures it): every request, so a
+    decode step carries only decode tokens and decode's token budget and DeepEP buffers stay
+    sized for decode. `prefix` (prefix-based-pd-decider): only requests with at least
+    `nonCachedTokensForRemotePrefill` prompt tokens not cached on the chosen decode endpoint; the
+    rest are prefilled on decode, whose token budget grows by that threshold. Unset: `prefix`
+    when `nonCachedTokensForRemotePrefill` is set, else `always`."""
+    non_cached_tokens_for_remote_prefill: Annotated[int, Field(ge=1, le=16 * 1024 * 1024)] | None = None
+    """With `pdDecider: prefix`: prefill remotely only when at least this many prompt tokens are
+    not cached on the chosen decode endpoint; smaller remainders are prefilled on decode. Unset:
+    16, the router's own P/D configs' value (deploy/config/pd-epp-config.yaml at v0.10.0)."""
     session_affinity: SessionAffinityConfig = Field(default_factory=SessionAffinityConfig)
     """Session affinity for multi-turn agents."""
     flow_control: bool = True
@@ -132,3 +141,23 @@ class RouterConfig(_Model):
     tracing: TracingConfig | None = None
     """Export the EPP's traces over OTLP; unset turns tracing off (`--tracing=false`), since the
     EPP traces by default and with no collector every span is wasted work."""
+
+
+# The prefix decider's threshold when a stack names none: the router's own P/D configs
+# (deploy/config/pd-epp-config.yaml and sim-pd-epp-config.yaml at v0.10.0: nonCachedTokens 16).
+DEFAULT_NON_CACHED_TOKENS = 16
+
+
+def pd_decider(router: RouterConfig) -> Literal["always", "prefix"]:
+    """The decider a stack runs: as named, else `prefix` when it sets a threshold, else `always`."""
+    if router.pd_decider is not None:
+        return router.pd_decider
+    return "prefix" if router.non_cached_tokens_for_remote_prefill is not None else "always"
+
+
+def non_cached_tokens(router: RouterConfig) -> int | None:
+    """The prefix decider's threshold (None with the always decider): tokens decode may prefill
+    locally, just under this many per request."""
+    if pd_decider(router) != "prefix":
+        return None
+    return router.non_cached_tokens_for_remote_prefill or DEFAULT_NON_CACHED_TOKENS

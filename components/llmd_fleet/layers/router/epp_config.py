@@ -11,8 +11,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from llmd_fleet.config.model import client_model_name
 from llmd_fleet.config.stack import StackConfig
-from llmd_fleet.layers.router.config import RouterConfig
+from llmd_fleet.layers.router.config import RouterConfig, non_cached_tokens, pd_decider
 from llmd_fleet.layers.router.specs import INFLIGHT_PRODUCER, KV_CACHE_UTIL_THRESHOLD, QUEUE_DEPTH_THRESHOLD
 from llmd_fleet.plan.epp import epp_cpus_for
 from llmd_fleet.plan.fleet import KV_EVENTS_PORT, FleetPlan
@@ -104,14 +105,31 @@ AGENT_IDENTITY = "agent-identity"
 SESSION_COOKIE_PRODUCER = "session-id-producer"
 PROGRAM_FAIRNESS = "program-aware-fairness"
 ADMITTER = "probabilistic-admitter"
-DECIDER = "prefix-based-pd-decider"
+DECIDER = "pd-decider"
+ROLLOUT_SCREENER = "rollout-screener"
 SATURATION = "utilization-detector"
 # Plugins llm-d-router marks Alpha; the EPP loads them only with --allow-experimental-plugins.
 # At v0.10.0 (cmd/epp/runner/runner.go) agent-identity is Alpha too; session-id-producer,
 # program-aware-fairness and probabilistic-admitter are Beta.
+# disaggregatedset-rollout-screener is Alpha there as well.
 EXPERIMENTAL_TYPES = frozenset(
-    {"session-affinity-scorer", "session-affinity-filter", "p2p-source-producer", "agent-identity"}
+    {
+        "session-affinity-scorer",
+        "session-affinity-filter",
+        "p2p-source-producer",
+        "agent-identity",
+        "disaggregatedset-rollout-screener",
+    }
 )
+# The labels the DisaggregatedSet controller puts on every pod it creates (LWS v0.10.0,
+# api/disaggregatedset/v1/disaggregatedset_types.go; pkg/utils/disaggregatedset/utils.go
+# GenerateLabels): the set's name, the pod's role and the revision hash of all roles' templates.
+DS_NAME_LABEL = "disaggregatedset.x-k8s.io/name"
+DS_ROLE_LABEL = "disaggregatedset.x-k8s.io/role"
+DS_REVISION_LABEL = "disaggregatedset.x-k8s.io/revision"
+# A peer pull is worth its transfer only for a long enough cached lead: llm-d's P2P guide and its
+# GLM-5.2 config set minCachedTokenDelta 2048 (the plugin's default, 1, pulls one block's lead).
+P2P_MIN_CACHED_TOKEN_DELTA = 2048
 # The request attribute the agent-identity plugin publishes (agentidentity.AgentIdentityKey).
 AGENT_IDENTITY_ATTRIBUTE = "agent-identity"
 # The attribute key a session-id-producer instance writes: DataKey "SessionIDDataKey/<instance
@@ -176,11 +194,13 @@ def build_epp_config(config: StackConfig, plan: FleetPlan, tokenizer_url: str) -
     """
     producers, data_layer = _producers(config, plan, tokenizer_url)
     producers += _load_producers(config)
+    screener = _rollout_screener(config, plan)
     prefill_profile, decode_profile, profile_plugins = _profiles(config, plan)
     feature_gates, flow_plugins, flow_control = _flow_control(config, plan)
     return EndpointPickerConfig(
         feature_gates=feature_gates,
         plugins=[
+            *screener,
             *producers,
             *_scorers(config, plan),
             *profile_plugins,
@@ -219,7 +239,7 @@ def _producers(
             name=TOKEN_PRODUCER,
             type="token-producer",
             parameters={
-                "modelName": config.model.served_name or config.model.id,
+                "modelName": client_model_name(config.model),
                 "vllm": {"url": tokenizer_url},
             },
         ),
@@ -332,11 +352,7 @@ def _scorers(config: StackConfig, plan: FleetPlan) -> list[Plugin]:
         Plugin(name="prefill-filter", type="prefill-filter"),
         Plugin(name="decode-filter", type="decode-filter"),
         Plugin(name="max-score-picker", type="max-score-picker"),
-        Plugin(
-            name=DECIDER,
-            type="prefix-based-pd-decider",
-            parameters={"nonCachedTokens": config.router.non_cached_tokens_for_remote_prefill},
-        ),
+        _decider(config),
         Plugin(
             name="disagg-profile-handler",
             type="disagg-profile-handler",
@@ -345,6 +361,44 @@ def _scorers(config: StackConfig, plan: FleetPlan) -> list[Plugin]:
                 "deciders": {"prefill": DECIDER},
             },
         ),
+    ]
+
+
+def _decider(config: StackConfig) -> Plugin:
+    """The P/D decider (router.pdDecider): always-disagg sends every request through a prefill
+    instance; prefix-based only those with at least nonCachedTokens uncached on decode."""
+    threshold = non_cached_tokens(config.router)
+    if pd_decider(config.router) == "always" or threshold is None:
+        return Plugin(name=DECIDER, type="always-disagg-pd-decider")
+    return Plugin(name=DECIDER, type="prefix-based-pd-decider", parameters={"nonCachedTokens": threshold})
+
+
+def _rollout_screener(config: StackConfig, plan: FleetPlan) -> list[Plugin]:
+    """The DisaggregatedSet rollout screener (llm-d-router v0.10.0, requestcontrol/screener/
+    disaggregatedsetrollout): before any scheduling profile runs it keeps one revision whose
+    every role has a Ready pod, so a request's prefill and decode pods always share a revision
+    (a KV layout or transfer path may change between revisions, and decode's
+    kv_load_failure_policy fail would fail the request). It fails closed (503) while no revision
+    has every role Ready (docs/operations.md#rollouts). Weighted by decode, the role that holds the
+    agents' sessions and bounds the fleet's concurrency (`max-role`, decode listed first so it
+    also wins a tie)."""
+    roles = [r.name for r in sorted(plan.roles, key=lambda r: r.name != "decode")]
+    if len(roles) < 2:
+        return []
+    return [
+        Plugin(
+            name=ROLLOUT_SCREENER,
+            type="disaggregatedset-rollout-screener",
+            parameters={
+                "scope": {"labelSelector": f"{DS_NAME_LABEL}={config.serving.name}"},
+                "revisionGating": {
+                    "mode": "max-role",
+                    "requireRoles": {"values": roles},
+                    "revisionLabelKey": DS_REVISION_LABEL,
+                    "roleLabelKey": DS_ROLE_LABEL,
+                },
+            },
+        )
     ]
 
 
@@ -372,6 +426,7 @@ def _profiles(config: StackConfig, plan: FleetPlan) -> tuple[list[PluginRef], li
                 parameters={
                     "prefixMatchInfoProducerName": _prefix_producer(config),
                     "prefillProfileName": "prefill",
+                    "minCachedTokenDelta": P2P_MIN_CACHED_TOKEN_DELTA,
                 },
             )
         )

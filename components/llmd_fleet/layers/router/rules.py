@@ -2,6 +2,7 @@
 
 from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.problems import Problem, key
+from llmd_fleet.layers.router.config import non_cached_tokens
 
 
 def router_problems(config: StackConfig) -> list[Problem]:
@@ -25,6 +26,15 @@ def router_problems(config: StackConfig) -> list[Problem]:
                 "no longer hold fleet-wide; use active-passive or set flowControl false",
             )
         )
+    if router.pd_decider == "always" and router.non_cached_tokens_for_remote_prefill is not None:
+        problems.append(
+            Problem(
+                key(config, "router", "non_cached_tokens_for_remote_prefill"),
+                "applies only with pdDecider prefix (pdDecider always sends every request to a "
+                "prefill instance); remove it or set pdDecider prefix",
+            )
+        )
+    problems += _decode_budget_problems(config)
     names = [c.name for c in router.priority_classes]
     if len(set(names)) != len(names):
         problems.append(
@@ -47,3 +57,25 @@ def router_problems(config: StackConfig) -> list[Problem]:
             )
         )
     return problems
+
+
+def _decode_budget_problems(config: StackConfig) -> list[Problem]:
+    """An explicit decode token budget must hold a full decode step and the prompt remainder the
+    prefix P/D decider leaves to decode, or DeepEP's low-latency buffers (sized from the budget)
+    and the decode step disagree with the requests the router sends."""
+    decode = config.serving.roles.decode
+    threshold = non_cached_tokens(config.router)
+    if threshold is None or decode.max_num_batched_tokens is None or decode.max_num_seqs is None:
+        return []
+    needed = decode.max_num_seqs * (1 + decode.mtp_tokens) + threshold - 1
+    if decode.max_num_batched_tokens >= needed:
+        return []
+    return [
+        Problem(
+            key(config, "serving", "roles", "decode", "max_num_batched_tokens"),
+            f"must be at least {needed}: maxNumSeqs {decode.max_num_seqs} x (1 + mtpTokens "
+            f"{decode.mtp_tokens}) plus the {threshold - 1} prompt tokens the prefix P/D decider "
+            f"(router.nonCachedTokensForRemotePrefill {threshold}) leaves to decode; raise it, "
+            "unset it to derive it, or set router.pdDecider always",
+        )
+    ]

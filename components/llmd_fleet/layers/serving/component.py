@@ -5,6 +5,7 @@ from typing import TypedDict, cast
 import pulumi
 import pulumi_kubernetes as k8s
 
+from llmd_fleet.config.model import served_model_names
 from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.pod_context import pod_security_labels
 from llmd_fleet.labels import common_labels, serving_labels
@@ -138,7 +139,11 @@ class ModelServing(pulumi.ComponentResource):
             role.name: PodInputs(
                 instance=serving.name,
                 labels=serving_labels(
-                    serving.name, role.name, config.model.id, engine_version, serving.engine
+                    serving.name,
+                    role.name,
+                    served_model_names(config.model)[0],
+                    engine_version,
+                    serving.engine,
                 ),
                 hf_token_secret=HF_TOKEN_SECRET if token_secret is not None else None,
                 engine_image=args["engine_image"],

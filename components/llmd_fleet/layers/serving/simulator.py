@@ -20,7 +20,7 @@ has no shell.
 
 from typing import Any
 
-from llmd_fleet.config.model import ModelConfig
+from llmd_fleet.config.model import ModelConfig, served_model_names
 from llmd_fleet.core.pod_context import restricted_container_context
 from llmd_fleet.layers.serving.config import RoleConfig, SimulatorConfig
 from llmd_fleet.plan.fleet import RolePlan
@@ -148,10 +148,13 @@ SIMULATOR_METRICS: tuple[str, ...] = (
 
 def simulator_argv(model: ModelConfig, role: RoleConfig, plan: RolePlan, sim: SimulatorConfig) -> list[str]:
     """The simulator's args (its image's entrypoint is the binary). One `--flag=value` word per
-    flag, so that no value is ever read as a flag; `$(POD_IP)` is not needed in any of them."""
+    flag, so that no value is ever read as a flag (but the served names, a list of words as in vLLM); `$(POD_IP)` is not needed in any of them."""
     argv = [
         f"--model={model.id}",
-        f"--served-model-name={model.served_name or model.id}",
+        # The simulator reads this flag's values as vLLM does, every word up to the next flag
+        # (pkg/common/parser.go getParamValueFromArgs at v0.10.2); names never start with '-'.
+        "--served-model-name",
+        *served_model_names(model),
         f"--port={plan.engine_ports[0]}",
         f"--data-parallel-size={plan.dp_size_local}",
         f"--max-model-len={role.max_model_len}",

@@ -11,7 +11,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from llmd_fleet.config.model import ModelConfig
+from llmd_fleet.config.model import ModelConfig, served_model_names
 from llmd_fleet.layers.serving.config import KvTierConfig, RoleConfig
 from llmd_fleet.plan.fleet import GIB, KV_EVENTS_PORT, NIXL_SIDE_CHANNEL_PORT, P2P_PORT, RolePlan
 
@@ -30,12 +30,15 @@ SIDECAR_IDLE_CONN_TIMEOUT_S = 90
 ENGINE_KEEP_ALIVE_S = 120
 
 
-def decode_max_tokens(role: RoleConfig) -> int | None:
+def decode_max_tokens(role: RoleConfig, plan: RolePlan) -> int | None:
     """Tokens one decode step carries: every sequence plus its MTP draft tokens (vLLM verifies
-    1 + num_speculative_tokens per sequence); None when maxNumSeqs is left to vLLM."""
+    1 + num_speculative_tokens per sequence), plus the prompt remainder the P/D decider leaves
+    to decode (`local_prefill_tokens`: none with the always decider; a remotely prefilled request
+    recomputes only its last prompt token, one of its sequence's tokens). None when maxNumSeqs
+    is left to vLLM."""
     if role.max_num_seqs is None:
         return None
-    return role.max_num_seqs * (1 + role.mtp_tokens)
+    return role.max_num_seqs * (1 + role.mtp_tokens) + plan.local_prefill_tokens
 
 
 def _json(value: dict[str, Any]) -> str:
@@ -134,7 +137,7 @@ def vllm_serve_argv(
         "--revision",
         model.revision,
         "--served-model-name",
-        model.served_name or model.id,
+        *served_model_names(model),
         "--port",
         str(plan.engine_ports[0]),
         "--enable-expert-parallel",
@@ -183,7 +186,7 @@ def vllm_serve_argv(
     batched_tokens = role.max_num_batched_tokens
     if batched_tokens is None and plan.name == "decode":
         # Explicit on decode, so the step size the NVSHMEM queue is sized for is the real one.
-        batched_tokens = decode_max_tokens(role)
+        batched_tokens = decode_max_tokens(role, plan)
     if batched_tokens is not None:
         argv += ["--max-num-batched-tokens", str(batched_tokens)]
     if role.max_num_seqs is not None:
@@ -415,7 +418,7 @@ def engine_env(
     env.append({"name": "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "value": str(ENGINE_KEEP_ALIVE_S)})
     if modelexpress_address is not None:
         env += modelexpress_env(plan, modelexpress_address)
-    if plan.name == "decode" and (tokens := decode_max_tokens(role)) is not None:
+    if plan.name == "decode" and (tokens := decode_max_tokens(role, plan)) is not None:
         # DeepEP low-latency dispatch keeps a step's tokens in flight on each NVSHMEM QP; the
         # wide-EP guide sizes the queue (MAX_TOKENS + 1) x 2 for the decode batch.
         env.append({"name": "NVSHMEM_QP_DEPTH", "value": str((tokens + 1) * 2)})
