@@ -148,7 +148,8 @@ SIMULATOR_METRICS: tuple[str, ...] = (
 
 def simulator_argv(model: ModelConfig, role: RoleConfig, plan: RolePlan, sim: SimulatorConfig) -> list[str]:
     """The simulator's args (its image's entrypoint is the binary). One `--flag=value` word per
-    flag, so that no value is ever read as a flag (but the served names, a list of words as in vLLM); `$(POD_IP)` is not needed in any of them."""
+    flag, so that no value is ever read as a flag, but for the served names: a list of words, as
+    in vLLM. `$(POD_IP)` is not needed in any of them."""
     argv = [
         f"--model={model.id}",
         # The simulator reads this flag's values as vLLM does, every word up to the next flag
