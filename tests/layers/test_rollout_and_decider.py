@@ -118,5 +118,5 @@ def test_first_served_name_is_the_model_label_and_clients_keep_their_name(
     at = argv.index("--served-model-name")
     assert tuple(argv[at + 1 : at + 1 + len(names)]) == names
     assert not argv[at + 1 + len(names)].startswith(names[-1])
-    labels = serving_labels("x", "decode", names[0], "v0.33.0")
+    labels = serving_labels("x", "decode", names[0], "v1")
     assert labels["llm-d.ai/model"] == names[0]

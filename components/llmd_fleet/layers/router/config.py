@@ -99,7 +99,7 @@ class RouterConfig(_Model):
     non_cached_tokens_for_remote_prefill: Annotated[int, Field(ge=1, le=16 * 1024 * 1024)] | None = None
     """With `pdDecider: prefix`: prefill remotely only when at least this many prompt tokens are
     not cached on the chosen decode endpoint; smaller remainders are prefilled on decode. Unset:
-    16, the router's own P/D configs' value (deploy/config/pd-epp-config.yaml at v0.10.0)."""
+    16, the router's own P/D configs' value (deploy/config/pd-epp-config.yaml at the pinned tag)."""
     session_affinity: SessionAffinityConfig = Field(default_factory=SessionAffinityConfig)
     """Session affinity for multi-turn agents."""
     flow_control: bool = True

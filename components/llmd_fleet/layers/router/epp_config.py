@@ -374,7 +374,7 @@ def _decider(config: StackConfig) -> Plugin:
 
 
 def _rollout_screener(config: StackConfig, plan: FleetPlan) -> list[Plugin]:
-    """The DisaggregatedSet rollout screener (llm-d-router v0.10.0, requestcontrol/screener/
+    """The DisaggregatedSet rollout screener (llm-d-router at the pinned tag, requestcontrol/screener/
     disaggregatedsetrollout): before any scheduling profile runs it keeps one revision whose
     every role has a Ready pod, so a request's prefill and decode pods always share a revision
     (a KV layout or transfer path may change between revisions, and decode's
