@@ -25,13 +25,16 @@ COMMIT = versions().twin.lws
 # --- the pinned source -------------------------------------------------------------------------
 
 
-def test_the_pinned_commit_is_the_one_the_disaggregatedset_crds_are_vendored_from():
+def test_the_pinned_release_is_the_chart_s_and_the_one_the_crds_are_vendored_from():
+    chart = versions().chart("lws").version
+    assert lws.pinned_tag() == f"v{chart}"
     sources = (REPO / "schemas" / "crds" / "SOURCES.md").read_text()
-    row = next(
-        line for line in sources.splitlines() if "disaggregatedset.x-k8s.io_disaggregatedsets.yaml" in line
-    )
-    assert COMMIT in row
-    assert lws.tarball_name(COMMIT) == "lws-060ab4d.tar.gz"
+    for crd in lws.DS_CRDS:
+        row = next(line for line in sources.splitlines() if Path(crd).name in line and line.startswith("|"))
+        # The tag of the chart the stacks install, its commit, and the chart's copy of the file.
+        assert f"`{lws.pinned_tag()}` (`{COMMIT}`" in row
+        assert f"`{crd}`" in row
+    assert lws.tarball_name(lws.pinned_tag()) == f"lws-v{chart}.tar.gz"
 
 
 def _archive(path: Path, commit: str, files: dict[str, bytes], cut: int | None = None) -> Path:
@@ -62,14 +65,14 @@ def test_no_source_is_not_run_and_says_why(monkeypatch, tmp_path):
     with pytest.raises(lws.SourceMissing, match=r"LLMD_LWS_SOURCE.*does not exist"):
         lws.ensure(shared=tmp_path)
     monkeypatch.delenv(lws.SOURCE_ENV)
-    with pytest.raises(lws.SourceMissing, match=r"lws-060ab4d\.tar\.gz does not exist"):
-        lws.lws_source(COMMIT, shared=tmp_path)
+    with pytest.raises(lws.SourceMissing, match=r"lws-v1\.2\.3\.tar\.gz does not exist"):
+        lws.lws_source(COMMIT, shared=tmp_path, tag="v1.2.3")
 
 
 def test_a_snapshot_of_another_commit_is_refused(monkeypatch, tmp_path):
     monkeypatch.delenv(lws.SOURCE_ENV, raising=False)
     other = "1" * 40
-    _archive(tmp_path / lws.tarball_name(COMMIT), other, REQUIRED_FILES)
+    _archive(tmp_path / lws.tarball_name(lws.pinned_tag()), other, REQUIRED_FILES)
     with pytest.raises(lws.BuildError, match="the twin pins") as refused:
         lws.lws_source(COMMIT, shared=tmp_path)
     assert not isinstance(refused.value, lws.SourceMissing)
@@ -80,7 +83,7 @@ def test_unpack_finds_the_nested_root_and_tolerates_a_cut_after_what_the_build_r
     archive = _archive(tmp_path / "a.tar.gz", COMMIT, files, cut=12000)
     snapshot = source_snapshot.Snapshot(archive, COMMIT, source_snapshot.sha256(archive))
     root, note = lws.unpack(snapshot, tmp_path / "src")
-    assert root == tmp_path / "src" / "lws-060ab4d"
+    assert root == tmp_path / "src" / f"lws-{COMMIT[:7]}"
     assert (root / "cmd" / "main.go").is_file()
     assert "ends early" in note and "site/big.png" in note
 
