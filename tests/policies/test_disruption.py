@@ -11,7 +11,9 @@ def test_every_role_has_a_budget_of_one_pod(reference):
     assert violations("serving-role-pdb", reference) == []
     found = violations("serving-role-pdb", without(reference, ":PodDisruptionBudget"))
     assert len(found) == 2
-    assert found[0].startswith("DisaggregatedSet llm-d/glm52 role prefill: no PodDisruptionBudget selects its pods")
+    assert found[0].startswith(
+        "DisaggregatedSet llm-d/glm52 role prefill: no PodDisruptionBudget selects its pods"
+    )
     assert "groups of 4" in found[0]
     assert found[1].startswith("DisaggregatedSet llm-d/glm52 role decode: no PodDisruptionBudget")
     assert "groups of 8" in found[1]
@@ -28,6 +30,7 @@ def test_a_budget_that_lets_two_groups_go_or_none_is_refused(reference):
     # A percentage is counted as the disruption controller counts it: rounded up (10% of 40 is 4).
     percent = edited(reference, decode, lambda i: i["spec"].update(maxUnavailable="10%"))
     assert "take down 4 pods at once" in violations("serving-role-pdb", percent)[0]
+
     # minAvailable of all but one pod is the same budget as maxUnavailable 1.
     def all_but_one(inputs):
         del inputs["spec"]["maxUnavailable"]

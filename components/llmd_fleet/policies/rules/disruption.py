@@ -65,7 +65,9 @@ def _check_role_budgets(resources: list[Resource], cfg: dict[str, Any], report: 
             p
             for p in pdbs
             if p.namespace == first.workload.namespace
-            and all(selector_matches(dig(p.props, "spec", "selector"), controller_labels(t)) for t in templates)
+            and all(
+                selector_matches(dig(p.props, "spec", "selector"), controller_labels(t)) for t in templates
+            )
         ]
         if not matching:
             report(
