@@ -16,6 +16,7 @@ import yaml
 from devtools import source_snapshot
 from devtools.twin import cluster, lws, lws_checks
 from devtools.twin.e2e import Report
+from devtools.twin.kube import ApiError
 from llmd_fleet.versions import versions
 
 REPO = Path(__file__).resolve().parents[2]
@@ -223,6 +224,9 @@ def test_an_unknown_webhook_patch_is_refused(tmp_path):
 SHAPES = {
     "controller": r"^controller: pods created by the LWS controller (\d+)/(\d+)( .*)?$",
     "rollout": r"^rollout: decode minimum ready (\d+) of (\d+) instances, (\d+) s( .*)?$",
+    "disruption": (
+        r"^disruption: (\w+) second eviction refused \(HTTP 429\) while group (\S+) was down \(.+\)$"
+    ),
     "node loss": r"^node loss: group (\S+) recreated .+$",
     "scale": r"^scale: (\w+) (\d+) -> (\d+) -> (\d+)( .*)?$",
 }
@@ -232,6 +236,7 @@ def test_figure_lines_have_the_shapes_a_script_reads():
     lines = [
         lws_checks.controller_line(68, 68, "28 prefill in 7 groups of 4"),
         lws_checks.rollout_line(4, 5, 71.4, "planned minimum 4"),
+        lws_checks.disruption_line("decode", "glm52-0-abcdef12-decode-3", "the first eviction ..."),
         lws_checks.node_loss_line("glm52-0-abcdef12-decode-3", "with a spare node: ..."),
         lws_checks.scale_line("prefill", 2, 3, "groups through ..."),
     ]
@@ -240,13 +245,15 @@ def test_figure_lines_have_the_shapes_a_script_reads():
         assert re.match(shape, line), line
     assert re.match(SHAPES["controller"], lines[0]).groups()[:2] == ("68", "68")  # type: ignore[union-attr]
     assert re.match(SHAPES["rollout"], lines[1]).groups()[:3] == ("4", "5", "71")  # type: ignore[union-attr]
-    assert re.match(SHAPES["scale"], lines[3]).groups()[:4] == ("prefill", "2", "3", "2")  # type: ignore[union-attr]
+    assert re.match(SHAPES["disruption"], lines[2]).groups() == ("decode", "glm52-0-abcdef12-decode-3")  # type: ignore[union-attr]
+    assert re.match(SHAPES["scale"], lines[4]).groups()[:4] == ("prefill", "2", "3", "2")  # type: ignore[union-attr]
 
 
 def test_not_run_lines_name_every_figure_and_why():
     lines = lws_checks.not_run_lines("no source")
     assert lines == [
-        f"{word}: not run: no source" for word in ("controller", "rollout", "node loss", "scale")
+        f"{word}: not run: no source"
+        for word in ("controller", "rollout", "disruption", "node loss", "scale")
     ]
 
 
@@ -271,7 +278,7 @@ def test_api_server_only_says_not_run(monkeypatch):
     report = Report()
     kube: Any = None
     assert lws_checks.start_controller(_state(["etcd", "kube-apiserver"]), kube, report) is None
-    assert all(": not run: API server only" in line for line in report.lines) and len(report.lines) == 4
+    assert all(": not run: API server only" in line for line in report.lines) and len(report.lines) == 5
     assert not report.failures
 
 
@@ -382,3 +389,64 @@ def test_the_rollout_changes_the_decode_template_alone():
     assert decode["metadata"]["annotations"] == {lws_checks.ROLLOUT_ANNOTATION: "1"}
     assert changed["spec"]["roles"][0] == ds["spec"]["roles"][0]
     assert "metadata" not in ds["spec"]["roles"][1]["spec"]["leaderWorkerTemplate"]["workerTemplate"]
+
+
+# --- disruption budgets and the Eviction API ----------------------------------------------------
+
+
+def test_only_the_budgets_of_deployments_are_read_as_deployment_budgets() -> None:
+    from devtools.twin.e2e import deployment_budgets
+
+    def pdb(name: str, labels: dict[str, str], namespace: str = "llm-d") -> dict[str, Any]:
+        return {
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"selector": {"matchLabels": labels}},
+        }
+
+    epp = {
+        "kind": "Deployment",
+        "metadata": {"name": "epp", "namespace": "llm-d"},
+        "spec": {"template": {"metadata": {"labels": {"app": "epp", "tier": "router"}}}},
+    }
+    router = pdb("epp", {"app": "epp"})
+    serving = pdb("glm52-decode", {lws_checks.DS_NAME: "glm52", lws_checks.DS_ROLE: "decode"})
+    elsewhere = pdb("epp", {"app": "epp"}, namespace="other")
+    assert deployment_budgets([epp, router, serving, elsewhere]) == [router]
+
+
+class _EvictingKube:
+    """Answers an eviction as the API server does: 201, or 429 with the budget's cause."""
+
+    def __init__(self, refuse: bool) -> None:
+        self.refuse = refuse
+        self.sent: list[tuple[str, str, Any]] = []
+
+    def request(self, method: str, path: str, body: Any = None, *args: Any, **kwargs: Any) -> Any:
+        self.sent.append((method, path, body))
+        if self.refuse:
+            raise ApiError(
+                429,
+                {
+                    "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+                    "details": {
+                        "causes": [{"reason": "DisruptionBudget", "message": "needs 39 healthy pods"}]
+                    },
+                },
+                f"{method} {path}",
+            )
+        return {"kind": "Status", "status": "Success"}
+
+
+def test_an_eviction_is_posted_to_the_pod_s_eviction_subresource_and_a_refusal_read() -> None:
+    pod = {"metadata": {"name": "glm52-decode-3-5", "namespace": "llm-d"}}
+    kube: Any = _EvictingKube(refuse=True)
+    code, why = lws_checks._eviction(kube, pod)
+    assert code == 429
+    assert why == "Cannot evict pod as it would violate the pod's disruption budget.; needs 39 healthy pods"
+    ((method, path, body),) = kube.sent
+    assert (method, path) == ("POST", "/api/v1/namespaces/llm-d/pods/glm52-decode-3-5/eviction")
+    assert body["apiVersion"] == "policy/v1" and body["kind"] == "Eviction" and "deleteOptions" not in body
+    kube = _EvictingKube(refuse=False)
+    assert lws_checks._eviction(kube, pod, dry_run=True) == (201, "")
+    assert kube.sent[0][2]["deleteOptions"] == {"dryRun": ["All"]}

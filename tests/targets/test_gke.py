@@ -520,4 +520,5 @@ def test_a_window_gke_would_refuse_names_its_key(window, key, words):
 def test_a_null_window_leaves_the_cluster_without_one():
     raw = _raw()
     raw["target"]["gke"]["maintenanceWindow"] = None
-    assert parse_config(raw).target.gke.maintenance_window is None
+    target = parse_config(raw).target
+    assert isinstance(target, GkeTarget) and target.gke.maintenance_window is None

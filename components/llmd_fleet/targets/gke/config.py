@@ -141,15 +141,17 @@ MAINTENANCE_ROLLING_DAYS = 32
 MAINTENANCE_MIN_WINDOW_HOURS = 4
 
 
+def _weekend() -> list[WeekDay]:
+    return ["SA", "SU"]
+
+
 class GkeMaintenanceWindow(_GkeModel):
     """The cluster's recurring maintenance window: when GKE may start automatic maintenance,
     release-channel upgrades of the control plane and of the node pools included. A node-pool
     upgrade that runs past the window's end is stopped and starts again in the next window, and
     GKE may still apply emergency upgrades outside it (docs/disruptions.md)."""
 
-    days: Annotated[list[WeekDay], Field(min_length=1, max_length=7)] = Field(
-        default_factory=lambda: ["SA", "SU"]
-    )
+    days: Annotated[list[WeekDay], Field(min_length=1, max_length=7)] = Field(default_factory=_weekend)
     """Weekdays (UTC) the window opens on (iCalendar BYDAY codes)."""
     start: Annotated[str, Pattern(r"([01][0-9]|2[0-3]):[0-5][0-9]")] = "00:00"
     """Opening time, HH:MM UTC."""
