@@ -97,6 +97,22 @@ def test_unpack_refuses_a_cut_before_what_the_build_reads(tmp_path):
         lws.unpack(snapshot, tmp_path / "src")
 
 
+def test_the_vendored_crds_are_held_to_the_chart_copies_of_the_built_release(tmp_path):
+    vendored = REPO / "schemas" / "crds"
+    built = lws.Built(tmp_path, COMMIT, None, "")
+    for rel in lws.DS_CRDS:
+        assert rel.startswith("charts/lws/crds/")
+        target = tmp_path / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes((vendored / "disaggregatedset.x-k8s.io" / Path(rel).name).read_bytes())
+    assert lws.same_crds(built, vendored) == (2, [])
+    changed = tmp_path / lws.DS_CRDS[0]
+    changed.write_text(
+        changed.read_text().replace("app.kubernetes.io/name: lws", "app.kubernetes.io/name: other")
+    )
+    assert lws.same_crds(built, vendored) == (1, [Path(lws.DS_CRDS[0]).name])
+
+
 def test_the_version_is_stamped_into_the_binary():
     flags = lws.ldflags(COMMIT)
     assert f"-X sigs.k8s.io/lws/pkg/version.GitCommit={COMMIT}" in flags
