@@ -4,10 +4,11 @@ upgrades, `kubectl drain`) take down one group of the role at a time, and never 
 Facts used: a DisaggregatedSet role runs as LeaderWorkerSet groups of `size` pods, and with
 `restartPolicy: RecreateGroupOnPodRestart` one evicted pod takes its whole group down until every
 pod of it is Ready again. The DisaggregatedSet controller labels every pod it creates with
-`disaggregatedset.x-k8s.io/name` and `disaggregatedset.x-k8s.io/role`, besides the template's own
-labels (lws v0.10.0 pkg/utils/disaggregatedset/utils.go GenerateLabels). The Eviction API refuses
-an eviction (429) once the budget's allowed disruptions are used; `maxUnavailable` and
-`minAvailable` count pods (a percentage of the selected pods, maxUnavailable rounded up).
+`disaggregatedset.x-k8s.io/name` and `disaggregatedset.x-k8s.io/role`, besides the template's
+own labels (GenerateLabels in the pinned LWS release's pkg/utils/disaggregatedset/utils.go). The
+Eviction API refuses an eviction (429) once the budget's allowed disruptions are used;
+`maxUnavailable` and `minAvailable` count pods (a percentage of the selected pods,
+maxUnavailable rounded up).
 """
 
 import math
