@@ -446,12 +446,17 @@ def disruption(fleet: Fleet, report: Reporter, role: str = "decode") -> None:
     if instances < 2:
         report.line(f"disruption: not run: {role} has {instances} group, no second one to protect")
         return
+    wanted = _wanted(fleet.ds)
     try:
-        _poll(
-            f"the {role} PodDisruptionBudget counting {pods} healthy pods",
-            lambda: _budget_open(fleet, role, pods),
-            120,
-        )
+        # Every role's budget counts its pods healthy before the first eviction (the other
+        # roles' are read by the dry runs below).
+        for each in (role, *others):
+            count = wanted[each] * fleet.sizes[each]
+            _poll(
+                f"the {each} PodDisruptionBudget counting {count} healthy pods",
+                functools.partial(_budget_open, fleet, each, count),
+                120,
+            )
     except TimeoutError as error:
         report.check(False, str(error))
         return
@@ -470,6 +475,9 @@ def disruption(fleet: Fleet, report: Reporter, role: str = "decode") -> None:
     started = time.monotonic()
     code, why = _eviction(kube, first)
     report.check(code == 201, f"disruption: the first eviction in {role} was refused ({code}: {why})")
+    if code != 201:
+        kube.request("PATCH", path, {"metadata": {"finalizers": meta.get("finalizers") or None}}, merge)
+        return
 
     def leader_going() -> bool:
         try:
@@ -480,6 +488,9 @@ def disruption(fleet: Fleet, report: Reporter, role: str = "decode") -> None:
 
     try:
         _poll(f"the LWS controller deleting leader {group_name(key)}", leader_going, 60)
+    except TimeoutError as error:
+        report.check(False, f"disruption: {error}")
+        return
     finally:
         kube.request("PATCH", path, {"metadata": {"finalizers": meta.get("finalizers") or None}}, merge)
     # While that group is down: a pod of another group of the role, and one of each other role.
