@@ -229,7 +229,8 @@ class Fleet:
         for pdb in self.kube.list("policy/v1", "PodDisruptionBudget", self.namespace):
             wanted = (pdb.get("spec") or {}).get("selector", {}).get("matchLabels") or {}
             if wanted.get(DS_NAME) == self.name and wanted.get(DS_ROLE) == role:
-                return pdb
+                # A list's items carry no apiVersion and kind; reading the object back needs them.
+                return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", **pdb}
         return None
 
     def ready_groups(self, role: str, pods: list[dict[str, Any]] | None = None,
