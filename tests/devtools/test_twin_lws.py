@@ -466,3 +466,34 @@ def test_an_eviction_is_posted_to_the_pod_s_eviction_subresource_and_a_refusal_r
     kube = _EvictingKube(refuse=False)
     assert lws_checks._eviction(kube, pod, dry_run=True) == (201, "")
     assert kube.sent[0][2]["deleteOptions"] == {"dryRun": ["All"]}
+
+
+class _ListingKube:
+    """Lists PodDisruptionBudgets as the API server does: items without apiVersion and kind."""
+
+    def __init__(self, items: list[dict[str, Any]]) -> None:
+        self.items = items
+
+    def list(self, api_version: str, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        assert (api_version, kind, namespace) == ("policy/v1", "PodDisruptionBudget", "llm-d")
+        return self.items
+
+
+def test_a_role_s_budget_is_found_by_the_controller_labels_and_can_be_read_back() -> None:
+    def item(name: str, role: str, set_name: str = "glm52") -> dict[str, Any]:
+        labels = {lws_checks.DS_NAME: set_name, lws_checks.DS_ROLE: role}
+        return {
+            "metadata": {"name": name, "namespace": "llm-d"},
+            "spec": {"selector": {"matchLabels": labels}},
+        }
+
+    ds = {
+        "metadata": {"name": "glm52", "namespace": "llm-d"},
+        "spec": {"roles": [{"name": "decode", "spec": {"leaderWorkerTemplate": {"size": 8}}}]},
+    }
+    kube: Any = _ListingKube([item("other-decode", "decode", "other"), item("glm52-decode", "decode")])
+    fleet = lws_checks.Fleet(kube, ds)
+    budget = fleet.budget("decode")
+    assert budget is not None and budget["metadata"]["name"] == "glm52-decode"
+    assert (budget["apiVersion"], budget["kind"]) == ("policy/v1", "PodDisruptionBudget")
+    assert fleet.budget("prefill") is None
