@@ -97,7 +97,8 @@ class TwinVersions(_Frozen):
     kubernetes_provider_tag: str = Field(alias="kubernetes-provider-tag")
     """The upstream tag of that pseudo-version's commit (what the provider's code is)."""
     lws: str
-    """kubernetes-sigs/lws commit of the twin's LWS controller manager (built from a source snapshot)."""
+    """kubernetes-sigs/lws commit of the twin's LWS controller manager: that of the release tag
+    v<[charts.lws].version> (built from a source snapshot, which must hold this commit)."""
 
 
 class BundledVersions(_Frozen):

@@ -303,6 +303,7 @@ AWS: dict[str, Table] = {
             "taints[].key": Api("eks:CreateNodegroupRequest.taints.key"),
             "taints[].value": Api("eks:CreateNodegroupRequest.taints.value"),
             "updateConfig.maxUnavailable": Api("eks:CreateNodegroupRequest.updateConfig.maxUnavailable"),
+            "updateConfig.updateStrategy": Api("eks:CreateNodegroupRequest.updateConfig.updateStrategy"),
             "version": Api("eks:CreateNodegroupRequest.version"),
             **_eks_tags("CreateNodegroupRequest"),
         },
@@ -492,6 +493,15 @@ GCP: dict[str, Table] = {
                 f"{_CONTAINER}:Cluster.ipAllocationPolicy.servicesSecondaryRangeName"
             ),
             "location": Free(_PARENT),
+            "maintenancePolicy.recurringWindow.endTime": Api(
+                f"{_CONTAINER}:Cluster.maintenancePolicy.window.recurringWindow.window.endTime"
+            ),
+            "maintenancePolicy.recurringWindow.recurrence": Api(
+                f"{_CONTAINER}:Cluster.maintenancePolicy.window.recurringWindow.recurrence"
+            ),
+            "maintenancePolicy.recurringWindow.startTime": Api(
+                f"{_CONTAINER}:Cluster.maintenancePolicy.window.recurringWindow.window.startTime"
+            ),
             "minMasterVersion": Api(f"{_CONTAINER}:Cluster.initialClusterVersion"),
             "name": Api(f"{_CONTAINER}:Cluster.name"),
             "network": Ref(f"{_CONTAINER}:Cluster.network"),

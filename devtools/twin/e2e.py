@@ -271,6 +271,9 @@ def lws_pods(ds: dict[str, Any]) -> list[dict[str, Any]]:
                         # As the LWS controller labels its pods (what `llmd-fleet status` groups by).
                         lws_checks.LWS_NAME: f"{meta['name']}-{role['name']}",
                         lws_checks.GROUP_INDEX: str(group),
+                        # As the DisaggregatedSet controller labels them (the roles' budgets select these).
+                        lws_checks.DS_NAME: meta["name"],
+                        lws_checks.DS_ROLE: role["name"],
                         "llmd-fleet.io/twin-set": meta["name"],
                         "llmd-fleet.io/twin-group": str(group),
                         "llmd-fleet.io/twin-worker-index": str(index),
@@ -443,9 +446,29 @@ def _preflight_job(kube: Kube, job: dict[str, Any], report: Report) -> None:
     report.figure(f"preflight claims ({', '.join(templates)}) held after completion", str(held()))
 
 
+def deployment_budgets(objects: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The PodDisruptionBudgets whose selector matches a Deployment's pod template. The serving
+    roles' budgets select the pods the LWS controller labels (checked by lws_checks.disruption
+    with the controller; the stand-in's pods have no controller a budget could count)."""
+    templates = [
+        (o["metadata"].get("namespace"), (o["spec"]["template"].get("metadata") or {}).get("labels") or {})
+        for o in objects
+        if o["kind"] == "Deployment"
+    ]
+    out = []
+    for pdb in (o for o in objects if o["kind"] == "PodDisruptionBudget"):
+        wanted = ((pdb.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        namespace = pdb["metadata"].get("namespace")
+        if any(
+            ns == namespace and all(labels.get(k) == v for k, v in wanted.items()) for ns, labels in templates
+        ):
+            out.append(pdb)
+    return out
+
+
 def _deployments(kube: Kube, objects: list[dict[str, Any]], report: Report) -> None:
-    """Every Deployment of the stack rolls out to all replicas Available, and every PDB reports
-    its pods healthy (the disruption controller computed it)."""
+    """Every Deployment of the stack rolls out to all replicas Available, and every PDB of a
+    Deployment reports its pods healthy (the disruption controller computed it)."""
     deployments = [o for o in objects if o["kind"] == "Deployment"]
     wanted = sum(d["spec"].get("replicas", 1) for d in deployments)
 
@@ -469,7 +492,7 @@ def _deployments(kube: Kube, objects: list[dict[str, Any]], report: Report) -> N
         f"(replicas available {ready}/{wanted}, {time.monotonic() - started:.0f} s)",
     )
     report.check(done == len(deployments), "not every Deployment is Available")
-    for pdb in (o for o in objects if o["kind"] == "PodDisruptionBudget"):
+    for pdb in deployment_budgets(objects):
         status = kube.read(pdb).get("status", {})
         healthy, expected = status.get("currentHealthy", 0), status.get("expectedPods", 0)
         allowed = status.get("disruptionsAllowed", 0)

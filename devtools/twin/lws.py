@@ -6,10 +6,12 @@ controllers, their webhooks), built from a source snapshot and run out of cluste
 The Go module proxy refuses `sigs.k8s.io/lws` at every version, so the controller manager
 (`cmd/main.go`) is built from a snapshot of its source (devtools/source_snapshot.py):
 `$LLMD_LWS_SOURCE` (a git repository of kubernetes-sigs/lws, read at the pinned commit, or a `git
-archive` tarball), else `../shared/src/lws-<commit[:7]>.tar.gz` beside the checkout. The commit is
-`[twin].lws` of images/versions.toml: the one schemas/crds vendors the DisaggregatedSet CRDs from.
-Its Go dependencies come from the module proxy at the versions of its own go.sum (`-mod=readonly`).
-The binary and the snapshot's `config/` (the LeaderWorkerSet CRD, the webhook manifests) go to
+archive` tarball), else `../shared/src/lws-v<chart version>.tar.gz` beside the checkout: the
+release `[charts.lws]` of images/versions.toml installs, whose tag's commit is `[twin].lws` (a
+snapshot holding another commit is refused). schemas/crds vendors the DisaggregatedSet CRDs from
+that tag's chart (`charts/lws/crds/`). Its Go dependencies come from the module proxy at the
+versions of its own go.sum (`-mod=readonly`). The binary, the snapshot's `config/` (the
+LeaderWorkerSet CRD, the webhook manifests) and the chart's CRDs go to
 `<cache>/lws-controller-<commit[:12]>-<key>/`; the key hashes the recipe, the commit, the snapshot's
 sha256 and the Go version. Nothing of its source is kept in this repository.
 
@@ -48,13 +50,15 @@ BINARY = "manager"
 # The build steps, as hashed into the key: change this text when the steps change.
 RECIPE = (
     "snapshot of <commit> unpacked into src; (cd src && go build -mod=readonly -trimpath "
-    "-ldflags '-s -w -X <version vars>' -o ../manager ./cmd); keep src/config"
+    "-ldflags '-s -w -X <version vars>' -o ../manager ./cmd); keep src/config and src/charts/lws/crds"
 )
 # What the build and the twin need from the snapshot (paths inside the repository).
 LWS_CRD = "config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml"
+# The chart's copies: what `platform: install` installs, and what schemas/crds vendors.
+CHART_CRDS = "charts/lws/crds"
 DS_CRDS = (
-    "config/crd/bases/disaggregatedset.x-k8s.io_disaggregatedsets.yaml",
-    "config/crd/bases/disaggregatedset.x-k8s.io_disaggregatedsetrolescalers.yaml",
+    f"{CHART_CRDS}/disaggregatedset.x-k8s.io_disaggregatedsets.yaml",
+    f"{CHART_CRDS}/disaggregatedset.x-k8s.io_disaggregatedsetrolescalers.yaml",
 )
 WEBHOOK_DIR = "config/webhook"
 REQUIRED = ("go.mod", "go.sum", "cmd/main.go", LWS_CRD, *DS_CRDS, f"{WEBHOOK_DIR}/manifests.yaml")
@@ -78,15 +82,27 @@ def pinned_commit() -> str:
     return versions().twin.lws
 
 
-def tarball_name(commit: str) -> str:
-    """`lws-<commit[:7]>.tar.gz`, as the shared build inputs name the snapshot."""
-    return f"lws-{commit[:7]}.tar.gz"
+def pinned_tag() -> str:
+    """The release tag of the pinned chart: `v<[charts.lws].version>` (the chart of release vX.Y.Z
+    is published as X.Y.Z, images/versions.toml)."""
+    from llmd_fleet.versions import versions
+
+    return f"v{versions().chart('lws').version.removeprefix('v')}"
 
 
-def lws_source(commit: str, shared: Path = source_snapshot.SHARED_SOURCES) -> source_snapshot.Snapshot:
-    """The snapshot of kubernetes-sigs/lws at `commit` (SourceMissing: none; BuildError: unusable)."""
+def tarball_name(tag: str) -> str:
+    """`lws-<tag>.tar.gz`, as the shared build inputs name the snapshot of a release."""
+    return f"lws-{tag}.tar.gz"
+
+
+def lws_source(
+    commit: str, shared: Path = source_snapshot.SHARED_SOURCES, tag: str | None = None
+) -> source_snapshot.Snapshot:
+    """The snapshot of kubernetes-sigs/lws at `commit`, the commit of release `tag` (default: the
+    pinned chart's) (SourceMissing: none; BuildError: unusable, or another commit)."""
+    tag = tag or pinned_tag()
     try:
-        snapshot = source_snapshot.find(SOURCE_ENV, tarball_name(commit), commit, shared)
+        snapshot = source_snapshot.find(SOURCE_ENV, tarball_name(tag), commit, shared)
     except source_snapshot.SnapshotMissing as exc:
         raise SourceMissing(
             f"{exc} (the Go module proxy does not serve {MODULE}; set ${SOURCE_ENV} to a git "
@@ -96,7 +112,7 @@ def lws_source(commit: str, shared: Path = source_snapshot.SHARED_SOURCES) -> so
         raise BuildError(str(exc)) from None
     if snapshot.commit != commit:
         raise BuildError(
-            f"{snapshot.path} holds {snapshot.commit}, the twin pins {MODULE} at {commit} ([twin].lws)"
+            f"{snapshot.path} holds {snapshot.commit}, the twin pins {MODULE} {tag} at {commit} ([twin].lws)"
         )
     return snapshot
 
@@ -186,9 +202,10 @@ def ensure(shared: Path = source_snapshot.SHARED_SOURCES) -> Built:
         if status != 0:
             tail = "\n".join(log.read_text().splitlines()[-30:])
             raise BuildError(f"building the LWS controller manager failed (exit {status}); {log}:\n{tail}")
-        # Keep config/ (CRDs and webhook manifests, read at run time); the rest of the source is
-        # a build input, not a cache of it.
+        # Keep config/ (CRDs and webhook manifests, read at run time) and the chart's CRDs (held
+        # against schemas/crds); the rest of the source is a build input, not a cache of it.
         shutil.copytree(root / "config", target / "config")
+        shutil.copytree(root / CHART_CRDS, target / CHART_CRDS)
         shutil.rmtree(target / "src")
 
     seconds = tool_cache.build_once(target, build, f"{MODULE}@{commit}\n")

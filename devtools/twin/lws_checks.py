@@ -3,6 +3,7 @@ from the API server, and the figure lines it prints:
 
     controller: pods created by the LWS controller N/N ...
     rollout: decode minimum ready X of Y instances, S s ...
+    disruption: decode second eviction refused (HTTP 429) while group <name> was down ...
     node loss: group <name> recreated ...
     scale: prefill A -> B -> A ...
 
@@ -15,12 +16,18 @@ controller each says `<word>: not run: <why>`.
 2. rollout: a decode-only template change (an annotation on decode's pod template) rolls out to
    completion; ready decode instances (groups with every pod Ready) are sampled throughout and
    must not drop below replicas - maxUnavailable; prefill pods replaced are counted (the
-   controller's revision hashes every role's template, so it rolls prefill too);
-3. node loss: a decode worker's node is cordoned, its pod deleted (as a drain or the pod
+   controller's revision hashes every role's template, so it rolls prefill too). The role's
+   PodDisruptionBudget is sampled too: the rollout deletes pods (it does not evict them), so it
+   completes while the budget allows no disruption;
+3. disruption: a decode pod evicted through the Eviction API (as a drain does) takes its whole
+   group down; while that group is down, evicting a pod of another decode group is refused with
+   HTTP 429 (the role's PodDisruptionBudget), a prefill eviction is still allowed (dry run), and
+   once the group is Ready again an eviction in decode is allowed again (dry run);
+4. node loss: a decode worker's node is cordoned, its pod deleted (as a drain or the pod
    garbage collector does) and the Node deleted: RecreateGroupOnPodRestart recreates the whole
    group. With a spare node the group comes back Ready; without one, one pod stays Pending until
    the node returns;
-4. scale: the autoscale stack (External scaling) replaces the fixed one; each role's
+5. scale: the autoscale stack (External scaling) replaces the fixed one; each role's
    DisaggregatedSetRoleScaler is driven through its /scale subresource as KEDA's HPA drives it
    (first to the ScaledObject's minReplicaCount, then one up and back), and whole groups come
    and go.
@@ -38,7 +45,7 @@ from typing import Any, Protocol
 from devtools.twin import lws, nodes
 from devtools.twin.kube import ApiError, Kube, wait_for
 
-WORDS = ("controller", "rollout", "node loss", "scale")
+WORDS = ("controller", "rollout", "disruption", "node loss", "scale")
 LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
 GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
 WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
@@ -78,6 +85,10 @@ def controller_line(created: int, expected: int, detail: str) -> str:
 
 def rollout_line(min_ready: int, instances: int, seconds: float, detail: str) -> str:
     return f"rollout: decode minimum ready {min_ready} of {instances} instances, {seconds:.0f} s ({detail})"
+
+
+def disruption_line(role: str, group: str, detail: str) -> str:
+    return f"disruption: {role} second eviction refused (HTTP 429) while group {group} was down ({detail})"
 
 
 def node_loss_line(group: str, detail: str) -> str:
@@ -212,6 +223,16 @@ class Fleet:
     def lws_roles(self, lws: list[dict[str, Any]] | None = None) -> dict[str, str]:
         return {i["metadata"]["name"]: i["metadata"]["labels"].get(DS_ROLE, "") for i in (lws or self.lws())}
 
+    def budget(self, role: str) -> dict[str, Any] | None:
+        """The role's PodDisruptionBudget as the server has it (status included): the one whose
+        selector names this set and role (the controller's labels), None without one."""
+        for pdb in self.kube.list("policy/v1", "PodDisruptionBudget", self.namespace):
+            wanted = (pdb.get("spec") or {}).get("selector", {}).get("matchLabels") or {}
+            if wanted.get(DS_NAME) == self.name and wanted.get(DS_ROLE) == role:
+                # A list's items carry no apiVersion and kind; reading the object back needs them.
+                return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", **pdb}
+        return None
+
     def ready_groups(self, role: str, pods: list[dict[str, Any]] | None = None,
                      roles: dict[str, str] | None = None) -> int:  # fmt: skip
         return ready_groups(
@@ -315,9 +336,16 @@ def rollout(fleet: Fleet, report: Reporter, role: str = "decode") -> None:
     fleet.kube.apply(changed)
     min_ready = instances
     samples = 0
+    budget = fleet.budget(role)
+    # Samples in which the role's PodDisruptionBudget allowed no eviction: the rollout deletes
+    # pods, which no budget holds back, so it goes on through them.
+    budget_closed = 0
 
     def done() -> bool:
-        nonlocal min_ready, samples
+        nonlocal min_ready, samples, budget_closed
+        if budget is not None:
+            status = fleet.kube.read(budget).get("status") or {}
+            budget_closed += int(status.get("disruptionsAllowed", 0) == 0)
         pods, lws = fleet.pods(), fleet.lws()
         roles = fleet.lws_roles(lws)
         min_ready = min(min_ready, fleet.ready_groups(role, pods, roles))
@@ -351,14 +379,170 @@ def rollout(fleet: Fleet, report: Reporter, role: str = "decode") -> None:
         if sum(replaced.values())
         else ""
     )
+    held = (
+        f"; PodDisruptionBudget {budget['metadata']['name']} allowed no eviction in {budget_closed} of "
+        f"{samples} samples (a rollout deletes, it does not evict)"
+        if budget is not None
+        else "; no PodDisruptionBudget for the role"
+    )
     detail = (
         f"planned minimum {minimum}; {samples} samples; {'completed' if completed else 'NOT completed'}; "
-        f"{replaced_text}{why}"
+        f"{replaced_text}{why}{held}"
     )
     report.line(rollout_line(min_ready, instances, seconds, detail))
     report.check(
         min_ready >= minimum, f"ready {role} instances dropped to {min_ready}, below the planned {minimum}"
     )
+
+
+def _eviction(kube: Kube, pod: dict[str, Any], dry_run: bool = False) -> tuple[int, str]:
+    """Evict `pod` through the Eviction API (policy/v1, as `kubectl drain` and the clouds' node
+    upgrades do): the HTTP status and, when refused, the server's reason."""
+    meta = pod["metadata"]
+    body: dict[str, Any] = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+    }
+    if dry_run:
+        body["deleteOptions"] = {"dryRun": ["All"]}
+    path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/eviction"
+    try:
+        kube.request("POST", path, body)
+    except ApiError as error:
+        status = error.status if isinstance(error.status, dict) else {}
+        causes = [c.get("message", "") for c in (status.get("details") or {}).get("causes") or []]
+        return error.code, "; ".join(m for m in [status.get("message", str(error)), *causes] if m)
+    return 201, ""
+
+
+def _ready_pod(fleet: Fleet, role: str) -> dict[str, Any]:
+    """A Ready pod of `role` (the last by name), leader or worker."""
+    roles = fleet.lws_roles()
+    ready = [p for p in fleet.pods() if roles.get(group_key(p)[0]) == role and is_ready(p)]
+    return sorted(ready, key=lambda p: p["metadata"]["name"])[-1]
+
+
+def _budget_open(fleet: Fleet, role: str, pods: int) -> bool:
+    """The disruption controller has counted every pod of the role healthy and allows one eviction."""
+    budget = fleet.budget(role)
+    status = (budget or {}).get("status") or {}
+    return bool(
+        status.get("expectedPods") == pods
+        and status.get("currentHealthy") == pods
+        and status.get("disruptionsAllowed") == 1
+    )
+
+
+def disruption(fleet: Fleet, report: Reporter, role: str = "decode") -> None:
+    """Step 3: the role's PodDisruptionBudget against the Eviction API, as a drain meets it."""
+    kube = fleet.kube
+    size, instances = fleet.sizes[role], _wanted(fleet.ds)[role]
+    pods = instances * fleet.sizes[role]
+    others = [r for r in fleet.sizes if r != role]
+    if fleet.budget(role) is None:
+        report.check(False, f"disruption: no PodDisruptionBudget selects the {role} pods")
+        report.line(f"disruption: not run: the stack renders no PodDisruptionBudget for {role}")
+        return
+    if instances < 2:
+        report.line(f"disruption: not run: {role} has {instances} group, no second one to protect")
+        return
+    wanted = _wanted(fleet.ds)
+    try:
+        # Every role's budget counts its pods healthy before the first eviction (the other
+        # roles' are read by the dry runs below).
+        for each in (role, *others):
+            count = wanted[each] * fleet.sizes[each]
+            _poll(
+                f"the {each} PodDisruptionBudget counting {count} healthy pods",
+                functools.partial(_budget_open, fleet, each, count),
+                120,
+            )
+    except TimeoutError as error:
+        report.check(False, str(error))
+        return
+    first = _victim(fleet, role, set())
+    key = group_key(first)
+    meta = first["metadata"]
+    path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
+    merge = "application/merge-patch+json"
+    leader_path = f"/api/v1/namespaces/{meta['namespace']}/pods/{group_name(key)}"
+    leader_uid = kube.get(leader_path)["metadata"]["uid"]
+    old = {p["metadata"]["uid"] for p in groups(fleet.pods()).get(key, [])}
+    # Held Terminating as a kubelet's grace period would (kwok has none): see _lose_node.
+    kube.request(
+        "PATCH", path, {"metadata": {"finalizers": [*meta.get("finalizers", []), GRACE_FINALIZER]}}, merge
+    )
+    started = time.monotonic()
+    code, why = _eviction(kube, first)
+    report.check(code == 201, f"disruption: the first eviction in {role} was refused ({code}: {why})")
+    if code != 201:
+        kube.request("PATCH", path, {"metadata": {"finalizers": meta.get("finalizers") or None}}, merge)
+        return
+
+    def leader_going() -> bool:
+        try:
+            leader = kube.get(leader_path)
+        except ApiError as error:
+            return error.code == 404
+        return bool(leader["metadata"]["uid"] != leader_uid or leader["metadata"].get("deletionTimestamp"))
+
+    try:
+        _poll(f"the LWS controller deleting leader {group_name(key)}", leader_going, 60)
+    except TimeoutError as error:
+        report.check(False, f"disruption: {error}")
+        return
+    finally:
+        kube.request("PATCH", path, {"metadata": {"finalizers": meta.get("finalizers") or None}}, merge)
+    # While that group is down: a pod of another group of the role, and one of each other role.
+    second = _victim(fleet, role, {key})
+    refused, refusal = _eviction(kube, second)
+    allowed_others = {r: _eviction(kube, _ready_pod(fleet, r), dry_run=True)[0] for r in others}
+    closed = (fleet.budget(role) or {}).get("status") or {}
+
+    def back() -> bool:
+        _as_a_kubelet_finishes(kube, fleet.namespace)
+        now = groups(fleet.pods()).get(key, [])
+        return (
+            len(now) == size
+            and not ({p["metadata"]["uid"] for p in now} & old)
+            and all(is_ready(p) for p in now)
+        )
+
+    try:
+        _poll(f"group {group_name(key)} recreated and Ready", back, 180)
+        _poll(f"the {role} PodDisruptionBudget open again", lambda: _budget_open(fleet, role, pods), 120)
+    except TimeoutError as error:
+        report.check(False, str(error))
+    seconds = time.monotonic() - started
+    again, _ = _eviction(kube, second, dry_run=True)
+    report.figure(
+        f"Eviction of {second['metadata']['name']} while {group_name(key)} was down",
+        f"HTTP {refused}: {refusal}",
+    )
+    others_text = ", ".join(
+        f"{r} eviction allowed meanwhile (dry run, HTTP {c})" for r, c in allowed_others.items()
+    )
+    report.line(
+        disruption_line(
+            role,
+            group_name(key),
+            f"the first eviction, of {meta['name']}, took its {size} pods down; PodDisruptionBudget "
+            f"{(fleet.budget(role) or {})['metadata']['name']} healthy {closed.get('currentHealthy')}/"
+            f"{closed.get('expectedPods')}, {closed.get('disruptionsAllowed')} disruptions allowed; "
+            f"{others_text}; the group Ready again {seconds:.0f} s after the first eviction, then a {role} "
+            f"eviction allowed again (dry run, HTTP {again})",
+        )
+    )
+    report.check(
+        refused == 429,
+        f"disruption: a second {role} eviction while a group was down got HTTP {refused}, not 429",
+    )
+    report.check(
+        all(c == 201 for c in allowed_others.values()),
+        f"disruption: evictions in other roles while a {role} group was down: {allowed_others}",
+    )
+    report.check(again == 201, f"disruption: a {role} eviction after the group came back got HTTP {again}")
 
 
 def _spare(config: Any, group: str, index: int) -> nodes.FakeNode:
@@ -741,6 +925,8 @@ def serving(kube: Kube, held: list[dict[str, Any]], rules: dict[str, int], stack
     controller_pods(fleet, report)
     print("e2e: a decode-only template change rolls out")
     rollout(fleet, report)
+    print("e2e: the decode PodDisruptionBudget against the Eviction API, as a drain meets it")
+    disruption(fleet, report)
     print("e2e: node loss, with a spare node and without one")
     config = stack_config(read_stack_file(cluster.PROJECT_ROOT / "stacks", stack))
     gpu_groups = {n: g for n, g in config.fleet.node_groups.items() if g.accelerator_allocation == "dra"}

@@ -72,8 +72,8 @@ FIXED: dict[str, Check] = {
     "twin.kubernetes-provider": GoModule("github.com/pulumi/pulumi-kubernetes/provider/v4"),
     "twin.kubernetes-provider-tag": Offline("a git tag of pulumi/pulumi-kubernetes (its source repository)"),
     "twin.lws": Offline(
-        "a commit of kubernetes-sigs/lws, built from a source snapshot "
-        "(the module proxy refuses sigs.k8s.io/lws)"
+        "the commit of kubernetes-sigs/lws tag v<[charts.lws].version>, built from a source snapshot "
+        "that must hold it (the module proxy refuses sigs.k8s.io/lws)"
     ),
     "build.cuda": Offline("the base image's tag <cuda>-devel-ubuntu<ubuntu> in [build].base_repository"),
     "build.ubuntu": Offline("the base image's tag <cuda>-devel-ubuntu<ubuntu> in [build].base_repository"),

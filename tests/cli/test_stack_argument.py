@@ -67,7 +67,7 @@ def test_a_file_elsewhere_names_its_stack_and_renders_there(tmp_path, capsys) ->
     own.write_text((STACKS_DIR / "Pulumi.quickstart-h100.yaml").read_text())
     out = tmp_path / "out"
     assert run(["render", str(own), "--out", str(out)]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == f"rendered trial-2node: 31 files in {out}"
+    assert capsys.readouterr().out.splitlines()[-1] == f"rendered trial-2node: 33 files in {out}"
 
 
 def test_a_file_whose_name_is_no_stack_name_is_refused(tmp_path, capsys) -> None:

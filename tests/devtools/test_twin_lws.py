@@ -16,6 +16,7 @@ import yaml
 from devtools import source_snapshot
 from devtools.twin import cluster, lws, lws_checks
 from devtools.twin.e2e import Report
+from devtools.twin.kube import ApiError
 from llmd_fleet.versions import versions
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,13 +26,16 @@ COMMIT = versions().twin.lws
 # --- the pinned source -------------------------------------------------------------------------
 
 
-def test_the_pinned_commit_is_the_one_the_disaggregatedset_crds_are_vendored_from():
+def test_the_pinned_release_is_the_chart_s_and_the_one_the_crds_are_vendored_from():
+    chart = versions().chart("lws").version
+    assert lws.pinned_tag() == f"v{chart}"
     sources = (REPO / "schemas" / "crds" / "SOURCES.md").read_text()
-    row = next(
-        line for line in sources.splitlines() if "disaggregatedset.x-k8s.io_disaggregatedsets.yaml" in line
-    )
-    assert COMMIT in row
-    assert lws.tarball_name(COMMIT) == "lws-060ab4d.tar.gz"
+    for crd in lws.DS_CRDS:
+        row = next(line for line in sources.splitlines() if Path(crd).name in line and line.startswith("|"))
+        # The tag of the chart the stacks install, its commit, and the chart's copy of the file.
+        assert f"`{lws.pinned_tag()}` (`{COMMIT}`" in row
+        assert f"`{crd}`" in row
+    assert lws.tarball_name(lws.pinned_tag()) == f"lws-v{chart}.tar.gz"
 
 
 def _archive(path: Path, commit: str, files: dict[str, bytes], cut: int | None = None) -> Path:
@@ -62,14 +66,14 @@ def test_no_source_is_not_run_and_says_why(monkeypatch, tmp_path):
     with pytest.raises(lws.SourceMissing, match=r"LLMD_LWS_SOURCE.*does not exist"):
         lws.ensure(shared=tmp_path)
     monkeypatch.delenv(lws.SOURCE_ENV)
-    with pytest.raises(lws.SourceMissing, match=r"lws-060ab4d\.tar\.gz does not exist"):
-        lws.lws_source(COMMIT, shared=tmp_path)
+    with pytest.raises(lws.SourceMissing, match=r"lws-v1\.2\.3\.tar\.gz does not exist"):
+        lws.lws_source(COMMIT, shared=tmp_path, tag="v1.2.3")
 
 
 def test_a_snapshot_of_another_commit_is_refused(monkeypatch, tmp_path):
     monkeypatch.delenv(lws.SOURCE_ENV, raising=False)
     other = "1" * 40
-    _archive(tmp_path / lws.tarball_name(COMMIT), other, REQUIRED_FILES)
+    _archive(tmp_path / lws.tarball_name(lws.pinned_tag()), other, REQUIRED_FILES)
     with pytest.raises(lws.BuildError, match="the twin pins") as refused:
         lws.lws_source(COMMIT, shared=tmp_path)
     assert not isinstance(refused.value, lws.SourceMissing)
@@ -80,7 +84,7 @@ def test_unpack_finds_the_nested_root_and_tolerates_a_cut_after_what_the_build_r
     archive = _archive(tmp_path / "a.tar.gz", COMMIT, files, cut=12000)
     snapshot = source_snapshot.Snapshot(archive, COMMIT, source_snapshot.sha256(archive))
     root, note = lws.unpack(snapshot, tmp_path / "src")
-    assert root == tmp_path / "src" / "lws-060ab4d"
+    assert root == tmp_path / "src" / f"lws-{COMMIT[:7]}"
     assert (root / "cmd" / "main.go").is_file()
     assert "ends early" in note and "site/big.png" in note
 
@@ -91,6 +95,22 @@ def test_unpack_refuses_a_cut_before_what_the_build_reads(tmp_path):
     snapshot = source_snapshot.Snapshot(archive, COMMIT, source_snapshot.sha256(archive))
     with pytest.raises(lws.BuildError, match=r"lacks .*cmd/main.go.*ends early"):
         lws.unpack(snapshot, tmp_path / "src")
+
+
+def test_the_vendored_crds_are_held_to_the_chart_copies_of_the_built_release(tmp_path):
+    vendored = REPO / "schemas" / "crds"
+    built = lws.Built(tmp_path, COMMIT, None, "")
+    for rel in lws.DS_CRDS:
+        assert rel.startswith("charts/lws/crds/")
+        target = tmp_path / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes((vendored / "disaggregatedset.x-k8s.io" / Path(rel).name).read_bytes())
+    assert lws.same_crds(built, vendored) == (2, [])
+    changed = tmp_path / lws.DS_CRDS[0]
+    changed.write_text(
+        changed.read_text().replace("app.kubernetes.io/name: lws", "app.kubernetes.io/name: other")
+    )
+    assert lws.same_crds(built, vendored) == (1, [Path(lws.DS_CRDS[0]).name])
 
 
 def test_the_version_is_stamped_into_the_binary():
@@ -220,6 +240,9 @@ def test_an_unknown_webhook_patch_is_refused(tmp_path):
 SHAPES = {
     "controller": r"^controller: pods created by the LWS controller (\d+)/(\d+)( .*)?$",
     "rollout": r"^rollout: decode minimum ready (\d+) of (\d+) instances, (\d+) s( .*)?$",
+    "disruption": (
+        r"^disruption: (\w+) second eviction refused \(HTTP 429\) while group (\S+) was down \(.+\)$"
+    ),
     "node loss": r"^node loss: group (\S+) recreated .+$",
     "scale": r"^scale: (\w+) (\d+) -> (\d+) -> (\d+)( .*)?$",
 }
@@ -229,6 +252,7 @@ def test_figure_lines_have_the_shapes_a_script_reads():
     lines = [
         lws_checks.controller_line(68, 68, "28 prefill in 7 groups of 4"),
         lws_checks.rollout_line(4, 5, 71.4, "planned minimum 4"),
+        lws_checks.disruption_line("decode", "glm52-0-abcdef12-decode-3", "the first eviction ..."),
         lws_checks.node_loss_line("glm52-0-abcdef12-decode-3", "with a spare node: ..."),
         lws_checks.scale_line("prefill", 2, 3, "groups through ..."),
     ]
@@ -237,13 +261,15 @@ def test_figure_lines_have_the_shapes_a_script_reads():
         assert re.match(shape, line), line
     assert re.match(SHAPES["controller"], lines[0]).groups()[:2] == ("68", "68")  # type: ignore[union-attr]
     assert re.match(SHAPES["rollout"], lines[1]).groups()[:3] == ("4", "5", "71")  # type: ignore[union-attr]
-    assert re.match(SHAPES["scale"], lines[3]).groups()[:4] == ("prefill", "2", "3", "2")  # type: ignore[union-attr]
+    assert re.match(SHAPES["disruption"], lines[2]).groups() == ("decode", "glm52-0-abcdef12-decode-3")  # type: ignore[union-attr]
+    assert re.match(SHAPES["scale"], lines[4]).groups()[:4] == ("prefill", "2", "3", "2")  # type: ignore[union-attr]
 
 
 def test_not_run_lines_name_every_figure_and_why():
     lines = lws_checks.not_run_lines("no source")
     assert lines == [
-        f"{word}: not run: no source" for word in ("controller", "rollout", "node loss", "scale")
+        f"{word}: not run: no source"
+        for word in ("controller", "rollout", "disruption", "node loss", "scale")
     ]
 
 
@@ -268,7 +294,7 @@ def test_api_server_only_says_not_run(monkeypatch):
     report = Report()
     kube: Any = None
     assert lws_checks.start_controller(_state(["etcd", "kube-apiserver"]), kube, report) is None
-    assert all(": not run: API server only" in line for line in report.lines) and len(report.lines) == 4
+    assert all(": not run: API server only" in line for line in report.lines) and len(report.lines) == 5
     assert not report.failures
 
 
@@ -379,3 +405,95 @@ def test_the_rollout_changes_the_decode_template_alone():
     assert decode["metadata"]["annotations"] == {lws_checks.ROLLOUT_ANNOTATION: "1"}
     assert changed["spec"]["roles"][0] == ds["spec"]["roles"][0]
     assert "metadata" not in ds["spec"]["roles"][1]["spec"]["leaderWorkerTemplate"]["workerTemplate"]
+
+
+# --- disruption budgets and the Eviction API ----------------------------------------------------
+
+
+def test_only_the_budgets_of_deployments_are_read_as_deployment_budgets() -> None:
+    from devtools.twin.e2e import deployment_budgets
+
+    def pdb(name: str, labels: dict[str, str], namespace: str = "llm-d") -> dict[str, Any]:
+        return {
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"selector": {"matchLabels": labels}},
+        }
+
+    epp = {
+        "kind": "Deployment",
+        "metadata": {"name": "epp", "namespace": "llm-d"},
+        "spec": {"template": {"metadata": {"labels": {"app": "epp", "tier": "router"}}}},
+    }
+    router = pdb("epp", {"app": "epp"})
+    serving = pdb("glm52-decode", {lws_checks.DS_NAME: "glm52", lws_checks.DS_ROLE: "decode"})
+    elsewhere = pdb("epp", {"app": "epp"}, namespace="other")
+    assert deployment_budgets([epp, router, serving, elsewhere]) == [router]
+
+
+class _EvictingKube:
+    """Answers an eviction as the API server does: 201, or 429 with the budget's cause."""
+
+    def __init__(self, refuse: bool) -> None:
+        self.refuse = refuse
+        self.sent: list[tuple[str, str, Any]] = []
+
+    def request(self, method: str, path: str, body: Any = None, *args: Any, **kwargs: Any) -> Any:
+        self.sent.append((method, path, body))
+        if self.refuse:
+            raise ApiError(
+                429,
+                {
+                    "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+                    "details": {
+                        "causes": [{"reason": "DisruptionBudget", "message": "needs 39 healthy pods"}]
+                    },
+                },
+                f"{method} {path}",
+            )
+        return {"kind": "Status", "status": "Success"}
+
+
+def test_an_eviction_is_posted_to_the_pod_s_eviction_subresource_and_a_refusal_read() -> None:
+    pod = {"metadata": {"name": "glm52-decode-3-5", "namespace": "llm-d"}}
+    kube: Any = _EvictingKube(refuse=True)
+    code, why = lws_checks._eviction(kube, pod)
+    assert code == 429
+    assert why == "Cannot evict pod as it would violate the pod's disruption budget.; needs 39 healthy pods"
+    ((method, path, body),) = kube.sent
+    assert (method, path) == ("POST", "/api/v1/namespaces/llm-d/pods/glm52-decode-3-5/eviction")
+    assert body["apiVersion"] == "policy/v1" and body["kind"] == "Eviction" and "deleteOptions" not in body
+    kube = _EvictingKube(refuse=False)
+    assert lws_checks._eviction(kube, pod, dry_run=True) == (201, "")
+    assert kube.sent[0][2]["deleteOptions"] == {"dryRun": ["All"]}
+
+
+class _ListingKube:
+    """Lists PodDisruptionBudgets as the API server does: items without apiVersion and kind."""
+
+    def __init__(self, items: list[dict[str, Any]]) -> None:
+        self.items = items
+
+    def list(self, api_version: str, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        assert (api_version, kind, namespace) == ("policy/v1", "PodDisruptionBudget", "llm-d")
+        return self.items
+
+
+def test_a_role_s_budget_is_found_by_the_controller_labels_and_can_be_read_back() -> None:
+    def item(name: str, role: str, set_name: str = "glm52") -> dict[str, Any]:
+        labels = {lws_checks.DS_NAME: set_name, lws_checks.DS_ROLE: role}
+        return {
+            "metadata": {"name": name, "namespace": "llm-d"},
+            "spec": {"selector": {"matchLabels": labels}},
+        }
+
+    ds = {
+        "metadata": {"name": "glm52", "namespace": "llm-d"},
+        "spec": {"roles": [{"name": "decode", "spec": {"leaderWorkerTemplate": {"size": 8}}}]},
+    }
+    kube: Any = _ListingKube([item("other-decode", "decode", "other"), item("glm52-decode", "decode")])
+    fleet = lws_checks.Fleet(kube, ds)
+    budget = fleet.budget("decode")
+    assert budget is not None and budget["metadata"]["name"] == "glm52-decode"
+    assert (budget["apiVersion"], budget["kind"]) == ("policy/v1", "PodDisruptionBudget")
+    assert fleet.budget("prefill") is None

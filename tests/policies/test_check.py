@@ -83,7 +83,12 @@ def test_the_analyzer_protocol_end_to_end(reference, reference_policy_config):
         dset,
         edit_script("decode", "--block-size 64", "--block-size 32"),
     )
-    config = {**reference_policy_config, "router-pdb": "advisory", "image-digest": "disabled"}
+    config = {
+        **reference_policy_config,
+        "router-pdb": "advisory",
+        "serving-role-pdb": "disabled",
+        "image-digest": "disabled",
+    }
     report = run_policy_pack(broken, REFERENCE_STACK, policy_config=config)
     # Decode's block size now disagrees with prefill's and with the router's prefix hashing.
     assert [v.policy for v in report.mandatory] == ["pd-kv-transfer-agreement", "router-serving-agreement"]

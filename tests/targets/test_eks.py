@@ -153,6 +153,9 @@ def test_gpu_node_groups_use_the_nvidia_ami_capacity_blocks_and_the_gpu_taint(sy
         sc = group["scalingConfig"]
         assert sc["minSize"] == sc["maxSize"] == sc["desiredSize"]
         assert "instanceTypes" not in group, "the instance type comes from the launch template"
+        # One node at a time, the old instance gone before its replacement is launched: reserved
+        # capacity has no spare instance for EKS's default surge (docs/disruptions.md).
+        assert group["updateConfig"] == {"maxUnavailable": 1, "updateStrategy": "MINIMAL"}
     (system,) = [
         _inputs(r)
         for r in _of_type(synthesis.resources, NODE_GROUP)

@@ -468,3 +468,57 @@ def test_connection_draining_follows_the_drain_up_to_the_backend_service_limit(d
     raw["serving"]["drainSeconds"] = drain
     spec = gke_backend_policy_spec(parse_config(raw), "glm52")
     assert spec["default"]["connectionDraining"] == {"drainingTimeoutSec": draining}
+
+
+# -- upgrades and maintenance (docs/disruptions.md) ----------------------------------------------
+
+
+def test_gpu_pools_upgrade_one_node_at_a_time_inside_a_weekend_window(synthesis):
+    pool = _one(synthesis, NODE_POOL, "cluster-h100-pool")
+    assert pool["upgradeSettings"] == {"strategy": "SURGE", "maxSurge": 0, "maxUnavailable": 1}
+    assert pool["management"]["autoUpgrade"] is True
+    cluster = _one(synthesis, CLUSTER, "cluster-cluster")
+    assert cluster["maintenancePolicy"] == {
+        "recurringWindow": {
+            "startTime": "2026-01-03T00:00:00Z",
+            "endTime": "2026-01-04T00:00:00Z",
+            "recurrence": "FREQ=WEEKLY;BYDAY=SA,SU",
+        }
+    }
+
+
+def test_a_maintenance_window_is_rendered_from_its_days_start_and_length():
+    from llmd_fleet.targets.gke.cluster import maintenance_policy
+    from llmd_fleet.targets.gke.config import GkeMaintenanceWindow
+
+    policy = maintenance_policy(GkeMaintenanceWindow(days=["TU", "TH"], start="22:30", duration_hours=6))
+    assert policy is not None and policy.recurring_window is not None
+    assert policy.recurring_window.start_time == "2026-01-03T22:30:00Z"
+    # The end is the start plus the length, across midnight.
+    assert policy.recurring_window.end_time == "2026-01-04T04:30:00Z"
+    assert policy.recurring_window.recurrence == "FREQ=WEEKLY;BYDAY=TU,TH"
+    assert maintenance_policy(None) is None
+
+
+@pytest.mark.parametrize(
+    ("window", "key", "words"),
+    [
+        # One 8-hour window a week is 32 h in 32 days: under GKE's 48 h.
+        ({"days": ["SA"], "durationHours": 8}, "maintenanceWindow", "opens 32 h in a 32-day period"),
+        ({"days": ["SA", "SA"], "durationHours": 8}, "maintenanceWindow.days", "names a day twice"),
+        ({"durationHours": 3}, "maintenanceWindow.durationHours", "must be >= 4 (got 3)"),
+        ({"start": "24:00"}, "maintenanceWindow.start", "must match the pattern"),
+    ],
+)
+def test_a_window_gke_would_refuse_names_its_key(window, key, words):
+    raw = _raw()
+    raw["target"]["gke"]["maintenanceWindow"] = window
+    problems = _problems(raw)
+    assert words in problems[f"llmd-fleet:target.gke.{key}"], problems
+
+
+def test_a_null_window_leaves_the_cluster_without_one():
+    raw = _raw()
+    raw["target"]["gke"]["maintenanceWindow"] = None
+    target = parse_config(raw).target
+    assert isinstance(target, GkeTarget) and target.gke.maintenance_window is None

@@ -14,6 +14,7 @@ _UNIT_SUFFIXES = (
     ("Seconds", "seconds"),
     ("Days", "days"),
     ("Minutes", "minutes"),
+    ("Hours", "hours"),
     ("ParamsB", "billion parameters"),
     ("PerSecond", "requests per second"),
     ("PerToken", "bytes per token"),

@@ -49,7 +49,7 @@ def autoscaling_problems(config: StackConfig) -> list[Problem]:
         role: RoleConfig = getattr(serving.roles, name)
         auto, role_path = scaling.role(name), path.at(name)
         # LWS seeds a fresh DisaggregatedSetRoleScaler at 1 and ignores an External role's
-        # replicas (lws 060ab4d api/disaggregatedset/v1/disaggregatedsetrolescaler_types.go
+        # replicas (lws v0.10.0 api/disaggregatedset/v1/disaggregatedsetrolescaler_types.go
         # lines 32-36, pkg/controllers/disaggregatedset/disaggregatedset_controller.go seedForRole,
         # pkg/webhooks/disaggregatedset/disaggregatedset_webhook.go lines 88-94); KEDA's HPA then
         # lifts it to minReplicaCount. An autoscaled role therefore starts at minInstances, and

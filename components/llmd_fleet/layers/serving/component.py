@@ -12,6 +12,7 @@ from llmd_fleet.labels import common_labels, serving_labels
 from llmd_fleet.layers.modelexpress.component import ModelExpressServer
 from llmd_fleet.layers.preflight.component import FabricPreflight
 from llmd_fleet.layers.serving.pod import PodInputs, disaggregated_set_spec
+from llmd_fleet.layers.serving.specs import role_budget_name, role_budget_spec
 from llmd_fleet.plan.fleet import FleetPlan
 from llmd_fleet.platform.dra import claim_template_name, claim_template_spec
 from llmd_fleet.versions import versions
@@ -46,6 +47,8 @@ class ModelServing(pulumi.ComponentResource):
     """One DisaggregatedSet with a prefill and a decode role, each a multi-node LWS template."""
 
     disaggregated_set: k8s.apiextensions.CustomResource
+    disruption_budgets: dict[str, k8s.policy.v1.PodDisruptionBudget]
+    """One per role (`<set>-<role>`): at most one group of the role disrupted by drains at a time."""
     modelexpress: ModelExpressServer | None
     """The ModelExpress server, with `serving.weightLoading: modelexpress`."""
 
@@ -167,4 +170,19 @@ class ModelServing(pulumi.ComponentResource):
                 + ([self.modelexpress] if self.modelexpress is not None else []),
             ),
         )
+        # One PodDisruptionBudget per role (role_budget_spec): a drain (a node-pool upgrade)
+        # takes down at most one group of each role at a time.
+        self.disruption_budgets = {
+            role.name: k8s.policy.v1.PodDisruptionBudget(
+                f"{name}-pdb-{role.name}",
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name=role_budget_name(config, role.name),
+                    namespace=serving.namespace,
+                    labels=common_labels("model-server", serving.name),
+                ),
+                spec=cast(k8s.policy.v1.PodDisruptionBudgetSpecArgsDict, role_budget_spec(config, role.name)),
+                opts=after_namespace,
+            )
+            for role in plan.roles
+        }
         self.register_outputs({"disaggregatedSet": serving.name})

@@ -540,8 +540,14 @@ class EksGpuCapacity(_EksPart):
                     CAPACITY_LABEL: capacity.capacity,
                 },
                 taints=[aws.eks.NodeGroupTaintArgs(key=GPU_TAINT_KEY, effect="NO_SCHEDULE")],
-                # Reserved capacity has no spare instance to surge into: replace in place.
-                update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+                # Reserved capacity has no spare instance to surge into: replace in place, one
+                # node at a time. MINIMAL terminates an old instance before launching its
+                # replacement (the DEFAULT strategy launches new instances first, which reserved
+                # capacity cannot hold; EKS API NodegroupUpdateConfig.updateStrategy). EKS drains
+                # through the Eviction API, so the serving roles' PodDisruptionBudgets hold: an
+                # eviction still refused after EKS's drain timeout fails the update rather than
+                # forcing it (docs/disruptions.md).
+                update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1, update_strategy="MINIMAL"),
                 tags=tags,
                 opts=self._opts(depends_on=args.get("depends_on", [])),
             )

@@ -17,6 +17,7 @@ Nothing here reads the serving config: changing roles never touches the fleet's 
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import TypedDict
 
 import pulumi
@@ -28,6 +29,7 @@ from llmd_fleet.config.fleet import NodeGroupConfig
 from llmd_fleet.conventions import GPU_TAINT_KEY
 from llmd_fleet.targets.gke.config import (
     MACHINE_SHAPES,
+    GkeMaintenanceWindow,
     GkeNodePoolConfig,
     GkeTargetConfig,
     compact_placement,
@@ -259,7 +261,12 @@ class GkeNodePool(pulumi.ComponentResource):
                 auto_repair=not pool.flex_start,
                 auto_upgrade=True,
             ),
-            # No spare GPU capacity to surge into: upgrade one node at a time in place.
+            # No spare GPU capacity to surge into: upgrade one node at a time in place. Each node
+            # drained evicts one serving pod, which takes its LWS group down; the role's
+            # PodDisruptionBudget then refuses the next eviction in that role until the group
+            # serves again, and GKE keeps the drain within the budget ("Disruption stays within
+            # the limits of PodDisruptionBudget", container.v1 NodePool.UpgradeSettings). No
+            # blue-green: it needs a second pool's worth of GPUs (docs/disruptions.md).
             upgrade_settings=gcp.container.NodePoolUpgradeSettingsArgs(
                 strategy="SURGE", max_surge=0, max_unavailable=1
             ),
@@ -330,6 +337,29 @@ class GkeNodePool(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.register_outputs({"nodePool": self.node_pool.name})
+
+
+# Any past date: GKE repeats the window by its recurrence rule, taking the time of day and the
+# length from start and end. 2026-01-03 is a Saturday.
+_WINDOW_ANCHOR = datetime(2026, 1, 3, tzinfo=UTC)
+
+
+def maintenance_policy(
+    window: GkeMaintenanceWindow | None,
+) -> gcp.container.ClusterMaintenancePolicyArgs | None:
+    """The cluster's recurring maintenance window (RFC 3339 start and end, an RRULE recurrence)."""
+    if window is None:
+        return None
+    hour, minute = (int(part) for part in window.start.split(":"))
+    start = _WINDOW_ANCHOR + timedelta(hours=hour, minutes=minute)
+    end = start + timedelta(hours=window.duration_hours)
+    return gcp.container.ClusterMaintenancePolicyArgs(
+        recurring_window=gcp.container.ClusterMaintenancePolicyRecurringWindowArgs(
+            start_time=start.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            end_time=end.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            recurrence=f"FREQ=WEEKLY;BYDAY={','.join(window.days)}",
+        )
+    )
 
 
 def kubeconfig(name: str, endpoint: str | None, ca_certificate: str | None) -> str:
@@ -438,6 +468,8 @@ class GkeCluster(pulumi.ComponentResource):
             datapath_provider="ADVANCED_DATAPATH",
             enable_multi_networking=True,
             release_channel=gcp.container.ClusterReleaseChannelArgs(channel=gke.release_channel),
+            # Release-channel upgrades (control plane, then the node pools) start only inside it.
+            maintenance_policy=maintenance_policy(gke.maintenance_window),
             min_master_version=versions().kubernetes.gke,
             remove_default_node_pool=True,
             initial_node_count=1,

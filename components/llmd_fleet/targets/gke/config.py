@@ -131,6 +131,40 @@ class GkeNodePoolConfig(_GkeModel):
     """Boot disk per node."""
 
 
+WeekDay = Literal["MO", "TU", "WE", "TH", "FR", "SA", "SU"]
+# GKE: "You must allow at least 48 hours of maintenance availability in a 32-day rolling window.
+# Only contiguous availability windows of at least four hours are considered."
+# (cloud.google.com/kubernetes-engine/docs/maintenance-window, "Considerations when configuring a
+# maintenance window").
+MAINTENANCE_MIN_HOURS = 48
+MAINTENANCE_ROLLING_DAYS = 32
+MAINTENANCE_MIN_WINDOW_HOURS = 4
+
+
+def _weekend() -> list[WeekDay]:
+    return ["SA", "SU"]
+
+
+class GkeMaintenanceWindow(_GkeModel):
+    """The cluster's recurring maintenance window: when GKE may start automatic maintenance,
+    release-channel upgrades of the control plane and of the node pools included. A node-pool
+    upgrade that runs past the window's end is stopped and starts again in the next window, and
+    GKE may still apply emergency upgrades outside it (docs/disruptions.md)."""
+
+    days: Annotated[list[WeekDay], Field(min_length=1, max_length=7)] = Field(default_factory=_weekend)
+    """Weekdays (UTC) the window opens on (iCalendar BYDAY codes)."""
+    start: Annotated[str, Pattern(r"([01][0-9]|2[0-3]):[0-5][0-9]")] = "00:00"
+    """Opening time, HH:MM UTC."""
+    duration_hours: Annotated[int, Field(ge=MAINTENANCE_MIN_WINDOW_HOURS, le=24)] = 24
+    """Hours the window stays open each of those days (GKE counts only windows of at least 4)."""
+
+
+def weekly_window_hours(window: GkeMaintenanceWindow) -> int:
+    """Hours of maintenance availability any 32-day rolling window is sure to contain: it holds at
+    least four whole weeks."""
+    return (MAINTENANCE_ROLLING_DAYS // 7) * len(set(window.days)) * window.duration_hours
+
+
 class GkeTargetConfig(_GkeModel):
     """`target.gke`: where and how the GKE cluster and its node pools are created."""
 
@@ -146,6 +180,10 @@ class GkeTargetConfig(_GkeModel):
     """GKE release channel; the control-plane minimum version comes from the version matrix."""
     network: GkeNetworkConfig = Field(default_factory=GkeNetworkConfig)
     """Address plan."""
+    maintenance_window: GkeMaintenanceWindow | None = Field(default_factory=GkeMaintenanceWindow)
+    """When GKE may run automatic upgrades (weekly, UTC); null lets it choose any time. The GPU
+    pools upgrade one node at a time, and each serving role's PodDisruptionBudget holds the next
+    drain until the group the last one took down serves again (docs/disruptions.md)."""
     system_pool: SystemPoolConfig = Field(default_factory=SystemPoolConfig)
     """CPU pool for everything but the serving pods."""
     node_pools: Annotated[dict[str, GkeNodePoolConfig], Field(min_length=1)]
@@ -264,6 +302,19 @@ def gke_problems(gke: GkeTargetConfig, node_groups: dict[str, tuple[int, int]], 
         master = ipaddress.IPv4Network(network.master_cidr)
         if master.prefixlen != 28:
             problems.append(Problem(path.at("network", "master_cidr"), "must be a /28"))
+    window = gke.maintenance_window
+    if window is not None:
+        if len(set(window.days)) != len(window.days):
+            problems.append(Problem(path.at("maintenance_window", "days"), "names a day twice"))
+        hours = weekly_window_hours(window)
+        if hours < MAINTENANCE_MIN_HOURS:
+            problems.append(
+                Problem(
+                    path.at("maintenance_window"),
+                    f"opens {hours} h in a {MAINTENANCE_ROLLING_DAYS}-day period; GKE requires at "
+                    f"least {MAINTENANCE_MIN_HOURS} h (more days or a longer durationHours)",
+                )
+            )
     for i, text in enumerate(network.master_authorized_cidrs):
         try:
             ipaddress.IPv4Network(text)
