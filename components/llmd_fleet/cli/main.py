@@ -230,8 +230,12 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument(
         "--watch", action="store_true", help="poll with a progress line until every group is ready"
     )
-    status.add_argument("--timeout", type=float, default=3600.0, help="--watch gives up after S seconds")
-    status.add_argument("--interval", type=float, default=10.0, help="--watch polls every S seconds")
+    status.add_argument(
+        "--timeout", default="3600", metavar="S", help="--watch gives up after S seconds (0 < S <= 86400)"
+    )
+    status.add_argument(
+        "--interval", default="10", metavar="S", help="--watch polls every S seconds (1 <= S <= 3600)"
+    )
     summary = sub.add_parser("bench-summary", help="summarize a benchmark run's inference-perf reports")
     summary.add_argument("source", help="report directory, the bench Job's log file, or - (stdin)")
     return parser
@@ -296,48 +300,65 @@ def _bench(args: argparse.Namespace, root: Path, stacks_dir: Path) -> int:
 
 def _status(args: argparse.Namespace, stacks_dir: Path) -> int:
     """`llmd-fleet status`: the fleet as its cluster has it (llmd_fleet/cli/status.py); exit 0 when
-    every group is ready (and the request, when asked, was answered 2xx), 1 when not (yet), 2 on
-    bad input or a cluster that cannot be read."""
+    every group is ready (and the request, when asked, was answered 2xx), 1 when not (yet) or when
+    the cluster cannot be read (llmd_fleet/cluster/client.py), 2 on bad input (the stack file,
+    a flag, the kubeconfig's shape)."""
     from llmd_fleet.cli.stack_file import stack_config
     from llmd_fleet.cli.status import (
         StatusError,
         chat_request,
         gateway_url,
-        kubeconfig_path,
-        load_cluster,
+        interval_seconds,
         read_status,
+        timeout_seconds,
         watch,
     )
+    from llmd_fleet.cluster.client import ClusterError, load_client
 
     try:
+        timeout, interval = timeout_seconds(args.timeout), interval_seconds(args.interval)
         config = stack_config(_read_stack(args, stacks_dir))
         context = args.context or config.target.kubeconfig_context
-        cluster = load_cluster(kubeconfig_path(args.kubeconfig), context)
-        if args.watch:
-            final = watch(
-                lambda: read_status(cluster.get, config),
-                args.timeout,
-                args.interval,
-                lambda line: print(line, flush=True),
-            )
-            if final is None:
-                print(f"status {args.stack}: not every group ready after {args.timeout:.0f} s")
-                return EXIT_INVALID_OUTPUT
-            status = final
-        else:
-            status = read_status(cluster.get, config)
-        for line in status.lines():
-            print(line)
-        ok = status.all_ready
-        if args.request:
-            url, answer = chat_request(
-                args.url or gateway_url(cluster.get, config), config.model.served_name or config.model.id
-            )
-            print(printable(answer.line(url)))
-            ok = ok and answer.code is not None and 200 <= answer.code < 300
+        client = load_client(args.kubeconfig, context)
     except (ConfigError, StatusError, StackArgumentError) as exc:
         _error(exc)
         return EXIT_BAD_INPUT
+    except ClusterError as exc:
+        _error(exc)
+        return exc.exit_code
+    try:
+        with client:
+            if args.watch:
+                final = watch(
+                    lambda: read_status(client.get, config),
+                    timeout,
+                    interval,
+                    lambda line: print(printable(line), flush=True),
+                )
+                if final is None:
+                    # Why not: the last state with a line per pod or group that is not ready.
+                    for line in read_status(client.get, config).lines():
+                        print(printable(line))
+                    print(f"status {args.stack}: not every group ready after {timeout:.0f} s")
+                    return EXIT_INVALID_OUTPUT
+                status = final
+            else:
+                status = read_status(client.get, config)
+            for line in status.lines():
+                print(printable(line))
+            ok = status.all_ready
+            if args.request:
+                url, answer = chat_request(
+                    args.url or gateway_url(client.get, config), config.model.served_name or config.model.id
+                )
+                print(printable(answer.line(url)))
+                ok = ok and answer.code is not None and 200 <= answer.code < 300
+    except StatusError as exc:
+        _error(exc)
+        return EXIT_BAD_INPUT
+    except ClusterError as exc:
+        _error(exc)
+        return exc.exit_code
     except KeyboardInterrupt:
         return EXIT_INVALID_OUTPUT
     print(f"status {args.stack}: {'serving' if ok else 'not ready'}")
