@@ -429,3 +429,24 @@ def test_cluster_strings_are_escaped() -> None:
     # A 10 MB holder is clipped.
     huge = read_status(FakeApi(config, DESIRED, leader="h" * 10_000_000), config, NOW)
     assert len(huge.leader) < 200
+
+
+def test_pending_pods_say_why_without_their_disaggregatedset() -> None:
+    """The broken twin of `make doctor-twin`: the DisaggregatedSet CRD is gone, the pool's pods wait
+    on claims the scheduler cannot allocate; status still prints the scheduler's message."""
+    config = _config()
+    pod = _pod(config, "decode", 0, 0, ready=False)
+    message = "0/5 nodes are available: 2 cannot allocate all claims. still not schedulable"
+    pod["status"] = {
+        "phase": "Pending",
+        "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+        ],
+    }
+
+    def read(path: str, params: dict[str, str] | None) -> Any:
+        return {"items": [pod]} if path.endswith("/pods") else None
+
+    status = read_status(read, config, NOW)
+    assert status.roles is None and not status.all_ready
+    assert status.lines()[-1] == f"why        pod glm52-decode-0-0: Pending, Unschedulable: {message}"

@@ -287,9 +287,11 @@ def _roles_and_reasons(
     them, why each pod or group that is not ready is not."""
     ns, name = config.serving.namespace, config.serving.name
     ds = read(f"/apis/{DS_API}/namespaces/{quote(ns)}/disaggregatedsets/{quote(name)}", None)
-    if ds is None:
-        return None, ()
     pods = _list(read, f"/api/v1/namespaces/{quote(ns)}/pods", _selector(pool_selector(config)))
+    if ds is None:
+        # No groups to count, but pods of the pool (made before its CRD went away, or by hand)
+        # still say why they wait.
+        return None, _reasons(pods, [])
     result = []
     counted: list[dict[str, Any]] = []
     missing: list[str] = []
