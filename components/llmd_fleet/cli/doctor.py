@@ -337,6 +337,12 @@ def _version(text_value: str) -> tuple[int, ...]:
     return tuple(int(g) for g in match.groups() if g is not None) if match else ()
 
 
+def _not_dra(e: Expectations) -> str:
+    if e.allocation == "none":
+        return "the stack allocates no GPUs"
+    return f"the stack allocates GPUs by {e.allocation}, not DRA"
+
+
 def kubernetes_version(e: Expectations, c: Cluster) -> Result:
     found = c.get("/version") or {}
     git = text(found.get("gitVersion") or "unknown", 40)
@@ -357,7 +363,7 @@ def kubernetes_version(e: Expectations, c: Cluster) -> Result:
 
 def dra_api(e: Expectations, c: Cluster) -> Result:
     if e.allocation != "dra":
-        return skip("dra-api", f"the stack allocates GPUs by {e.allocation}, not DRA")
+        return skip("dra-api", _not_dra(e))
     group = c.get("/apis/resource.k8s.io/v1")
     served = sorted(r.get("name", "") for r in (group or {}).get("resources") or [])
     good = group is not None and "deviceclasses" in served and "resourceslices" in served
@@ -429,7 +435,7 @@ def resource_slices(
     e: Expectations, c: Cluster, deployed: bool, check_id: str, driver: str, what: str
 ) -> Result:
     if e.allocation != "dra":
-        return skip(check_id, f"the stack allocates GPUs by {e.allocation}, not DRA")
+        return skip(check_id, _not_dra(e))
     if check_id == "nic-resourceslices" and not any(x != GPU_DEVICE_CLASS for x in e.claim_classes):
         return skip(check_id, "the stack's claims request no NICs")
     if e.installs and not deployed:
