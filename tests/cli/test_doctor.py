@@ -316,3 +316,18 @@ def test_prepared_objects_are_copies(cluster: FakeCluster) -> None:
     cluster.objects[0]["metadata"]["name"] = "changed"
     config = stack_config(read_stack_file(STACKS_DIR, STACK))
     assert prepared_objects(config, REPO)[0] == before[0]
+
+
+def test_objects_of_a_shape_no_api_server_serves_fail_their_check(
+    wanted: Expectations, cluster: FakeCluster
+) -> None:
+    for obj in cluster.objects:
+        if obj["kind"] == "Node":
+            obj["status"] = ["not", "a", "mapping"]
+        if obj["kind"] == "ResourceSlice":
+            obj["spec"]["devices"] = "x"
+    results = run_checks(wanted, cluster, deployed=False)
+    assert [r.id for r in results] == CHECK_ORDER
+    by_id = _by_id(results)
+    assert by_id["node-capacity"].found == "an answer of an unexpected shape from the API server"
+    assert by_id["gpu-resourceslices"].status == "FAIL"

@@ -861,6 +861,17 @@ def run_checks(e: Expectations, read: Reader, deployed: bool) -> list[Result]:
     for check_id, step in steps:
         try:
             results.append(step())
+        except (AttributeError, TypeError, ValueError, KeyError):
+            # An object of a shape no API server serves (a list where a mapping belongs): the
+            # check cannot judge it, and says so rather than ending the command.
+            results.append(
+                fail(
+                    check_id,
+                    "an answer of an unexpected shape from the API server",
+                    "objects as the Kubernetes API defines them",
+                    f"{DOCS}#{check_id}",
+                )
+            )
         except Forbidden as exc:
             results.append(
                 fail(
