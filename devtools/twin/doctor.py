@@ -33,6 +33,7 @@ GATEWAY_IMAGE = "cr.agentgateway.dev/controller"
 GATEWAY_ADDRESS = "10.96.0.80"
 
 STANDINS = (
+    "the GatewayClass CRD of the pinned Gateway API release (schemas/crds has rendered kinds only)",
     "GatewayClass agentgateway (the gateway chart's)",
     f"Deployment {GATEWAY_NAMESPACE}/agentgateway at the pinned version (kwok runs its pod)",
     "the Gateway's status address (a gateway controller sets it)",
@@ -100,6 +101,51 @@ def lws_standins() -> list[dict[str, Any]]:
     return [crd, mutating, validating]
 
 
+APPROVAL = "api-approved.kubernetes.io"
+
+
+def _gateway_approval() -> str:
+    from devtools.twin import cluster
+
+    for crd in _vendored_crds(cluster.PROJECT_ROOT):
+        if crd["spec"]["group"] == "gateway.networking.k8s.io":
+            return str(crd["metadata"]["annotations"][APPROVAL])
+    raise KeyError("no vendored Gateway API CRD carries the approval annotation")
+
+
+def gatewayclass_crd() -> dict[str, Any]:
+    """The GatewayClass CRD of the Gateway API release the stack pins (schemas/crds vendors only the
+    kinds the stacks render): its name, served version and bundle annotation, no schema."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": "gatewayclasses.gateway.networking.k8s.io",
+            # The approval annotation of the Gateway API's protected group, as the vendored
+            # Gateway CRD of the same release carries it.
+            "annotations": {
+                "gateway.networking.k8s.io/bundle-version": versions().manifest("gateway-api").version,
+                APPROVAL: _gateway_approval(),
+            },
+        },
+        "spec": {
+            "group": "gateway.networking.k8s.io",
+            "names": {"kind": "GatewayClass", "plural": "gatewayclasses", "singular": "gatewayclass"},
+            "scope": "Cluster",
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                    },
+                }
+            ],
+        },
+    }
+
+
 def gateway_standins() -> list[dict[str, Any]]:
     """The GatewayClass and the controller Deployment an agentgateway install leaves."""
     version = versions().chart("agentgateway").version
@@ -137,6 +183,7 @@ def prepared_objects(config: StackConfig, root: Path, lws_running: bool = False)
         *twin_objects(config.fleet.node_groups),
         *_vendored_crds(root),
         *([] if lws_running else lws_standins()),
+        gatewayclass_crd(),
         *gateway_standins(),
     ]
     return copy.deepcopy(objects)
@@ -182,11 +229,21 @@ def prepare(kube: Any, lws_running: bool) -> list[str]:
     from devtools.twin.engine import ensure_platform
 
     ensure_platform(kube)
+    from devtools.twin.kube import wait_for
+
     kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": GATEWAY_NAMESPACE}})
+    crd = gatewayclass_crd()
+    kube.apply(crd)
+
+    def established() -> bool:
+        conditions = (kube.read(crd).get("status") or {}).get("conditions") or []
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+    wait_for("the GatewayClass CRD Established", established, timeout=60)
     made = [*gateway_standins(), *([] if lws_running else _applicable(lws_standins()))]
     for obj in made:
         kube.apply(obj)
-    return [*STANDINS[:2], *([] if lws_running else LWS_STANDINS)]
+    return [*STANDINS[:3], *([] if lws_running else LWS_STANDINS)]
 
 
 def _applicable(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -246,9 +303,10 @@ def break_twin(kube: Any) -> None:
 
 
 def pending_pods(kube: Any, root: Path) -> int:
-    """The stack's serving pods as the LWS controller would have made them (the DisaggregatedSet
-    API is gone), with the namespace, NIC DeviceClass and claim template `pulumi up` creates:
-    the scheduler cannot allocate their claims. Waits until it has said so for each."""
+    """The stack's serving pods from its rendered DisaggregatedSet's templates (its API is gone, so
+    the twin creates them, with the pool's labels), with the namespace, NIC DeviceClass and claim
+    template `pulumi up` creates: the scheduler cannot allocate their claims. Waits until it has
+    said so for each."""
     from devtools.twin import e2e
     from devtools.twin.kube import wait_for
 
@@ -259,6 +317,11 @@ def pending_pods(kube: Any, root: Path) -> int:
     ds = next(o for o in rendered if o["kind"] == "DisaggregatedSet")
     pods = e2e.lws_pods(ds)
     for pod in pods:
+        # The pool's labels only: the LWS controller's pod webhook admits a pod labelled as an LWS
+        # group member only with the annotations the controller sets (its size, among others).
+        labels = pod["metadata"]["labels"]
+        for key in [k for k in labels if k.startswith("leaderworkerset.sigs.k8s.io/")]:
+            del labels[key]
         kube.request("POST", f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods", pod)
 
     def unschedulable() -> bool:
@@ -301,6 +364,7 @@ def run(shared: bool, root: Path) -> int:
     import time
 
     from devtools.twin import cluster, lws
+    from devtools.twin.kube import ApiError
     from devtools.twin.quickstart import Quiet, prepare_twin
 
     started = time.monotonic()
@@ -349,7 +413,7 @@ def run(shared: bool, root: Path) -> int:
             raise DoctorTwinError(
                 f"status printed the scheduler's message for {len(scheduler)} of {count} Pending pods"
             )
-    except DoctorTwinError as error:
+    except (DoctorTwinError, ApiError, KeyError, TimeoutError) as error:
         print(f"doctor-twin: FAIL: {error}")
         return 1
     finally:
