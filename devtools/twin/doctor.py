@@ -6,9 +6,12 @@ platform leaves behind, each stand-in listed (docs/twin.md "doctor on the twin")
 - the LWS CRDs and webhooks: the real controller's when it runs (built from its source snapshot),
   else stand-ins with upstream's webhook names and rules (config/webhook/manifests.yaml at the
   pinned commit);
-- the GatewayClass `agentgateway` and the gateway controller's Deployment at the pinned version
-  (kwok marks its pods ready; nothing runs);
-- after `pulumi up`, the Gateway's address, set on its status as a gateway controller would.
+- the GatewayClass CRD of the pinned Gateway API release (schemas/crds vendors only the kinds the
+  stacks render), the GatewayClass `agentgateway` and the gateway controller's Deployment at the
+  pinned version (kwok marks its pods ready; nothing runs).
+
+The run checks the cluster before a deploy (`doctor`, not `doctor --deployed`): the Gateway's
+address, which a gateway controller sets after `pulumi up`, is not part of it.
 
 `prepared_objects` is also the cluster the offline doctor tests read (tests/cli/test_doctor.py),
 so the twin and the tests check the same picture.
@@ -30,13 +33,11 @@ GATEWAY_CONTROLLER = "agentgateway.dev/agentgateway"
 # The agentgateway controller image repository; the tag is the pinned chart version
 # (images/versions.toml [charts.agentgateway]): doctor reads the version from the tag.
 GATEWAY_IMAGE = "cr.agentgateway.dev/controller"
-GATEWAY_ADDRESS = "10.96.0.80"
 
 STANDINS = (
     "the GatewayClass CRD of the pinned Gateway API release (schemas/crds has rendered kinds only)",
     "GatewayClass agentgateway (the gateway chart's)",
     f"Deployment {GATEWAY_NAMESPACE}/agentgateway at the pinned version (kwok runs its pod)",
-    "the Gateway's status address (a gateway controller sets it)",
 )
 LWS_STANDINS = (
     "the LeaderWorkerSet CRD and the LWS webhooks (no LWS source snapshot: upstream's names and rules)",
@@ -243,7 +244,7 @@ def prepare(kube: Any, lws_running: bool) -> list[str]:
     made = [*gateway_standins(), *([] if lws_running else _applicable(lws_standins()))]
     for obj in made:
         kube.apply(obj)
-    return [*STANDINS[:3], *([] if lws_running else LWS_STANDINS)]
+    return [*STANDINS, *([] if lws_running else LWS_STANDINS)]
 
 
 def _applicable(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
