@@ -20,6 +20,7 @@ from llmd_fleet.cli.main import run
 from llmd_fleet.cli.stack_file import read_stack_file, stack_config
 from llmd_fleet.cluster.client import Forbidden
 from llmd_fleet.platform.dra import PCIE_ROOT
+from llmd_fleet.versions import versions
 from tests.conftest import REPO, STACKS_DIR
 
 STACK = "quickstart-h100"
@@ -49,7 +50,8 @@ class FakeCluster:
     def __init__(self, objects: list[dict[str, Any]]) -> None:
         self.objects = objects
         self.forbidden: set[str] = set()
-        self.version = "v1.34.2"
+        # The twin's API server: the pinned Kubernetes release.
+        self.version = versions().twin.kubernetes
 
     @staticmethod
     def path_of(obj: dict[str, Any]) -> tuple[str, str]:
@@ -116,9 +118,11 @@ def test_prepared_cluster_passes_every_check(wanted: Expectations, cluster: Fake
     assert [r.id for r in results] == CHECK_ORDER
     assert [r.id for r in results if r.status == "FAIL"] == []
     lines = [r.line() for r in results]
+    target = stack_config(read_stack_file(STACKS_DIR, STACK)).target.kubernetes_version
     assert lines[0] == (
-        "doctor: kubernetes-version: ok: found v1.34.2; needs >= 1.34 (target.kubernetesVersion 1.34.2, "
-        "resource.k8s.io/v1); fix: upgrade the cluster, or set target.kubernetesVersion to what it runs"
+        f"doctor: kubernetes-version: ok: found {cluster.version}; needs >= {versions().kubernetes.minimum} "
+        f"(target.kubernetesVersion {target}, resource.k8s.io/v1); fix: upgrade the cluster, or set "
+        "target.kubernetesVersion to what it runs"
     )
     by_id = _by_id(results)
     assert by_id["gpu-resourceslices"].found == "16 GPUs on 2 nodes, driver version not published"
@@ -202,7 +206,7 @@ def test_too_small_nodes_and_missing_gatewayclass(wanted: Expectations, cluster:
 
 
 def test_cluster_strings_are_escaped(wanted: Expectations, cluster: FakeCluster) -> None:
-    cluster.version = "v1.34.2\ndoctor: quickstart-h100: 16 checks, 0 failed"
+    cluster.version += "\ndoctor: quickstart-h100: 16 checks, 0 failed"
     for obj in cluster.objects:
         if obj["kind"] == "Deployment":
             obj["metadata"]["name"] = "gw\x1b[2K\rdoctor: x: ok"

@@ -60,7 +60,7 @@ def test_break_twin_removes_exactly_the_three_things() -> None:
 
 def test_failed_ids_read_doctor_lines() -> None:
     lines = [
-        "doctor: kubernetes-version: ok: found v1.34.4; needs >= 1.34; fix: x",
+        "doctor: kubernetes-version: ok: found v9.9.9; needs >= 9.9; fix: x",
         "doctor: gpu-deviceclass: FAIL: found missing gpu.nvidia.com; needs y; fix: z",
         "doctor: crd-owners: skip: the stack installs no chart",
         "doctor: lws-crds: FAIL: found missing disaggregatedsets; needs y; fix: z",

@@ -36,8 +36,14 @@ GPU_DRIVER = GPU_DEVICE_CLASS
 """The NVIDIA DRA driver's name, which is also the name of the DeviceClass its chart installs."""
 NIC_DRIVER = "dra.net"
 """DRANET's driver name (llmd_fleet/conventions.py DRANET_RDMA_SELECTOR)."""
-DRA_MIN = (1, 34)
-"""resource.k8s.io/v1 (DRA GA) is served from Kubernetes 1.34."""
+
+
+def dra_minimum() -> tuple[int, ...]:
+    """The Kubernetes minor that serves resource.k8s.io/v1 (DRA GA), the fleet's minimum
+    (images/versions.toml [kubernetes].minimum)."""
+    return _version(versions().kubernetes.minimum)[:2]
+
+
 AGENTGATEWAY_MIN = (1, 2, 0)
 """llmd_fleet/layers/gateway/rules.py AGENTGATEWAY_MULTI_PORT_POOLS, for a preinstalled gateway too."""
 LWS_CRDS = ("leaderworkersets.leaderworkerset.x-k8s.io", "disaggregatedsets.disaggregatedset.x-k8s.io")
@@ -347,11 +353,11 @@ def kubernetes_version(e: Expectations, c: Cluster) -> Result:
     found = c.get("/version") or {}
     git = text(found.get("gitVersion") or "unknown", 40)
     wanted = _version(e.kubernetes_version)[:2]
-    needs = f">= {'.'.join(map(str, max(wanted, DRA_MIN) if e.allocation == 'dra' else wanted))}"
+    floor = max(wanted, dra_minimum()) if e.allocation == "dra" else wanted
+    needs = f">= {'.'.join(map(str, floor))}"
     needs += f" (target.kubernetesVersion {e.kubernetes_version}"
     needs += ", resource.k8s.io/v1)" if e.allocation == "dra" else ")"
     have = _version(git)[:2]
-    floor = max(wanted, DRA_MIN) if e.allocation == "dra" else wanted
     return check(
         "kubernetes-version",
         bool(have) and have >= floor,
@@ -372,7 +378,8 @@ def dra_api(e: Expectations, c: Cluster) -> Result:
         "dra-api",
         good,
         found,
-        "resource.k8s.io/v1 with deviceclasses and resourceslices (Kubernetes >= 1.34)",
+        "resource.k8s.io/v1 with deviceclasses and resourceslices "
+        f"(Kubernetes >= {versions().kubernetes.minimum})",
         f"{DOCS}#dra-api",
     )
 
