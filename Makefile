@@ -137,9 +137,19 @@ e2e: ## Put TWIN_STACK into a fresh twin and assert by reading the API server; p
 engine: ## With the twin up (make twin): TWIN_STACK through the Pulumi engine (preview, up, second up, update, destroy)
 	$(UV) run --frozen python -m devtools.twin engine $(TWIN_STACK)
 
+# QUICKSTART_ARGS=--keep-twin leaves the twin up after a pass, for `make doctor-twin
+# DOCTOR_TWIN_ARGS=--shared` (CI: one twin for both).
+QUICKSTART_ARGS ?=
+DOCTOR_TWIN_ARGS ?=
+
 quickstart-twin: ## Walk docs/quickstart.md's commands (real Pulumi CLI, file backend) against a fresh twin; prints each step and its time
-	@start=$$(date +%s); $(UV) run --frozen python -m devtools.twin quickstart; \
+	@start=$$(date +%s); $(UV) run --frozen python -m devtools.twin quickstart $(QUICKSTART_ARGS); \
 	status=$$?; echo "quickstart-twin: $$(( $$(date +%s) - start )) s"; exit $$status
+
+.PHONY: doctor-twin
+doctor-twin: ## llmd-fleet doctor on the quickstart's twin prepared as a real install leaves it (0 failed), then broken (exactly 3 failed), then status's scheduler messages; --shared reuses the quickstart walk's twin
+	@start=$$(date +%s); $(UV) run --frozen python -m devtools.twin doctor $(DOCTOR_TWIN_ARGS); \
+	status=$$?; echo "doctor-twin: $$(( $$(date +%s) - start )) s"; exit $$status
 
 # The data-plane twin (docs/twin.md): the twin's API server, the rendered router objects, the
 # simulators and routing sidecars in per-pod network namespaces, two picker replicas with the

@@ -41,6 +41,8 @@ AREAS = {
     # check_settings: the checks of `llmd-fleet check` for a program of one's own (it runs the CLI's
     # render and check, so it sits with the CLI).
     "checks": 5,
+    # the one cluster client of `status` and `doctor` (kubeconfig, credentials, bounds)
+    "cluster": 5,
 }
 SLICED = ("layers", "targets")
 """One folder per in-cluster layer and per target kind; their files' tiers go by file name."""

@@ -61,7 +61,10 @@ def write_scaled(stack: str, stacks_dir: Path, out_dir: Path) -> str:
         raise ValueError(f"no stack file {source}")
     name = stack + SUFFIX
     out_dir.mkdir(parents=True, exist_ok=True)
-    document = yaml.safe_load(source.read_text()) or {}
+    from llmd_fleet.cli.stack_file import load_stack_document
+
+    # The one stack reader (YAML 1.2 core scalars, as render reads the file).
+    document = {"config": load_stack_document(source)}
     (out_dir / f"Pulumi.{name}.yaml").write_text(
         f"# Scaled-down copy of {stack} for the data plane (devtools/dataplane/scaled.py).\n"
         + yaml.safe_dump(scaled_config(document), sort_keys=False)

@@ -9,8 +9,11 @@
     python -m devtools.twin build [NAME ...]                build or reuse the binaries (cache)
     python -m devtools.twin gomod [NAME ...]                regenerate the wrapper Go modules
     python -m devtools.twin lws-build                       build or reuse the LWS controller
-    python -m devtools.twin quickstart [--keep]             walk docs/quickstart.md's commands
+    python -m devtools.twin quickstart [--keep|--keep-twin] walk docs/quickstart.md's commands
                                                             against a fresh twin (quickstart-h100)
+    python -m devtools.twin doctor [--shared]               llmd-fleet doctor on the quickstart's
+                                                            twin, prepared then broken (--shared:
+                                                            the twin the walk kept)
     python -m devtools.twin dataplane STACK [--long] [--broken]
                                                             the data-plane twin: replay through
                                                             STACK's rendered router (root)
@@ -39,6 +42,10 @@ def main(argv: Sequence[str]) -> int:
         from devtools.twin.engine import main as engine_main
 
         return engine_main(argv[1:])
+    if command == "doctor":
+        from devtools.twin.doctor import main as doctor_main
+
+        return doctor_main(list(argv[1:]))
     if command == "quickstart":
         from devtools.twin.quickstart import main as quickstart_main
 

@@ -506,10 +506,12 @@ def _status(stack: str, report: Report, groups: bool) -> None:
     """`llmd-fleet status` against the twin's kubeconfig, once every group's pods are Ready: its
     compact line, and every group ready (kwok runs no endpoint picker, so no one holds the Lease)."""
     from llmd_fleet.cli.stack_file import read_stack_file, stack_config
-    from llmd_fleet.cli.status import load_cluster, read_status
+    from llmd_fleet.cli.status import read_status
+    from llmd_fleet.cluster.client import load_client
 
     config = stack_config(read_stack_file(PROJECT_ROOT / "stacks", stack))
-    status = read_status(load_cluster(cluster.twin_dir() / "kubeconfig").get, config)
+    with load_client(cluster.twin_dir() / "kubeconfig") as client:
+        status = read_status(client.get, config)
     report.line(f"status: {status.one_line()}")
     if not groups:
         # `llmd-fleet status` groups pods by the LWS labels, which the stand-in sets itself (and

@@ -415,13 +415,13 @@ class Engine:
     def __init__(self, stack: str, root: Path = cluster.PROJECT_ROOT, verbose: bool = True):
         from pulumi import automation as auto
 
-        from llmd_fleet.cli.stack_file import stack_file_path
+        from llmd_fleet.cli.stack_file import load_stack_document, stack_file_path
 
         self.stack_name = stack
         self.verbose = verbose
+        # The one stack reader (YAML 1.2 core scalars, as render and the Pulumi CLI read them).
         path = stack_file_path(root / "stacks", stack)
-        document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        self.config, secure = engine_config(document)
+        self.config, secure = engine_config({"config": load_stack_document(path)})
         self.switched = preinstalled_switches(self.config)
         kubeconfig = cluster.twin_dir(root) / "kubeconfig"
         if not kubeconfig.is_file():

@@ -1,6 +1,8 @@
 """`make quickstart-twin`: walk docs/quickstart.md as a user would, against a fresh twin.
 
-    python -m devtools.twin quickstart [--keep]     (--keep: leave the twin up and the walk's directory)
+    python -m devtools.twin quickstart [--keep | --keep-twin]
+        --keep: leave the twin up and the walk's directory; --keep-twin: leave only the twin up,
+        after a pass, for `make doctor-twin DOCTOR_TWIN_ARGS=--shared` (CI)
 
 The commands are not written here: they are read from docs/quickstart.md, every ```bash block of
 its "Deploy" section (the deploy commands, then `llmd-fleet status ... --watch`) and of its "Tear
@@ -425,7 +427,9 @@ def stand_in_pods(kube: Any, report: Quiet) -> None:
     say("stand-in pods (LWS controller absent)", time.monotonic() - started, "bound and Ready by kwok")
 
 
-def walk(keep: bool = False) -> int:
+def walk(keep: bool = False, keep_twin: bool = False) -> int:
+    """The walk; `keep` leaves the twin and the walk's directory, `keep_twin` (CI: `make
+    doctor-twin` shares it next) only the twin, and only after a pass."""
     from devtools.twin import build
     from devtools.twin.engine import (
         cli_root,
@@ -537,7 +541,7 @@ def walk(keep: bool = False) -> int:
                 walker.run(f"pulumi destroy --stack {STACK}", step="clean-up destroy")
             except StepFailed as error:
                 print(f"quickstart: clean-up destroy failed: {error.detail}", flush=True)
-        if not keep:
+        if not (keep or (keep_twin and failed is None)):
             cluster.down()
     print(f"quickstart: wall time {time.monotonic() - started:.0f} s", flush=True)
     for what in not_checked:
@@ -565,7 +569,7 @@ def main(argv: Sequence[str]) -> int:
     from devtools.twin.engine import EngineError
 
     try:
-        return walk(keep="--keep" in argv)
+        return walk(keep="--keep" in argv, keep_twin="--keep-twin" in argv)
     except QuickstartError as error:
         print(f"quickstart: FAIL: {error}", file=sys.stderr)
     except (BuildError, EngineError) as error:

@@ -20,11 +20,11 @@ from llmd_fleet.cli.status import (
     StatusError,
     chat_request,
     gateway_url,
-    kubeconfig_path,
-    load_cluster,
+    pod_reason,
     read_status,
     watch,
 )
+from llmd_fleet.cluster.client import ClusterError, KubeconfigError, kubeconfig_paths, load_client
 from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.layers.preflight.specs import job_name
 from llmd_fleet.layers.router.specs import RouterNames
@@ -58,8 +58,14 @@ def _pod(config: StackConfig, role: str, group: int, index: int, ready: bool) ->
 class FakeApi:
     """An API server's recorded answers, keyed by path; lists filtered by their label selector."""
 
-    def __init__(self, config: StackConfig, loaded_groups: dict[str, int], leader: str | None = "epp-0",
-                 lease_renewed_s: float = 3, job: str | None = "Complete") -> None:  # fmt: skip
+    def __init__(
+        self,
+        config: StackConfig,
+        loaded_groups: dict[str, int],
+        leader: str | None = "epp-0",
+        lease_renewed_s: float = 3,
+        job: str | None = "Complete",
+    ) -> None:
         ns, name = config.serving.namespace, config.serving.name
         self.pods = [
             _pod(config, role, group, index, ready=group < loaded_groups[role])
@@ -180,17 +186,19 @@ def test_gateway_url() -> None:
 
 
 def test_kubeconfig_missing_and_unreachable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(StatusError, match="no kubeconfig"):
-        kubeconfig_path(None, {"KUBECONFIG": str(tmp_path / "none")})
+    with pytest.raises(KubeconfigError, match="no kubeconfig"):
+        kubeconfig_paths(None, {"KUBECONFIG": str(tmp_path / "none")})
     (tmp_path / "kc").write_text("{}")
-    assert kubeconfig_path(None, {"KUBECONFIG": f"{tmp_path / 'none'}:{tmp_path / 'kc'}"}) == tmp_path / "kc"
+    assert kubeconfig_paths(None, {"KUBECONFIG": f"{tmp_path / 'none'}:{tmp_path / 'kc'}"}) == [
+        tmp_path / "kc"
+    ]
     code = run(
         ["--stacks-dir", str(STACKS_DIR), "status", REFERENCE_STACK, "--kubeconfig", str(tmp_path / "no")]
     )
     assert code == 2
     err = capsys.readouterr().err
     assert err.startswith("error: no kubeconfig") and err.count("\n") == 1
-    # A closed loopback port: one line, exit 2, no traceback.
+    # A closed loopback port: one line, exit 1 (the environment), no traceback.
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
         json.dumps(
@@ -202,9 +210,8 @@ def test_kubeconfig_missing_and_unreachable(tmp_path: Path, capsys: pytest.Captu
             }
         )
     )
-    assert load_cluster(kubeconfig).token == "t"
     code = run(["--stacks-dir", str(STACKS_DIR), "status", REFERENCE_STACK, "--kubeconfig", str(kubeconfig)])
-    assert code == 2
+    assert code == 1
     err = capsys.readouterr().err
     assert err.startswith("error: cannot reach the cluster at http://127.0.0.1:9") and err.count("\n") == 1
 
@@ -220,7 +227,7 @@ def test_kubeconfig_bad_tls_material(tmp_path: Path) -> None:
                     {
                         "name": "c",
                         "cluster": {
-                            "server": "https://127.0.0.1:6443",
+                            "server": "https://127.0.0.1:9",
                             "certificate-authority-data": base64.b64encode(b"not a pem").decode(),
                         },
                     }
@@ -229,10 +236,11 @@ def test_kubeconfig_bad_tls_material(tmp_path: Path) -> None:
             }
         )
     )
-    with pytest.raises(StatusError, match="unusable TLS material"):
-        load_cluster(kubeconfig)
-    with pytest.raises(StatusError, match="no context 'other'"):
-        load_cluster(kubeconfig, "other")
+    # The CA is read when a connection is made: refused as the environment (exit 1), one line.
+    with load_client(kubeconfig) as client, pytest.raises(ClusterError, match="cannot reach the cluster"):
+        client.get("/api")
+    with pytest.raises(KubeconfigError, match="has no context 'other'"):
+        load_client(kubeconfig, "other")
 
 
 class _Engine(BaseHTTPRequestHandler):
@@ -294,3 +302,151 @@ def test_watch_until_ready_or_timeout() -> None:
         sleep=sleep,
     )
     assert stuck is None
+
+
+def _not_ready(name: str, status: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "status": status}
+
+
+def test_pod_reasons_from_the_api() -> None:
+    """One reason per pod, each as the API reports it."""
+    pending = _not_ready(
+        "decode-0",
+        {
+            "phase": "Pending",
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "0/5 nodes are available: 2 cannot allocate all claims.",
+                }
+            ],
+        },
+    )
+    assert pod_reason(pending) == (
+        "Pending, Unschedulable: 0/5 nodes are available: 2 cannot allocate all claims."
+    )
+    pull = _not_ready(
+        "p",
+        {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "True"}],
+            "containerStatuses": [
+                {
+                    "name": "vllm",
+                    "state": {
+                        "waiting": {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "x:1"'}
+                    },
+                }
+            ],
+        },
+    )
+    assert pod_reason(pull) == 'container vllm: ImagePullBackOff: Back-off pulling image "x:1"'
+    crash = _not_ready(
+        "c",
+        {
+            "phase": "Running",
+            "containerStatuses": [
+                {
+                    "name": "vllm",
+                    "restartCount": 7,
+                    "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                    "lastState": {"terminated": {"reason": "OOMKilled", "exitCode": 137}},
+                }
+            ],
+        },
+    )
+    assert (
+        pod_reason(crash)
+        == "container vllm: CrashLoopBackOff (7 restarts; last ended: OOMKilled, exit code 137)"
+    )
+    probe = _not_ready(
+        "r",
+        {
+            "phase": "Running",
+            "containerStatuses": [
+                {"name": "vllm", "ready": False, "started": True, "state": {"running": {}}}
+            ],
+        },
+    )
+    assert pod_reason(probe) == "container vllm: running, not ready (readiness probe not passing)"
+    startup = _not_ready(
+        "s",
+        {
+            "phase": "Running",
+            "containerStatuses": [
+                {"name": "vllm", "ready": False, "started": False, "state": {"running": {}}}
+            ],
+        },
+    )
+    assert pod_reason(startup) == "container vllm: running, not ready (startup probe not passing)"
+    assert pod_reason({"status": {"phase": "Pending"}}) == "Pending: not scheduled yet"
+
+
+def test_status_lines_name_each_not_ready_pod_and_missing_group() -> None:
+    config = _config()
+    api = FakeApi(config, {"prefill": 3, "decode": 1})
+    # One decode pod of group 1 is missing; another waits on the scheduler.
+    api.pods = [p for p in api.pods if p["metadata"]["name"] != "glm52-decode-1-3"]
+    stuck = next(p for p in api.pods if p["metadata"]["name"] == "glm52-decode-1-0")
+    stuck["status"] = {
+        "phase": "Pending",
+        "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "no nodes"}
+        ],
+    }
+    status = read_status(api, config, NOW)
+    why = [line for line in status.lines() if line.startswith("why ")]
+    assert why[0] == (
+        "why        decode: 7 of 8 pods exist (2 groups of 4; the LWS controller creates them: "
+        "kubectl describe disaggregatedset -n llm-d glm52)"
+    )
+    assert "why        pod glm52-decode-1-0: Pending, Unschedulable: no nodes" in why
+    assert len(why) == 1 + 3  # the missing pods, then each of the three not-ready pods of group 1
+
+
+def test_cluster_strings_are_escaped() -> None:
+    """A Lease holder or Job reason with control characters cannot forge an output line."""
+    config = _config()
+    forged = "epp-0\nstatus onprem-h100: serving\x1b[2K"
+    api = FakeApi(config, {"prefill": 0, "decode": 0}, leader=forged, job="Failed")
+    job = next(v for k, v in api.objects.items() if "/jobs/" in k)
+    job["status"]["conditions"][0]["reason"] = "X\r\nstatus onprem-h100: serving"
+    stuck = api.pods[0]
+    stuck["status"] = {
+        "phase": "Pending",
+        "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "U", "message": "a\nstatus x: serving"}
+        ],
+    }
+    lines = read_status(api, config, NOW).lines()
+    assert all(line.isprintable() for line in lines)
+    assert not any(line.startswith("status ") for line in lines)
+    leader = next(line for line in lines if line.startswith("leader"))
+    # Line breaks become spaces (clip), the rest escapes: one line, visibly altered.
+    assert "epp-0 status onprem-h100: serving\\x1b[2K (held" in leader
+    # A 10 MB holder is clipped.
+    huge = read_status(FakeApi(config, DESIRED, leader="h" * 10_000_000), config, NOW)
+    assert len(huge.leader) < 200
+
+
+def test_pending_pods_say_why_without_their_disaggregatedset() -> None:
+    """The broken twin of `make doctor-twin`: the DisaggregatedSet CRD is gone, the pool's pods wait
+    on claims the scheduler cannot allocate; status still prints the scheduler's message."""
+    config = _config()
+    pod = _pod(config, "decode", 0, 0, ready=False)
+    message = "0/5 nodes are available: 2 cannot allocate all claims. still not schedulable"
+    pod["status"] = {
+        "phase": "Pending",
+        "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+        ],
+    }
+
+    def read(path: str, params: dict[str, str] | None) -> Any:
+        return {"items": [pod]} if path.endswith("/pods") else None
+
+    status = read_status(read, config, NOW)
+    assert status.roles is None and not status.all_ready
+    assert status.lines()[-1] == f"why        pod glm52-decode-0-0: Pending, Unschedulable: {message}"

@@ -83,3 +83,36 @@ def test_the_stack_program_refuses_a_placeholder_under_pulumi_up() -> None:
         refuse_placeholder_secrets("prod")
     set_stack_config({"serving": {"name": "x"}}, {"responsesDbPassword": "9c2f5e7a1b"})
     refuse_placeholder_secrets("prod")
+
+
+def test_check_for_deploy_reads_the_stack_file_as_render_does(tmp_path, capsys) -> None:
+    """Values a YAML 1.1 reader turns into booleans or dates (`on`, `yes`, `2026-12-02`) are
+    strings to the one stack reader that render, check --for-deploy and the twin's engine run use:
+    --for-deploy gets to its placeholder refusals, no YAML error, no traceback."""
+    from devtools.twin.engine import engine_config
+    from llmd_fleet.cli.stack_file import load_stack_document
+
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    text = STACK_TEXT.replace(
+        '          nvidia.com/gpu.present: "true"\n',
+        '          nvidia.com/gpu.present: "true"\n'
+        "          ops.corp/burn-in: on\n"
+        "          ops.corp/since: 2026-12-02\n",
+    )
+    assert "burn-in: on" in text
+    path = stacks / "Pulumi.onprem-h100.yaml"
+    path.write_text(text)
+    code = run(
+        ["--stacks-dir", str(stacks), "check", "onprem-h100", "--for-deploy", "--out", str(tmp_path / "o")]
+    )
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert [line.split(" ", 2)[1] for line in err.splitlines()] == [
+        "llmd-fleet:responses.backup.endpoint",
+        "llmd-fleet:responsesDbPassword",
+    ]
+    labels = engine_config({"config": load_stack_document(path)})[0]["llmd-fleet:fleet"]["nodeGroups"][
+        "h100"
+    ]["nodeLabels"]
+    assert labels["ops.corp/burn-in"] == "on" and labels["ops.corp/since"] == "2026-12-02"

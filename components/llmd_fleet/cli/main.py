@@ -16,13 +16,19 @@ existing .yaml stack file.
                                                     read the deployed fleet: groups ready per role,
                                                     EPP leader, pool endpoints, preflight result;
                                                     exit 0 when every group is ready
+    llmd-fleet doctor STACK [--deployed] [--json] [--kubeconfig FILE] [--context NAME]
+                                                    check the cluster for what the stack relies on
+                                                    (before pulumi up; --deployed: after it); the last
+                                                    line: doctor: STACK: N checks, F failed
     llmd-fleet twin up|down|status|e2e|engine|quickstart|build [STACK]  the control-plane twin (docs/twin.md)
     llmd-fleet twin dataplane STACK [--long|--broken]  the data-plane twin (docs/twin.md)
     llmd-fleet policy-pack-path                     print the directory of the policy pack the
                                                     package ships (for pulumi --policy-pack)
 
-Exit codes: 0 fine, 1 the rendered output failed a check, the environment failed (a full disk) or the
-command was interrupted (SIGINT, SIGTERM, SIGHUP), 2 bad input (config, plan or usage).
+Exit codes (docs/bad-input.md): 0 fine, 1 a check failed (the rendered output, doctor's cluster
+checks, a fleet not ready), the environment failed (an unreachable cluster, a full disk, a missing
+tool) or the command was interrupted (SIGINT, SIGTERM, SIGHUP), 2 bad input (the stack file, flags,
+a kubeconfig's shape).
 """
 
 import argparse
@@ -231,8 +237,30 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument(
         "--watch", action="store_true", help="poll with a progress line until every group is ready"
     )
-    status.add_argument("--timeout", type=float, default=3600.0, help="--watch gives up after S seconds")
-    status.add_argument("--interval", type=float, default=10.0, help="--watch polls every S seconds")
+    status.add_argument(
+        "--timeout", default="3600", metavar="S", help="--watch gives up after S seconds (0 < S <= 86400)"
+    )
+    status.add_argument(
+        "--interval", default="10", metavar="S", help="--watch polls every S seconds (1 <= S <= 3600)"
+    )
+    doctor = sub.add_parser(
+        "doctor",
+        help="check the cluster for what the stack relies on but does not create (before pulumi up), "
+        "or with --deployed for what it should hold after it (docs/troubleshooting.md)",
+    )
+    doctor.add_argument("stack", help=_STACK_HELP)
+    doctor.add_argument(
+        "--deployed", action="store_true", help="check after pulumi up (the only mode for gke and eks stacks)"
+    )
+    doctor.add_argument(
+        "--json", action="store_true", help="print the checks as one JSON document (CI gates)"
+    )
+    doctor.add_argument(
+        "--kubeconfig", type=Path, default=None, help="kubeconfig (default: KUBECONFIG, else ~/.kube/config)"
+    )
+    doctor.add_argument(
+        "--context", default=None, help="kubeconfig context (default: target.kubeconfigContext, else current)"
+    )
     summary = sub.add_parser("bench-summary", help="summarize a benchmark run's inference-perf reports")
     summary.add_argument("source", help="report directory, the bench Job's log file, or - (stdin)")
     return parser
@@ -297,52 +325,114 @@ def _bench(args: argparse.Namespace, root: Path, stacks_dir: Path) -> int:
 
 def _status(args: argparse.Namespace, stacks_dir: Path) -> int:
     """`llmd-fleet status`: the fleet as its cluster has it (llmd_fleet/cli/status.py); exit 0 when
-    every group is ready (and the request, when asked, was answered 2xx), 1 when not (yet), 2 on
-    bad input or a cluster that cannot be read."""
+    every group is ready (and the request, when asked, was answered 2xx), 1 when not (yet) or when
+    the cluster cannot be read (llmd_fleet/cluster/client.py), 2 on bad input (the stack file,
+    a flag, the kubeconfig's shape)."""
     from llmd_fleet.cli.stack_file import stack_config
     from llmd_fleet.cli.status import (
         StatusError,
         chat_request,
         gateway_url,
-        kubeconfig_path,
-        load_cluster,
+        interval_seconds,
         read_status,
+        timeout_seconds,
         watch,
     )
+    from llmd_fleet.cluster.client import ClusterError, load_client
 
     try:
+        timeout, interval = timeout_seconds(args.timeout), interval_seconds(args.interval)
         config = stack_config(_read_stack(args, stacks_dir))
         context = args.context or config.target.kubeconfig_context
-        cluster = load_cluster(kubeconfig_path(args.kubeconfig), context)
-        if args.watch:
-            final = watch(
-                lambda: read_status(cluster.get, config),
-                args.timeout,
-                args.interval,
-                lambda line: print(line, flush=True),
-            )
-            if final is None:
-                print(f"status {args.stack}: not every group ready after {args.timeout:.0f} s")
-                return EXIT_INVALID_OUTPUT
-            status = final
-        else:
-            status = read_status(cluster.get, config)
-        for line in status.lines():
-            print(line)
-        ok = status.all_ready
-        if args.request:
-            url, answer = chat_request(
-                args.url or gateway_url(cluster.get, config), client_model_name(config.model)
-            )
-            print(printable(answer.line(url)))
-            ok = ok and answer.code is not None and 200 <= answer.code < 300
+        client = load_client(args.kubeconfig, context)
     except (ConfigError, StatusError, StackArgumentError) as exc:
         _error(exc)
         return EXIT_BAD_INPUT
+    except ClusterError as exc:
+        _error(exc)
+        return exc.exit_code
+    try:
+        with client:
+            if args.watch:
+                final = watch(
+                    lambda: read_status(client.get, config),
+                    timeout,
+                    interval,
+                    lambda line: print(printable(line), flush=True),
+                )
+                if final is None:
+                    # Why not: the last state with a line per pod or group that is not ready.
+                    for line in read_status(client.get, config).lines():
+                        print(printable(line))
+                    print(f"status {args.stack}: not every group ready after {timeout:.0f} s")
+                    return EXIT_INVALID_OUTPUT
+                status = final
+            else:
+                status = read_status(client.get, config)
+            for line in status.lines():
+                print(printable(line))
+            ok = status.all_ready
+            if args.request:
+                url, answer = chat_request(
+                    args.url or gateway_url(client.get, config), client_model_name(config.model)
+                )
+                print(printable(answer.line(url)))
+                ok = ok and answer.code is not None and 200 <= answer.code < 300
+    except StatusError as exc:
+        _error(exc)
+        return EXIT_BAD_INPUT
+    except ClusterError as exc:
+        _error(exc)
+        return exc.exit_code
     except KeyboardInterrupt:
         return EXIT_INVALID_OUTPUT
     print(f"status {args.stack}: {'serving' if ok else 'not ready'}")
     return EXIT_OK if ok else EXIT_INVALID_OUTPUT
+
+
+def _doctor(args: argparse.Namespace, stacks_dir: Path) -> int:
+    """`llmd-fleet doctor`: the stack's render says what it relies on; the cluster is read for it
+    (llmd_fleet/cli/doctor.py). Exit 0 when no check failed, 1 when one did or the cluster cannot be
+    read, 2 on bad input (the stack file, a stack doctor cannot check in this mode, the kubeconfig)."""
+    import json
+
+    from llmd_fleet.cli.doctor import as_json, expectations, run_checks, summary
+    from llmd_fleet.cli.stack_file import stack_config
+    from llmd_fleet.cluster.client import ClusterError, load_client
+
+    try:
+        stack_file = _read_stack(args, stacks_dir)
+        config = stack_config(stack_file)
+        plan = plan_fleet(config)
+        if config.target.kind in ("gke", "eks") and not args.deployed:
+            raise InputRefused(
+                f"doctor {args.stack}: target.kind {config.target.kind} creates its cluster, so there is "
+                f"nothing to check before pulumi up: run llmd-fleet doctor {args.stack} --deployed after it"
+            )
+        require_target_extra(config.target.kind)
+    except (ConfigError, PlanError, StackArgumentError, MissingExtraError, InputRefused) as exc:
+        _error(exc)
+        return EXIT_BAD_INPUT
+    from llmd_fleet.cli.render import HELM_TYPE, helm_release, is_kubernetes_object, kubernetes_object
+    from llmd_fleet.cli.synth import synthesize_validated
+
+    synthesis = synthesize_validated(stack_file, config, plan)
+    objects = [kubernetes_object(r) for r in synthesis.resources if is_kubernetes_object(r)]
+    releases = [str(helm_release(r)["name"]) for r in synthesis.resources if r.type == HELM_TYPE]
+    wanted = expectations(args.stack, config, objects, releases)
+    try:
+        with load_client(args.kubeconfig, args.context or config.target.kubeconfig_context) as client:
+            results = run_checks(wanted, client.get, args.deployed)
+    except ClusterError as exc:
+        _error(exc)
+        return exc.exit_code
+    if args.json:
+        print(json.dumps(as_json(args.stack, args.deployed, results), indent=2))
+    else:
+        for result in results:
+            print(printable(result.line()))
+        print(printable(summary(args.stack, results)))
+    return EXIT_INVALID_OUTPUT if any(r.status == "FAIL" for r in results) else EXIT_OK
 
 
 def _bench_summary(source: str) -> int:
@@ -395,6 +485,8 @@ def run(argv: list[str]) -> int:
         return _bench(args, root, stacks_dir)
     if args.command == "status":
         return _status(args, stacks_dir)
+    if args.command == "doctor":
+        return _doctor(args, stacks_dir)
     from llmd_fleet.cli.stack_file import stack_config
 
     # Everything that can be refused is refused first, with no SDK imported yet: the stack file,

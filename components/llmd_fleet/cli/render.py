@@ -22,7 +22,8 @@ from llmd_fleet.layers.router.specs import OVERLOAD
 from llmd_fleet.plan.fleet import FleetPlan, RolePlan
 
 _TOP_KEYS = ("apiVersion", "kind", "metadata")
-_HELM_TYPE = "kubernetes:helm.sh/v3:Release"
+HELM_TYPE = "kubernetes:helm.sh/v3:Release"
+_HELM_TYPE = HELM_TYPE
 # Upstream YAML applied by URL (CRD bundles): recorded, not expanded offline.
 _CONFIG_FILE_TYPE = "kubernetes:yaml/v2:ConfigFile"
 # Providers whose resources are written under cloud/ (docker-build: the serving image build).

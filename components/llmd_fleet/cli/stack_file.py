@@ -303,15 +303,10 @@ def _kind(value: object) -> str:
     return names.get(type(value), type(value).__name__)
 
 
-def read_stack_file(stacks_dir: Path, stack: str, path: Path | None = None) -> StackFile:
-    """Read stacks/Pulumi.<stack>.yaml (or `path`, the stack's file given as a path). Objects
-    become JSON text and `secure:` values a placeholder, exactly the shapes the Pulumi CLI hands a
-    Python program."""
-    path = path or stack_file_path(stacks_dir, stack)
-    if not path.is_file():
-        known = stack_names(stacks_dir)
-        hint = f"; no file {stack} either" if stack.endswith(".yaml") else ""
-        raise ConfigError([("stack", f"no stack file {path} (stacks: {', '.join(known) or 'none'}){hint}")])
+def load_stack_document(path: Path) -> dict[str, Any]:
+    """The `config:` mapping of a stack file, read by the one stack reader (`_StackLoader`: YAML
+    1.2 core scalars as the Pulumi CLI reads them, bounded aliases, plain tags, no duplicate keys).
+    Every command and tool that reads a stack file reads it here (raises ConfigError)."""
     try:
         loader = _StackLoader(path.read_text(encoding="utf-8"))
         try:
@@ -331,6 +326,19 @@ def read_stack_file(stacks_dir: Path, stack: str, path: Path | None = None) -> S
     config = document.get("config") if isinstance(document, dict) else None
     if not isinstance(config, dict):
         raise ConfigError([(str(path), "must contain a `config:` mapping")])
+    return config
+
+
+def read_stack_file(stacks_dir: Path, stack: str, path: Path | None = None) -> StackFile:
+    """Read stacks/Pulumi.<stack>.yaml (or `path`, the stack's file given as a path). Objects
+    become JSON text and `secure:` values a placeholder, exactly the shapes the Pulumi CLI hands a
+    Python program."""
+    path = path or stack_file_path(stacks_dir, stack)
+    if not path.is_file():
+        known = stack_names(stacks_dir)
+        hint = f"; no file {stack} either" if stack.endswith(".yaml") else ""
+        raise ConfigError([("stack", f"no stack file {path} (stacks: {', '.join(known) or 'none'}){hint}")])
+    config = load_stack_document(path)
     values: dict[str, str] = {}
     given_as: dict[str, str] = {}
     secrets: dict[str, str] = {}

@@ -6,30 +6,23 @@
     preflight  succeeded
 
 The names come from the stack file through the same helpers the render uses (serving name and
-namespace, the EPP's leader Lease, the InferencePool, the preflight Job, the Gateway). The API
-server is spoken to directly over HTTPS with the kubeconfig's credentials (client certificate,
-bearer token or an exec plugin's token); the standard library is enough, so nothing is added to
-the install.
+namespace, the EPP's leader Lease, the InferencePool, the preflight Job, the Gateway). The cluster
+is read through the one hardened client (llmd_fleet/cluster/client.py: kubeconfig, credentials,
+bounds); every string it returns is escaped before it is printed.
 """
 
-import base64
 import json
-import os
-import ssl
-import subprocess
-import tempfile
+import math
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
-import yaml
-
+from llmd_fleet.cluster.client import list_all, text
 from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.conventions import POOL_GROUP
 from llmd_fleet.layers.gateway.specs import GATEWAY_NAME
@@ -41,148 +34,50 @@ DS_API = "disaggregatedset.x-k8s.io/v1"
 LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
 GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
 ROLE_LABEL = "llm-d.ai/role"
-API_TIMEOUT_S = 15.0
 
 Reader = Callable[[str, dict[str, str] | None], Any]
 """GET an API path (with query parameters): the decoded JSON, or None when it is not found (404)."""
 
 
 class StatusError(Exception):
-    """A refusal `status` prints as one line (exit 2): no kubeconfig, an unreachable cluster."""
+    """A refusal `status` prints as one line (exit 2): a flag out of its bounds, no Gateway
+    address for --request."""
 
 
-# --- The cluster: a kubeconfig's server and credentials, over the standard library's HTTPS.
+# `--watch` bounds: a poll at most every second (a tighter loop is a load on the API server, not
+# a faster answer) and at most every hour; the whole watch at most a day.
+INTERVAL_S = (1.0, 3600.0)
+MAX_TIMEOUT_S = 86400.0
 
 
-@dataclass(frozen=True)
-class Cluster:
-    server: str
-    context: ssl.SSLContext | None
-    token: str | None
-
-    def get(self, path: str, params: dict[str, str] | None = None) -> Any:
-        url = self.server + path + ("?" + urlencode(params) if params else "")
-        request = urllib.request.Request(url, headers={"Accept": "application/json"})
-        if self.token:
-            request.add_header("Authorization", f"Bearer {self.token}")
-        # No proxies from the environment: the kubeconfig names the server to reach.
-        opener = urllib.request.build_opener(
-            urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=self.context)
+def interval_seconds(value: str) -> float:
+    """`--interval`: a finite number of seconds from 1 to 3600 (raises StatusError naming the flag)."""
+    seconds = _seconds(value)
+    if not INTERVAL_S[0] <= seconds <= INTERVAL_S[1]:
+        raise StatusError(
+            f"--interval {text(value, 40)}: must be a finite number of seconds from "
+            f"{INTERVAL_S[0]:.0f} to {INTERVAL_S[1]:.0f}"
         )
-        try:
-            with opener.open(request, timeout=API_TIMEOUT_S) as response:
-                return json.loads(response.read() or b"null")
-        except urllib.error.HTTPError as exc:
-            if exc.code == 404:
-                return None
-            if exc.code in (401, 403):
-                raise StatusError(
-                    f"the API server refused GET {path}: HTTP {exc.code} (check the kubeconfig's credentials)"
-                ) from None
-            raise StatusError(f"the API server answered GET {path} with HTTP {exc.code}") from None
-        except (urllib.error.URLError, OSError, TimeoutError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise StatusError(f"cannot reach the cluster at {self.server}: {reason}") from None
-        except ValueError:
-            raise StatusError(f"the API server's answer to GET {path} is not JSON") from None
+    return seconds
 
 
-def kubeconfig_path(flag: Path | None, environ: dict[str, str] | None = None) -> Path:
-    """`--kubeconfig`, else the first file of KUBECONFIG, else ~/.kube/config (as kubectl reads)."""
-    env = os.environ if environ is None else environ
-    if flag is not None:
-        candidates = [flag]
-    elif env.get("KUBECONFIG"):
-        candidates = [Path(p) for p in env["KUBECONFIG"].split(os.pathsep) if p]
-    else:
-        candidates = [Path(env.get("HOME", "~")).expanduser() / ".kube" / "config"]
-    for path in candidates:
-        if path.is_file():
-            return path
-    raise StatusError(
-        f"no kubeconfig at {', '.join(str(p) for p in candidates)}: pass --kubeconfig FILE or set "
-        "KUBECONFIG (on-prem: pulumi config get kubeconfig --stack STACK > kubeconfig.yaml)"
-    )
+def timeout_seconds(value: str) -> float:
+    """`--timeout`: a finite number of seconds above 0 and at most 86400 (one day)."""
+    seconds = _seconds(value)
+    if not 0 < seconds <= MAX_TIMEOUT_S:
+        raise StatusError(
+            f"--timeout {text(value, 40)}: must be a finite number of seconds above 0 and at most "
+            f"{MAX_TIMEOUT_S:.0f}"
+        )
+    return seconds
 
 
-def _named(entries: Any, name: str, what: str) -> dict[str, Any]:
-    for entry in entries or []:
-        if isinstance(entry, dict) and entry.get("name") == name:
-            value = entry.get(what)
-            return value if isinstance(value, dict) else {}
-    raise StatusError(f"the kubeconfig has no {what} {name!r}")
-
-
-def _pem(data: dict[str, Any], key: str, base: Path) -> bytes | None:
-    """The PEM bytes of `<key>-data` (base64) or of the file `<key>` (relative to the kubeconfig)."""
-    if data.get(f"{key}-data"):
-        return base64.b64decode(str(data[f"{key}-data"]))
-    if data.get(key):
-        path = Path(str(data[key])).expanduser()
-        return (path if path.is_absolute() else base / path).read_bytes()
-    return None
-
-
-def _exec_credential(spec: dict[str, Any]) -> dict[str, Any]:
-    """Run a kubeconfig `exec` plugin (gke-gcloud-auth-plugin, aws eks get-token) for its status."""
-    command = [str(spec.get("command", "")), *(str(a) for a in spec.get("args") or [])]
-    env = dict(os.environ) | {str(e["name"]): str(e["value"]) for e in spec.get("env") or []}
+def _seconds(value: str) -> float:
     try:
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=True)
-        status = json.loads(done.stdout).get("status") or {}
-    except (OSError, subprocess.SubprocessError, ValueError) as exc:
-        raise StatusError(f"the kubeconfig's credential plugin {command[0]!r} failed: {exc}") from None
-    return status if isinstance(status, dict) else {}
-
-
-def load_cluster(path: Path, context_name: str | None = None) -> Cluster:
-    """The server and credentials of a kubeconfig's context (its current one unless named)."""
-    try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise StatusError(f"cannot read the kubeconfig {path}: {exc}") from None
-    if not isinstance(config, dict):
-        raise StatusError(f"the kubeconfig {path} is not a kubeconfig (no mapping)")
-    name = context_name or config.get("current-context")
-    if not name:
-        raise StatusError(f"the kubeconfig {path} has no current-context")
-    context = _named(config.get("contexts"), str(name), "context")
-    cluster = _named(config.get("clusters"), str(context.get("cluster", "")), "cluster")
-    user = _named(config.get("users"), str(context.get("user", "")), "user") if context.get("user") else {}
-    server = str(cluster.get("server", "")).rstrip("/")
-    if not server:
-        raise StatusError(f"the kubeconfig {path} names no server for context {name!r}")
-    base = path.parent
-    if user.get("exec"):
-        user = user | {
-            k.replace("clientCertificateData", "client-certificate-data").replace(
-                "clientKeyData", "client-key-data"
-            ): base64.b64encode(v.encode()).decode() if k != "token" else v
-            for k, v in _exec_credential(user["exec"]).items()
-            if k in ("token", "clientCertificateData", "clientKeyData") and isinstance(v, str)
-        }
-    token = user.get("token")
-    if not token and user.get("tokenFile"):
-        token = Path(str(user["tokenFile"])).read_text(encoding="utf-8").strip()
-    tls: ssl.SSLContext | None = None
-    if server.startswith("https://"):
-        try:
-            tls = ssl.create_default_context()
-            ca = _pem(cluster, "certificate-authority", base)
-            if cluster.get("insecure-skip-tls-verify"):
-                tls.check_hostname, tls.verify_mode = False, ssl.CERT_NONE
-            elif ca is not None:
-                tls = ssl.create_default_context(cadata=ca.decode("ascii"))
-            cert, key = _pem(user, "client-certificate", base), _pem(user, "client-key", base)
-            if cert is not None and key is not None:
-                # load_cert_chain reads files only: a private directory, removed at once.
-                with tempfile.TemporaryDirectory() as tmp:
-                    (Path(tmp) / "cert.pem").write_bytes(cert)
-                    (Path(tmp) / "key.pem").write_bytes(key)
-                    tls.load_cert_chain(Path(tmp) / "cert.pem", Path(tmp) / "key.pem")
-        except (OSError, ssl.SSLError, ValueError) as exc:
-            raise StatusError(f"the kubeconfig {path} has unusable TLS material: {exc}") from None
-    return Cluster(server=server, context=tls, token=str(token) if token else None)
+        seconds = float(value) if value == value.strip() and len(value) <= 40 else math.nan
+    except ValueError:
+        seconds = math.nan
+    return seconds if math.isfinite(seconds) else math.nan
 
 
 # --- What the fleet's objects say.
@@ -200,24 +95,32 @@ def _selector(labels: dict[str, str]) -> str:
 
 
 def _list(read: Reader, path: str, selector: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    params = {"labelSelector": selector, "limit": "500"}
-    while True:
-        page = read(path, params) or {}
-        items += page.get("items") or []
-        token = (page.get("metadata") or {}).get("continue")
-        if not token:
-            return items
-        params = params | {"continue": token}
+    return list_all(read, path, selector)
 
 
-def _time(text: Any) -> datetime | None:
-    if not isinstance(text, str) or not text:
+def _time(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value or len(value) > 64:
         return None
     try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+        stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
+    return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=UTC)
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    """A mapping field of an object from the cluster; empty when absent or not a mapping."""
+    return value if isinstance(value, dict) else {}
+
+
+def _int(value: Any, default: int) -> int:
+    """An integer field of an object from the cluster; `default` when absent or not an integer."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        return default
+    try:
+        return int(value) if len(str(value)) <= 18 else default
+    except ValueError:
+        return default
 
 
 def _age(seconds: float) -> str:
@@ -248,6 +151,8 @@ class Status:
     endpoints: tuple[int, int] | None
     """(Ready, selected) pods of the InferencePool; None when the pool is not there."""
     preflight: str
+    reasons: tuple[str, ...] = ()
+    """Why each pod or group is not ready, one entry each, from the API (`pod_reason`)."""
 
     @property
     def all_ready(self) -> bool:
@@ -272,6 +177,7 @@ class Status:
             f"leader     {self.leader}",
             f"endpoints  {self.endpoints_text()}",
             f"preflight  {self.preflight}",
+            *(f"why        {reason}" for reason in self.reasons),
         ]
 
     def one_line(self) -> str:
@@ -287,18 +193,114 @@ class Status:
         return f"{groups}, leader {self.leader}, pool endpoints {endpoints}, preflight {self.preflight}"
 
 
-def _roles(read: Reader, config: StackConfig) -> tuple[RoleGroups, ...] | None:
+# Reasons a container waits that say what is wrong (kubelet's; pkg/kubelet/images and
+# pkg/kubelet/kuberuntime): the image cannot be pulled, the container cannot be created, it crashes.
+_WAITING_PROBLEMS = frozenset(
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "ErrImageNeverPull",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "RunContainerError",
+        "CrashLoopBackOff",
+    }
+)
+MAX_REASONS = 20
+
+
+def pod_reason(pod: dict[str, Any]) -> str:
+    """Why a pod is not Ready, from its status as the API reports it: Pending with the scheduler's
+    message (unallocatable claims included), image pull errors, crash loops with the last
+    termination reason, containers running but not ready (a failing readiness or startup probe)."""
+    status = _dict(pod.get("status"))
+    phase = text(status.get("phase") or "Unknown", 40)
+    conditions = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, dict)}
+    scheduled = conditions.get("PodScheduled")
+    if scheduled is not None and scheduled.get("status") == "False":
+        why = text(scheduled.get("reason") or "not scheduled", 60)
+        message = text(scheduled.get("message") or "", 300)
+        return f"{phase}, {why}" + (f": {message}" if message else "")
+    containers = [
+        c
+        for key in ("initContainerStatuses", "containerStatuses")
+        for c in status.get(key) or []
+        if isinstance(c, dict)
+    ]
+    for container in containers:
+        name = text(container.get("name") or "?", 60)
+        state = _dict(container.get("state"))
+        waiting = _dict(state.get("waiting"))
+        if waiting and waiting.get("reason") in _WAITING_PROBLEMS:
+            reason = text(waiting["reason"], 60)
+            if reason == "CrashLoopBackOff":
+                last = _dict(_dict(container.get("lastState")).get("terminated"))
+                ended = text(last.get("reason") or "unknown", 60)
+                code = _int(last.get("exitCode"), -1)
+                restarts = _int(container.get("restartCount"), 0)
+                return (
+                    f"container {name}: CrashLoopBackOff ({restarts} restarts; last ended: {ended}, "
+                    f"exit code {code})"
+                )
+            message = text(waiting.get("message") or "", 300)
+            return f"container {name}: {reason}" + (f": {message}" if message else "")
+        terminated = _dict(state.get("terminated"))
+        if terminated and _int(terminated.get("exitCode"), 0) != 0:
+            ended = text(terminated.get("reason") or "Error", 60)
+            return f"container {name}: terminated: {ended}, exit code {_int(terminated.get('exitCode'), -1)}"
+    for container in status.get("containerStatuses") or []:
+        if (
+            isinstance(container, dict)
+            and "running" in _dict(container.get("state"))
+            and not container.get("ready")
+        ):
+            name = text(container.get("name") or "?", 60)
+            probe = "startup probe" if container.get("started") is False else "readiness probe"
+            return f"container {name}: running, not ready ({probe} not passing)"
+    if scheduled is None and phase == "Pending":
+        return "Pending: not scheduled yet"
+    ready = conditions.get("Ready") or {}
+    why = text(ready.get("reason") or phase, 60)
+    message = text(ready.get("message") or "", 200)
+    return why + (f": {message}" if message else "")
+
+
+def _reasons(pods: list[dict[str, Any]], missing: list[str]) -> tuple[str, ...]:
+    """One line per not-ready pod (name: reason), then per group short of pods, at most MAX_REASONS."""
+    lines = list(missing)
+    for pod in sorted(pods, key=lambda p: str((p.get("metadata") or {}).get("name"))):
+        if not is_ready(pod):
+            lines.append(
+                f"pod {text((pod.get('metadata') or {}).get('name') or '?', 100)}: {pod_reason(pod)}"
+            )
+    if len(lines) > MAX_REASONS:
+        lines = [*lines[:MAX_REASONS], f"... and {len(lines) - MAX_REASONS} more not ready"]
+    return tuple(lines)
+
+
+def _roles_and_reasons(
+    read: Reader, config: StackConfig
+) -> tuple[tuple[RoleGroups, ...] | None, tuple[str, ...]]:
     """Groups per role: a group is ready when all `size` pods of it (one LeaderWorkerSet group,
-    by its LWS name and group index) are Ready; desired is the DisaggregatedSet's replicas."""
+    by its LWS name and group index) are Ready; desired is the DisaggregatedSet's replicas. With
+    them, why each pod or group that is not ready is not."""
     ns, name = config.serving.namespace, config.serving.name
     ds = read(f"/apis/{DS_API}/namespaces/{quote(ns)}/disaggregatedsets/{quote(name)}", None)
-    if ds is None:
-        return None
     pods = _list(read, f"/api/v1/namespaces/{quote(ns)}/pods", _selector(pool_selector(config)))
+    if ds is None:
+        # No groups to count, but pods of the pool (made before its CRD went away, or by hand)
+        # still say why they wait.
+        return None, _reasons(pods, [])
     result = []
-    for role in (ds.get("spec") or {}).get("roles") or []:
-        spec = role.get("spec") or {}
-        size = int((spec.get("leaderWorkerTemplate") or {}).get("size", 1))
+    counted: list[dict[str, Any]] = []
+    missing: list[str] = []
+    roles = _dict(ds.get("spec")).get("roles")
+    for role in roles if isinstance(roles, list) else []:
+        if not isinstance(role, dict):
+            continue
+        spec = _dict(role.get("spec"))
+        size = _int((spec.get("leaderWorkerTemplate") or {}).get("size"), 1)
         mine = [
             p
             for p in pods
@@ -310,16 +312,24 @@ def _roles(read: Reader, config: StackConfig) -> tuple[RoleGroups, ...] | None:
             labels = pod["metadata"].get("labels") or {}
             groups.setdefault((labels.get(LWS_NAME, ""), labels.get(GROUP_INDEX, "")), []).append(pod)
         ready = sum(1 for g in groups.values() if len(g) == size and all(is_ready(p) for p in g))
+        desired = _int(spec.get("replicas"), 1)
+        counted += mine
+        if len(mine) < desired * size:
+            missing.append(
+                f"{text(role.get('name'), 60)}: {len(mine)} of {desired * size} pods exist "
+                f"({desired} groups of {size}; the LWS controller creates them: "
+                f"kubectl describe disaggregatedset -n {ns} {name})"
+            )
         result.append(
             RoleGroups(
-                role=str(role.get("name")),
+                role=text(role.get("name"), 60),
                 ready=ready,
-                desired=int(spec.get("replicas", 1)),
+                desired=desired,
                 pods_ready=sum(1 for p in mine if is_ready(p)),
                 pods=len(mine),
             )
         )
-    return tuple(result)
+    return tuple(result), _reasons(counted, missing)
 
 
 def _leader(read: Reader, config: StackConfig, now: datetime) -> str:
@@ -331,12 +341,12 @@ def _leader(read: Reader, config: StackConfig, now: datetime) -> str:
     if lease is None:
         return f"none (no Lease {names.leader_lease} yet)"
     spec = lease.get("spec") or {}
-    holder = spec.get("holderIdentity")
+    holder = text(spec.get("holderIdentity") or "", 80)
     if not holder:
         return f"none (Lease {names.leader_lease} has no holder)"
     renewed = _time(spec.get("renewTime"))
     acquired = _time(spec.get("acquireTime")) or renewed
-    duration = int(spec.get("leaseDurationSeconds") or 15)
+    duration = _int(spec.get("leaseDurationSeconds"), 15)
     if renewed is not None and (now - renewed).total_seconds() > duration:
         return f"none (last holder {holder}, lease expired {_age((now - renewed).total_seconds())} ago)"
     held = f"held {_age((now - acquired).total_seconds())}" if acquired else "held"
@@ -370,7 +380,7 @@ def _preflight(read: Reader, config: StackConfig) -> str:
     if "Complete" in conditions:
         return "succeeded"
     if "Failed" in conditions:
-        why = conditions["Failed"].get("reason") or conditions["Failed"].get("message") or ""
+        why = text(conditions["Failed"].get("reason") or conditions["Failed"].get("message") or "", 120)
         return (
             f"failed ({why}; kubectl logs -n {config.serving.namespace} job/{job_name(config)})"
             if why
@@ -380,10 +390,12 @@ def _preflight(read: Reader, config: StackConfig) -> str:
 
 
 def read_status(read: Reader, config: StackConfig, now: datetime | None = None) -> Status:
+    roles, reasons = _roles_and_reasons(read, config)
     return Status(
         serving=config.serving.name,
         namespace=config.serving.namespace,
-        roles=_roles(read, config),
+        roles=roles,
+        reasons=reasons,
         leader=_leader(read, config, now or datetime.now(UTC)),
         endpoints=_endpoints(read, config),
         preflight=_preflight(read, config),

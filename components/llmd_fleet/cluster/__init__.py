@@ -1,0 +1,2 @@
+"""Reading a cluster: one hardened client (client.py) for `status`, `doctor` and whatever reads a
+cluster next."""
