@@ -24,6 +24,7 @@ gateway and database do not exist here); every other rendered value is used as i
 import http.server
 import os
 import re
+import shutil
 import signal
 import socketserver
 import subprocess
@@ -388,6 +389,10 @@ def main(argv: list[str]) -> int:
         subprocess.run(["ip", "netns", "del", NAMESPACE], check=False)
     for problem in problems:
         print(f"FAILED {problem}")
+    if problems:
+        print(f"agentic-api check: logs in {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
     verdict = "all pass" if not problems else f"{len(problems)} problem(s)"
     print(f"agentic-api check: {len(stacks)} stacks, {verdict}")
     return 1 if problems else 0

@@ -45,7 +45,9 @@ def script(binary: Path, args: Sequence[str], mounts: Sequence[Mount], uid: int,
     lines = [
         "set -e",
         "mount --make-rprivate /",
-        "R=$(mktemp -d /tmp/agentic-root.XXXXXX)",
+        # The new root is a tmpfs over /mnt, seen in this mount namespace only: nothing is left
+        # behind on the host.
+        "R=/mnt",
         'mount -t tmpfs -o size=4m,mode=755 rootfs "$R"',
     ]
     for name in ROOT_FOLDERS:
