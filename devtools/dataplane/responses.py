@@ -671,7 +671,9 @@ def run_phase(p: Phase, stack: str) -> dict[str, Any]:
             and all(alive.values()),
             "failed_statuses": sorted({t.status for t in failed}),
         }
-        codes = [t.status for t in failed if t.status]
+        # A streamed turn may have had its 200 before the database failed it (the stream then ends
+        # without `response.completed`): the status an agent gets is read from the others.
+        codes = [t.status for t in failed if t.status and not t.stream]
         result["statuses"]["database down"] = max(set(codes), key=codes.count) if codes else 0
         result["statuses"]["database down, /ready"] = db["ready_down"]
 

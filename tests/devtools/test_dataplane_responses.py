@@ -243,3 +243,22 @@ def test_upstream_requests_reads_the_gateway_stand_ins_lines(tmp_path: Path):
     log.write_text('{"id":"serve-1","host":"h","path":"/health","status":200}\nlistening\n')
     assert run.upstream_requests(log) == [{"id": "serve-1", "host": "h", "path": "/health", "status": 200}]
     assert run.upstream_requests(tmp_path / "absent.log") == []
+
+
+def test_docs_state_the_statuses_the_twin_checks():
+    # docs/responses.md's table of what an agent sees must say what the run asserts.
+    text = (REPO / "docs" / "responses.md").read_text()
+    table = text[text.index("## What an agent sees when something is wrong") :]
+    table = table[: table.index("\n## ")]
+    rows = {
+        "unknown previous_response_id": "`previous_response_id` names no stored response",
+        "body over the rendered limit": "a request body over the rendered limit",
+        "database down": "a stored request while PostgreSQL is unreachable",
+        "database down, /ready": "`/ready` while PostgreSQL is unreachable",
+        "conversation on PostgreSQL": "`conversation` set, on PostgreSQL",
+    }
+    assert set(rows) == set(responses.EXPECTED_STATUS)
+    for what, row_start in rows.items():
+        (row,) = [line for line in table.splitlines() if line.startswith(f"| {row_start}")]
+        assert f"| {responses.EXPECTED_STATUS[what]}" in row, row
+    assert "PR #166" in text
