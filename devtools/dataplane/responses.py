@@ -132,7 +132,8 @@ def rendered(render_dir: Path) -> Rendered | None:
             owner, database = initdb["owner"], initdb["database"]
     if owner is None or database is None:
         raise ValueError(
-            "the Responses phase needs the on-prem database's owner and name (a CloudNativePG Cluster)"
+            "the Responses phase reads the database's owner and name from the on-prem CloudNativePG "
+            "Cluster, and this rendering has none (a managed database)"
         )
     return Rendered(
         pod=pod,
