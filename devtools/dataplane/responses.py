@@ -480,7 +480,6 @@ class Phase:
     rendered: Rendered
     model: str
     client_ns: str
-    gateway_ns: str
     run_dir: Path
     records: list[Path]
     decode_pods: set[str]
@@ -648,7 +647,7 @@ def run_phase(p: Phase, stack: str) -> dict[str, Any]:
                 if answered >= set(replicas):
                     break
                 time.sleep(0.5)
-            db["answered_after"] = time.time()
+            db["every_replica"] = answered >= set(replicas)
             done.set()
 
         restarter = threading.Thread(target=restart_database)
@@ -668,6 +667,7 @@ def run_phase(p: Phase, stack: str) -> dict[str, Any]:
             "failed": len(failed),
             "seconds": (recovered_at or time.time()) - db["stopped"],
             "recovered": recovered_at is not None
+            and db["every_replica"]
             and all(s == 200 for s in ready_after)
             and all(alive.values()),
             "failed_statuses": sorted({t.status for t in failed}),

@@ -544,7 +544,6 @@ def responses_phase(
         rendered=agentic,
         model=model,
         client_ns=CLIENT_NS,
-        gateway_ns=GATEWAY_NS,
         run_dir=run_dir,
         records=records,
         decode_pods={p.name for p in topo.role("decode")},
