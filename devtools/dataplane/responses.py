@@ -21,6 +21,7 @@ The figures are pure functions of the records (`figures`, `lines`, `checks`).
 
 import json
 import os
+import shutil
 import threading
 import time
 import urllib.error
@@ -698,4 +699,9 @@ def run_phase(p: Phase, stack: str) -> dict[str, Any]:
     result["secret_in"] = secret_files(p.run_dir, pg.password) + [
         f"postgres/{f}" for f in secret_files(folder, pg.password) if f.endswith(".log")
     ]
+    # The server's folder (data, certificate, log) goes with the run; its log is copied first.
+    server_log = folder / "server.log"
+    if server_log.exists():
+        shutil.copyfile(server_log, p.run_dir / "logs" / "postgres.log")
+    shutil.rmtree(folder, ignore_errors=True)
     return result
