@@ -23,7 +23,7 @@ import yaml
 from devtools.agentic_check import env as agentic_env
 from devtools.dataplane import build, netns, relay, replay, report, responses, scaled, topology
 from devtools.twin import cluster, e2e
-from devtools.twin.kube import Kube, wait_for
+from devtools.twin.kube import ApiError, Kube, wait_for
 from llmd_fleet.cli.children import popen
 
 # Scorers whose benefit the figures measure; the baseline drops them from every profile.
@@ -493,6 +493,20 @@ def break_kv_events_port(text: str) -> str:
     raise ValueError("the config has no precise prefix producer with a KV-events socket port to break")
 
 
+def served(kube: Kube, api_version: str, kind: str) -> bool:
+    """The API server serves `kind` already. A CRD just created answers 404 for its group until
+    it is established (a loaded machine showed it): not served yet, not an error."""
+    try:
+        kube.resource(api_version, kind, refresh=True)
+    except ApiError as exc:
+        if exc.code == 404:
+            return False
+        raise
+    except KeyError:
+        return False
+    return True
+
+
 def upstream_requests(log: Path) -> list[dict[str, Any]]:
     """The gateway stand-in's record of the agentic API's upstream requests (one JSON line each)."""
     if not log.exists():
@@ -674,14 +688,14 @@ def main_run(
         )
         wait_for(
             "router CRDs served",
-            lambda: kube.resource("inference.networking.k8s.io/v1", "InferencePool", refresh=True),
+            lambda: served(kube, "inference.networking.k8s.io/v1", "InferencePool"),
             60,
         )
         wait_for(
             "DisaggregatedSet and Gateway CRDs served",
             lambda: (
-                kube.resource("disaggregatedset.x-k8s.io/v1", "DisaggregatedSet", refresh=True)
-                and kube.resource("gateway.networking.k8s.io/v1", "Gateway", refresh=True)
+                served(kube, "disaggregatedset.x-k8s.io/v1", "DisaggregatedSet")
+                and served(kube, "gateway.networking.k8s.io/v1", "Gateway")
             ),
             60,
         )

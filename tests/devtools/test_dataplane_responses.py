@@ -262,3 +262,22 @@ def test_docs_state_the_statuses_the_twin_checks():
         (row,) = [line for line in table.splitlines() if line.startswith(f"| {row_start}")]
         assert f"| {responses.EXPECTED_STATUS[what]}" in row, row
     assert "PR #166" in text
+
+
+def test_a_crd_group_not_yet_served_is_waited_for_not_an_error():
+    from devtools.twin.kube import ApiError
+
+    class Kube:
+        def __init__(self, error: Exception | None):
+            self.error = error
+
+        def resource(self, api_version: str, kind: str, refresh: bool = False) -> object:
+            if self.error:
+                raise self.error
+            return object()
+
+    assert run.served(Kube(None), "x/v1", "K")  # type: ignore[arg-type]
+    assert not run.served(Kube(ApiError(404, "404 page not found", "GET /apis/x/v1")), "x/v1", "K")  # type: ignore[arg-type]
+    assert not run.served(Kube(KeyError("K")), "x/v1", "K")  # type: ignore[arg-type]
+    with pytest.raises(ApiError):
+        run.served(Kube(ApiError(403, "forbidden", "GET /apis/x/v1")), "x/v1", "K")  # type: ignore[arg-type]
