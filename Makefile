@@ -84,6 +84,11 @@ check-router: ## The pinned llm-d router's own config loader, 1.0 plugin factori
 	@set -e; for s in $(STACKS); do $(UV) run --frozen llmd-fleet render $$s --reuse; done
 	$(UV) run --frozen python -m devtools.router_check $(STACKS)
 
+.PHONY: check-responses
+check-responses: ## The rendered agentic API Deployment against the pinned agentic-server (cached env): every flag and variable it knows, its version, a start with the rendered security context and probes (needs root; docs/responses.md)
+	@set -e; for s in $(STACKS); do $(UV) run --frozen llmd-fleet render $$s --reuse; done
+	$(UV) run --frozen python -m devtools.agentic_check $(STACKS)
+
 .PHONY: bench-workload
 bench-workload: ## Validate every stack's benchmark workload with the pinned inference-perf's own config models (cached env, its own Python)
 	$(UV) run --frozen python -m devtools.bench.env $(STACKS)

@@ -7,7 +7,7 @@ Python steps that come first (render, check, the test suite) leave a core idle m
 and the tool builds (downloads most of all) fill it. Two lanes run side by side:
 
 - the Python tool environments (vLLM's parser, checkov, the cloud API models, inference-perf,
-  the NIXL probe): pip downloads, mostly waiting on the network;
+  the NIXL probe, the agentic API): pip downloads, mostly waiting on the network;
 - the Go tools, one at a time, in the order the checks need them (promtool, the router checker,
   the control-plane twin's binaries, the LWS controller, the engine run's Pulumi CLI and
   Kubernetes provider, the data plane's router and simulator), all sharing one module cache and
@@ -58,6 +58,7 @@ def _dataplane(which: str) -> Callable[[], object]:
 
 
 def _python_envs() -> list[Build]:
+    from devtools.agentic_check import env as agentic
     from devtools.bench import env as bench
     from devtools.checkov_scan import env as checkov
     from devtools.cloud_check import env as cloud_models
@@ -70,6 +71,7 @@ def _python_envs() -> list[Build]:
         ("cloud API models environment", cloud_models.ensure),
         ("inference-perf environment", bench.ensure),
         ("NIXL probe environment", preflight.ensure),
+        ("agentic API environment", agentic.ensure),
     ]
 
 

@@ -19,7 +19,12 @@ from pathlib import Path
 from typing import TypeVar
 
 CLONE_NEWNET = 0x40000000
-PREFIX = "lfdp-"
+# Every namespace of a run carries the run's process id (`lfdp<pid>-<name>`): two runs on one
+# machine (two checkouts) each tear down their own, and a later run removes those of runs whose
+# process is gone. Namespaces named `lfdp-...` by earlier versions of this tool are not ours to
+# remove: a concurrent run of such a version tears them down itself.
+STEM = "lfdp"
+PREFIX = f"{STEM}{os.getpid()}-"
 BRIDGE_NS = PREFIX + "net"
 # `ip netns exec NAME` bind-mounts every file of /etc/netns/NAME over /etc (ip-netns(8)): a
 # hosts file there is how a Service name resolves inside the run's namespaces, as cluster DNS
@@ -53,9 +58,29 @@ def setup_commands(namespaces: Iterable[tuple[str, str]], prefix_len: int = 24) 
     return commands
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def ours(name: str, own_prefix: str = PREFIX, alive: Callable[[int], bool] = _alive) -> bool:
+    """A namespace (or /etc/netns folder) of this run, or of a run whose process is gone (pure
+    given `alive`)."""
+    if name.startswith(own_prefix):
+        return True
+    head, sep, _ = name.partition("-")
+    pid = head.removeprefix(STEM)
+    return bool(sep) and head.startswith(STEM) and pid.isdigit() and not alive(int(pid))
+
+
 def existing() -> list[str]:
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
-    return [line.split()[0] for line in out.splitlines() if line.startswith(PREFIX)]
+    return [line.split()[0] for line in out.splitlines() if line.strip() and ours(line.split()[0])]
 
 
 def hosts_text(base: str, entries: dict[str, str]) -> str:
@@ -75,13 +100,14 @@ def write_hosts(names: Iterable[str], entries: dict[str, str], etc: Path = NETNS
 
 
 def teardown(etc: Path = NETNS_ETC) -> None:
-    """Delete every namespace this tool made (named with its prefix), the veths with them, and
-    the per-namespace files under /etc/netns."""
+    """Delete every namespace of this run (and of runs whose process is gone), the veths with
+    them, and their per-namespace files under /etc/netns."""
     for ns in existing():
         subprocess.run(["ip", "netns", "del", ns], check=False)
     if etc.is_dir():
-        for folder in etc.glob(PREFIX + "*"):
-            shutil.rmtree(folder, ignore_errors=True)
+        for folder in etc.glob(STEM + "*"):
+            if ours(folder.name):
+                shutil.rmtree(folder, ignore_errors=True)
 
 
 def setup(namespaces: list[tuple[str, str]]) -> None:

@@ -20,7 +20,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
-from devtools.dataplane import build, netns, relay, replay, report, scaled, topology
+from devtools.agentic_check import env as agentic_env
+from devtools.dataplane import build, netns, relay, replay, report, responses, scaled, topology
 from devtools.twin import cluster, e2e
 from devtools.twin.kube import Kube, wait_for
 from llmd_fleet.cli.children import popen
@@ -123,14 +124,16 @@ class Processes:
     items: list[tuple[str, subprocess.Popen[bytes]]]
 
     def start(
-        self, name: str, argv: list[str], logs: Path, env: dict[str, str] | None = None
+        self, name: str, argv: list[str], logs: Path, env: dict[str, str] | None = None, inherit: bool = True
     ) -> subprocess.Popen[bytes]:
+        """Start `argv` as `name`, its output in logs/<name>.log; the environment is the run's
+        with `env` added, or (`inherit=False`) `env` alone."""
         log = (logs / f"{name}.log").open("ab")
         proc = popen(
             argv,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, **(env or {})},
+            env={**os.environ, **(env or {})} if inherit else dict(env or {}),
             start_new_session=True,
         )
         self.items.append((name, proc))
@@ -174,23 +177,55 @@ def per_rank_args(args: tuple[str, ...], ranks: int, port: int, inbound: int) ->
     ]
 
 
+# Where a simulator listens behind the output-id stand-in (`mend`): its rank ports moved up by this.
+MEND_OFFSET = 20000
+
+
+def shifted(args: list[str], offset: int) -> list[str]:
+    """The simulator's arguments with its `--port` moved up by `offset` (pure)."""
+    return [f"--port={int(a.split('=', 1)[1]) + offset}" if a.startswith("--port=") else a for a in args]
+
+
 def start_pods(
     procs: Processes,
     topo: topology.Topology,
     bins: dict[str, Path],
     logs: Path,
     kv_events_port: int | None = None,
-) -> None:
+    mend: Path | None = None,
+) -> list[Path]:
     """Each pod's containers in its namespace. With `kv_events_port` (the picker's
     `podDiscoveryConfig.socketPort`), each rank of an engine whose rendering publishes KV events
     runs as a simulator process of its own, and a relay per pod binds both sides of each rank's
-    stream (devtools/dataplane/relay.py)."""
+    stream (devtools/dataplane/relay.py). With `mend` (a folder), each simulator listens
+    MEND_OFFSET above its rank ports and the output-id stand-in (devtools/dataplane/mend.py)
+    serves the rank ports, recording into `mend`/<pod>.jsonl; the record files are returned."""
+    records: list[Path] = []
     for pod in topo.pods:
         env = {"POD_IP": pod.ip, "POD_NAME": pod.name, "POD_NAMESPACE": topo.namespace}
+        offset = MEND_OFFSET if mend is not None else 0
         for c in pod.containers:
+            if c.name == topology.SIMULATOR and mend is not None and c.vllm:
+                record = mend / f"{pod.name}.jsonl"
+                records.append(record)
+                procs.start(
+                    f"pod-{pod.name}-mend",
+                    [
+                        *netns.exec_prefix(pod.name),
+                        sys.executable,
+                        "-m",
+                        "devtools.dataplane.mend",
+                        str(record),
+                        pod.name,
+                        *(f"{p}={p + offset}" for p in range(c.vllm.port, c.vllm.port + c.vllm.ranks)),
+                    ],
+                    logs,
+                    {"PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+                )
             if c.name == topology.SIMULATOR and kv_events_port is not None and c.vllm and c.vllm.kv_events:
                 ranks, port = c.vllm.ranks, c.vllm.port
                 for r, argv in enumerate(per_rank_args(c.args, ranks, port, RELAY_INBOUND)):
+                    argv = shifted(argv, offset)
                     procs.start(
                         f"pod-{pod.name}-{c.name}-{r}",
                         [*netns.exec_prefix(pod.name), str(bins["simulator"]), *argv],
@@ -212,9 +247,11 @@ def start_pods(
                 )
                 continue
             binary = bins["simulator"] if c.name == topology.SIMULATOR else bins["pd-sidecar"]
+            args = shifted(list(c.args), offset) if c.name == topology.SIMULATOR else list(c.args)
             procs.start(
-                f"pod-{pod.name}-{c.name}", [*netns.exec_prefix(pod.name), str(binary), *c.args], logs, env
+                f"pod-{pod.name}-{c.name}", [*netns.exec_prefix(pod.name), str(binary), *args], logs, env
             )
+    return records
 
 
 def renderer_args(renderer: topology.Renderer) -> list[str]:
@@ -456,6 +493,79 @@ def break_kv_events_port(text: str) -> str:
     raise ValueError("the config has no precise prefix producer with a KV-events socket port to break")
 
 
+def upstream_requests(log: Path) -> list[dict[str, Any]]:
+    """The gateway stand-in's record of the agentic API's upstream requests (one JSON line each)."""
+    if not log.exists():
+        return []
+    return [json.loads(x) for x in log.read_text().splitlines() if x.startswith("{")]
+
+
+def responses_phase(
+    procs: Processes,
+    topo: topology.Topology,
+    bins: dict[str, Path],
+    logs: Path,
+    run_dir: Path,
+    kubeconfig: Path,
+    config_text: str,
+    kv_events_port: int | None,
+    agentic: responses.Rendered,
+    binary: Path,
+    model: str,
+    stack: str,
+) -> dict[str, Any]:
+    """The Responses phase with the rendered router: the pods with the output-id stand-in, two
+    pickers with the rendered config, the gateway stand-in serving the agentic API's upstream
+    host and port, then devtools/dataplane/responses.py."""
+    records_dir = run_dir / "responses-records"
+    records_dir.mkdir(parents=True, exist_ok=True)
+    records = start_pods(procs, topo, bins, logs, kv_events_port, mend=records_dir)
+    pickers = start_pickers(procs, topo, config_text, bins, run_dir, kubeconfig, logs, "responses")
+    warm = run_dir / "warm-responses"
+    warm_file = run_dir / "warm.jsonl"
+    wait_for(
+        "responses: a request routed",
+        lambda: any(
+            r["outcome"] == "served"
+            for r in run_replay(procs, bins, pickers, warm_file, warm, [], logs, topo.picker, "5s")
+        ),
+        120,
+        2,
+    )
+    port = agentic.upstream_port
+    procs.start(
+        "gateway-upstream", gateway_argv(bins, pickers, topo.picker, f"--listen={GATEWAY_IP}:{port}"), logs
+    )
+    phase = responses.Phase(
+        start=lambda name, argv, env: procs.start(name, argv, logs, env, inherit=False),
+        stop=procs.stop,
+        binary=binary,
+        version=agentic_env.agentic_version(),
+        rendered=agentic,
+        model=model,
+        client_ns=CLIENT_NS,
+        run_dir=run_dir,
+        records=records,
+        decode_pods={p.name for p in topo.role("decode")},
+    )
+    try:
+        out = responses.run_phase(phase, stack)
+    finally:
+        procs.stop("gateway-upstream")
+        procs.stop("picker-")
+        procs.stop("pod-")
+    upstream = upstream_requests(logs / "gateway-upstream.log")
+    expected_host = agentic.upstream_host + ("" if port == 80 else f":{port}")
+    out["upstream"] = {
+        "requests": len(upstream),
+        "hosts": sorted({str(u.get("host")) for u in upstream}),
+        "health": sum(1 for u in upstream if u.get("path") == "/health" and u.get("status") == 200),
+        "responses": sum(1 for u in upstream if str(u.get("path", "")).startswith("/v1/responses")),
+    }
+    out["upstream"]["rendered_host"] = expected_host
+    return out
+
+
 def main_run(
     stack: str,
     long: bool,
@@ -502,6 +612,14 @@ def main_run(
         folder = build.ensure(target)
         for b in target.binaries:
             bins["simulator" if b == "llm-d-inference-sim" else b] = folder / b
+    # The Responses phase (devtools/dataplane/responses.py), for a stack that renders the agentic API.
+    agentic = None
+    if not (broken or broken_kv_events):
+        try:
+            agentic = responses.rendered(render)
+        except ValueError as exc:  # a stack whose database the twin cannot stand in for
+            print(f"responses: not run: {exc}")
+    agentic_binary = agentic_env.ensure() if agentic is not None else None
     rendered_config = topo.picker.config
     if broken:
         rendered_config = break_render_url(rendered_config)
@@ -586,11 +704,20 @@ def main_run(
         if topo.renderer:
             spaces.append((RENDER_NS, RENDER_IP))
         spaces += [(p.name, p.ip) for p in topo.pods]
+        if agentic is not None:
+            spaces += responses.spaces(agentic)
         netns.setup(spaces)
         if topo.renderer:
             # The Service name resolves to the render pod inside every namespace of the run.
             netns.write_hosts([name for name, _ in spaces], {topo.renderer.host: RENDER_IP})
             start_renderer(procs, topo.renderer, bins, logs)
+        if agentic is not None:
+            # The agentic API's upstream host names the gateway stand-in in its replicas'
+            # namespaces, as the upstream Service over the gateway's proxies does in a cluster.
+            netns.write_hosts(
+                [responses.replica_ns(i) for i in range(agentic.replicas)],
+                {agentic.upstream_host: GATEWAY_IP},
+            )
         state = cluster.load_state(root)
         forwarder = netns.Forwarder(
             [f"picker-{i}" for i in range(topo.picker.replicas)] + [CLIENT_NS],
@@ -714,13 +841,33 @@ def main_run(
             result[tag] = figs
             procs.stop("picker-")
             procs.stop("pod-")
+        if agentic is not None and agentic_binary is not None:
+            result["responses"] = responses_phase(
+                procs,
+                topo,
+                bins,
+                logs,
+                run_dir,
+                kubeconfig,
+                rendered_config,
+                kv_events_port,
+                agentic,
+                agentic_binary,
+                model,
+                stack,
+            )
         result["seconds"] = round(time.monotonic() - started)
         result["series"] = series
         result["failures"] = report.checks(result)
+        if "responses" in result:
+            result["failures"] += responses.checks(result["responses"])
         (run_dir / "report.json").write_text(json.dumps(result, indent=2) + "\n")
         (run_dir / "report.svg").write_text(picture(series, stack))
         for line in report.lines(result):
             print(line)
+        if "responses" in result:
+            for line in responses.lines(result["responses"]):
+                print(line)
         print(f"dataplane: {stack} in {result['seconds']} s; report {run_dir}/report.json, report.svg")
         for failure in result["failures"]:
             print(f"dataplane: FAIL: {failure}", file=sys.stderr)

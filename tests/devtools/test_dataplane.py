@@ -2,6 +2,7 @@
 and the figures (the run itself is `make dataplane`)."""
 
 import itertools
+import os
 from pathlib import Path
 from typing import Any
 
@@ -254,6 +255,20 @@ def test_netns_commands_wire_each_namespace_to_the_bridge() -> None:
     assert f"ip -n {netns.ns_name('pod')} addr add 10.244.0.10/24 dev eth0" in flat
     assert sum("master br0" in c for c in flat) == 2
     assert all(c.startswith("ip ") for c in flat)
+
+
+def test_a_run_tears_down_its_own_namespaces_and_those_of_runs_that_are_gone() -> None:
+    def alive(pid: int) -> bool:
+        return pid == 42
+
+    own = "lfdp7-"
+    assert netns.ours("lfdp7-gateway", own, alive)
+    assert not netns.ours("lfdp42-gateway", own, alive)  # another run, still going
+    assert netns.ours("lfdp43-gateway", own, alive)  # a run whose process is gone
+    # Names of earlier versions (a concurrent run of one removes them itself) and anything else.
+    assert not netns.ours("lfdp-gateway", own, alive)
+    assert not netns.ours("cni-1234", own, alive)
+    assert netns.ns_name("client").startswith(f"lfdp{os.getpid()}-")
 
 
 def test_twin_cli_dispatches_dataplane(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -610,6 +610,70 @@ def test_the_agentic_api_is_highly_available_and_hardened(stack, rendered):
     assert pdb["spec"]["maxUnavailable"] == 1
 
 
+def _flag(args: list[str], name: str) -> str:
+    return args[args.index(name) + 1]
+
+
+def _matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    wanted = selector.get("matchLabels") or {}
+    return bool(wanted) and wanted.items() <= labels.items()
+
+
+@pytest.mark.parametrize("stack", responses_stacks())
+def test_the_agentic_api_starts_on_its_read_only_root_and_outlasts_the_model_load(stack, rendered):
+    objects = rendered(stack)
+    config = parse_config(stack_raw_config(stack), stack)
+    deployment = _objects(objects, "Deployment")["agentic-api"]
+    spec = deployment["spec"]["template"]["spec"]
+    (container,) = spec["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    # Its home (config.toml at every start) is a mounted emptyDir, not the read-only root.
+    home = env["AGENTIC_API_HOME"]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert home in mounts and "emptyDir" in volumes[mounts[home]]
+    assert not [m for m in container["volumeMounts"] if m.get("readOnly")]
+    # It waits for the upstream's /health as long as a fresh fleet loads the model, and the
+    # startup probe outlasts that wait plus the database start (it listens only afterwards).
+    args = container["args"]
+    load_seconds = config.serving.model_load_minutes * 60
+    assert int(_flag(args, "--llm-ready-timeout-s")) == load_seconds
+    probe = container["startupProbe"]
+    assert probe["httpGet"]["path"] == "/health"
+    assert probe["periodSeconds"] * probe["failureThreshold"] >= load_seconds + 60
+    # The body limit covers a client that resends the whole served window (8 bytes a token),
+    # and is never below the binary's own default of 10 MiB.
+    roles = config.serving.roles
+    window = min(roles.prefill.max_model_len, roles.decode.max_model_len)
+    limit = int(_flag(args, "--max-request-body-size-bytes"))
+    assert limit >= 10 * 1024 * 1024 and limit >= min(window, config.workload.input_tokens_p99) * 8
+
+
+@pytest.mark.parametrize("stack", responses_stacks())
+def test_nothing_scrapes_the_agentic_api_which_has_no_metrics_endpoint(stack, rendered):
+    # Its metrics go out over OTLP/HTTP only (no /metrics); the fleet has no OTLP collector, so
+    # no monitor selects its pods and no exporter is configured.
+    objects = rendered(stack)
+    deployment = _objects(objects, "Deployment")["agentic-api"]
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    monitors = [o for o in objects if o["kind"] in ("PodMonitor", "ServiceMonitor", "PodMonitoring")]
+    assert monitors  # the stack does scrape the fleet
+    services = {
+        name: s
+        for name, s in _objects(objects, "Service").items()
+        if s["spec"].get("selector", {}).items() <= labels.items()
+    }
+    for monitor in monitors:
+        selector = monitor["spec"].get("selector") or {}
+        assert not _matches(selector, labels), monitor["metadata"]["name"]
+        for service in services.values():
+            assert not _matches(selector, service["metadata"].get("labels") or {}), monitor["metadata"][
+                "name"
+            ]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert not [e for e in container["env"] if e["name"].startswith("OTEL_")]
+
+
 def test_gke_backend_policies_of_the_agentic_api(rendered):
     objects = rendered("gke-h100")
     target = {"group": "", "kind": "Service", "name": "agentic-api"}

@@ -43,6 +43,10 @@ type entry struct {
 	Program string            `json:"program"`
 	Headers map[string]string `json:"headers"`
 	Body    json.RawMessage   `json:"body"`
+	// Serve mode only: the request's own method, path and host (a replay is chat completions).
+	Method string `json:"-"`
+	Path   string `json:"-"`
+	Host   string `json:"-"`
 }
 
 // What happened to it, read by devtools/dataplane/report.py.
@@ -58,6 +62,9 @@ type result struct {
 	Destination string  `json:"destination"`
 	Prefill     string  `json:"prefill"`
 	Status      int     `json:"status"`
+	Method      string  `json:"method,omitempty"`
+	Path        string  `json:"path,omitempty"`
+	Host        string  `json:"host,omitempty"`
 	Outcome     string  `json:"outcome"`
 	Reason      string  `json:"reason,omitempty"`
 	PickMs      float64 `json:"pick_ms"`
@@ -200,19 +207,27 @@ func (p *picker) pick(ctx context.Context, i int, e *entry) (extproc.ExternalPro
 		return nil, nil, err
 	}
 	h := map[string]string{
-		":method": "POST", ":path": "/v1/chat/completions", ":authority": "llm-d-inference-gateway",
+		":method": e.method(), ":path": e.path(), ":authority": "llm-d-inference-gateway",
 		":scheme": "http", "content-type": "application/json", "x-request-id": e.ID,
+	}
+	if e.Host != "" {
+		h[":authority"] = e.Host
 	}
 	for k, v := range e.Headers {
 		h[k] = v
 	}
+	// A request without a body (GET /health) ends with its headers, as Envoy sends it; the picker
+	// then answers the headers alone (pkg/epp/handlers/request.go: a random endpoint).
+	headersOnly := len(e.Body) == 0
 	if err := s.Send(&extproc.ProcessingRequest{Request: &extproc.ProcessingRequest_RequestHeaders{
-		RequestHeaders: &extproc.HttpHeaders{Headers: headerMap(h)}}}); err != nil {
+		RequestHeaders: &extproc.HttpHeaders{Headers: headerMap(h), EndOfStream: headersOnly}}}); err != nil {
 		return nil, nil, err
 	}
-	if err := s.Send(&extproc.ProcessingRequest{Request: &extproc.ProcessingRequest_RequestBody{
-		RequestBody: &extproc.HttpBody{Body: e.Body, EndOfStream: true}}}); err != nil {
-		return nil, nil, err
+	if !headersOnly {
+		if err := s.Send(&extproc.ProcessingRequest{Request: &extproc.ProcessingRequest_RequestBody{
+			RequestBody: &extproc.HttpBody{Body: e.Body, EndOfStream: true}}}); err != nil {
+			return nil, nil, err
+		}
 	}
 	out := &picked{headers: h, body: append([]byte(nil), e.Body...)}
 	for {
@@ -234,6 +249,14 @@ func (p *picker) pick(ctx context.Context, i int, e *entry) (extproc.ExternalPro
 			return s, out, nil
 		case *extproc.ProcessingResponse_RequestHeaders:
 			applyMutation(v.RequestHeaders.GetResponse(), out)
+			if !headersOnly {
+				continue
+			}
+			out.destination = out.headers[destinationHeader]
+			if i := strings.Index(out.destination, ","); i >= 0 {
+				out.destination = out.destination[:i]
+			}
+			return s, out, nil
 		case *extproc.ProcessingResponse_RequestBody:
 			applyMutation(v.RequestBody.GetResponse(), out)
 			out.destination = out.headers[destinationHeader]
@@ -249,6 +272,20 @@ func (p *picker) pick(ctx context.Context, i int, e *entry) (extproc.ExternalPro
 			return s, out, nil
 		}
 	}
+}
+
+func (e *entry) method() string {
+	if e.Method != "" {
+		return e.Method
+	}
+	return http.MethodPost
+}
+
+func (e *entry) path() string {
+	if e.Path != "" {
+		return e.Path
+	}
+	return "/v1/chat/completions"
 }
 
 // respond hands the upstream response to the picker (response phase), best effort.
@@ -273,7 +310,7 @@ func respond(s extproc.ExternalProcessor_ProcessClient, status int, contentType 
 // endpoint's response (status, content type, body; nil when no endpoint answered).
 func (p *picker) route(e *entry, start time.Time, client *http.Client, deadline time.Duration) (result, *answer) {
 	r := result{ID: e.ID, Phase: e.Phase, Session: e.Session, Turn: e.Turn, Band: e.Band, Program: e.Program,
-		StartMs: float64(time.Since(start).Microseconds()) / 1000}
+		StartMs: float64(time.Since(start).Microseconds()) / 1000, Method: e.Method, Path: e.Path, Host: e.Host}
 	began := time.Now()
 	var s extproc.ExternalProcessor_ProcessClient
 	var got *picked
@@ -314,7 +351,11 @@ func (p *picker) route(e *entry, start time.Time, client *http.Client, deadline 
 		return r, nil
 	}
 	r.Destination, r.Prefill = got.destination, got.prefill
-	req, _ := http.NewRequest(http.MethodPost, "http://"+got.destination+"/v1/chat/completions", bytes.NewReader(got.body))
+	var body io.Reader = bytes.NewReader(got.body)
+	if len(got.body) == 0 {
+		body = nil
+	}
+	req, _ := http.NewRequest(e.method(), "http://"+got.destination+e.path(), body)
 	for k, v := range got.headers {
 		if !strings.HasPrefix(k, ":") && k != "content-length" {
 			req.Header.Set(k, v)
@@ -365,8 +406,9 @@ type answer struct {
 }
 
 // serve answers OpenAI-style requests on addr as the gateway would (the user-facing path:
-// `llmd-fleet status --request`): each request's headers and body go through the picker to the
-// endpoint it names, and that endpoint's response comes back. A request the picker rejects gets
+// `llmd-fleet status --request`, and the agentic API's upstream): each request's method, path,
+// host, headers and body go through the picker to the endpoint it names, and that endpoint's
+// response comes back. A request the picker rejects gets
 // its status and dropped reason; one no picker routes gets 503.
 func (p *picker) serve(addr string, client *http.Client, deadline time.Duration) error {
 	var n atomic.Int64
@@ -378,7 +420,7 @@ func (p *picker) serve(addr string, client *http.Client, deadline time.Duration)
 			return
 		}
 		e := &entry{ID: fmt.Sprintf("serve-%d", n.Add(1)), Phase: "serve", Session: "serve",
-			Headers: map[string]string{}, Body: body}
+			Headers: map[string]string{}, Body: body, Method: req.Method, Path: req.URL.RequestURI(), Host: req.Host}
 		for k, v := range req.Header {
 			if len(v) > 0 {
 				e.Headers[strings.ToLower(k)] = v[0]

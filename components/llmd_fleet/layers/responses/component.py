@@ -48,11 +48,16 @@ from llmd_fleet.layers.gateway.component import (
 from llmd_fleet.layers.gateway.specs import GATEWAY_NAME, GATEWAY_NAME_LABEL
 from llmd_fleet.layers.responses.config import ResponsesConfig, S3BackupConfig
 from llmd_fleet.layers.responses.specs import (
+    AGENTIC_API_HOME,
     AGENTIC_API_PORT,
     CNPG_NAMESPACE,
     POSTGRES_PORT,
+    STARTUP_PROBE_PERIOD_SECONDS,
     agentic_api_selector,
     is_managed_gateway,
+    max_request_body_bytes,
+    startup_probe_failures,
+    upstream_ready_timeout_seconds,
 )
 from llmd_fleet.platform.helm import pinned_release
 from llmd_fleet.versions import versions
@@ -163,15 +168,34 @@ def _http_probe(path: str, period: int, failures: int) -> dict[str, Any]:
     }
 
 
+def agentic_api_args(config: StackConfig) -> list[str]:
+    """The agentic API's flags (each one `agentic-server --help` lists; `make check-responses`):
+    its upstream, how long it waits for that upstream's /health before it exits (the model's
+    load time), and the request-body limit the declared workload needs."""
+    return [
+        "--llm-api-base",
+        upstream_url(config),
+        "--llm-ready-timeout-s",
+        str(upstream_ready_timeout_seconds(config)),
+        "--max-request-body-size-bytes",
+        str(max_request_body_bytes(config)),
+    ]
+
+
 def agentic_api_deployment_spec(config: StackConfig, gateway_address: str | None) -> dict[str, Any]:
     """The agentic API: 2+ replicas spread over nodes, restricted pod (non-root, read-only root,
     RuntimeDefault seccomp, every capability dropped, no service-account token), startup,
     readiness and liveness probes. `gateway_address`: GKE's managed gateway address, which
-    `hostAliases` maps the upstream host to."""
+    `hostAliases` maps the upstream host to.
+
+    It has no /metrics: its metrics and traces go out over OTLP/HTTP only, when the
+    OpenTelemetry variables name an exporter; the fleet runs no OTLP collector, so none are set
+    and its metrics are not collected (docs/responses.md)."""
     responses = config.responses
     assert responses is not None, "Responses is off"
     names = responses_names(config)
     resources = {"cpu": str(responses.cpus), "memory": f"{responses.memory_gib}Gi"}
+    startup = _http_probe("/health", STARTUP_PROBE_PERIOD_SECONDS, startup_probe_failures(config))
     spec: dict[str, Any] = {
         "automountServiceAccountToken": False,
         "securityContext": restricted_pod_context(),
@@ -183,7 +207,7 @@ def agentic_api_deployment_spec(config: StackConfig, gateway_address: str | None
                 "name": "agentic-api",
                 "image": versions().image("agentic-api").ref,
                 "imagePullPolicy": "IfNotPresent",
-                "args": ["--llm-api-base", upstream_url(config)],
+                "args": agentic_api_args(config),
                 "env": [
                     {
                         "name": "DATABASE_URL",
@@ -191,20 +215,30 @@ def agentic_api_deployment_spec(config: StackConfig, gateway_address: str | None
                             "secretKeyRef": {"name": names.connection_secret, "key": "database-url"}
                         },
                     },
+                    # It writes config.toml there at every start; the root is read-only.
+                    {"name": "AGENTIC_API_HOME", "value": AGENTIC_API_HOME},
                     {"name": "RUST_LOG", "value": "agentic_server=info,agentic_core=info"},
                 ],
                 "ports": [{"name": "http", "containerPort": AGENTIC_API_PORT, "protocol": "TCP"}],
-                # Startup waits for the database and the schema; readiness is the server's own
-                # /ready (it answers once PostgreSQL is reachable), liveness /health.
-                "startupProbe": _http_probe("/health", 5, 60),
+                # It listens only once the upstream's /health answered and the schema is ready:
+                # the startup probe outlasts that wait (the model's load time). Readiness is its
+                # own /ready (503 while PostgreSQL is unreachable), liveness /health.
+                "startupProbe": startup,
                 "readinessProbe": _http_probe("/ready", 5, 3),
                 "livenessProbe": _http_probe("/health", 10, 3),
                 "resources": {"requests": dict(resources), "limits": resources},
                 "securityContext": restricted_container_context(),
-                "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+                "volumeMounts": [
+                    {"name": "tmp", "mountPath": "/tmp"},
+                    {"name": "home", "mountPath": AGENTIC_API_HOME},
+                ],
             }
         ],
-        "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}],
+        "volumes": [
+            {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+            # config.toml only (a few hundred bytes): the store is PostgreSQL.
+            {"name": "home", "emptyDir": {"sizeLimit": "16Mi"}},
+        ],
     }
     if gateway_address is not None:
         spec["hostAliases"] = [{"ip": gateway_address, "hostnames": [names.upstream_host(True)]}]

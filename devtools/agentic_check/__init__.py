@@ -1,0 +1,1 @@
+"""vLLM's agentic API checked against the pinned binary (docs/responses.md)."""
