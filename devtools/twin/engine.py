@@ -389,7 +389,9 @@ class PolicyResults:
 
 def policy_results(events: Iterable[Mapping[str, Any]]) -> PolicyResults:
     """From the engine's events as JSON objects (`--event-log`: one per line): the packs that ran
-    and the violations (`policyEvent`) by enforcement level."""
+    and the violations (`policyEvent`) by enforcement level, of the update only: a `pulumi up`
+    without `--skip-preview` logs its preview first, which ends with a summary marked
+    `isPreview`, and what came before that is left out."""
     packs: list[str] = []
     levels: dict[str, int] = {}
 
@@ -399,10 +401,14 @@ def policy_results(events: Iterable[Mapping[str, Any]]) -> PolicyResults:
 
     for event in events:
         summary = event.get("summaryEvent")
+        if isinstance(summary, Mapping) and summary.get("isPreview"):
+            packs.clear()
+            levels.clear()
+            continue
         if isinstance(summary, Mapping):
             for name in summary.get("PolicyPacks") or {}:
                 ran(name)
-        for kind in ("policyAnalyzeSummaryEvent", "policyAnalyzeStackSummaryEvent", "policyLoadEvent"):
+        for kind in ("policyAnalyzeSummaryEvent", "policyAnalyzeStackSummaryEvent"):
             analyzed = event.get(kind)
             if isinstance(analyzed, Mapping):
                 ran(analyzed.get("policyPackName"))

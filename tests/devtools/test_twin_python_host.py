@@ -194,6 +194,17 @@ def test_a_mandatory_violation_or_no_pack_fails_the_run():
     ]
 
 
+def test_the_preview_of_a_pulumi_up_is_not_counted():
+    log = _events(
+        {"policyEvent": {"policyPackName": "llmd-fleet", "enforcementLevel": "advisory"}},
+        {"policyEvent": {"policyPackName": "llmd-fleet", "enforcementLevel": "mandatory"}},
+        {"summaryEvent": {"isPreview": True, "PolicyPacks": {"llmd-fleet": "0.1.0"}}},
+        {"policyEvent": {"policyPackName": "llmd-fleet", "enforcementLevel": "advisory"}},
+        {"summaryEvent": {"isPreview": False, "PolicyPacks": {"llmd-fleet": "0.1.0"}}},
+    )
+    assert engine.policy_results(engine.event_log(log)) == engine.PolicyResults(("llmd-fleet",), 0, 1)
+
+
 def test_a_pack_without_violations_is_named_by_the_analyzer_summary():
     log = _events({"policyAnalyzeSummaryEvent": {"policyPackName": "llmd-fleet", "passed": ["x"]}})
     assert engine.policy_results(engine.event_log(log)).packs == ("llmd-fleet",)
