@@ -2,15 +2,21 @@
 
     python -m devtools.twin engine [STACK]     (`make engine`, `llmd-fleet twin engine`)
 
-With the twin up, this drives the unmodified program (`llmd_fleet.program.main`, what
-infra/__main__.py calls) through the Automation API's inline programs: a LocalWorkspace whose
-PULUMI_HOME (plugins) and file backend live under build/twin/engine/, a passphrase secrets provider
-with a passphrase made at run time, the stack's config copied from stacks/Pulumi.<stack>.yaml plus
+With the twin up, this drives the unmodified program through the Automation API: a LocalWorkspace
+on a copy of the checkout (build/twin/engine/checkout/, its `.venv` from `uv sync --frozen`), so
+the Pulumi CLI runs `infra/__main__.py` and the policy pack through the real Python language host
+(python_host.py) with Pulumi.yaml's `toolchain: uv` and `typechecker: mypy`; without the host's
+source snapshot, the Automation API's inline program (`llmd_fleet.program.main`) instead. PULUMI_HOME
+(plugins) and the file backend live under build/twin/, a passphrase secrets provider with a
+passphrase made at run time, the stack's config copied from stacks/Pulumi.<stack>.yaml plus
 `target.platform: preinstalled`, and its secrets (kubeconfig of the twin, hfToken,
 responsesDbPassword, ...) set at run time as Pulumi secrets. In order:
 
+0. (with the host) `pulumi up` of the program with a type error added, which the host's mypy run
+   must refuse before any resource;
 1. preview;
-2. up (the provider awaits the preflight Job, the Deployments and the rest as on a cluster);
+2. up with the policy pack (the provider awaits the preflight Job, the Deployments and the rest
+   as on a cluster), then the host's line and the pack's line (from the engine's events);
 3. a second up, which must change nothing;
 4. a serving-only change (decode `maxNumSeqs`), which must update in place and replace nothing;
 5. destroy, after unprotecting what the stack protects, which must leave nothing of ours.
@@ -19,9 +25,9 @@ Each step prints one `engine:` line. The state is exported after the first up an
 value must be absent from it (plain, JSON-escaped and base64). `make e2e` runs the same steps
 (engine_e2e.py) with the twin's read-back checks between up and the second up.
 
-The Pulumi CLI and the Kubernetes provider come from build.ensure (PATH or the cache, else built);
-an installed provider plugin of the version the pulumi-kubernetes SDK requests (in
-$PULUMI_HOME/plugins or ~/.pulumi/plugins) is used instead of the built one.
+The Pulumi CLI, the host and the Kubernetes provider come from build.ensure and python_host.ensure
+(PATH or the cache, else built); an installed provider plugin of the version the pulumi-kubernetes
+SDK requests (in $PULUMI_HOME/plugins or ~/.pulumi/plugins) is used instead of the built one.
 """
 
 import base64
