@@ -461,9 +461,15 @@ def walk(keep: bool = False) -> int:
     root = cluster.PROJECT_ROOT
     started = time.monotonic()
     steps = walk_commands((root / DOC).read_text(encoding="utf-8"))
+    # `pulumi up` of this project needs the Python language host: no stand-in takes its place, so
+    # without its source nothing is built or started.
+    try:
+        python_host.snapshot(python_host.pins())
+    except python_host.SnapshotMissing as missing:
+        print(f"quickstart: not run: no Python language host ({missing})", flush=True)
+        return 0
     tools = ensure_tools(verbose=True)
     if tools.host is None:
-        # `pulumi up` of this project needs the Python language host: no stand-in takes its place.
         print(f"quickstart: not run: no Python language host ({tools.host_absent})", flush=True)
         return 0
     host = tools.host
