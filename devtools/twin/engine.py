@@ -684,11 +684,9 @@ class Engine:
             main.write_text(original)
         return refused, len(self.export().get("resources") or [])
 
-    def host_report(self) -> tuple[str, dict[str, str]]:
-        """The host's own version (`-version`) and what it answered `pulumi about` (runtime)."""
-        assert self.tools.host is not None
-        version = python_host.reported_version(self.tools.host.binary)
-        return version, python_host.about_runtime(self.cli("about", "--json"))
+    def about_host(self) -> dict[str, str]:
+        """What `pulumi about --json` in the project says of the language host it ran."""
+        return python_host.about_host(self.cli("about", "--json"))
 
     def update(self) -> tuple[Step, int, int]:
         changed, old, new = with_update(self.config)
@@ -838,12 +836,12 @@ def run_engine(
     run.say(step_line(engine.preview()))
     run.say(step_line(engine.up(policy=True)))
     if host is not None:
-        version, runtime = engine.host_report()
-        problems = python_host.host_problems(host, version, runtime, engine.runtime_options)
+        about = engine.about_host()
+        problems = python_host.host_problems(host, about, engine.runtime_options)
         if problems:
             run.problems.extend(f"engine: {problem}" for problem in problems)
         else:
-            run.say(python_host.host_line(version, host.commit, runtime))
+            run.say(python_host.host_line(about, host.commit))
         run.say(policy_line(engine.policy))
         run.problems.extend(policy_problems(engine.policy))
     deployment = engine.export()

@@ -304,40 +304,45 @@ def sync_venv(checkout: Path, env: Mapping[str, str]) -> float:
     return time.monotonic() - started
 
 
-def reported_version(binary: Path) -> str:
-    """What the host says its version is (`pulumi-language-python -version`)."""
-    done = subprocess.run([str(binary), "-version"], capture_output=True, text=True, check=False, timeout=30)
-    return done.stdout.strip()
-
-
-def about_runtime(about_json: str) -> dict[str, str]:
-    """The `runtime` object of `pulumi about --json`: what the language host's About answered
-    (language, executable and version of the interpreter, toolchain, typechecker)."""
+def about_host(about_json: str) -> dict[str, str]:
+    """What `pulumi about --json` says of the language host: the version of the `python` language
+    plugin the CLI ran (`version`, from the host's plugin info) and what the host's About answered
+    for the project (`toolchain`, `typechecker`, lower-cased: the host names them `Uv`, `Mypy`)."""
     document = json.loads(about_json)
-    runtime = document.get("runtime") if isinstance(document, dict) else None
-    return {str(k): str(v) for k, v in runtime.items()} if isinstance(runtime, dict) else {}
+    if not isinstance(document, dict):
+        return {}
+    found: dict[str, str] = {}
+    runtime = document.get("runtime")
+    if isinstance(runtime, dict):
+        for option in ("toolchain", "typechecker"):
+            if option in runtime:
+                found[option] = str(runtime[option]).lower()
+    for plugin in document.get("plugins") or []:
+        if isinstance(plugin, dict) and plugin.get("kind") == "language" and plugin.get("name") == "python":
+            found["version"] = str(plugin.get("version"))
+    return found
 
 
-def host_line(version: str, commit: str, runtime: Mapping[str, str]) -> str:
+def host_line(about: Mapping[str, str], commit: str) -> str:
     """The line saying the real host ran the program with the project's runtime options."""
     return (
-        f"engine: language host {BINARY} {version} (from source {commit[:7]}), "
-        f"toolchain {runtime.get('toolchain', '?')}, typechecker {runtime.get('typechecker', '?')}: ok"
+        f"engine: language host {BINARY} {about.get('version', '?')} (from source {commit[:7]}), "
+        f"toolchain {about.get('toolchain', '?')}, typechecker {about.get('typechecker', '?')}: ok"
     )
 
 
-def host_problems(
-    host: Host, version: str, runtime: Mapping[str, str], project: Mapping[str, str]
-) -> list[str]:
-    """Why the host that ran is not the one pinned, or did not apply the project's runtime options
-    (`project`: Pulumi.yaml's `runtime.options`)."""
+def host_problems(host: Host, about: Mapping[str, str], project: Mapping[str, str]) -> list[str]:
+    """Why the host `pulumi about` describes is not the one pinned, or did not apply the project's
+    runtime options (`project`: Pulumi.yaml's `runtime.options`)."""
     problems = []
-    if version != host.version:
-        problems.append(f"{BINARY} reports version {version!r}, the matrix pins {host.version}")
+    if about.get("version") != host.version:
+        problems.append(
+            f"the CLI ran {BINARY} {about.get('version')!r} (`pulumi about`), the matrix pins {host.version}"
+        )
     for option in ("toolchain", "typechecker"):
-        if runtime.get(option) != project.get(option):
+        if about.get(option) != project.get(option, "").lower():
             problems.append(
-                f"{BINARY}: {option} {runtime.get(option)!r} in `pulumi about`, "
+                f"{BINARY}: {option} {about.get(option)!r} in `pulumi about`, "
                 f"Pulumi.yaml asks for {project.get(option)!r}"
             )
     return problems

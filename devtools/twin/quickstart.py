@@ -384,14 +384,12 @@ def deploy(walker: Walker, command: str, host: python_host.Host) -> None:
         detail=lambda out: up_detail(command, out),
     )
     results = policy_results(event_log(log.read_text()) if log.is_file() else [])
-    about = walker.run(f"pulumi about --json --stack {STACK}", step="pulumi about")
-    version = python_host.reported_version(host.binary)
-    runtime = python_host.about_runtime(about)
+    about = python_host.about_host(walker.run(f"pulumi about --json --stack {STACK}", step="pulumi about"))
     options = project_runtime_options(project_file(walker.checkout))
-    problems = python_host.host_problems(host, version, runtime, options)
+    problems = python_host.host_problems(host, about, options)
     if problems:
         raise StepFailed("language host", "pulumi about --json", "; ".join(problems))
-    print(python_host.host_line(version, host.commit, runtime), flush=True)
+    print(python_host.host_line(about, host.commit), flush=True)
     print(policy_line(results), flush=True)
     problems = policy_problems(results)
     if problems:

@@ -88,42 +88,48 @@ def test_without_the_snapshot_the_host_is_missing_not_broken(monkeypatch, tmp_pa
 
 # --- the host's line ------------------------------------------------------------------------------
 
+# The shape `pulumi about --json` (CLI v3.277.0) printed for this project with the host built here.
 ABOUT = {
-    "plugins": [],
+    "plugins": [
+        {"name": "kubernetes", "version": "4.34.2", "kind": "resource"},
+        {"name": "python", "version": "3.260.0-dev", "kind": "language"},
+    ],
     "runtime": {
+        "executable": "/tmp/copy/.venv/bin/python",
         "language": "python",
-        "version": "3.11.7",
-        "toolchain": "uv",
+        "toolchain": "Uv",
         "toolchainVersion": "0.13.9",
-        "typechecker": "mypy",
+        "typechecker": "Mypy",
+        "version": "3.11.7",
     },
 }
 HOST = python_host.Host(Path("/cache/bin"), "3.260.0-dev", "1b5949891b3cefcb9974752b24a5ecef0acc86c8", None)
+PROJECT = {"toolchain": "uv", "virtualenv": ".venv", "typechecker": "mypy"}
 
 
 def test_the_host_line_names_version_source_toolchain_and_typechecker():
-    runtime = python_host.about_runtime(json.dumps(ABOUT))
-    assert python_host.host_line("3.260.0-dev", HOST.commit, runtime) == (
+    about = python_host.about_host(json.dumps(ABOUT))
+    assert about == {"version": "3.260.0-dev", "toolchain": "uv", "typechecker": "mypy"}
+    assert python_host.host_line(about, HOST.commit) == (
         "engine: language host pulumi-language-python 3.260.0-dev (from source 1b59498), "
         "toolchain uv, typechecker mypy: ok"
     )
-    assert (
-        python_host.host_problems(HOST, "3.260.0-dev", runtime, {"toolchain": "uv", "typechecker": "mypy"})
-        == []
-    )
+    assert python_host.host_problems(HOST, about, PROJECT) == []
 
 
 def test_a_host_that_ignored_the_projects_options_or_is_another_version_fails():
-    runtime = python_host.about_runtime(
-        json.dumps({**ABOUT, "runtime": {"toolchain": "pip", "typechecker": "none"}})
-    )
-    problems = python_host.host_problems(HOST, "3.277.0", runtime, {"toolchain": "uv", "typechecker": "mypy"})
+    other = {
+        "plugins": [{"name": "python", "version": "3.277.0", "kind": "language"}],
+        "runtime": {"toolchain": "Pip", "typechecker": "None"},
+    }
+    problems = python_host.host_problems(HOST, python_host.about_host(json.dumps(other)), PROJECT)
     assert problems == [
-        "pulumi-language-python reports version '3.277.0', the matrix pins 3.260.0-dev",
+        "the CLI ran pulumi-language-python '3.277.0' (`pulumi about`), the matrix pins 3.260.0-dev",
         "pulumi-language-python: toolchain 'pip' in `pulumi about`, Pulumi.yaml asks for 'uv'",
         "pulumi-language-python: typechecker 'none' in `pulumi about`, Pulumi.yaml asks for 'mypy'",
     ]
-    assert python_host.about_runtime(json.dumps({"plugins": []})) == {}
+    assert python_host.about_host(json.dumps({"plugins": []})) == {}
+    assert len(python_host.host_problems(HOST, {}, PROJECT)) == 3
 
 
 def test_the_project_asks_for_uv_and_mypy():
