@@ -54,7 +54,7 @@ def test_the_host_reports_its_sources_version_not_the_clis():
 
 
 def test_the_wrapper_drops_upstreams_local_replaces_and_keeps_its_fork():
-    pinned = python_host.Pins("1b5949891b3cefcb9974752b24a5ecef0acc86c8", "3.260.0-dev", "v3.277.0")
+    pinned = python_host.Pins("0123456789abcdef0123456789abcdef01234567", "9.8.0-dev", "v3.999.0")
     gomod = python_host.wrapper_gomod(pinned, UPSTREAM_GOMOD)
     assert modules.parse_replaces(gomod) == {
         "github.com/atotto/clipboard": (
@@ -63,19 +63,19 @@ def test_the_wrapper_drops_upstreams_local_replaces_and_keeps_its_fork():
         )
     }
     assert modules.parse_requires(gomod) == {
-        modules.PULUMI_CLI: "v3.277.0",
-        python_host.PULUMI_SDK: "v3.277.0",
+        modules.PULUMI_CLI: "v3.999.0",
+        python_host.PULUMI_SDK: "v3.999.0",
     }
     assert python_host.wrapper_problems(pinned, gomod) == []
 
 
 def test_a_wrapper_left_at_another_version_is_named():
-    pinned = python_host.Pins("1b5949891b3cefcb9974752b24a5ecef0acc86c8", "3.260.0-dev", "v3.277.0")
-    stale = python_host.wrapper_gomod(pinned, UPSTREAM_GOMOD).replace("v3.277.0", "v3.274.1")
+    pinned = python_host.Pins("0123456789abcdef0123456789abcdef01234567", "9.8.0-dev", "v3.999.0")
+    stale = python_host.wrapper_gomod(pinned, UPSTREAM_GOMOD).replace("v3.999.0", "v3.998.0")
     problems = python_host.wrapper_problems(pinned, stale)
     assert problems == [
-        f"python-host: requires {modules.PULUMI_CLI} v3.274.1, the matrix pins v3.277.0",
-        f"python-host: requires {python_host.PULUMI_SDK} v3.274.1, the matrix pins v3.277.0",
+        f"python-host: requires {modules.PULUMI_CLI} v3.998.0, the matrix pins v3.999.0",
+        f"python-host: requires {python_host.PULUMI_SDK} v3.998.0, the matrix pins v3.999.0",
     ]
 
 
@@ -88,11 +88,11 @@ def test_without_the_snapshot_the_host_is_missing_not_broken(monkeypatch, tmp_pa
 
 # --- the host's line ------------------------------------------------------------------------------
 
-# The shape `pulumi about --json` (CLI v3.277.0) printed for this project with the host built here.
+# The shape `pulumi about --json` ([twin].pulumi-cli) printed for this project with the host built here.
 ABOUT = {
     "plugins": [
         {"name": "kubernetes", "version": "4.34.2", "kind": "resource"},
-        {"name": "python", "version": "3.260.0-dev", "kind": "language"},
+        {"name": "python", "version": "9.8.0-dev", "kind": "language"},
     ],
     "runtime": {
         "executable": "/tmp/copy/.venv/bin/python",
@@ -103,15 +103,15 @@ ABOUT = {
         "version": "3.11.7",
     },
 }
-HOST = python_host.Host(Path("/cache/bin"), "3.260.0-dev", "1b5949891b3cefcb9974752b24a5ecef0acc86c8", None)
+HOST = python_host.Host(Path("/cache/bin"), "9.8.0-dev", "0123456789abcdef0123456789abcdef01234567", None)
 PROJECT = {"toolchain": "uv", "virtualenv": ".venv", "typechecker": "mypy"}
 
 
 def test_the_host_line_names_version_source_toolchain_and_typechecker():
     about = python_host.about_host(json.dumps(ABOUT))
-    assert about == {"version": "3.260.0-dev", "toolchain": "uv", "typechecker": "mypy"}
+    assert about == {"version": "9.8.0-dev", "toolchain": "uv", "typechecker": "mypy"}
     assert python_host.host_line(about, HOST.commit) == (
-        "engine: language host pulumi-language-python 3.260.0-dev (from source 1b59498), "
+        "engine: language host pulumi-language-python 9.8.0-dev (from source 0123456), "
         "toolchain uv, typechecker mypy: ok"
     )
     assert python_host.host_problems(HOST, about, PROJECT) == []
@@ -119,12 +119,12 @@ def test_the_host_line_names_version_source_toolchain_and_typechecker():
 
 def test_a_host_that_ignored_the_projects_options_or_is_another_version_fails():
     other = {
-        "plugins": [{"name": "python", "version": "3.277.0", "kind": "language"}],
+        "plugins": [{"name": "python", "version": "3.999.0", "kind": "language"}],
         "runtime": {"toolchain": "Pip", "typechecker": "None"},
     }
     problems = python_host.host_problems(HOST, python_host.about_host(json.dumps(other)), PROJECT)
     assert problems == [
-        "the CLI ran pulumi-language-python '3.277.0' (`pulumi about`), the matrix pins 3.260.0-dev",
+        "the CLI ran pulumi-language-python '3.999.0' (`pulumi about`), the matrix pins 9.8.0-dev",
         "pulumi-language-python: toolchain 'pip' in `pulumi about`, Pulumi.yaml asks for 'uv'",
         "pulumi-language-python: typechecker 'none' in `pulumi about`, Pulumi.yaml asks for 'mypy'",
     ]
@@ -243,7 +243,7 @@ def test_the_host_and_policy_lines_are_not_taken_for_step_lines():
     lines = [
         "engine: preview 3 to create (1.0 s)",
         "engine: up 3 created (2.0 s)",
-        "engine: language host pulumi-language-python 3.260.0-dev (from source 1b59498), "
+        "engine: language host pulumi-language-python 9.8.0-dev (from source 0123456), "
         "toolchain uv, typechecker mypy: ok",
         "policy: llmd-fleet ran in pulumi up: 0 mandatory, 2 advisory",
     ]
