@@ -365,8 +365,8 @@ def up_detail(command: str, output: str) -> str:
 
 def deploy(walker: Walker, command: str, host: python_host.Host) -> None:
     """A `pulumi up` of the document, with `--event-log` added (it records the engine's events and
-    changes nothing else); then the language host's and the policy pack's lines, from the host
-    itself (`-version`, `pulumi about`) and from the analyzer results in those events."""
+    changes nothing else); then the language host's and the policy pack's lines, from what
+    `pulumi about --json` says of the host and from the analyzer results in those events."""
     from devtools.twin.engine import (
         event_log,
         policy_line,
