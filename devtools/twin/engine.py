@@ -402,8 +402,9 @@ def policy_results(events: Iterable[Mapping[str, Any]]) -> PolicyResults:
     levels: dict[str, int] = {}
 
     def ran(name: object) -> None:
-        if isinstance(name, str) and name and name not in packs:
-            packs.append(name)
+        # The update's summary keys a local pack as `<name>|local|<directory>`.
+        if isinstance(name, str) and name and name.split("|", 1)[0] not in packs:
+            packs.append(name.split("|", 1)[0])
 
     for event in events:
         summary = event.get("summaryEvent")

@@ -175,7 +175,13 @@ def test_policy_counts_come_from_the_engines_events():
                     "policyName": "c",
                 }
             },
-            {"summaryEvent": {"resourceChanges": {"create": 3}, "PolicyPacks": {"llmd-fleet": "0.1.0"}}},
+            # as the CLI keyed a local pack in the engine run's summary
+            {
+                "summaryEvent": {
+                    "resourceChanges": {"create": 3},
+                    "PolicyPacks": {"llmd-fleet|local|/w/checkout/policies": "0.1.0"},
+                }
+            },
         )
         + '\n{"sequence": 9, "cut sh'
     )
