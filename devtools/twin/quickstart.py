@@ -313,17 +313,23 @@ class Walker:
         self.count_events = 0
 
     def run(
-        self, command: str, timeout: float = COMMAND_TIMEOUT_S, step: str = "", detail: Any = None
+        self,
+        command: str,
+        timeout: float = COMMAND_TIMEOUT_S,
+        step: str = "",
+        detail: Any = None,
+        env: Mapping[str, str] | None = None,
     ) -> str:
-        """One command as written, under bash, in the checkout copy; its standard output on
-        success. `detail(stdout)` gives the text after `ok (N s):`, or raises StepFailed."""
+        """One command as written, under bash, in the checkout copy (`env` added to the walk's
+        environment); its standard output on success. `detail(stdout)` gives the text after
+        `ok (N s):`, or raises StepFailed."""
         step = step or step_name(command)
         started = time.monotonic()
         try:
             done = subprocess.run(
                 ["bash", "-c", command],
                 cwd=self.checkout,
-                env=self.env,
+                env={**self.env, **(env or {})},
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 text=True,
@@ -365,7 +371,8 @@ def up_detail(command: str, output: str) -> str:
 
 def deploy(walker: Walker, command: str, host: python_host.Host) -> None:
     """A `pulumi up` of the document, with `--event-log` added (it records the engine's events and
-    changes nothing else); then the language host's and the policy pack's lines, from what
+    changes nothing else; the CLI offers it under `PULUMI_DEBUG_COMMANDS=true`, as the Automation
+    API runs it); then the language host's and the policy pack's lines, from what
     `pulumi about --json` says of the host and from the analyzer results in those events."""
     from devtools.twin.engine import (
         event_log,
@@ -382,6 +389,8 @@ def deploy(walker: Walker, command: str, host: python_host.Host) -> None:
         f"{command} --event-log {shlex.quote(str(log))}",
         step=step_name(command),
         detail=lambda out: up_detail(command, out),
+        # The CLI offers `--event-log` with its debug flags only, as the Automation API uses it.
+        env={"PULUMI_DEBUG_COMMANDS": "true"},
     )
     results = policy_results(event_log(log.read_text()) if log.is_file() else [])
     about = python_host.about_host(walker.run(f"pulumi about --json --stack {STACK}", step="pulumi about"))
