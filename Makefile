@@ -118,7 +118,8 @@ check-versions: ## Every version images/versions.toml pins checked to exist (uv,
 # The control-plane twin (docs/twin.md): etcd, kube-apiserver, kube-scheduler,
 # kube-controller-manager and kwok built from Go modules into a cache outside the repository, run on
 # loopback with TWIN_STACK's nodes simulated; the Pulumi CLI and Kubernetes provider of the engine
-# run likewise. Needs Go and the Go module proxy on a cold cache.
+# run likewise, and the Python language host from its source snapshot (../shared/src). Needs Go
+# and the Go module proxy on a cold cache.
 TWIN_STACK ?= onprem-h100
 
 .PHONY: twin twin-build twin-up twin-down twin-status e2e engine quickstart-twin
@@ -139,7 +140,7 @@ twin-status: ## What the twin runs, API server readiness, nodes Ready, ResourceS
 e2e: ## Put TWIN_STACK into a fresh twin and assert by reading the API server; prints the figures
 	$(UV) run --frozen python -m devtools.twin e2e $(TWIN_STACK)
 
-engine: ## With the twin up (make twin): TWIN_STACK through the Pulumi engine (preview, up, second up, update, destroy)
+engine: ## With the twin up (make twin): TWIN_STACK and the policy pack through the Pulumi CLI and the real Python language host (type error refused, preview, up, second up, update, destroy)
 	$(UV) run --frozen python -m devtools.twin engine $(TWIN_STACK)
 
 # QUICKSTART_ARGS=--keep-twin leaves the twin up after a pass, for `make doctor-twin

@@ -9,9 +9,10 @@ and the tool builds (downloads most of all) fill it. Two lanes run side by side:
 - the Python tool environments (vLLM's parser, checkov, the cloud API models, inference-perf,
   the NIXL probe, the agentic API): pip downloads, mostly waiting on the network;
 - the Go tools, one at a time, in the order the checks need them (promtool, the router checker,
-  the control-plane twin's binaries, the LWS controller, the engine run's Pulumi CLI and
-  Kubernetes provider, the data plane's router and simulator), all sharing one module cache and
-  one build cache, so a package two of them need at one version compiles once.
+  the control-plane twin's binaries, the LWS controller, the engine run's Pulumi CLI, Python
+  language host and Kubernetes provider, the data plane's router and simulator), all sharing one
+  module cache and one build cache, so a package two of them need at one version compiles once
+  (the host right after the CLI: it needs the same sdk/v3 and pkg/v3 packages).
 
 Every build goes through the tool cache's file lock (devtools/tool_cache.py): a step that needs a
 tool this process is building waits for it instead of building it twice, and one that needs a tool
@@ -46,6 +47,12 @@ def _lws() -> object:
     if built.seconds is not None:  # its command line prints this line; ensure() does not
         print(f"LWS controller manager built in {built.seconds:.0f} s", file=sys.stderr, flush=True)
     return built
+
+
+def _python_host() -> object:
+    from devtools.twin import python_host
+
+    return python_host.ensure()  # prints its cold build's time itself
 
 
 def _dataplane(which: str) -> Callable[[], object]:
@@ -87,6 +94,7 @@ def _go_tools() -> list[Build]:
         ("twin kwok", _twin("kwok")),
         ("LWS controller", _lws),
         ("Pulumi CLI", _twin("pulumi")),
+        ("Python language host", _python_host),
         ("Kubernetes provider", _twin("kubernetes-provider")),
         ("data-plane router", _dataplane("router")),
         ("simulator", _dataplane("simulator")),

@@ -145,8 +145,11 @@ def generated() -> str:
         "### 1. Your machine: the Pulumi CLI, its passphrase, no prompts",
         "",
         f"The Pulumi CLI CI runs these pages' commands with is v{pulumi_version} (`[twin].pulumi-cli` of",
-        "`images/versions.toml`); its release includes the Python language host. `helm` (3.8 or newer:",
-        "the charts below are OCI artifacts) and `kubectl` must be on PATH, pointed at the cluster.",
+        "`images/versions.toml`); its release includes the Python language host (CI runs the host",
+        f"built from pulumi/pulumi source {matrix.twin.pulumi_language_python[:7]}, which reports "
+        f"{matrix.twin.pulumi_language_python_version}:",
+        "[twin](twin.md#the-quickstart-walk-make-quickstart-twin)). `helm` (3.8 or newer: the charts",
+        "below are OCI artifacts) and `kubectl` must be on PATH, pointed at the cluster.",
         "",
         _block(
             [

@@ -96,6 +96,10 @@ class TwinVersions(_Frozen):
     """github.com/pulumi/pulumi-kubernetes/provider/v4 module version (a pseudo-version)."""
     kubernetes_provider_tag: str = Field(alias="kubernetes-provider-tag")
     """The upstream tag of that pseudo-version's commit (what the provider's code is)."""
+    pulumi_language_python: str = Field(alias="pulumi-language-python")
+    """pulumi/pulumi commit the Python language host is built from (a source snapshot)."""
+    pulumi_language_python_version: str = Field(alias="pulumi-language-python-version")
+    """The version that host is stamped with and reports (its source's sdk/.version, `-dev`)."""
     lws: str
     """kubernetes-sigs/lws commit of the twin's LWS controller manager: that of the release tag
     v<[charts.lws].version> (built from a source snapshot, which must hold this commit)."""

@@ -3,6 +3,9 @@
     python -m devtools.twin build [name ...]     build (or reuse) and print where each binary is
     python -m devtools.twin gomod [name ...]     regenerate the wrapper modules (needs the proxy)
 
+`python-host` is one of the names: the Python language host, built from a source snapshot
+(python_host.py).
+
 Each wrapper builds into `<cache>/twin-bin-<name>-<key>/`, where <cache> is
 `$LLMD_FLEET_CACHE_DIR` (default `$XDG_CACHE_HOME/llmd-fleet`, else `~/.cache/llmd-fleet`) and the
 key hashes everything that decides the binaries: the build recipe, the Go version, the wrapper's
@@ -228,21 +231,35 @@ def regenerate(name: str) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
+    from devtools.source_snapshot import SnapshotError
+    from devtools.twin import python_host
+
     command, names = argv[0], list(argv[1:])
     known = wrappers()
     for name in names or list(known):
-        if name not in known:
-            print(f"twin: unknown module {name!r} (known: {', '.join(known)})", file=sys.stderr)
+        if name not in known and name != python_host.NAME:
+            choices = ", ".join([*known, python_host.NAME])
+            print(f"twin: unknown module {name!r} (known: {choices})", file=sys.stderr)
             return 2
     try:
-        for name in names or list(known):
-            if command == "gomod":
+        for name in names or [*known, python_host.NAME]:
+            if name == python_host.NAME:
+                if command == "gomod":
+                    print(f"twin gomod: {python_host.regenerate()}")
+                else:
+                    try:
+                        print(f"{python_host.BINARY}\t{python_host.ensure().binary}")
+                    except python_host.SnapshotMissing as missing:
+                        if names:  # asked for by name: its source is needed
+                            raise
+                        print(f"twin build: {python_host.BINARY}: not run: {missing}", file=sys.stderr)
+            elif command == "gomod":
                 regenerate(name)
                 print(f"twin gomod: {known[name].directory}")
             else:
                 for binary, path in ensure(wrappers()[name]).items():
                     print(f"{binary}\t{path}")
-    except BuildError as error:
+    except (BuildError, python_host.BuildError, SnapshotError) as error:
         print(f"twin: {error}", file=sys.stderr)
         return 1
     return 0

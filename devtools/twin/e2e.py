@@ -25,9 +25,10 @@
    and binds the pods, kwok marks them Ready. Read back: pods bound, claims allocated, each GPU
    paired with the NIC on its pcieRoot, one pod per node.
 6. with the node side, the stack's objects deleted again and the program deployed by the Pulumi
-   engine into the same twin (engine_e2e.py, engine.py): preview, up, the checks of 4 and 5 and
-   the Deployments on what the engine created, a second up with no changes, an in-place update,
-   destroy leaving nothing (skipped with --no-engine);
+   engine into the same twin (engine_e2e.py, engine.py), the program and the policy pack run by
+   the real Python language host: a type error refused before any resource, preview, up with the
+   policy pack, the checks of 4 and 5 and the Deployments on what the engine created, a second up
+   with no changes, an in-place update, destroy leaving nothing (skipped with --no-engine);
 7. `twin down` (unless --keep).
 
 Helm releases and remote manifests are not applied (their charts and URLs need the network);

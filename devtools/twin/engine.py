@@ -2,15 +2,21 @@
 
     python -m devtools.twin engine [STACK]     (`make engine`, `llmd-fleet twin engine`)
 
-With the twin up, this drives the unmodified program (`llmd_fleet.program.main`, what
-infra/__main__.py calls) through the Automation API's inline programs: a LocalWorkspace whose
-PULUMI_HOME (plugins) and file backend live under build/twin/engine/, a passphrase secrets provider
-with a passphrase made at run time, the stack's config copied from stacks/Pulumi.<stack>.yaml plus
+With the twin up, this drives the unmodified program through the Automation API: a LocalWorkspace
+on a copy of the checkout (build/twin/engine/checkout/, its `.venv` from `uv sync --frozen`), so
+the Pulumi CLI runs `infra/__main__.py` and the policy pack through the real Python language host
+(python_host.py) with Pulumi.yaml's `toolchain: uv` and `typechecker: mypy`; without the host's
+source snapshot, the Automation API's inline program (`llmd_fleet.program.main`) instead. PULUMI_HOME
+(plugins) and the file backend live under build/twin/, a passphrase secrets provider with a
+passphrase made at run time, the stack's config copied from stacks/Pulumi.<stack>.yaml plus
 `target.platform: preinstalled`, and its secrets (kubeconfig of the twin, hfToken,
 responsesDbPassword, ...) set at run time as Pulumi secrets. In order:
 
+0. (with the host) `pulumi up` of the program with a type error added, which the host's mypy run
+   must refuse before any resource;
 1. preview;
-2. up (the provider awaits the preflight Job, the Deployments and the rest as on a cluster);
+2. up with the policy pack (the provider awaits the preflight Job, the Deployments and the rest
+   as on a cluster), then the host's line and the pack's line (from the engine's events);
 3. a second up, which must change nothing;
 4. a serving-only change (decode `maxNumSeqs`), which must update in place and replace nothing;
 5. destroy, after unprotecting what the stack protects, which must leave nothing of ours.
@@ -19,9 +25,9 @@ Each step prints one `engine:` line. The state is exported after the first up an
 value must be absent from it (plain, JSON-escaped and base64). `make e2e` runs the same steps
 (engine_e2e.py) with the twin's read-back checks between up and the second up.
 
-The Pulumi CLI and the Kubernetes provider come from build.ensure (PATH or the cache, else built);
-an installed provider plugin of the version the pulumi-kubernetes SDK requests (in
-$PULUMI_HOME/plugins or ~/.pulumi/plugins) is used instead of the built one.
+The Pulumi CLI, the host and the Kubernetes provider come from build.ensure and python_host.ensure
+(PATH or the cache, else built); an installed provider plugin of the version the pulumi-kubernetes
+SDK requests (in $PULUMI_HOME/plugins or ~/.pulumi/plugins) is used instead of the built one.
 """
 
 import base64
@@ -40,7 +46,7 @@ from typing import Any
 
 import yaml
 
-from devtools.twin import build, cluster
+from devtools.twin import build, cluster, python_host
 from devtools.twin.modules import uv_lock_version, wrappers
 
 PROJECT = "llmd-fleet"
@@ -55,6 +61,17 @@ PLATFORM_VALUE = "preinstalled"
 # pod template, nothing else that would be replaced).
 UPDATE_ROLE = "decode"
 UPDATE_KEY = "maxNumSeqs"
+# The program's entry point (Pulumi.yaml `main: infra/`) and the policy pack, in the project.
+PROGRAM_MAIN = Path("infra") / "__main__.py"
+POLICY_PACK = "policies"
+# The type-error check: a line mypy refuses (an `int` given a str), appended to the program, and
+# what mypy says of it.
+TYPE_ERROR = (
+    '\n# The engine run adds this line to check that the type checker refuses it.\n_checked: int = "one"\n'
+)
+TYPE_ERROR_MESSAGE = "Incompatible types in assignment"
+# Lines of the engine run that are not step lines: the language host's and the policy pack's.
+NOT_STEPS = ("engine: language host", "policy: ")
 # Operation names of Pulumi's change summaries that replace a resource.
 REPLACING = ("replace", "create-replacement", "delete-replaced", "import-replacement", "discard-replaced")
 
@@ -76,6 +93,9 @@ class EngineTools:
     """The version the pulumi-kubernetes SDK of uv.lock requests, which the provider serves as."""
     provider_built: bool
     """True when the provider is ours (built from the served module), False for an installed plugin."""
+    host: python_host.Host | None = None
+    """The real Python language host; None without its source snapshot (`host_absent` says why)."""
+    host_absent: str = ""
 
 
 def installed_plugin(version: str, homes: Iterable[Path]) -> Path | None:
@@ -96,16 +116,23 @@ def user_homes() -> list[Path]:
 
 
 def ensure_tools(verbose: bool = True) -> EngineTools:
-    """The CLI (PATH at the pinned version, the cache, else built) and the provider (an installed
+    """The CLI (PATH at the pinned version, the cache, else built), the Python language host (the
+    cache, else built from its source snapshot; None without one) and the provider (an installed
     plugin of the SDK's version, the cache, else built). Raises build.BuildError."""
     known = wrappers()
     plugin_version = uv_lock_version("pulumi-kubernetes")
     cli = build.ensure(known["pulumi"], verbose)["pulumi"]
+    host: python_host.Host | None = None
+    absent = ""
+    try:
+        host = python_host.ensure(verbose)
+    except python_host.SnapshotMissing as missing:
+        absent = str(missing)
     installed = installed_plugin(plugin_version, user_homes())
     if installed is not None:
-        return EngineTools(cli, installed, plugin_version, provider_built=False)
+        return EngineTools(cli, installed, plugin_version, False, host, absent)
     provider = build.ensure(known["kubernetes-provider"], verbose)["pulumi-resource-kubernetes"]
-    return EngineTools(cli, provider, plugin_version, provider_built=True)
+    return EngineTools(cli, provider, plugin_version, True, host, absent)
 
 
 def engine_dir(root: Path = cluster.PROJECT_ROOT) -> Path:
@@ -352,6 +379,97 @@ def step_failures(lines: Sequence[str]) -> list[str]:
     return problems
 
 
+# --- policy packs: what the engine reports of them (pure) ------------------------------------------
+
+
+@dataclass(frozen=True)
+class PolicyResults:
+    """What the engine reported of the policy packs of one `pulumi up`."""
+
+    packs: tuple[str, ...]
+    """Packs the update ran (its summary's `PolicyPacks`, and any pack an analyzer event names)."""
+    mandatory: int
+    """Violations reported at the mandatory enforcement level."""
+    advisory: int
+
+
+def policy_results(events: Iterable[Mapping[str, Any]]) -> PolicyResults:
+    """From the engine's events as JSON objects (`--event-log`: one per line): the packs that ran
+    and the violations (`policyEvent`) by enforcement level, of the update only: a `pulumi up`
+    without `--skip-preview` logs its preview first, which ends with a summary marked
+    `isPreview`, and what came before that is left out."""
+    packs: list[str] = []
+    levels: dict[str, int] = {}
+
+    def ran(name: object) -> None:
+        # The update's summary keys a local pack as `<name>|local|<directory>`.
+        if isinstance(name, str) and name and name.split("|", 1)[0] not in packs:
+            packs.append(name.split("|", 1)[0])
+
+    for event in events:
+        summary = event.get("summaryEvent")
+        if isinstance(summary, Mapping) and summary.get("isPreview"):
+            packs.clear()
+            levels.clear()
+            continue
+        if isinstance(summary, Mapping):
+            for name in summary.get("PolicyPacks") or {}:
+                ran(name)
+        for kind in ("policyAnalyzeSummaryEvent", "policyAnalyzeStackSummaryEvent"):
+            analyzed = event.get(kind)
+            if isinstance(analyzed, Mapping):
+                ran(analyzed.get("policyPackName"))
+        violation = event.get("policyEvent")
+        if isinstance(violation, Mapping):
+            ran(violation.get("policyPackName"))
+            level = str(violation.get("enforcementLevel", ""))
+            levels[level] = levels.get(level, 0) + 1
+    return PolicyResults(tuple(packs), levels.get("mandatory", 0), levels.get("advisory", 0))
+
+
+def event_log(text: str) -> list[dict[str, Any]]:
+    """The events of an `--event-log` file (one JSON object per line; a line cut short by the
+    CLI's exit is left out)."""
+    events = []
+    for line in text.splitlines():
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
+def sdk_event(event: Any) -> dict[str, Any]:
+    """An Automation API EngineEvent as the JSON fields `policy_results` reads."""
+    found: dict[str, Any] = {}
+    if event.summary_event is not None:
+        found["summaryEvent"] = {"PolicyPacks": dict(event.summary_event.policy_packs or {})}
+    if event.policy_event is not None:
+        found["policyEvent"] = {
+            "policyPackName": event.policy_event.policy_pack_name,
+            "enforcementLevel": event.policy_event.enforcement_level,
+        }
+    return found
+
+
+def policy_line(results: PolicyResults) -> str:
+    """`policy: <pack> ran in pulumi up: <M> mandatory, <A> advisory`."""
+    packs = ", ".join(results.packs) or "no pack"
+    return f"policy: {packs} ran in pulumi up: {results.mandatory} mandatory, {results.advisory} advisory"
+
+
+def policy_problems(results: PolicyResults) -> list[str]:
+    """A run fails unless a pack ran and reported no mandatory violation."""
+    problems = []
+    if not results.packs:
+        problems.append("policy: no policy pack ran in pulumi up (the engine reported none)")
+    if results.mandatory:
+        problems.append(f"policy: {results.mandatory} mandatory violations in pulumi up")
+    return problems
+
+
 # --- the state: protected resources and the objects of the stack (pure) ----------------------------
 
 
@@ -410,7 +528,10 @@ def _changes(summary: Mapping[Any, int] | None) -> dict[str, int]:
 
 
 class Engine:
-    """A stack of the program in a LocalWorkspace against the running twin."""
+    """A stack of the program in a LocalWorkspace against the running twin: with the real Python
+    language host, the project as a user's checkout has it (a copy with its own `.venv`, run by
+    the CLI through the host); without the host's source snapshot, the Automation API's inline
+    program in this process."""
 
     def __init__(self, stack: str, root: Path = cluster.PROJECT_ROOT, verbose: bool = True):
         from pulumi import automation as auto
@@ -432,29 +553,65 @@ class Engine:
         directory = engine_dir(root)
         shutil.rmtree(directory, ignore_errors=True)
         shutil.rmtree(state_dir(root), ignore_errors=True)
-        (directory / "work").mkdir(parents=True)
+        directory.mkdir(parents=True)
         state_dir(root).mkdir(parents=True)
         self.env = engine_env(directory / "home", secrets.token_hex(24), kubeconfig)
         install_provider(self.tools, self.env)
         command = auto.PulumiCommand(
             root=str(cli_root(self.tools.cli, directory / "cli")), skip_version_check=True
         )
-        self.work_dir = directory / "work"
-        options = auto.LocalWorkspaceOptions(
-            work_dir=str(self.work_dir),
-            pulumi_home=self.env["PULUMI_HOME"],
-            env_vars=self.env,
-            secrets_provider="passphrase",
-            project_settings=auto.ProjectSettings(
-                name=PROJECT,
-                runtime="python",
-                backend=auto.ProjectBackend(url=f"file://{state_dir(root)}"),
-            ),
-            pulumi_command=command,
-        )
-        self.stack = auto.create_or_select_stack(
-            stack_name=stack, project_name=PROJECT, program=self._program, opts=options
-        )
+        self.policy = PolicyResults((), 0, 0)
+        self.synced_s = 0.0
+        host = self.tools.host
+        if host is None:
+            self.work_dir = directory / "work"
+            self.work_dir.mkdir()
+            self.settings_dir = self.work_dir
+            self.runtime_options: dict[str, str] = {}
+            options = auto.LocalWorkspaceOptions(
+                work_dir=str(self.work_dir),
+                pulumi_home=self.env["PULUMI_HOME"],
+                env_vars=self.env,
+                secrets_provider="passphrase",
+                project_settings=auto.ProjectSettings(
+                    name=PROJECT,
+                    runtime="python",
+                    backend=auto.ProjectBackend(url=f"file://{state_dir(root)}"),
+                ),
+                pulumi_command=command,
+            )
+            self.stack = auto.create_or_select_stack(
+                stack_name=stack, project_name=PROJECT, program=self._program, opts=options
+            )
+        else:
+            self.work_dir = directory / "checkout"
+            python_host.copy_checkout(root, self.work_dir)
+            project = project_file(self.work_dir)
+            self.runtime_options = project_runtime_options(project)
+            self.settings_dir = self.work_dir / str(project.get("stackConfigDir") or ".")
+            # The stack file's `secure:` values belong to another secrets provider: the run writes
+            # its own settings (engine_config's config, secrets set below) in its place.
+            (self.settings_dir / f"Pulumi.{stack}.yaml").unlink(missing_ok=True)
+            venv = self.work_dir / ".venv"
+            self.env.update(python_host.uv_env(os.environ))
+            self.env.update(
+                {
+                    "PATH": os.pathsep.join([str(host.bin_dir), os.environ.get("PATH", "")]),
+                    "VIRTUAL_ENV": str(venv),
+                    "PULUMI_BACKEND_URL": f"file://{state_dir(root)}",
+                }
+            )
+            self.synced_s = python_host.sync_venv(self.work_dir, {**os.environ, **self.env})
+            options = auto.LocalWorkspaceOptions(
+                work_dir=str(self.work_dir),
+                pulumi_home=self.env["PULUMI_HOME"],
+                env_vars=self.env,
+                secrets_provider="passphrase",
+                pulumi_command=command,
+            )
+            self.stack = auto.create_or_select_stack(
+                stack_name=stack, work_dir=str(self.work_dir), opts=options
+            )
         self._write_config(self.config)
         for key, value in self.secrets.items():
             self.stack.set_config(key, auto.ConfigValue(value=value, secret=True))
@@ -466,7 +623,7 @@ class Engine:
         main()
 
     def _settings_path(self) -> Path:
-        return self.work_dir / f"Pulumi.{self.stack_name}.yaml"
+        return self.settings_dir / f"Pulumi.{self.stack_name}.yaml"
 
     def _write_config(self, config: Mapping[str, Any]) -> None:
         """The stack settings the workspace made (secrets provider, salt, secrets) plus `config`."""
@@ -488,10 +645,49 @@ class Engine:
         result = self.stack.preview(color="never", on_output=self._on_output())
         return Step("preview", _changes(result.change_summary), time.monotonic() - started)
 
-    def up(self, name: str = "up") -> Step:
+    def up(self, name: str = "up", policy: bool = False) -> Step:
+        """`pulumi up`; with `policy` (and the real host), with the project's policy pack and its
+        config for this stack, what the engine reports of it kept in `self.policy`."""
         started = time.monotonic()
-        result = self.stack.up(color="never", on_output=self._on_output())
+        events: list[Any] = []
+        extra: dict[str, Any] = {}
+        if policy and self.tools.host is not None:
+            pack = self.work_dir / POLICY_PACK
+            config = pack / "config" / f"{self.stack_name}.json"
+            extra = {"policy_packs": [str(pack)], "on_event": events.append}
+            if config.is_file():
+                extra["policy_pack_configs"] = [str(config)]
+        result = self.stack.up(color="never", on_output=self._on_output(), **extra)
+        if extra:
+            self.policy = policy_results(sdk_event(event) for event in events)
         return Step(name, _changes(result.summary.resource_changes), time.monotonic() - started)
+
+    def type_error_refused(self) -> tuple[str, int]:
+        """`pulumi up` of the program with a type error added: the host's mypy run must refuse it
+        before the program runs. Returns (what refused it, resources in the state afterwards);
+        the program is restored either way."""
+        from pulumi.automation.errors import CommandError
+
+        main = self.work_dir / PROGRAM_MAIN
+        original = main.read_text()
+        main.write_text(original + TYPE_ERROR)
+        try:
+            self.stack.up(color="never", on_output=self._on_output())
+            refused = ""
+        except CommandError as error:
+            text = str(error)
+            refused = "mypy" if "mypy failed" in text and TYPE_ERROR_MESSAGE in text else ""
+            if not refused:
+                raise EngineError(
+                    f"pulumi up of a program with a type error failed otherwise: {text}"
+                ) from None
+        finally:
+            main.write_text(original)
+        return refused, len(self.export().get("resources") or [])
+
+    def about_host(self) -> dict[str, str]:
+        """What `pulumi about --json` in the project says of the language host it ran."""
+        return python_host.about_host(self.cli("about", "--json"))
 
     def update(self) -> tuple[Step, int, int]:
         changed, old, new = with_update(self.config)
@@ -540,6 +736,21 @@ class Engine:
 
     def remove(self) -> None:
         self.stack.workspace.remove_stack(self.stack_name)
+
+
+def project_file(checkout: Path) -> dict[str, Any]:
+    """The project's Pulumi.yaml."""
+    document = yaml.safe_load((checkout / "Pulumi.yaml").read_text(encoding="utf-8"))
+    if not isinstance(document, dict):
+        raise EngineError(f"{checkout / 'Pulumi.yaml'} is not a mapping")
+    return document
+
+
+def project_runtime_options(project: Mapping[str, Any]) -> dict[str, str]:
+    """Pulumi.yaml's `runtime.options` (empty for the short `runtime: python`)."""
+    runtime = project.get("runtime")
+    options = runtime.get("options") if isinstance(runtime, Mapping) else None
+    return {str(k): str(v) for k, v in options.items()} if isinstance(options, Mapping) else {}
 
 
 def objects_left(kube: Any, objects: Sequence[dict[str, Any]], grace_s: float = 30) -> int:
@@ -606,8 +817,34 @@ def run_engine(
     )
     for switch in engine.switched:
         run.note(f"config for the twin: {switch}")
+    host = engine.tools.host
+    if host is None:
+        run.note(f"the Automation API's inline program in this process: {engine.tools.host_absent}")
+        run.say(python_host.NOT_RUN_LINE)
+    else:
+        run.note(
+            f"the project as a user's checkout in {engine.work_dir} (`uv sync --frozen` "
+            f"{engine.synced_s:.1f} s, shared uv cache), run by {host.binary}"
+        )
+        started = time.monotonic()
+        refused, resources = engine.type_error_refused()
+        run.note(
+            f"a type error in {PROGRAM_MAIN}: pulumi up refused by {refused or 'nothing'} before the program "
+            f"ran, {resources} resources in the state ({time.monotonic() - started:.1f} s)"
+        )
+        if not refused or resources:
+            run.problems.append("engine: a program with a type error was not stopped before any resource")
     run.say(step_line(engine.preview()))
-    run.say(step_line(engine.up()))
+    run.say(step_line(engine.up(policy=True)))
+    if host is not None:
+        about = engine.about_host()
+        problems = python_host.host_problems(host, about, engine.runtime_options)
+        if problems:
+            run.problems.extend(f"engine: {problem}" for problem in problems)
+        else:
+            run.say(python_host.host_line(about, host.commit))
+        run.say(policy_line(engine.policy))
+        run.problems.extend(policy_problems(engine.policy))
     deployment = engine.export()
     run.created = kubernetes_objects(deployment)
     run.note(f"Kubernetes objects in the state after up: {len(run.created)}")
@@ -644,7 +881,7 @@ def run_engine(
     )
     run.say(step_line(engine.destroy(lambda: objects_left(kube, run.created))))
     engine.remove()
-    run.problems.extend(step_failures(run.lines))
+    run.problems.extend(step_failures([line for line in run.lines if not line.startswith(NOT_STEPS)]))
     return run
 
 

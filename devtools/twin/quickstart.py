@@ -8,16 +8,26 @@ The commands are not written here: they are read from docs/quickstart.md, every 
 its "Deploy" section (the deploy commands, then `llmd-fleet status ... --watch`) and of its "Tear
 down" section, so the document and this walk cannot drift. Each logical line (a trailing `\\`
 joins lines, comment lines are skipped) runs as written under `bash -c`, in order, in a copy of
-the checkout (its tracked and untracked files, `.venv` linked), with:
+the checkout (its tracked and untracked files) whose `.venv` is made as `make setup` makes it
+(`uv sync --frozen` from uv.lock, no resolution, the caller's uv cache shared), with:
 
 - HOME a fresh temporary directory (so `file://$HOME/.pulumi-state` is a file backend there) and
   PULUMI_HOME its `.pulumi` (the CLI's plugins, credentials and workspaces: new), HF_TOKEN a
   made-up token, PULUMI_CONFIG_PASSPHRASE made at run time, PULUMI_SKIP_CONFIRMATIONS=true (no
   terminal answers `pulumi up`'s and `destroy`'s prompts), no KUBECONFIG: the cluster is reached
   only through the `kubeconfig.yaml` the document names, which is the twin's;
-- PATH: the checkout's `.venv/bin` (the "environment activated" of the document), the Pulumi CLI
-  the twin builds, and the stand-in for the Python language host (devtools/twin/langhost.py; the
-  real one cannot be had), with the Kubernetes provider installed in $PULUMI_HOME/plugins.
+- PATH: the copy's `.venv/bin` (the "environment activated" of the document), the real Python
+  language host (python_host.py: built from its source snapshot, with its exec script beside it)
+  and the Pulumi CLI the twin builds, with the Kubernetes provider installed in
+  $PULUMI_HOME/plugins; UV_FROZEN and the shared UV_CACHE_DIR for the host's own `uv sync`.
+
+The host runs the program as Pulumi.yaml asks (`toolchain: uv`, `typechecker: mypy`: mypy over
+`infra/` before the program) and the policy pack (`toolchain: uv`, `virtualenv: ../.venv`). Each
+`pulumi up` gets `--event-log` added (it records the engine's events, nothing else changes); after
+it, `pulumi about --json` and the host's `-version` give the line `engine: language host ...`,
+and the analyzer results in the events the line `policy: <pack> ran in pulumi up: M mandatory, A
+advisory` (the walk fails unless M is 0). Without the host's source snapshot the walk is not run
+(`quickstart: not run: ...`, exit 0): no stand-in takes the host's place.
 
 Each command's output is written to `logs/` of the walk's temporary directory, which is removed
 after a pass and kept (its path printed) after a failure or with --keep.
@@ -35,6 +45,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 import shutil
 import subprocess
 import sys
@@ -45,7 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from devtools.twin import cluster
+from devtools.twin import cluster, python_host
 
 DOC = Path("docs") / "quickstart.md"
 STACK = "quickstart-h100"
@@ -241,28 +252,6 @@ def resource_changes(output: str) -> dict[str, int]:
 # --- the environment --------------------------------------------------------------------------------
 
 
-def copy_checkout(source: Path, target: Path) -> int:
-    """Copy the checkout's tracked and untracked (not ignored) files; link its `.venv`. Returns
-    the number of files copied."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=source,
-        capture_output=True,
-        check=True,
-    ).stdout.decode()
-    count = 0
-    for name in filter(None, listed.split("\0")):
-        origin = source / name
-        if not origin.is_file():
-            continue  # deleted in the work tree
-        destination = target / name
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(origin, destination)
-        count += 1
-    (target / ".venv").symlink_to(source / ".venv")
-    return count
-
-
 def walk_env(base: Mapping[str, str], home: Path, path: Sequence[Path], venv: Path) -> dict[str, str]:
     """The environment of every command: the caller's, less anything pointing Pulumi or kubectl
     elsewhere, plus a fresh HOME, PATH first through `path`, and the activated virtualenv."""
@@ -284,10 +273,6 @@ def walk_env(base: Mapping[str, str], home: Path, path: Sequence[Path], venv: Pa
         }
     )
     return env
-
-
-def langhost_script(python: Path, module: Path) -> str:
-    return f'#!/bin/sh\nexec "{python}" "{module}" "$@"\n'
 
 
 # --- the run ---------------------------------------------------------------------------------------
@@ -327,19 +312,26 @@ class Walker:
         self.root, self.directory, self.env = root, directory, env
         self.checkout = directory / "checkout"
         self.count = 0
+        self.count_events = 0
 
     def run(
-        self, command: str, timeout: float = COMMAND_TIMEOUT_S, step: str = "", detail: Any = None
+        self,
+        command: str,
+        timeout: float = COMMAND_TIMEOUT_S,
+        step: str = "",
+        detail: Any = None,
+        env: Mapping[str, str] | None = None,
     ) -> str:
-        """One command as written, under bash, in the checkout copy; its standard output on
-        success. `detail(stdout)` gives the text after `ok (N s):`, or raises StepFailed."""
+        """One command as written, under bash, in the checkout copy (`env` added to the walk's
+        environment); its standard output on success. `detail(stdout)` gives the text after
+        `ok (N s):`, or raises StepFailed."""
         step = step or step_name(command)
         started = time.monotonic()
         try:
             done = subprocess.run(
                 ["bash", "-c", command],
                 cwd=self.checkout,
-                env=self.env,
+                env={**self.env, **(env or {})},
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 text=True,
@@ -377,6 +369,42 @@ def up_detail(command: str, output: str) -> str:
     findings = ", ".join(f"{n} {level}" for level, n in sorted(policy_findings(output).items())) or "none"
     ran = ", ".join(packs) or "none"
     return f"{changes.get('created', 0)} created; policy packs: {ran} (findings: {findings})"
+
+
+def deploy(walker: Walker, command: str, host: python_host.Host) -> None:
+    """A `pulumi up` of the document, with `--event-log` added (it records the engine's events and
+    changes nothing else; the CLI offers it under `PULUMI_DEBUG_COMMANDS=true`, as the Automation
+    API runs it); then the language host's and the policy pack's lines, from what
+    `pulumi about --json` says of the host and from the analyzer results in those events."""
+    from devtools.twin.engine import (
+        event_log,
+        policy_line,
+        policy_problems,
+        policy_results,
+        project_file,
+        project_runtime_options,
+    )
+
+    walker.count_events += 1
+    log = walker.directory / f"events-{walker.count_events}.jsonl"
+    walker.run(
+        f"{command} --event-log {shlex.quote(str(log))}",
+        step=step_name(command),
+        detail=lambda out: up_detail(command, out),
+        # The CLI offers `--event-log` with its debug flags only, as the Automation API uses it.
+        env={"PULUMI_DEBUG_COMMANDS": "true"},
+    )
+    results = policy_results(event_log(log.read_text()) if log.is_file() else [])
+    about = python_host.about_host(walker.run(f"pulumi about --json --stack {STACK}", step="pulumi about"))
+    options = project_runtime_options(project_file(walker.checkout))
+    problems = python_host.host_problems(host, about, options)
+    if problems:
+        raise StepFailed("language host", "pulumi about --json", "; ".join(problems))
+    print(python_host.host_line(about, host.commit), flush=True)
+    print(policy_line(results), flush=True)
+    problems = policy_problems(results)
+    if problems:
+        raise StepFailed(step_name(command), command, "; ".join(problems))
 
 
 def tail(text: str, lines: int = 25) -> str:
@@ -444,26 +472,43 @@ def walk(keep: bool = False, keep_twin: bool = False) -> int:
     root = cluster.PROJECT_ROOT
     started = time.monotonic()
     steps = walk_commands((root / DOC).read_text(encoding="utf-8"))
+    # `pulumi up` of this project needs the Python language host: no stand-in takes its place, so
+    # without its source nothing is built or started.
+    try:
+        python_host.snapshot(python_host.pins())
+    except python_host.SnapshotMissing as missing:
+        print(f"quickstart: not run: no Python language host ({missing})", flush=True)
+        return 0
     tools = ensure_tools(verbose=True)
+    if tools.host is None:
+        print(f"quickstart: not run: no Python language host ({tools.host_absent})", flush=True)
+        return 0
+    host = tools.host
     directory = Path(tempfile.mkdtemp(prefix="llmd-fleet-quickstart-"))
     home = directory / "home"
     home.mkdir()
     bin_dir = cli_root(tools.cli, directory / "cli") / "bin"
-    host = bin_dir / "pulumi-language-python"
-    host.write_text(
-        langhost_script(root / ".venv" / "bin" / "python", root / "devtools" / "twin" / "langhost.py")
-    )
-    host.chmod(0o755)
-    venv = root / ".venv"
-    env = walk_env(os.environ, home, [venv / "bin", bin_dir], venv)
+    walker = Walker(root, directory, {})
+    copied = python_host.copy_checkout(root, walker.checkout)
+    venv = walker.checkout / ".venv"
+    walker.env = walk_env(os.environ, home, [venv / "bin", host.bin_dir, bin_dir], venv)
+    walker.env.update(python_host.uv_env(os.environ))
     install_provider(tools, {"PULUMI_HOME": str(home / ".pulumi")})
-    walker = Walker(root, directory, env)
-    copied = copy_checkout(root, walker.checkout)
     print(
         f"quickstart: {len(steps.deploy)} deploy, 1 status and {len(steps.teardown)} tear-down commands "
         f"from {DOC}; {copied} files of the checkout in {walker.checkout}",
         flush=True,
     )
+    try:
+        say(
+            "uv sync --frozen",
+            python_host.sync_venv(walker.checkout, walker.env),
+            "the copy's .venv from uv.lock (make setup's sync), shared uv cache",
+        )
+    except python_host.BuildError as error:
+        print(f"quickstart: FAIL at step `uv sync --frozen`: {error}", flush=True)
+        shutil.rmtree(directory, ignore_errors=True)
+        return 1
     report = Quiet()
     not_checked: list[str] = []
     objects: list[dict[str, Any]] = []
@@ -477,7 +522,7 @@ def walk(keep: bool = False, keep_twin: bool = False) -> int:
         for command in steps.deploy:
             if command.startswith("pulumi up"):
                 deployed = True
-                walker.run(command, detail=lambda out, c=command: up_detail(c, out))
+                deploy(walker, command, host)
             else:
                 walker.run(command)
         if not controller:
@@ -510,7 +555,7 @@ def walk(keep: bool = False, keep_twin: bool = False) -> int:
         objects = kubernetes_objects(exported["deployment"])
         state_files = sorted(p for p in (home / ".pulumi-state").rglob("*") if p.is_file())
         state_text = json.dumps(exported) + "".join(p.read_text(errors="replace") for p in state_files)
-        leaks = leaked_secrets(state_text, {"hfToken": env["HF_TOKEN"]})
+        leaks = leaked_secrets(state_text, {"hfToken": walker.env["HF_TOKEN"]})
         if leaks:
             raise StepFailed("state", "pulumi stack export", f"secrets in plain text: {', '.join(leaks)}")
         say("state", 0.0, f"{len(objects)} Kubernetes objects; hfToken not in plain text")
@@ -574,7 +619,8 @@ def main(argv: Sequence[str]) -> int:
         print(f"quickstart: FAIL: {error}", file=sys.stderr)
     except (BuildError, EngineError) as error:
         print(
-            f"quickstart: FAIL at step `tools` (the Pulumi CLI and Kubernetes provider): {error}",
+            f"quickstart: FAIL at step `tools` (the Pulumi CLI, Python language host and Kubernetes "
+            f"provider): {error}",
             file=sys.stderr,
         )
     return 1

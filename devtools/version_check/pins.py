@@ -71,6 +71,13 @@ FIXED: dict[str, Check] = {
     "twin.pulumi-cli": GoModule("github.com/pulumi/pulumi/pkg/v3"),
     "twin.kubernetes-provider": GoModule("github.com/pulumi/pulumi-kubernetes/provider/v4"),
     "twin.kubernetes-provider-tag": Offline("a git tag of pulumi/pulumi-kubernetes (its source repository)"),
+    "twin.pulumi-language-python": Offline(
+        "a commit of pulumi/pulumi, built from a source snapshot (the module proxy refuses "
+        "github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3)"
+    ),
+    "twin.pulumi-language-python-version": Offline(
+        "the version stamped into the host built from that commit (its sdk/.version, -dev)"
+    ),
     "twin.lws": Offline(
         "the commit of kubernetes-sigs/lws tag v<[charts.lws].version>, built from a source snapshot "
         "that must hold it (the module proxy refuses sigs.k8s.io/lws)"

@@ -1,15 +1,15 @@
-"""The quickstart walk's pure parts (devtools/twin/quickstart.py, devtools/twin/langhost.py): the
-commands read from docs/quickstart.md (sections, shell blocks, continuations, comments), the step
-names, the README's block against the document, the status and `pulumi up` output it reads, the
-environment of the commands, the checkout copy, and how the language-host stand-in starts a policy
-pack. `make quickstart-twin` runs the walk itself."""
+"""The quickstart walk's pure parts (devtools/twin/quickstart.py): the commands read from
+docs/quickstart.md (sections, shell blocks, continuations, comments), the step names, the README's
+block against the document, the status and `pulumi up` output it reads, the environment of the
+commands and the checkout copy (devtools/twin/python_host.py). `make quickstart-twin` runs the walk
+itself."""
 
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from devtools.twin import langhost, quickstart
+from devtools.twin import python_host, quickstart
 from devtools.twin.quickstart import QuickstartError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -318,41 +318,7 @@ def test_the_copy_has_tracked_and_untracked_files_but_not_ignored_ones(tmp_path)
     (source / "build" / "out.txt").write_text("o")
     (source / ".venv").mkdir()
     target = tmp_path / "copy"
-    assert quickstart.copy_checkout(source, target) == 3
+    assert python_host.copy_checkout(source, target) == 3
     assert (target / "tracked.txt").read_text() == "t" and (target / "new.txt").read_text() == "n"
     assert not (target / "build").exists()
-    assert (target / ".venv").resolve() == (source / ".venv").resolve()
-
-
-# --- the language-host stand-in ------------------------------------------------------------------------
-
-
-def test_the_engine_address_is_the_last_positional_argument():
-    assert langhost.engine_address(["-root=/x", "--logtostderr", "127.0.0.1:4242"]) == "127.0.0.1:4242"
-    with pytest.raises(SystemExit):
-        langhost.engine_address(["--logtostderr"])
-
-
-def test_a_policy_pack_runs_in_its_virtualenv_when_it_exists(tmp_path):
-    pack = tmp_path / "policies"
-    pack.mkdir()
-    python = tmp_path / ".venv" / "bin" / "python"
-    assert (
-        langhost.pack_python(str(pack), {"virtualenv": "../.venv"}, default="/usr/bin/python3")
-        == "/usr/bin/python3"
-    )
-    python.parent.mkdir(parents=True)
-    python.write_text("")
-    assert Path(langhost.pack_python(str(pack), {"virtualenv": "../.venv"})).resolve() == python.resolve()
-    assert langhost.pack_python(str(pack), {}, default="/usr/bin/python3") == "/usr/bin/python3"
-
-
-def test_a_policy_pack_is_started_as_the_python_host_starts_it():
-    assert langhost.policy_command("py", ["127.0.0.1:1"], "/p") == [
-        "py",
-        "-u",
-        "-m",
-        "pulumi.policy",
-        "127.0.0.1:1",
-        "/p",
-    ]
+    assert not (target / ".venv").exists()  # the copy gets its own, from uv.lock
