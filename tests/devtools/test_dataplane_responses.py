@@ -265,19 +265,23 @@ def test_docs_state_the_statuses_the_twin_checks():
 
 
 def test_a_crd_group_not_yet_served_is_waited_for_not_an_error():
-    from devtools.twin.kube import ApiError
+    from devtools.twin.kube import ApiError, Kube, Resource
 
-    class Kube:
+    class Discovery(Kube):
+        """The real client with discovery answering as the API server would: `error` raised, or
+        the kind served."""
+
         def __init__(self, error: Exception | None):
+            super().__init__("https://127.0.0.1:1", "", "", "")
             self.error = error
 
-        def resource(self, api_version: str, kind: str, refresh: bool = False) -> object:
+        def resource(self, api_version: str, kind: str, refresh: bool = False) -> Resource:
             if self.error:
                 raise self.error
-            return object()
+            return Resource(api_version, kind.lower() + "s", True)
 
-    assert run.served(Kube(None), "x/v1", "K")  # type: ignore[arg-type]
-    assert not run.served(Kube(ApiError(404, "404 page not found", "GET /apis/x/v1")), "x/v1", "K")  # type: ignore[arg-type]
-    assert not run.served(Kube(KeyError("K")), "x/v1", "K")  # type: ignore[arg-type]
+    assert Discovery(None).served("x/v1", "K") is not None
+    assert Discovery(ApiError(404, "404 page not found", "GET /apis/x/v1")).served("x/v1", "K") is None
+    assert Discovery(KeyError("K")).served("x/v1", "K") is None
     with pytest.raises(ApiError):
-        run.served(Kube(ApiError(403, "forbidden", "GET /apis/x/v1")), "x/v1", "K")  # type: ignore[arg-type]
+        Discovery(ApiError(403, "forbidden", "GET /apis/x/v1")).served("x/v1", "K")
