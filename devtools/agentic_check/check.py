@@ -45,6 +45,7 @@ from devtools.agentic_check import env as agentic_env
 from devtools.agentic_check import postgres, sandbox
 from devtools.dataplane import netns
 from devtools.vllm_check.env import EnvError
+from llmd_fleet.cli.children import popen
 from llmd_fleet.cli.stack_file import stack_names
 from llmd_fleet.versions import versions
 
@@ -228,7 +229,8 @@ def start(
     args = upstream_args(list(container.get("args") or []), f"http://127.0.0.1:{UPSTREAM_PORT}")
     text = sandbox.script(binary, args, container_mounts(pod, container), uid, gid)
     with log.open("w") as out:
-        proc = subprocess.Popen(
+        # Dies with this process (a SIGKILLed check leaves no agentic-server in its sandbox).
+        proc = popen(
             sandbox.argv(NAMESPACE, text),
             stdout=out,
             stderr=subprocess.STDOUT,

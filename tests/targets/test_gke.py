@@ -506,7 +506,7 @@ def test_a_maintenance_window_is_rendered_from_its_days_start_and_length():
         # One 8-hour window a week is 32 h in 32 days: under GKE's 48 h.
         ({"days": ["SA"], "durationHours": 8}, "maintenanceWindow", "opens 32 h in a 32-day period"),
         ({"days": ["SA", "SA"], "durationHours": 8}, "maintenanceWindow.days", "names a day twice"),
-        ({"durationHours": 3}, "maintenanceWindow.durationHours", "must be >= 4 (got 3)"),
+        ({"durationHours": 3}, "maintenanceWindow.durationHours", "must be >= 4 hours (got 3)"),
         ({"start": "24:00"}, "maintenanceWindow.start", "must match the pattern"),
     ],
 )
