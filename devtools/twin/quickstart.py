@@ -38,11 +38,11 @@ from its source snapshot, else the twin's stand-in creates the DisaggregatedSet'
 up`; kwok makes the pods Ready), with the stand-ins devtools/twin/doctor.py lists for what a real
 install leaves (the gateway's class and controller Deployment), so the document's `llmd-fleet
 doctor` before `pulumi up` finds what it checks. The Deploy section's commands after the status
-command (`llmd-fleet doctor ... --deployed`) run once every group is ready, after the walk sets
-the Gateway's address as its controller would; doctor's lines are printed. After them, the
-state is exported (its Kubernetes objects; the token must not be in it in plain text), the
-tear-down commands run, and none of those objects may be left. One line per step: `quickstart: <step> ok (N.N s)`, then `quickstart: passed`,
-or `quickstart: FAIL ...` naming the step and the command.
+command (`llmd-fleet doctor ... --deployed`) run once every group is ready, after the walk sets the
+Gateway's address as its controller would; doctor's lines are printed. After them, the state is
+exported (its Kubernetes objects; the token must not be in it in plain text), the tear-down commands
+run, and none of those objects may be left. One line per step: `quickstart: <step> ok (N.N s)`, then
+`quickstart: passed`, or `quickstart: FAIL ...` naming the step and the command.
 """
 
 import json
