@@ -92,6 +92,8 @@ class TwinVersions(_Frozen):
     """sigs.k8s.io/kwok module version."""
     pulumi_cli: str = Field(alias="pulumi-cli")
     """github.com/pulumi/pulumi/pkg/v3 module version (the Pulumi CLI of the engine run)."""
+    pulumi_yaml: str = Field(alias="pulumi-yaml")
+    """github.com/pulumi/pulumi-yaml module version (the YAML language host of `make components`)."""
     kubernetes_provider: str = Field(alias="kubernetes-provider")
     """github.com/pulumi/pulumi-kubernetes/provider/v4 module version (a pseudo-version)."""
     kubernetes_provider_tag: str = Field(alias="kubernetes-provider-tag")

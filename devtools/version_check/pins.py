@@ -69,6 +69,7 @@ FIXED: dict[str, Check] = {
     "twin.kubernetes": GoModule("k8s.io/kubernetes"),
     "twin.kwok": GoModule("sigs.k8s.io/kwok"),
     "twin.pulumi-cli": GoModule("github.com/pulumi/pulumi/pkg/v3"),
+    "twin.pulumi-yaml": GoModule("github.com/pulumi/pulumi-yaml"),
     "twin.kubernetes-provider": GoModule("github.com/pulumi/pulumi-kubernetes/provider/v4"),
     "twin.kubernetes-provider-tag": Offline("a git tag of pulumi/pulumi-kubernetes (its source repository)"),
     "twin.pulumi-language-python": Offline(
