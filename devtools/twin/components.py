@@ -40,11 +40,13 @@ from typing import Any
 
 import yaml
 
+from devtools import source_snapshot
 from devtools.twin import build, cluster, engine, python_host
 from devtools.twin.modules import wrappers
 
 STACK = "quickstart-h100"
 PROVIDER_DIR = Path("provider")
+GOLDEN_SCHEMA = cluster.PROJECT_ROOT / "tests" / "golden" / "components" / "schema.json"
 COMPONENT_TYPE = "llmd-fleet:index:Fleet"
 RESOURCE_NAME = "fleet"
 # The program's secret config keys, passed to the component's inputs of the same name.
@@ -108,13 +110,27 @@ def with_bad_input(properties: Mapping[str, Any]) -> dict[str, Any]:
     return changed
 
 
+# Fields the Kubernetes provider's Check leaves out of a state's inputs when they are zero: int32
+# fields marked `omitempty` in k8s.io/api (Probe.InitialDelaySeconds), whose zero is the API's
+# default. The mock engine records what the program passed, zero included.
+OMITTED_ZEROS = frozenset({"initialDelaySeconds"})
+
+
 def normalized(value: Any) -> Any:
     """State or mock inputs as comparable data: a secret (either side's form) becomes SECRET,
-    integral floats ints, nulls dropped."""
+    integral floats ints, nulls and OMITTED_ZEROS dropped, and a Secret's `stringData` read as
+    `data` (the provider's Check encodes one into the other, as the API server does)."""
     if isinstance(value, dict):
         if _SECRET_SIG_KEY in value:
             return SECRET
-        return {k: normalized(v) for k, v in value.items() if v is not None}
+        out = {
+            k: normalized(v)
+            for k, v in value.items()
+            if v is not None and not (k in OMITTED_ZEROS and v == 0)
+        }
+        if out.get("kind") == "Secret" and "stringData" in out:
+            out["data"] = out.pop("stringData")
+        return out
     if isinstance(value, list):
         return [normalized(v) for v in value]
     if isinstance(value, float) and value.is_integer():
@@ -216,9 +232,124 @@ class Consumer:
 
 
 def write_yaml(directory: Path, project: str, properties: Mapping[str, Any]) -> None:
+    """Pulumi.yaml of the YAML program, keeping the `packages:` entry `pulumi package add` wrote."""
+    path = directory / "Pulumi.yaml"
+    program = yaml_program(project, properties)
+    if path.is_file() and (packages := (yaml.safe_load(path.read_text()) or {}).get("packages")):
+        program["packages"] = packages
+    path.write_text(yaml.safe_dump(program, sort_keys=False), encoding="utf-8")
+
+
+# The TypeScript program: the component's inputs from fleet.json (checked against the generated
+# SDK's types by the compiler), the secrets from the program's secret config.
+TYPESCRIPT_INDEX = """import * as pulumi from "@pulumi/pulumi";
+import * as llmdFleet from "@pulumi/llmd-fleet";
+import properties from "./fleet.json";
+
+const config = new pulumi.Config();
+const fleet = new llmdFleet.Fleet("fleet", {
+    ...properties,
+    hfToken: config.requireSecret("hfToken"),
+    kubeconfig: config.requireSecret("kubeconfig"),
+});
+
+export const gatewayAddress = fleet.gatewayAddress;
+export const pools = fleet.pools;
+export const namespaces = fleet.namespaces;
+"""
+TSCONFIG = {
+    "compilerOptions": {
+        "strict": True,
+        "target": "es2020",
+        "module": "commonjs",
+        "moduleResolution": "node",
+        "esModuleInterop": True,
+        "resolveJsonModule": True,
+        "skipLibCheck": True,
+    },
+    "files": ["index.ts"],
+}
+
+
+def package_json(project: str) -> dict[str, Any]:
+    """The TypeScript program's package.json, every version from the matrix ([twin].npm-*)."""
+    from llmd_fleet.versions import versions
+
+    twin = versions().twin
+    return {
+        "name": project,
+        "private": True,
+        "main": "index.ts",
+        "dependencies": {"@pulumi/pulumi": twin.npm_pulumi},
+        "devDependencies": {
+            "typescript": twin.npm_typescript,
+            "ts-node": twin.npm_ts_node,
+            "@types/node": twin.npm_types_node,
+        },
+    }
+
+
+def write_typescript(directory: Path, project: str, properties: Mapping[str, Any]) -> None:
+    """Pulumi.yaml, package.json (keeping what `pulumi package add` added), tsconfig.json,
+    index.ts and fleet.json of the TypeScript program."""
     (directory / "Pulumi.yaml").write_text(
-        yaml.safe_dump(yaml_program(project, properties), sort_keys=False), encoding="utf-8"
+        yaml.safe_dump(
+            {
+                "name": project,
+                "runtime": {"name": "nodejs", "options": {"typescript": True, "packagemanager": "npm"}},
+                "description": "The llmd-fleet Fleet component declared from TypeScript (make components).",
+                **(
+                    {"packages": packages}
+                    if (directory / "Pulumi.yaml").is_file()
+                    and (
+                        packages := (yaml.safe_load((directory / "Pulumi.yaml").read_text()) or {}).get(
+                            "packages"
+                        )
+                    )
+                    else {}
+                ),
+            },
+            sort_keys=False,
+        )
     )
+    manifest = directory / "package.json"
+    wanted = package_json(project)
+    if manifest.is_file():  # `pulumi package add` added the generated SDK (file:sdks/llmd-fleet)
+        added = json.loads(manifest.read_text()).get("dependencies", {})
+        wanted["dependencies"] = {**added, **wanted["dependencies"]}
+    manifest.write_text(json.dumps(wanted, indent=2) + "\n")
+    (directory / "tsconfig.json").write_text(json.dumps(TSCONFIG, indent=2) + "\n")
+    (directory / "index.ts").write_text(TYPESCRIPT_INDEX)
+    (directory / "fleet.json").write_text(json.dumps(properties, indent=2) + "\n")
+
+
+def npm_env(base: Mapping[str, str]) -> dict[str, str]:
+    """npm's download cache outside the repository (shared, content-addressed), no audit, no fund
+    or update notices."""
+    return {
+        **base,
+        "npm_config_cache": str(build.cache_root() / "npm-cache"),
+        "npm_config_prefer_offline": "true",
+        "npm_config_audit": "false",
+        "npm_config_fund": "false",
+        "npm_config_update_notifier": "false",
+    }
+
+
+def npm_install(directory: Path, env: Mapping[str, str]) -> None:
+    """`npm install` of the program (the matrix's packages and the generated SDK); prints its time."""
+    started = time.monotonic()
+    done = subprocess.run(
+        ["npm", "install", "--no-save"],
+        cwd=directory,
+        env=npm_env(env),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise ComponentsError(f"npm install in {directory}: {(done.stderr or done.stdout).strip()[-2000:]}")
+    print(f"  npm install: {time.monotonic() - started:.1f} s", flush=True)
 
 
 class Workspace:
@@ -243,10 +374,15 @@ class Workspace:
                 f"the component provider needs the Python language host: {tools.host_absent}"
             )
         path = [str(d) for d in (*consumer.host_dirs, host.bin_dir)]
+        self.env.update(python_host.uv_env(os.environ))
         self.env.update(
             {
                 "PATH": os.pathsep.join([*path, os.environ.get("PATH", "")]),
                 "PULUMI_BACKEND_URL": f"file://{self.state}",
+                # The provider's environment (provider/venv, which the host's `uv sync` makes from
+                # uv.lock) is the core install: its only provider plugin is Kubernetes', installed
+                # above; the dev group would add the cloud SDKs' plugins.
+                "UV_NO_DEV": "1",
             }
         )
         engine.install_provider(tools, self.env)
@@ -290,8 +426,12 @@ class Workspace:
 
     def rewrite(self, properties: Mapping[str, Any]) -> None:
         self.consumer.write(self.program, self.project, properties)
-        # `pulumi package add` added the package to the first Pulumi.yaml: add it again.
-        self.cli("package", "add", str((self.root / PROVIDER_DIR).resolve()))
+
+    def schema(self) -> dict[str, Any]:
+        """`pulumi package get-schema` of the provider, as a user would see it."""
+        done = self.cli("package", "get-schema", str((self.root / PROVIDER_DIR).resolve()))
+        schema: dict[str, Any] = json.loads(done.stdout)
+        return schema
 
     def export(self) -> dict[str, Any]:
         done = self.cli("stack", "export", "--stack", STACK)
@@ -323,8 +463,16 @@ def run_consumer(
     label = f"component: {consumer.language}:"
     started = time.monotonic()
     # A bad input first: refused with the stack file's error, before any object.
-    work.consumer.write(work.program, work.project, with_bad_input(properties))
     stack = work.prepare(with_bad_input(properties))
+    if consumer.language == "yaml":
+        schema = work.schema()
+        if schema != json.loads(GOLDEN_SCHEMA.read_text()):
+            result.problems.append(
+                f"{label} pulumi package get-schema differs from {GOLDEN_SCHEMA.relative_to(root)} "
+                "(review, then `python -m devtools.twin components --write-schema`)"
+            )
+        else:
+            print(f"  schema: pulumi package get-schema equals {GOLDEN_SCHEMA.relative_to(root)}", flush=True)
     try:
         stack.up(color="never")
         result.problems.append(f"{label} a bad input ({BAD_KEY}) was not refused")
@@ -347,7 +495,15 @@ def run_consumer(
         + ", ".join(f"{k}={v.value!r}" for k, v in sorted(up.outputs.items())),
         flush=True,
     )
-    result.problems.extend(f"{label} {p}" for p in spec_differences(expected, got))
+    differences = spec_differences(expected, got)
+    result.problems.extend(f"{label} {p}" for p in differences)
+    if differences:  # both sides, for a diff
+        for name, specs in (("python", expected), (consumer.language, got)):
+            path = components_dir(root) / f"specs-{name}.json"
+            path.write_text(
+                json.dumps({"/".join(k): v for k, v in sorted(specs.items())}, indent=1, sort_keys=True)
+            )
+        result.problems.append(f"{label} both sides written to {components_dir(root)}/specs-*.json")
     leaks = engine.leaked_secrets(work.state_text(), work.secrets)
     if leaks:
         result.problems.append(f"{label} secrets in plain text in the state: {', '.join(leaks)}")
@@ -371,9 +527,16 @@ def run_consumer(
 
 
 def consumers(only: str | None) -> list[Consumer]:
-    yaml_host = build.ensure(wrappers()["pulumi-yaml"])["pulumi-language-yaml"]
-    found = [Consumer("yaml", (yaml_host.parent,), write_yaml)]
-    return [c for c in found if only in (None, c.language)]
+    from devtools.twin import nodejs_host
+
+    found = []
+    if only in (None, "yaml"):
+        yaml_host = build.ensure(wrappers()["pulumi-yaml"])["pulumi-language-yaml"]
+        found.append(Consumer("yaml", (yaml_host.parent,), write_yaml))
+    if only in (None, "typescript"):
+        node_host = nodejs_host.ensure()
+        found.append(Consumer("typescript", (node_host.bin_dir,), write_typescript, npm_install))
+    return found
 
 
 def run(shared: bool, only: str | None, root: Path = cluster.PROJECT_ROOT) -> int:
@@ -386,6 +549,9 @@ def run(shared: bool, only: str | None, root: Path = cluster.PROJECT_ROOT) -> in
     except (build.BuildError, python_host.BuildError) as error:
         print(f"components: {error}", file=sys.stderr)
         return 1
+    except source_snapshot.SnapshotMissing as missing:
+        print(f"components: not run: {missing}")
+        return 0
     if tools.host is None:
         print(f"components: not run: {tools.host_absent}")
         return 0
@@ -428,7 +594,28 @@ def run(shared: bool, only: str | None, root: Path = cluster.PROJECT_ROOT) -> in
     return 1 if problems else 0
 
 
+def write_schema(root: Path = cluster.PROJECT_ROOT) -> int:
+    """Refresh the golden schema from `pulumi package get-schema` of provider/ (no twin)."""
+    try:
+        tools = engine.ensure_tools()
+        if tools.host is None:
+            print(
+                f"components: --write-schema needs the Python language host: {tools.host_absent}",
+                file=sys.stderr,
+            )
+            return 1
+        work = Workspace(Consumer("schema", (), write_yaml), tools, Path(os.devnull), root)
+        GOLDEN_SCHEMA.write_text(json.dumps(work.schema(), indent=2) + "\n")
+    except (build.BuildError, python_host.BuildError, ComponentsError) as error:
+        print(f"components: {error}", file=sys.stderr)
+        return 1
+    print(f"components: wrote {GOLDEN_SCHEMA.relative_to(root)}")
+    return 0
+
+
 def main(argv: Sequence[str]) -> int:
+    if "--write-schema" in argv:
+        return write_schema()
     only = None
     if "--only" in argv:
         index = list(argv).index("--only")

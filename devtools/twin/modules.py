@@ -313,9 +313,7 @@ def engine_wrappers(twin_versions: Mapping[str, str], plugin_version: str) -> di
             name="pulumi-yaml",
             module=PULUMI_YAML,
             version=yaml_host,
-            binaries=(
-                Binary("pulumi-language-yaml", f"{PULUMI_YAML}/cmd/pulumi-language-yaml", ()),
-            ),
+            binaries=(Binary("pulumi-language-yaml", f"{PULUMI_YAML}/cmd/pulumi-language-yaml", ()),),
             ldflags=(f"-X {PULUMI_YAML}/pkg/version.Version={yaml_host}",),
             reported_version=yaml_host,
         )
