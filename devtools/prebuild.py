@@ -104,7 +104,7 @@ def _go_tools() -> list[Build]:
         ("Python language host", _python_host),
         ("Kubernetes provider", _twin("kubernetes-provider")),
         # `make components` (docs/components.md): the YAML and Node.js language hosts.
-        ("YAML language host", _twin("pulumi-yaml")),
+        ("twin pulumi-yaml", _twin("pulumi-yaml")),
         ("Node.js language host", _nodejs_host),
         ("data-plane router", _dataplane("router")),
         ("simulator", _dataplane("simulator")),

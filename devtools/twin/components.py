@@ -375,6 +375,8 @@ class Workspace:
             )
         path = [str(d) for d in (*consumer.host_dirs, host.bin_dir)]
         self.env.update(python_host.uv_env(os.environ))
+        # npm (the TypeScript program: `pulumi package add` and the Node host install with it).
+        self.env.update(npm_env({}))
         self.env.update(
             {
                 "PATH": os.pathsep.join([*path, os.environ.get("PATH", "")]),
@@ -410,7 +412,9 @@ class Workspace:
         from pulumi import automation as auto
 
         self.consumer.write(self.program, self.project, properties)
+        started = time.monotonic()
         self.cli("package", "add", str((self.root / PROVIDER_DIR).resolve()))
+        print(f"  pulumi package add provider: {time.monotonic() - started:.1f} s", flush=True)
         self.consumer.after_add(self.program, {**os.environ, **self.env})
         options = auto.LocalWorkspaceOptions(
             work_dir=str(self.program),

@@ -259,3 +259,53 @@ def test_provider_plugin_file_is_a_python_plugin():
     assert plugin["name"] == PACKAGE and plugin["runtime"]["name"] == "python"
     assert (REPO / "provider" / "__main__.py").is_file()
     assert Path(REPO / components.PROVIDER_DIR).resolve() == (REPO / "provider").resolve()
+
+
+# --- the TypeScript program and the Node.js host -------------------------------------------------------
+
+
+def test_typescript_program_pins_come_from_the_matrix(tmp_path):
+    from llmd_fleet.versions import versions
+
+    twin = versions().twin
+    components.write_typescript(tmp_path, "p", {"serving": {"name": "q"}})
+    manifest = json.loads((tmp_path / "package.json").read_text())
+    assert manifest["dependencies"] == {"@pulumi/pulumi": twin.npm_pulumi}
+    assert manifest["devDependencies"] == {
+        "typescript": twin.npm_typescript,
+        "ts-node": twin.npm_ts_node,
+        "@types/node": twin.npm_types_node,
+    }
+    assert json.loads((tmp_path / "fleet.json").read_text()) == {"serving": {"name": "q"}}
+    # What `pulumi package add` added survives a rewrite.
+    manifest["dependencies"]["@pulumi/llmd-fleet"] = "file:sdks/llmd-fleet"
+    (tmp_path / "package.json").write_text(json.dumps(manifest))
+    (tmp_path / "Pulumi.yaml").write_text("name: p\nruntime: nodejs\npackages:\n  llmd-fleet: /x/provider\n")
+    components.write_typescript(tmp_path, "p", {"serving": {"name": "r"}})
+    assert json.loads((tmp_path / "package.json").read_text())["dependencies"]["@pulumi/llmd-fleet"] == (
+        "file:sdks/llmd-fleet"
+    )
+    assert "llmd-fleet: /x/provider" in (tmp_path / "Pulumi.yaml").read_text()
+    assert 'config.requireSecret("hfToken")' in (tmp_path / "index.ts").read_text()
+
+
+def test_nodejs_host_builds_against_its_own_sdk_pin():
+    from devtools.twin import nodejs_host
+    from devtools.twin.modules import PULUMI_CLI, parse_requires
+    from llmd_fleet.versions import versions
+
+    pinned = nodejs_host.pins()
+    twin = versions().twin
+    assert pinned.sdk == twin.pulumi_language_nodejs_sdk != twin.pulumi_cli
+    assert pinned.commit == twin.pulumi_language_python  # the same snapshot commit
+    committed = (REPO / "devtools" / "twin" / "gomod" / "nodejs-host" / "go.mod").read_text()
+    assert nodejs_host.wrapper_problems(pinned, committed) == []
+    assert parse_requires(committed)[PULUMI_CLI] == pinned.sdk
+    upstream = (
+        "replace (\n\tgithub.com/pulumi/pulumi/sdk/v3 => ../../..\n"
+        "\tgithub.com/a/b => github.com/c/b v1.0.0\n)\n"
+    )
+    generated = nodejs_host.wrapper_gomod(pinned, upstream)
+    assert "github.com/a/b => github.com/c/b v1.0.0" in generated and "../../.." not in generated
+    stale = committed.replace(pinned.sdk, twin.pulumi_cli)
+    assert nodejs_host.wrapper_problems(pinned, stale)
