@@ -43,6 +43,8 @@ AREAS = {
     "checks": 5,
     # the one cluster client of `status` and `doctor` (kubeconfig, credentials, bounds)
     "cluster": 5,
+    # the Fleet component of the component provider (provider/): an entry point over the program
+    "facade": 5,
 }
 SLICED = ("layers", "targets")
 """One folder per in-cluster layer and per target kind; their files' tiers go by file name."""

@@ -41,7 +41,7 @@ from llmd_fleet.cli.stack_file import StackArgumentError
 from llmd_fleet.config.model import client_model_name
 from llmd_fleet.core.problems import ConfigError, printable
 from llmd_fleet.plan.fleet import PlanError, plan_fleet
-from llmd_fleet.targets.extras import MissingExtraError, require_target_extra
+from llmd_fleet.targets.extras import MissingExtraError, require_image_build_extra, require_target_extra
 
 if TYPE_CHECKING:
     from llmd_fleet.cli.check import CrdSchemas
@@ -407,6 +407,7 @@ def _doctor(args: argparse.Namespace, stacks_dir: Path) -> int:
                 f"nothing to check before pulumi up: run llmd-fleet doctor {args.stack} --deployed after it"
             )
         require_target_extra(config.target.kind)
+        require_image_build_extra(config.images.build)
     except (ConfigError, PlanError, StackArgumentError, MissingExtraError, InputRefused) as exc:
         _error(exc)
         return EXIT_BAD_INPUT
@@ -477,6 +478,7 @@ def run(argv: list[str]) -> int:
         if args.command == "plan":
             return _plan(args, config, plan)
         require_target_extra(config.target.kind)
+        require_image_build_extra(config.images.build)
         if args.command == "check" and args.for_deploy:
             from llmd_fleet.cli.deploy_check import deploy_problems
 
