@@ -14,6 +14,19 @@ def _row(cells: tuple[str, ...]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def _role_column(config: StackConfig, name: str, expert_parallel: int) -> str:
+    """`decode (EP 64)`, with EPLB's redundant experts when the role sets them."""
+    role = getattr(config.serving.roles, name, None)
+    redundant = getattr(role, "redundant_experts", None)
+    spares = f", {redundant} redundant experts" if redundant else ""
+    return f"{name} (EP {expert_parallel}{spares})"
+
+
+def _any_dbo(config: StackConfig) -> bool:
+    roles = config.serving.roles
+    return roles.prefill.dual_batch_overlap or roles.decode.dual_batch_overlap
+
+
 def memory_section(config: StackConfig, plan: FleetPlan) -> str:
     """Weights, reserves and KV bytes per token from the model description (plan/memory.py); empty
     when the stack's model has no committed description or nothing is sized from HBM."""
@@ -30,7 +43,9 @@ def memory_section(config: StackConfig, plan: FleetPlan) -> str:
     lines = [
         f"## Memory per rank from the model ({d.name}, plan/model_card.py) and vLLM 0.33 (plan/memory.py)",
         "",
-        _row(("GiB per GPU", *(f"{r.name} (EP {r.expert_parallel})" for r in roles), "confirm live")),
+        _row(
+            ("GiB per GPU", *(_role_column(config, r.name, r.expert_parallel) for r in roles), "confirm live")
+        ),
         "|" + "---|" * (len(roles) + 2),
     ]
     description = plan.model.description if plan.model else None
@@ -61,7 +76,11 @@ def memory_section(config: StackConfig, plan: FleetPlan) -> str:
     reserve_rows = (
         ("runtimeReserveGiB (activation peak, CUDA graphs)", "runtime"),
         ("nvshmemHeapGiB (DeepEP)", "nvshmem"),
-        ("sparse-MLA prefill workspace (maxModelLen)", "sparse_workspace"),
+        (
+            "sparse-MLA prefill workspace (maxModelLen"
+            + (", one per micro-batch with dualBatchOverlap)" if _any_dbo(config) else ")"),
+            "sparse_workspace",
+        ),
         ("top-k index buffers", "topk_indices"),
     )
     for label, attr in reserve_rows:
@@ -266,11 +285,12 @@ def throughput_section(
 ) -> str:
     """Tokens/min, the limiting resource, headroom and cost (plan/throughput.py); empty when the
     plan cannot model the stack (simulator, no model description, unknown GPU)."""
-    from llmd_fleet.plan.throughput import mtp_acceptance, plan_throughput
+    from llmd_fleet.plan.throughput import mtp_acceptance, plan_throughput, why_not_modelled
 
     f = plan_throughput(config, plan, gpu_hour_usd, cache_hit)
     if f is None:
-        return ""
+        why = why_not_modelled(config, plan)
+        return f"throughput: not modelled: {why}" if why else ""
     t = f.throughput
     lines = [
         "## Throughput and cost (plan/throughput.py, calibrated on published runs)",

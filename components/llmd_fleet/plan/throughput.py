@@ -589,6 +589,34 @@ def role_shapes(config: StackConfig, plan: FleetPlan) -> tuple[RoleShape, RoleSh
     return prefill, decode
 
 
+def why_not_modelled(config: StackConfig, plan: FleetPlan) -> str | None:
+    """Why the step-time model cannot size the stack, naming the config key it lacks; None when
+    it can, or for the simulator (whose timing is the simulator's own settings)."""
+    if config.serving.engine == "simulator":
+        return None
+    sizing = plan.model
+    if sizing is None or sizing.description is None or sizing.kv is None:
+        return (
+            f"model.id {config.model.id} has no model card (plan/model_card.py): the step times "
+            "need its architecture (hidden size, heads, MLA ranks, experts per layer), which "
+            "totalParamsB and kvBytesPerToken do not give"
+        )
+    for name in ("prefill", "decode"):
+        group_name = getattr(config.serving.roles, name).node_group
+        group = config.fleet.node_groups[group_name]
+        if str(group.accelerator) not in GPUS:
+            return (
+                f"fleet.nodeGroups.{group_name}.accelerator {group.accelerator} has no datasheet "
+                f"entry (plan/throughput.py GPUS: {', '.join(GPUS)})"
+            )
+        if group.nic_gbps is None:
+            return (
+                f"fleet.nodeGroups.{group_name}.nicGbps is unset: the all-to-all and the KV "
+                "transfer need the NIC rate"
+            )
+    return None
+
+
 def plan_throughput(
     config: StackConfig,
     plan: FleetPlan,
