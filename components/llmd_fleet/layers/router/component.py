@@ -6,7 +6,7 @@ options at the pinned tag; the chart itself is not used because it renders no PD
 anti-affinity, and the config file must come from the plan.
 """
 
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -318,12 +318,20 @@ class RouterArgs(TypedDict):
       endpoint picker is sized by its `router` (RouterPlan).
     - `hf_token_secret` (required, may be `None`): name of the Secret holding HF_TOKEN for the
       tokenizer's download; the tokenizer gets no HF_TOKEN when None.
+    - `objectives` (default `True`): declare the InferenceObjectives of `router.priorityClasses`
+      on this pool. A canary's router has none: objectives are looked up by name, the stable
+      pool's already carry those names in the namespace, and a picker keeps only objectives
+      whose poolRef is its own pool (llm-d-router v0.10.0
+      pkg/epp/controller/inferenceobjective_reconciler.go), so the canary's requests run at the
+      default priority.
     """
 
     config: StackConfig
     plan: FleetPlan
     hf_token_secret: str | None
     """Secret holding HF_TOKEN for the tokenizer's download, if any."""
+    objectives: NotRequired[bool]
+    """Declare the priority classes' InferenceObjectives (default true; false for a canary)."""
 
 
 class Router(pulumi.ComponentResource):
@@ -441,7 +449,7 @@ class Router(pulumi.ComponentResource):
             spec=inference_pool_spec(config, plan, names),
             opts=child,
         )
-        for objective in config.router.priority_classes:
+        for objective in config.router.priority_classes if args.get("objectives", True) else []:
             k8s.apiextensions.CustomResource(
                 f"{name}-objective-{objective.name}",
                 api_version="llm-d.ai/v1alpha2",
