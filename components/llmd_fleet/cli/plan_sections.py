@@ -411,3 +411,47 @@ def split_section(config: StackConfig, plan: FleetPlan, cache_hit: float | None 
         "on the prefill ranks; `llmd-fleet plan --cache-hit RATE` recomputes the table at it.",
     ]
     return "\n".join(lines)
+
+
+def canary_section(config: StackConfig, plan: FleetPlan) -> str:
+    """The canary's revision, traffic share and surge (serving.canary, docs/day-two.md); empty
+    without a canary."""
+    canary, settings = plan.canary, config.serving.canary
+    if canary is None or settings is None:
+        return ""
+    from llmd_fleet.layers.serving.canary import canary_name, revision_summary
+
+    roles = " + ".join(f"{r.name} {r.instances}x{r.nodes_per_instance}" for r in canary.roles)
+    lines = [
+        "## Canary (serving.canary, docs/day-two.md)",
+        "",
+        "| canary | value |",
+        "|---|---|",
+        _row(("revision", revision_summary(config, settings))),
+        _row(
+            (
+                "traffic",
+                f"{canary.weight}% to {canary_name(config)}, {100 - canary.weight}% to "
+                f"{config.serving.name} (HTTPRoute backendRefs weights)",
+            )
+        ),
+        _row(
+            (
+                "surge",
+                f"{roles}: {_nodes(canary.nodes)}, {canary.gpus} GPUs above the stable "
+                f"{_nodes(plan.nodes)}, {plan.gpus} GPUs",
+            )
+        ),
+    ]
+    for use in plan.node_groups:
+        needed = canary.nodes_in(use.name)
+        if needed:
+            lines.append(
+                _row(
+                    (
+                        f"node group {use.name}",
+                        f"{needed} of {canary.spare_nodes[use.name]} spare nodes (count {use.nodes})",
+                    )
+                )
+            )
+    return "\n".join(lines)

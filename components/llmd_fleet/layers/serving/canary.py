@@ -96,7 +96,9 @@ def revision_summary(config: StackConfig, canary: CanaryConfig) -> str:
     if canary.model_revision is not None and canary.model_revision != config.model.revision:
         changes.append(f"model.revision {config.model.revision} -> {canary.model_revision}")
     if canary.image_tag is not None:
-        changes.append(f"image tag -> {canary.image_tag}")
+        stable = "built" if config.images.build else versions().image(engine_image_key(config)).tag
+        if canary.image_tag != stable:
+            changes.append(f"image tag {stable} -> {canary.image_tag}")
     return ", ".join(changes) or "the stable revision (nothing changed)"
 
 
