@@ -59,6 +59,10 @@ class ModelServing(pulumi.ComponentResource):
     """The ModelExpress server, with `serving.weightLoading: modelexpress`."""
     namespace: pulumi.Resource
     """The serving namespace (a canary's is the stable revision's)."""
+    token_secret: pulumi.Resource | None
+    """The Hugging Face token Secret, if any (a canary's is the stable revision's)."""
+    claim_templates: list[pulumi.Resource]
+    """The ResourceClaimTemplates (a canary's are the stable revision's)."""
 
     def __init__(self, name: str, args: ModelServingArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llmd-fleet:serving:ModelServing", name, {}, opts)
@@ -131,8 +135,8 @@ class ModelServing(pulumi.ComponentResource):
                     opts=after_namespace,
                 )
             )
-        self.token_secret: pulumi.Resource | None = token_secret
-        self.claim_templates: list[pulumi.Resource] = list(claim_templates)
+        self.token_secret = token_secret
+        self.claim_templates = list(claim_templates)
         # With ModelExpress, its server comes first: pods that start without it load from the hub.
         self.modelexpress = None
         if serving.weight_loading == "modelexpress":
