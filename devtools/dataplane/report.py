@@ -192,8 +192,8 @@ def failover(
 # leaving the endpoints and the standby passing readiness), fail-open under leader election is
 # llm-d-router#2051.
 FAILURE_LIMITS = {
-    "shutting-down": "llm-d-router v0.10.0 pkg/epp/requestcontrol/admission.go: flow control stops at SIGTERM "
-    "while the picker drains",
+    "shutting-down": "llm-d-router v0.10.0 pkg/epp/requestcontrol/admission.go: flow control stops at "
+    "SIGTERM while the picker drains",
     "no-picker": "llm-d-router#2051: no picker ready during the leader hand-over",
     "endpoint": "llm-d-inference-sim v0.10.2: the endpoint failed the routed request",
 }
