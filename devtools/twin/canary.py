@@ -15,9 +15,10 @@ DisaggregatedSet and InferencePool exist, and the stable DisaggregatedSet's uid 
 
 The canary needs nodes beside the stable roles; the twin's stacks use every node of their group,
 so each canary step raises the group's `count` in the config by the canary's nodes. The twin's
-simulated nodes stay as the twin started them: the canary's serving pods stay Pending there,
-which the program does not wait for (it awaits no DisaggregatedSet), so these steps check what
-the engine declares, not pods.
+simulated nodes stay as the twin started them: the canary's serving pods that find no room stay
+Pending there, which the program does not wait for (it awaits no DisaggregatedSet), so these
+steps check what the engine declares, not serving. The canary's endpoint picker and tokenizer
+are Deployments the engine awaits: the canary runs one picker replica (`routerReplicas: 1`).
 """
 
 import copy
@@ -83,8 +84,16 @@ def steps(config: Mapping[str, Any]) -> list[CanaryStep]:
     # there a promotion leaves the stable DisaggregatedSet as it is.
     vllm = _serving(config).get("engine", "vllm") == "vllm"
 
+    # One endpoint-picker replica for the canary: the twin's three CPU nodes hold the stable
+    # picker pair, the tokenizers and the agentic API, and have no CPU left for a second pair of
+    # replicas the size of the stable ones (the engine awaits every Deployment).
     def canary(weight: int) -> dict[str, Any]:
-        return {"weight": weight, "modelRevision": CANARY_REVISION, "instances": {"prefill": 1, "decode": 1}}
+        return {
+            "weight": weight,
+            "modelRevision": CANARY_REVISION,
+            "instances": {"prefill": 1, "decode": 1},
+            "routerReplicas": 1,
+        }
 
     return [
         CanaryStep("canary 0%", with_canary(config, canary(0)), (100, 0)),

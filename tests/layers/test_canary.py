@@ -3,6 +3,7 @@ InferencePool beside the stable ones, the HTTPRoute's weights, the surge the pla
 bad values are refused with, and what `status` reads during a canary."""
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from llmd_fleet.versions import versions
 from tests.conftest import STACKS_DIR, stack_raw_config
 
 BASE = "local-sim"
+DOCS = STACKS_DIR.parent / "docs"
 POOL_KIND = ("inference.networking.k8s.io", "InferencePool")
 
 
@@ -133,6 +135,9 @@ def test_the_canary_config_changes_only_name_instances_and_revision() -> None:
     assert (canary.serving.roles.prefill.instances, canary.serving.roles.decode.instances) == (1, 2)
     assert canary.serving.roles.decode.data_parallel == config.serving.roles.decode.data_parallel
     assert canary.model_copy(update={"serving": config.serving, "model": config.model}) == config
+    assert canary.router == config.router
+    one = canary_config(parse_config(_raw({"weight": 5, "routerReplicas": 1})))
+    assert one is not None and one.router.replicas == 1 and config.router.replicas == 2
 
 
 def test_an_image_tag_canary_runs_the_pinned_image_of_that_tag() -> None:
@@ -162,6 +167,8 @@ def test_the_plan_shows_the_surge_and_refuses_a_canary_without_room(tmp_path: Pa
     assert run(["plan", str(_stack_file(tmp_path, canary={"weight": 10})), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["canary"]["weight"] == 10 and doc["canary"]["nodes"] == 3
+    documented = set(re.findall(r"^\| `(canary[A-Za-z.]*)` \|", (DOCS / "plan-json.md").read_text(), re.M))
+    assert {"canary"} | {f"canary.{k}" for k in doc["canary"]} == documented
     assert guarded_run(["plan", str(_stack_file(tmp_path, nodes=4, canary={"weight": 10}))]) == 2
     err = capsys.readouterr().err
     assert "llmd-fleet:serving.canary.instances: the canary needs 3 nodes of node group kind" in err

@@ -1,6 +1,8 @@
 """Sections of `llmd-fleet plan` that explain the sizing (docs/fleet-scale.md): each a Markdown
 table of its own, printed after the role table, each figure beside what confirms it live."""
 
+from dataclasses import replace
+
 from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.plan.fleet import FleetPlan
 from llmd_fleet.plan.memory import KV_INDEXER_CONSERVATIVE
@@ -443,6 +445,20 @@ def canary_section(config: StackConfig, plan: FleetPlan) -> str:
             )
         ),
     ]
+    from llmd_fleet.layers.router.component import TOKENIZER_REPLICAS
+    from llmd_fleet.layers.router.epp_config import epp_cpus
+
+    replicas = settings.router_replicas or config.router.replicas
+    cpus = epp_cpus(replace(plan, roles=canary.roles), config.router.expected_requests_per_second)
+    lines.append(
+        _row(
+            (
+                "canary router",
+                f"{replicas} x ({cpus} CPUs, {plan.router.memory_gib} GiB) endpoint picker and "
+                f"{TOKENIZER_REPLICAS} tokenizer replicas, on the CPU nodes",
+            )
+        )
+    )
     for use in plan.node_groups:
         needed = canary.nodes_in(use.name)
         if needed:

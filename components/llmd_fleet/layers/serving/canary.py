@@ -37,8 +37,8 @@ def canary_name(config: StackConfig) -> str:
 
 def canary_config(config: StackConfig) -> StackConfig | None:
     """The canary's whole stack config, or None without `serving.canary`. No preflight Job (the
-    fabric is the stable revision's, already checked) and no autoscaling (the canary runs its
-    fixed instances)."""
+    fabric is the stable revision's, already checked), no autoscaling (the canary runs its
+    fixed instances), and `routerReplicas` endpoint-picker replicas when set."""
     canary = config.serving.canary
     if canary is None:
         return None
@@ -62,7 +62,10 @@ def canary_config(config: StackConfig) -> StackConfig | None:
     model = config.model
     if canary.model_revision is not None:
         model = model.model_copy(update={"revision": canary.model_revision})
-    return config.model_copy(update={"serving": serving, "model": model})
+    router = config.router
+    if canary.router_replicas is not None:
+        router = router.model_copy(update={"replicas": canary.router_replicas})
+    return config.model_copy(update={"serving": serving, "model": model, "router": router})
 
 
 def engine_image_key(config: StackConfig) -> str:

@@ -185,6 +185,10 @@ class CanaryConfig(_Model):
     instances: CanaryInstancesConfig = Field(default_factory=CanaryInstancesConfig)
     """Instances of each role the canary runs; their nodes are the surge the plan shows and must
     be spare in the roles' node groups."""
+    router_replicas: Annotated[int, Field(ge=1, le=10)] | None = None
+    """Endpoint-picker replicas of the canary's own router; `router.replicas` when unset. 1 saves
+    one replica's CPU and memory on the CPU nodes while the canary runs, at the price of no
+    standby: while its one picker restarts, the canary's share is routed fail-open."""
 
 
 class ServingConfig(_Model):
