@@ -32,7 +32,7 @@ from llmd_fleet.layers.observability.component import Observability
 from llmd_fleet.layers.responses.component import ManagedDatabase, ResponsesLayer, gke_gateway_addresses
 from llmd_fleet.layers.responses.config import PASSWORD_KEY, password_problems
 from llmd_fleet.layers.router.component import Router
-from llmd_fleet.layers.serving.canary import canary_config, canary_image
+from llmd_fleet.layers.serving.canary import CANARY_SUFFIX, canary_config, canary_image
 from llmd_fleet.layers.serving.component import HF_TOKEN_SECRET, ModelServing
 from llmd_fleet.plan.fleet import FleetPlan, PlanError, plan_fleet
 from llmd_fleet.platform.accelerators import AcceleratorPlatform, AcceleratorPlatformArgs
@@ -238,7 +238,7 @@ def add_canary(args: ServingLayersArgs, provider: k8s.Provider, stable: ModelSer
         opts=opts,
     )
     router = Router(
-        f"router{name.removeprefix(config.serving.name)}",
+        f"router{CANARY_SUFFIX}",
         {
             "config": derived,
             "plan": canary_plan,
@@ -248,7 +248,7 @@ def add_canary(args: ServingLayersArgs, provider: k8s.Provider, stable: ModelSer
         opts=opts,
     )
     network = NetworkIsolation(
-        f"network-policies{name.removeprefix(config.serving.name)}",
+        f"network-policies{CANARY_SUFFIX}",
         {"config": derived, "plan": canary_plan},
         opts=opts,
     )

@@ -42,7 +42,8 @@ class CanaryStep:
     name: str
     config: dict[str, Any]
     weights: tuple[int, ...] | None
-    """The route's backend weights (stable, canary); None: one backend without a weight."""
+    """The route's backend weights (stable, canary); None: the stable backend alone (rendered
+    without a weight, read back with the CRD's default 1)."""
     stable_updated: bool = False
     """The stable DisaggregatedSet is updated in place (generation up, same uid)."""
 
@@ -140,7 +141,9 @@ def observe(kube: Any, config: Mapping[str, Any]) -> dict[str, Any]:
     stable = _live(kube, _obj(DS_API, "DisaggregatedSet", namespace, name)) or {"metadata": {}}
     canary = f"{name}-canary"
     return {
-        "backends": [(ref.get("name"), ref.get("weight")) for ref in refs],
+        # The HTTPRoute CRD defaults a backendRef's weight to 1 (Gateway API), so a route rendered
+        # without weights reads back with 1.
+        "backends": [(ref.get("name"), ref.get("weight", 1)) for ref in refs],
         "canary_set": _live(kube, _obj(DS_API, "DisaggregatedSet", namespace, canary)) is not None,
         "canary_pool": _live(kube, _obj(POOL_API, "InferencePool", namespace, canary)) is not None,
         "stable": (stable["metadata"].get("uid"), int(stable["metadata"].get("generation", 0))),
@@ -153,11 +156,8 @@ def step_problems(
     """What is wrong with what the twin shows after `step` (pure)."""
     problems = []
     canary = f"{name}-canary"
-    expected: list[tuple[str, int | None]]
-    if step.weights is None:
-        expected = [(name, None)]
-    else:
-        expected = [(name, step.weights[0]), (canary, step.weights[1])]
+    weights = step.weights
+    expected = [(name, 1)] if weights is None else [(name, weights[0]), (canary, weights[1])]
     if seen["backends"] != expected:
         problems.append(f"canary: {step.name}: route backends {seen['backends']}, expected {expected}")
     present = step.weights is not None
@@ -182,7 +182,7 @@ def step_problems(
 
 
 def seen_text(seen: Mapping[str, Any]) -> str:
-    backends = ", ".join(f"{n} {'-' if w is None else w}" for n, w in seen["backends"]) or "none"
+    backends = ", ".join(f"{n} {w}" for n, w in seen["backends"]) or "none"
     return (
         f"route {backends}; canary set/pool {'present' if seen['canary_set'] else 'gone'}; "
         f"stable generation {seen['stable'][1]}"

@@ -53,7 +53,7 @@ def test_the_read_back_checks() -> None:
     good = {"backends": [("glm52", 75), ("glm52-canary", 25)], "canary_set": True, "canary_pool": True,
             "stable": ("u", 1)}  # fmt: skip
     assert canary.step_problems(step, "glm52", ("u", 1), good, 0) == []
-    assert canary.step_problems(step, "glm52", ("u", 1), {**good, "backends": [("glm52", None)]}, 0)
+    assert canary.step_problems(step, "glm52", ("u", 1), {**good, "backends": [("glm52", 1)]}, 0)
     assert canary.step_problems(step, "glm52", ("u", 1), {**good, "stable": ("u", 2)}, 0) == [
         "canary: canary 25%: the stable DisaggregatedSet changed (1 -> 2)"
     ]
@@ -61,10 +61,13 @@ def test_the_read_back_checks() -> None:
         "canary: canary 25%: the stable DisaggregatedSet was replaced"
     ]
     rollback = canary.steps(_config("onprem-h100"))[2]
-    left = {**good, "backends": [("glm52", None)]}
+    left = {**good, "backends": [("glm52", 1)]}
     assert canary.step_problems(rollback, "glm52", ("u", 1), left, 0) == [
         "canary: rollback: the canary's DisaggregatedSet/InferencePool should be gone (set True, pool True)"
     ]
+    gone = {**left, "canary_set": False, "canary_pool": False}
+    assert canary.step_problems(rollback, "glm52", ("u", 1), gone, 0) == []
+    assert canary.step_problems(rollback, "glm52", ("u", 1), {**gone, "backends": [("glm52", 50)]}, 0)
     assert canary.step_line("rollback", {"update": 2, "delete": 20}, 3.04, "route glm52 -").startswith(
         "canary: rollback 0 created, 2 updated, 20 deleted, 0 replaced; route glm52 - (3.0 s)"
     )
