@@ -32,8 +32,9 @@ from llmd_fleet.layers.observability.component import Observability
 from llmd_fleet.layers.responses.component import ManagedDatabase, ResponsesLayer, gke_gateway_addresses
 from llmd_fleet.layers.responses.config import PASSWORD_KEY, password_problems
 from llmd_fleet.layers.router.component import Router
-from llmd_fleet.layers.serving.canary import CANARY_SUFFIX, canary_config, canary_image
+from llmd_fleet.layers.serving.canary import canary_config, canary_image
 from llmd_fleet.layers.serving.component import HF_TOKEN_SECRET, ModelServing
+from llmd_fleet.layers.serving.config import CANARY_SUFFIX
 from llmd_fleet.plan.fleet import FleetPlan, PlanError, plan_fleet
 from llmd_fleet.platform.accelerators import AcceleratorPlatform, AcceleratorPlatformArgs
 from llmd_fleet.platform.dra import DRANET_RDMA_CLASS, DRANET_RDMA_SELECTOR

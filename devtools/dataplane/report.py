@@ -183,20 +183,25 @@ def failover(
 
 
 # Why a request of the failover replay was lost, and the upstream reference that says why the
-# pinned versions lose it (docs/day-two.md, "Failover"). A stopped leader goes NotServing and
-# keeps its ext_proc server for the drain window (llm-d-router v0.10.0 cmd/epp/runner/runner.go,
+# pinned versions lose it (docs/day-two.md, "Router failover"). A stopped leader goes NotServing and
+# keeps its ext_proc server for the drain window (llm-d-router cmd/epp/runner/runner.go at the pinned tag,
 # --drain-timeout, llm-d-router#1885), but its flow controller is built on the context SIGTERM
 # cancels (runner.go, fccontroller.NewFlowController(ctx, ...)), so a request that reaches it
 # before the gateway stops sending there is refused `rejected-shutting-down` (503,
 # pkg/epp/requestcontrol/admission.go). With no picker ready at all (between the old leader
 # leaving the endpoints and the standby passing readiness), fail-open under leader election is
 # llm-d-router#2051.
-FAILURE_LIMITS = {
-    "shutting-down": "llm-d-router v0.10.0 pkg/epp/requestcontrol/admission.go: flow control stops at "
-    "SIGTERM while the picker drains",
-    "no-picker": "llm-d-router#2051: no picker ready during the leader hand-over",
-    "endpoint": "llm-d-inference-sim v0.10.2: the endpoint failed the routed request",
-}
+def failure_limits() -> dict[str, str]:
+    """The upstream reference of each cause, at the pinned versions."""
+    from llmd_fleet.versions import versions
+
+    router, simulator = versions().image("endpoint-picker").tag, versions().image("inference-sim").tag
+    return {
+        "shutting-down": f"llm-d-router {router} pkg/epp/requestcontrol/admission.go: flow control stops at "
+        "SIGTERM while the picker drains",
+        "no-picker": "llm-d-router#2051: no picker ready during the leader hand-over",
+        "endpoint": f"llm-d-inference-sim {simulator}: the endpoint failed the routed request",
+    }
 
 
 def failure_cause(r: dict[str, Any]) -> str:
@@ -216,7 +221,7 @@ def failover_limit(fo: dict[str, Any]) -> str:
     if not fo.get("failed") or not causes:
         return ""
     cause = max(sorted(causes), key=lambda c: causes[c])
-    return f" (limit: upstream {FAILURE_LIMITS[cause]})"
+    return f" (limit: upstream {failure_limits()[cause]})"
 
 
 def _pct(value: float | None) -> str:

@@ -184,7 +184,8 @@ def test_stickiness_pd_failover_and_lines() -> None:
     )
     figs["failover"] = {**fo, "causes": {"no-picker": 1, "shutting-down": 3}, "failed": 4}
     lines = report.lines({"rendered": figs, "baseline": figs, "bands": {"interactive": "i", "batch": "b"}})
-    assert lines[6].startswith("failover: 4 failed, 1.2 s (limit: upstream llm-d-router v0.10.0 ")
+    assert lines[6].startswith("failover: 4 failed, 1.2 s (limit: upstream llm-d-router ")
+    assert "pkg/epp/requestcontrol/admission.go: flow control stops at SIGTERM" in lines[6]
     # Nothing lost: no limit.
     figs["failover"] = {"failed": 0, "resume_s": 0.8, "causes": {}}
     lines = report.lines({"rendered": figs, "baseline": figs, "bands": {"interactive": "i", "batch": "b"}})

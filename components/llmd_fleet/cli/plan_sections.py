@@ -421,7 +421,8 @@ def canary_section(config: StackConfig, plan: FleetPlan) -> str:
     canary, settings = plan.canary, config.serving.canary
     if canary is None or settings is None:
         return ""
-    from llmd_fleet.layers.serving.canary import canary_name, revision_summary
+    from llmd_fleet.layers.serving.canary import revision_summary
+    from llmd_fleet.layers.serving.config import canary_name
 
     roles = " + ".join(f"{r.name} {r.instances}x{r.nodes_per_instance}" for r in canary.roles)
     lines = [
@@ -433,7 +434,7 @@ def canary_section(config: StackConfig, plan: FleetPlan) -> str:
         _row(
             (
                 "traffic",
-                f"{canary.weight}% to {canary_name(config)}, {100 - canary.weight}% to "
+                f"{canary.weight}% to {canary_name(config.serving)}, {100 - canary.weight}% to "
                 f"{config.serving.name} (HTTPRoute backendRefs weights)",
             )
         ),

@@ -35,7 +35,7 @@ from llmd_fleet.layers.gateway.specs import GATEWAY_NAME
 from llmd_fleet.layers.preflight.specs import job_name
 from llmd_fleet.layers.router.epp_config import DS_REVISION_LABEL
 from llmd_fleet.layers.router.specs import RouterNames
-from llmd_fleet.layers.serving.canary import canary_name
+from llmd_fleet.layers.serving.config import canary_name
 from llmd_fleet.layers.serving.specs import DS_NAME_LABEL, DS_ROLE_LABEL, pool_selector
 
 DS_API = "disaggregatedset.x-k8s.io/v1"
@@ -412,7 +412,7 @@ def _revisions(read: Reader, config: StackConfig) -> tuple[str, ...]:
     <ready>/<pods>, ... pods ready`."""
     ns = config.serving.namespace
     entries: dict[tuple[str, str], dict[str, list[int]]] = {}
-    canary = canary_name(config)
+    canary = canary_name(config.serving)
     sets = [config.serving.name, canary]
     for name in sets:
         pods = _list(read, f"/api/v1/namespaces/{quote(ns)}/pods", _selector({DS_NAME_LABEL: name}))

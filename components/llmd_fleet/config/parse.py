@@ -23,8 +23,12 @@ from llmd_fleet.layers.preflight.rules import preflight_problems
 from llmd_fleet.layers.responses.config import password_problems
 from llmd_fleet.layers.responses.rules import responses_problems
 from llmd_fleet.layers.router.rules import router_problems
-from llmd_fleet.layers.serving.canary import canary_problems
-from llmd_fleet.layers.serving.rules import kv_tier_problems, role_problems, simulator_problems
+from llmd_fleet.layers.serving.rules import (
+    canary_problems,
+    kv_tier_problems,
+    role_problems,
+    simulator_problems,
+)
 from llmd_fleet.targets.base import kubernetes_version_problems
 from llmd_fleet.targets.local.rules import local_problems
 from llmd_fleet.targets.specs import BUILDS, SPECS

@@ -14,7 +14,7 @@ from llmd_fleet.core.pod_context import pod_security_labels
 from llmd_fleet.labels import common_labels
 from llmd_fleet.layers.gateway.config import MANAGED_IMPLEMENTATIONS, GatewayConfig
 from llmd_fleet.layers.gateway.specs import GATEWAY_NAME, IMPLEMENTATION_NAMESPACE
-from llmd_fleet.layers.serving.canary import CANARY_SUFFIX
+from llmd_fleet.layers.serving.config import CANARY_SUFFIX
 from llmd_fleet.platform.helm import pinned_release
 from llmd_fleet.versions import versions
 

@@ -345,7 +345,7 @@ class RouterArgs(TypedDict):
     - `objectives` (default `True`): declare the InferenceObjectives of `router.priorityClasses`
       on this pool. A canary's router has none: objectives are looked up by name, the stable
       pool's already carry those names in the namespace, and a picker keeps only objectives
-      whose poolRef is its own pool (llm-d-router v0.10.0
+      whose poolRef is its own pool (llm-d-router at the pinned tag,
       pkg/epp/controller/inferenceobjective_reconciler.go), so the canary's requests run at the
       default priority.
     """

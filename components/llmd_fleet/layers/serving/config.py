@@ -156,6 +156,15 @@ class SimulatorConfig(_Model):
     """Memory request and limit per data-parallel rank, in MiB."""
 
 
+CANARY_SUFFIX = "-canary"
+"""A canary revision's serving name is the stable one's plus this (layers/serving/canary.py)."""
+
+
+def canary_name(serving: "ServingConfig") -> str:
+    """The canary's serving name: its DisaggregatedSet, InferencePool and object name prefix."""
+    return f"{serving.name}{CANARY_SUFFIX}"
+
+
 class CanaryInstancesConfig(_Model):
     """Instances of each role the canary revision runs beside the stable ones."""
 
