@@ -12,7 +12,7 @@ cloud target's components (and with them its SDK) are imported only when a stack
 target: the on-prem path imports no cloud SDK (docs/performance.md).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import import_module
 from types import ModuleType
 from typing import TYPE_CHECKING, NotRequired, TypedDict
@@ -32,7 +32,9 @@ from llmd_fleet.layers.observability.component import Observability
 from llmd_fleet.layers.responses.component import ManagedDatabase, ResponsesLayer, gke_gateway_addresses
 from llmd_fleet.layers.responses.config import PASSWORD_KEY, password_problems
 from llmd_fleet.layers.router.component import Router
+from llmd_fleet.layers.serving.canary import canary_config, canary_image
 from llmd_fleet.layers.serving.component import HF_TOKEN_SECRET, ModelServing
+from llmd_fleet.layers.serving.config import CANARY_SUFFIX
 from llmd_fleet.plan.fleet import FleetPlan, PlanError, plan_fleet
 from llmd_fleet.platform.accelerators import AcceleratorPlatform, AcceleratorPlatformArgs
 from llmd_fleet.platform.dra import DRANET_RDMA_CLASS, DRANET_RDMA_SELECTOR
@@ -114,6 +116,8 @@ class ServingLayers:
     autoscaling: Autoscaling | None = None
     """KEDA and the roles' ScaledObjects (llmd_fleet/layers/autoscaling/component.py), with
     `serving.autoscaling` and at least one role enabled."""
+    canary: "CanaryLayers | None" = None
+    """The canary revision's serving, router and policies, with `serving.canary`."""
 
 
 def add_serving_layers(
@@ -167,6 +171,7 @@ def add_serving_layers(
     )
     # Default deny plus the fleet's flows, once the namespace exists.
     network = NetworkIsolation("network-policies", {"config": config, "plan": plan}, opts=on_cluster(serving))
+    canary = add_canary(args, provider, serving)
     responses = None
     if config.responses is not None and responses_password is not None:
         # The agentic API ahead of the pool's route, and its database
@@ -201,7 +206,59 @@ def add_serving_layers(
         responses=responses,
         observability=observability,
         autoscaling=autoscaling,
+        canary=canary,
     )
+
+
+@dataclass(frozen=True)
+class CanaryLayers:
+    """The canary revision's own components (layers/serving/canary.py)."""
+
+    serving: ModelServing
+    router: Router
+    network: NetworkIsolation
+
+
+def add_canary(args: ServingLayersArgs, provider: k8s.Provider, stable: ModelServing) -> CanaryLayers | None:
+    """With `serving.canary`: the canary's DisaggregatedSet (in the stable one's namespace, with its
+    Secret and claim templates), its router and InferencePool (no objectives) and its
+    NetworkPolicies. The gateway's route weighs the two pools (layers/gateway/component.py
+    backend_refs). None without a canary."""
+    config, plan = args["config"], args["plan"]
+    canary = config.serving.canary
+    derived = canary_config(config)
+    if canary is None or derived is None or plan.canary is None:
+        return None
+    canary_plan = replace(plan, roles=plan.canary.roles, canary=None)
+    opts = pulumi.ResourceOptions(providers={"kubernetes": provider}, depends_on=[stable])
+    name = derived.serving.name
+    serving = ModelServing(
+        name,
+        {
+            "config": derived,
+            "plan": canary_plan,
+            "hf_token": args.get("hf_token"),
+            "engine_image": canary_image(config) or args["engine_image"],
+            "beside": stable,
+        },
+        opts=opts,
+    )
+    router = Router(
+        f"router{CANARY_SUFFIX}",
+        {
+            "config": derived,
+            "plan": canary_plan,
+            "hf_token_secret": HF_TOKEN_SECRET if args.get("hf_token") is not None else None,
+            "objectives": False,
+        },
+        opts=opts,
+    )
+    network = NetworkIsolation(
+        f"network-policies{CANARY_SUFFIX}",
+        {"config": derived, "plan": canary_plan},
+        opts=opts,
+    )
+    return CanaryLayers(serving=serving, router=router, network=network)
 
 
 @dataclass(frozen=True)

@@ -167,11 +167,61 @@ def failover(
     if killed_at_ms is None:
         return {"failed": None, "resume_s": None}
     after = [r for r in results if r["start_ms"] >= killed_at_ms]
-    failed = sum(outcome(r) == "failed" for r in after)
+    lost = [r for r in after if outcome(r) == "failed"]
     routed = [
         r["start_ms"] + r["pick_ms"] for r in after if outcome(r) == "dispatched" and r["picker"] != killed
     ]
-    return {"failed": failed, "resume_s": (min(routed) - killed_at_ms) / 1000 if routed else None}
+    causes: dict[str, int] = {}
+    for r in lost:
+        cause = failure_cause(r)
+        causes[cause] = causes.get(cause, 0) + 1
+    return {
+        "failed": len(lost),
+        "resume_s": (min(routed) - killed_at_ms) / 1000 if routed else None,
+        "causes": causes,
+    }
+
+
+# Why a request of the failover replay was lost, and the upstream reference that says why the
+# pinned versions lose it (docs/day-two.md, "Router failover"). A stopped leader goes NotServing and
+# keeps its ext_proc server for the drain window (llm-d-router cmd/epp/runner/runner.go at the pinned tag,
+# --drain-timeout, llm-d-router#1885), but its flow controller is built on the context SIGTERM
+# cancels (runner.go, fccontroller.NewFlowController(ctx, ...)), so a request that reaches it
+# before the gateway stops sending there is refused `rejected-shutting-down` (503,
+# pkg/epp/requestcontrol/admission.go). With no picker ready at all (between the old leader
+# leaving the endpoints and the standby passing readiness), fail-open under leader election is
+# llm-d-router#2051.
+def failure_limits() -> dict[str, str]:
+    """The upstream reference of each cause, at the pinned versions."""
+    from llmd_fleet.versions import versions
+
+    router, simulator = versions().image("endpoint-picker").tag, versions().image("inference-sim").tag
+    return {
+        "shutting-down": f"llm-d-router {router} pkg/epp/requestcontrol/admission.go: flow control stops at "
+        "SIGTERM while the picker drains",
+        "no-picker": "llm-d-router#2051: no picker ready during the leader hand-over",
+        "endpoint": f"llm-d-inference-sim {simulator}: the endpoint failed the routed request",
+    }
+
+
+def failure_cause(r: dict[str, Any]) -> str:
+    """shutting-down (the stopped picker refused it), no-picker (no picker routed it) or endpoint
+    (routed, then the endpoint failed)."""
+    if r.get("reason") in ("rejected-shutting-down", "rejected-context-cancelled"):
+        return "shutting-down"
+    if r["outcome"] == "unrouted":
+        return "no-picker"
+    return "endpoint"
+
+
+def failover_limit(fo: dict[str, Any]) -> str:
+    """` (limit: upstream <reference>)` naming the most frequent cause of the lost requests, or ""
+    when none was lost."""
+    causes: dict[str, int] = fo.get("causes") or {}
+    if not fo.get("failed") or not causes:
+        return ""
+    cause = max(sorted(causes), key=lambda c: causes[c])
+    return f" (limit: upstream {failure_limits()[cause]})"
 
 
 def _pct(value: float | None) -> str:
@@ -229,6 +279,7 @@ def lines(report: dict[str, Any]) -> list[str]:
             if fo is None or fo["failed"] is None
             else f"{fo['failed']} failed, "
             + ("never resumed" if fo["resume_s"] is None else f"{fo['resume_s']:.1f} s")
+            + failover_limit(fo)
         ),
         *status_lines(report.get("status")),
     ]

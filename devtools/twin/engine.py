@@ -19,7 +19,9 @@ responsesDbPassword, ...) set at run time as Pulumi secrets. In order:
    as on a cluster), then the host's line and the pack's line (from the engine's events);
 3. a second up, which must change nothing;
 4. a serving-only change (decode `maxNumSeqs`), which must update in place and replace nothing;
-5. destroy, after unprotecting what the stack protects, which must leave nothing of ours.
+5. a canary (`serving.canary`) at 0% and 25%, rolled back, then at 100% and promoted, six ups
+   read back from the twin (canary.py; one `canary:` line each);
+6. destroy, after unprotecting what the stack protects, which must leave nothing of ours.
 
 Each step prints one `engine:` line. The state is exported after the first up and every secret's
 value must be absent from it (plain, JSON-escaped and base64). `make e2e` runs the same steps
@@ -46,7 +48,7 @@ from typing import Any
 
 import yaml
 
-from devtools.twin import build, cluster, python_host
+from devtools.twin import build, canary, cluster, python_host
 from devtools.twin.modules import uv_lock_version, wrappers
 
 PROJECT = "llmd-fleet"
@@ -71,7 +73,7 @@ TYPE_ERROR = (
 )
 TYPE_ERROR_MESSAGE = "Incompatible types in assignment"
 # Lines of the engine run that are not step lines: the language host's and the policy pack's.
-NOT_STEPS = ("engine: language host", "policy: ")
+NOT_STEPS = ("engine: language host", "policy: ", "canary: ")
 # Operation names of Pulumi's change summaries that replace a resource.
 REPLACING = ("replace", "create-replacement", "delete-replaced", "import-replacement", "discard-replaced")
 
@@ -625,6 +627,10 @@ class Engine:
     def _settings_path(self) -> Path:
         return self.settings_dir / f"Pulumi.{self.stack_name}.yaml"
 
+    def write_config(self, config: Mapping[str, Any]) -> None:
+        """Set the stack's config to `config` (the next `up` deploys it)."""
+        self._write_config(config)
+
     def _write_config(self, config: Mapping[str, Any]) -> None:
         """The stack settings the workspace made (secrets provider, salt, secrets) plus `config`."""
         path = self._settings_path()
@@ -803,7 +809,8 @@ def run_engine(
     after_up: Callable[[list[dict[str, Any]]], None] | None = None,
     root: Path = cluster.PROJECT_ROOT,
 ) -> EngineRun:
-    """preview, up, [after_up(objects)], second up, update, destroy against the running twin."""
+    """preview, up, [after_up(objects)], second up, update, the canary steps, destroy against the
+    running twin."""
     run = EngineRun()
     kube = cluster.client(root)
     run.note(
@@ -871,6 +878,16 @@ def run_engine(
         run.note(f"DisaggregatedSet {name}: {UPDATE_ROLE} {UPDATE_KEY} {old} -> {new}, {what}")
         if not in_place:
             run.problems.append(f"engine: DisaggregatedSet {name} was not updated in place")
+    # Canary, rollback and promotion by `pulumi up` (canary.py), from the config the update left.
+    run.problems.extend(
+        canary.run_steps(
+            with_update(engine.config)[0],
+            engine.write_config,
+            lambda name: engine.up(name).counts,
+            kube,
+            run.say,
+        )
+    )
     urns = engine.unprotect()
     run.note(
         "unprotected before destroy: "

@@ -99,7 +99,7 @@ def run(
         print("e2e: [engine] Deployments and PodDisruptionBudgets")
         e2e._deployments(kube, live, engine_report)
 
-    print(f"e2e: {stack} through the Pulumi engine (preview, up, second up, update, destroy)")
+    print(f"e2e: {stack} through the Pulumi engine (preview, up, second up, update, canary, destroy)")
     from pulumi.automation.errors import CommandError
 
     try:

@@ -164,7 +164,7 @@ def test_stickiness_pd_failover_and_lines() -> None:
         killed_at_ms=900.0,
         killed="old",
     )
-    assert fo == {"failed": 2, "resume_s": 1.2}
+    assert fo == {"failed": 2, "resume_s": 1.2, "causes": {"no-picker": 1, "shutting-down": 1}}
     figs = report.figures(results, [], [], {"p1"}, {"d1"})
     figs["flow_control"] = report.flow_control([])
     figs["failover"] = fo
@@ -176,7 +176,20 @@ def test_stickiness_pd_failover_and_lines() -> None:
     assert lines[7] == "status: not run"
     assert lines[1] == "hit rate (new sessions): rendered n/a baseline n/a"  # no usage recorded
     assert lines[3] == "stickiness: 66.7%"
-    assert lines[6] == "failover: 2 failed, 1.2 s"
+    # F > 0: the line keeps its shape and names the upstream limit of the commonest cause (a tie:
+    # the first by name).
+    assert lines[6] == (
+        "failover: 2 failed, 1.2 s (limit: upstream llm-d-router#2051: no picker ready during the "
+        "leader hand-over)"
+    )
+    figs["failover"] = {**fo, "causes": {"no-picker": 1, "shutting-down": 3}, "failed": 4}
+    lines = report.lines({"rendered": figs, "baseline": figs, "bands": {"interactive": "i", "batch": "b"}})
+    assert lines[6].startswith("failover: 4 failed, 1.2 s (limit: upstream llm-d-router ")
+    assert "pkg/epp/requestcontrol/admission.go: flow control stops at SIGTERM" in lines[6]
+    # Nothing lost: no limit.
+    figs["failover"] = {"failed": 0, "resume_s": 0.8, "causes": {}}
+    lines = report.lines({"rendered": figs, "baseline": figs, "bands": {"interactive": "i", "batch": "b"}})
+    assert lines[6] == "failover: 0 failed, 0.8 s"
 
 
 def test_checks_follow_the_rendered_behaviour() -> None:

@@ -46,6 +46,9 @@ def test_plan_json_is_the_documented_schema(stack: str, capsys: pytest.CaptureFi
     assert ("throughput" in doc) == (stack != "local-sim")
     if stack == "local-sim":
         documented = {k for k in documented if not k.startswith("throughput")}
+    # `canary` only with serving.canary (tests/layers/test_canary.py checks its fields).
+    assert "canary" not in doc
+    documented = {k for k in documented if not k.startswith("canary")}
     assert keys == documented
 
 

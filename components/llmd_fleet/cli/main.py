@@ -571,6 +571,7 @@ def _plan(args: argparse.Namespace, config: "StackConfig", plan: "FleetPlan") ->
         print(json.dumps(doc, indent=2))
         return EXIT_OK
     from llmd_fleet.cli.plan_sections import (
+        canary_section,
         memory_section,
         preflight_section,
         split_section,
@@ -590,6 +591,7 @@ def _plan(args: argparse.Namespace, config: "StackConfig", plan: "FleetPlan") ->
         throughput_section(config, plan, args.gpu_hour_usd, args.cache_hit),
         split_section(config, plan, args.cache_hit),
         preflight_section(config, plan),
+        canary_section(config, plan),
     )
     for section in sections:
         if section:

@@ -10,6 +10,7 @@ import textwrap
 from typing import Any
 
 from llmd_fleet.config.stack import StackConfig
+from llmd_fleet.plan.canary import CanaryPlan
 from llmd_fleet.plan.fleet import FleetPlan
 
 WIDTH = 100
@@ -109,6 +110,26 @@ def plan_json(stack: str, config: StackConfig, plan: FleetPlan) -> dict[str, Any
             "memoryGiB": plan.router.memory_gib,
             "queueMaxBytes": plan.router.queue_max_bytes,
         },
+        **({} if plan.canary is None else {"canary": canary_json(plan.canary)}),
+    }
+
+
+def canary_json(canary: CanaryPlan) -> dict[str, Any]:
+    """The canary's weight and surge (`serving.canary`, docs/day-two.md)."""
+    return {
+        "weight": canary.weight,
+        "nodes": canary.nodes,
+        "gpus": canary.gpus,
+        "roles": [
+            {
+                "name": r.name,
+                "nodeGroup": r.node_group,
+                "instances": r.instances,
+                "nodes": r.nodes,
+                "gpus": r.gpus,
+            }
+            for r in canary.roles
+        ],
     }
 
 

@@ -1,6 +1,8 @@
 """Sections of `llmd-fleet plan` that explain the sizing (docs/fleet-scale.md): each a Markdown
 table of its own, printed after the role table, each figure beside what confirms it live."""
 
+from dataclasses import replace
+
 from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.plan.fleet import FleetPlan
 from llmd_fleet.plan.memory import KV_INDEXER_CONSERVATIVE
@@ -444,4 +446,63 @@ def split_section(config: StackConfig, plan: FleetPlan, cache_hit: float | None 
         f"{reason}. Confirm live: the hit rate is `vllm:prefix_cache_hits` / `vllm:prefix_cache_queries` "
         "on the prefill ranks; `llmd-fleet plan --cache-hit RATE` recomputes the table at it.",
     ]
+    return "\n".join(lines)
+
+
+def canary_section(config: StackConfig, plan: FleetPlan) -> str:
+    """The canary's revision, traffic share and surge (serving.canary, docs/day-two.md); empty
+    without a canary."""
+    canary, settings = plan.canary, config.serving.canary
+    if canary is None or settings is None:
+        return ""
+    from llmd_fleet.layers.serving.canary import revision_summary
+    from llmd_fleet.layers.serving.config import canary_name
+
+    roles = " + ".join(f"{r.name} {r.instances}x{r.nodes_per_instance}" for r in canary.roles)
+    lines = [
+        "## Canary (serving.canary, docs/day-two.md)",
+        "",
+        "| canary | value |",
+        "|---|---|",
+        _row(("revision", revision_summary(config, settings))),
+        _row(
+            (
+                "traffic",
+                f"{canary.weight}% to {canary_name(config.serving)}, {100 - canary.weight}% to "
+                f"{config.serving.name} (HTTPRoute backendRefs weights)",
+            )
+        ),
+        _row(
+            (
+                "surge",
+                f"{roles}: {_nodes(canary.nodes)}, {canary.gpus} GPUs above the stable "
+                f"{_nodes(plan.nodes)}, {plan.gpus} GPUs",
+            )
+        ),
+    ]
+    from llmd_fleet.layers.router.component import TOKENIZER_REPLICAS
+    from llmd_fleet.layers.router.epp_config import epp_cpus
+
+    replicas = settings.router_replicas or config.router.replicas
+    cpus = epp_cpus(replace(plan, roles=canary.roles), config.router.expected_requests_per_second)
+    lines.append(
+        _row(
+            (
+                "canary router",
+                f"{replicas} x ({cpus} CPUs, {plan.router.memory_gib} GiB) endpoint picker and "
+                f"{TOKENIZER_REPLICAS} tokenizer replicas, on the CPU nodes",
+            )
+        )
+    )
+    for use in plan.node_groups:
+        needed = canary.nodes_in(use.name)
+        if needed:
+            lines.append(
+                _row(
+                    (
+                        f"node group {use.name}",
+                        f"{needed} of {canary.spare_nodes[use.name]} spare nodes (count {use.nodes})",
+                    )
+                )
+            )
     return "\n".join(lines)

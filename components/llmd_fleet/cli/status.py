@@ -4,6 +4,12 @@
     leader     glm52-epp-7d9c-x2k (held 41m, renewed 3s ago)
     endpoints  68/68 pool pods Ready
     preflight  succeeded
+    revision   glm52 6d4f9b8c7: prefill 28/28, decode 40/40 pods ready
+    revision   glm52-canary 7b5c6d9f8: prefill 4/4, decode 8/8 pods ready
+    traffic    glm52 90%, glm52-canary 10% (HTTPRoute glm52)
+
+The `revision` lines appear during an upgrade or a canary only (more than one revision, or a
+canary's DisaggregatedSet), the `traffic` line only while the route has more than one backend.
 
 The names come from the stack file through the same helpers the render uses (serving name and
 namespace, the EPP's leader Lease, the InferencePool, the preflight Job, the Gateway). The cluster
@@ -27,8 +33,10 @@ from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.conventions import POOL_GROUP
 from llmd_fleet.layers.gateway.specs import GATEWAY_NAME
 from llmd_fleet.layers.preflight.specs import job_name
+from llmd_fleet.layers.router.epp_config import DS_REVISION_LABEL
 from llmd_fleet.layers.router.specs import RouterNames
-from llmd_fleet.layers.serving.specs import pool_selector
+from llmd_fleet.layers.serving.config import canary_name
+from llmd_fleet.layers.serving.specs import DS_NAME_LABEL, DS_ROLE_LABEL, pool_selector
 
 DS_API = "disaggregatedset.x-k8s.io/v1"
 LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
@@ -153,6 +161,11 @@ class Status:
     preflight: str
     reasons: tuple[str, ...] = ()
     """Why each pod or group is not ready, one entry each, from the API (`pod_reason`)."""
+    revisions: tuple[str, ...] = ()
+    """During an upgrade or a canary (more than one revision, or a canary's DisaggregatedSet):
+    ready pods per revision per role, one entry per DisaggregatedSet revision (`_revisions`)."""
+    traffic: str | None = None
+    """The route's split when it has more than one backend (`_traffic`), else None."""
 
     @property
     def all_ready(self) -> bool:
@@ -177,6 +190,8 @@ class Status:
             f"leader     {self.leader}",
             f"endpoints  {self.endpoints_text()}",
             f"preflight  {self.preflight}",
+            *(f"revision   {revision}" for revision in self.revisions),
+            *([f"traffic    {self.traffic}"] if self.traffic is not None else []),
             *(f"why        {reason}" for reason in self.reasons),
         ]
 
@@ -389,9 +404,69 @@ def _preflight(read: Reader, config: StackConfig) -> str:
     return "running"
 
 
+def _revisions(read: Reader, config: StackConfig) -> tuple[str, ...]:
+    """Ready pods per revision per role of the stable DisaggregatedSet and of its canary
+    (`<name>-canary`, layers/serving/canary.py), by the labels the DisaggregatedSet controller
+    puts on every pod (layers/serving/specs.py); empty unless there is more than one revision or
+    a canary, i.e. outside an upgrade or a canary. Each entry: `<set> <revision>: <role>
+    <ready>/<pods>, ... pods ready`."""
+    ns = config.serving.namespace
+    entries: dict[tuple[str, str], dict[str, list[int]]] = {}
+    canary = canary_name(config.serving)
+    sets = [config.serving.name, canary]
+    for name in sets:
+        pods = _list(read, f"/api/v1/namespaces/{quote(ns)}/pods", _selector({DS_NAME_LABEL: name}))
+        for pod in pods:
+            metadata = _dict(pod.get("metadata"))
+            if metadata.get("deletionTimestamp"):
+                continue
+            labels = _dict(metadata.get("labels"))
+            revision = text(labels.get(DS_REVISION_LABEL) or "unlabelled", 40)
+            counts = entries.setdefault((name, revision), {}).setdefault(
+                text(labels.get(DS_ROLE_LABEL) or "?", 40), [0, 0]
+            )
+            counts[0] += is_ready(pod)
+            counts[1] += 1
+    if len(entries) < 2 and not any(name == canary for name, _ in entries):
+        return ()
+    role_order = {"prefill": 0, "decode": 1}
+    return tuple(
+        f"{name} {revision}: "
+        + ", ".join(
+            f"{role} {ready}/{total}"
+            for role, (ready, total) in sorted(roles.items(), key=lambda r: (role_order.get(r[0], 2), r[0]))
+        )
+        + " pods ready"
+        for (name, revision), roles in sorted(entries.items(), key=lambda e: (sets.index(e[0][0]), e[0][1]))
+    )
+
+
+def _traffic(read: Reader, config: StackConfig) -> str | None:
+    """The pool route's split as the cluster has it: each backendRef's share of the weights
+    (Gateway API: a backendRef without a weight weighs 1), e.g. `glm52 90%, glm52-canary 10%
+    (HTTPRoute glm52)`; None when the route is absent or has one backend."""
+    ns, name = config.serving.namespace, config.serving.name
+    route = read(f"/apis/gateway.networking.k8s.io/v1/namespaces/{quote(ns)}/httproutes/{quote(name)}", None)
+    rules = _dict(_dict(route).get("spec")).get("rules")
+    refs = [
+        ref
+        for rule in (rules if isinstance(rules, list) else [])
+        for ref in (_dict(rule).get("backendRefs") or [])
+        if isinstance(ref, dict)
+    ]
+    if len(refs) < 2:
+        return None
+    weights = [(text(ref.get("name") or "?", 60), max(0, _int(ref.get("weight"), 1))) for ref in refs]
+    total = sum(w for _, w in weights)
+    shares = ", ".join(f"{ref} {100 * w / total:.0f}%" if total else f"{ref} 0%" for ref, w in weights)
+    return f"{shares} (HTTPRoute {name})"
+
+
 def read_status(read: Reader, config: StackConfig, now: datetime | None = None) -> Status:
     roles, reasons = _roles_and_reasons(read, config)
     return Status(
+        revisions=_revisions(read, config),
+        traffic=_traffic(read, config),
         serving=config.serving.name,
         namespace=config.serving.namespace,
         roles=roles,

@@ -71,6 +71,10 @@ _UNIT_NAMES = {
     "cpuMillisPerRank": "millicores per data-parallel rank",
     "memoryMiBPerRank": "MiB per data-parallel rank",
     "timeFactorUnderLoad": "(slowdown factor)",
+    "weight": "percent of requests",
+    "prefill": "instances",
+    "decode": "instances",
+    "routerReplicas": "replicas",
 }
 
 

@@ -23,7 +23,12 @@ from llmd_fleet.layers.preflight.rules import preflight_problems
 from llmd_fleet.layers.responses.config import password_problems
 from llmd_fleet.layers.responses.rules import responses_problems
 from llmd_fleet.layers.router.rules import router_problems
-from llmd_fleet.layers.serving.rules import kv_tier_problems, role_problems, simulator_problems
+from llmd_fleet.layers.serving.rules import (
+    canary_problems,
+    kv_tier_problems,
+    role_problems,
+    simulator_problems,
+)
 from llmd_fleet.targets.base import kubernetes_version_problems
 from llmd_fleet.targets.local.rules import local_problems
 from llmd_fleet.targets.specs import BUILDS, SPECS
@@ -51,6 +56,7 @@ RULES: tuple[Callable[[StackConfig], list[Problem]], ...] = (
     workload_problems,
     role_problems,
     kv_tier_problems,
+    canary_problems,
     weight_loading_problems,
     router_problems,
     preflight_problems,

@@ -13,7 +13,7 @@ and a rank's KV room is the simulator's emulated prefix cache (`simulator.kvCach
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal, TypedDict
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 from llmd_fleet.config.fleet import HBM_MIB, NodeGroupConfig
 from llmd_fleet.config.stack import StackConfig
@@ -43,6 +43,9 @@ from llmd_fleet.plan.memory import (
 from llmd_fleet.plan.model_card import description_for
 from llmd_fleet.plan.system_nodes import system_node_problems
 from llmd_fleet.targets.specs import fabric_for
+
+if TYPE_CHECKING:
+    from llmd_fleet.plan.canary import CanaryPlan
 
 Engine = Literal["vllm", "simulator"]
 
@@ -410,6 +413,8 @@ class FleetPlan:
     router: RouterPlan
     model: ModelSizing | None = None
     """The model's sizing figures and their source (plan/memory.py model_sizing)."""
+    canary: "CanaryPlan | None" = None
+    """The canary revision's roles and weight, with `serving.canary` (plan/canary.py)."""
 
     def role(self, name: RoleName) -> RolePlan:
         return next(r for r in self.roles if r.name == name)
@@ -777,6 +782,15 @@ def plan_fleet(config: StackConfig) -> FleetPlan:
         - sum(r.max_instances * r.nodes_per_instance for r in roles if r.node_group == use.name)
         for use in uses
     }
+    # A canary revision's instances take spare nodes first (plan/canary.py); the stable roles'
+    # rollout surge counts what it leaves.
+    from llmd_fleet.plan.canary import plan_canary
+
+    canary, canary_problems = plan_canary(config, roles, spare)
+    if canary_problems:
+        raise PlanError(canary_problems)
+    if canary is not None:
+        spare = {group: left - canary.nodes_in(group) for group, left in spare.items()}
     # What the P/D decider leaves to decode: under the prefix decider, any remainder shorter
     # than its threshold (layers/router/config.py).
     threshold = non_cached_tokens(config.router)
@@ -820,7 +834,7 @@ def plan_fleet(config: StackConfig) -> FleetPlan:
         )
     if explicit is not None:
         router = replace(router, memory_gib=explicit)
-    plan = FleetPlan(roles=tuple(roles), node_groups=tuple(uses), router=router, model=sizing)
+    plan = FleetPlan(roles=tuple(roles), node_groups=tuple(uses), router=router, model=sizing, canary=canary)
     pods = sum(r.max_instances * r.lws_size for r in roles)
     cpus = epp_cpus_for(pods, config.router.expected_requests_per_second)
     if node_problems := system_node_problems(config, cpus, router.memory_gib):

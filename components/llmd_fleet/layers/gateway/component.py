@@ -14,6 +14,7 @@ from llmd_fleet.core.pod_context import pod_security_labels
 from llmd_fleet.labels import common_labels
 from llmd_fleet.layers.gateway.config import MANAGED_IMPLEMENTATIONS, GatewayConfig
 from llmd_fleet.layers.gateway.specs import GATEWAY_NAME, IMPLEMENTATION_NAMESPACE
+from llmd_fleet.layers.serving.config import CANARY_SUFFIX
 from llmd_fleet.platform.helm import pinned_release
 from llmd_fleet.versions import versions
 
@@ -94,10 +95,25 @@ def pool_ref(pool_name: str) -> dict[str, str]:
     return {"group": POOL_GROUP, "kind": "InferencePool", "name": pool_name}
 
 
+def backend_refs(config: StackConfig, pool_name: str) -> list[dict[str, Any]]:
+    """A route rule's backends: the pool alone, or with `serving.canary` the stable pool and the
+    canary's pool (layers/serving/canary.py) with the canary's `weight` percent between them.
+    Gateway API splits a rule's requests in proportion to its backendRefs' weights (a weight of 0
+    gets none); the canary is refused where the pinned gateway's handling of weighted
+    InferencePool backends is not verified (canary.py WEIGHTED_POOL_IMPLEMENTATIONS)."""
+    canary = config.serving.canary
+    if canary is None:
+        return [pool_ref(pool_name)]
+    return [
+        {**pool_ref(pool_name), "weight": 100 - canary.weight},
+        {**pool_ref(f"{pool_name}{CANARY_SUFFIX}"), "weight": canary.weight},
+    ]
+
+
 def http_route_spec(config: StackConfig, pool_name: str) -> dict[str, Any]:
     rule: dict[str, Any] = {
         "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
-        "backendRefs": [pool_ref(pool_name)],
+        "backendRefs": backend_refs(config, pool_name),
     }
     # Agent turns prefill ~200k tokens and stream for minutes; the default would cut them. GKE does
     # not implement HTTPRoute timeouts (HTTPRouteRequestTimeout is exempt in the conformance run of

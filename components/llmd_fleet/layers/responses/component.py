@@ -43,7 +43,7 @@ from llmd_fleet.layers.gateway.component import (
     GKE_POLICY_API_VERSION,
     LOG_EVERY_REQUEST,
     MAX_DRAINING_SECONDS,
-    pool_ref,
+    backend_refs,
 )
 from llmd_fleet.layers.gateway.specs import GATEWAY_NAME, GATEWAY_NAME_LABEL
 from llmd_fleet.layers.responses.config import ResponsesConfig, S3BackupConfig
@@ -302,7 +302,7 @@ def upstream_route_spec(config: StackConfig, pool_name: str) -> dict[str, Any]:
     names = responses_names(config)
     rule: dict[str, Any] = {
         "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
-        "backendRefs": [pool_ref(pool_name)],
+        "backendRefs": backend_refs(config, pool_name),
         **_timeouts(config),
     }
     return {

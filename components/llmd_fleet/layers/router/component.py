@@ -6,7 +6,7 @@ options at the pinned tag; the chart itself is not used because it renders no PD
 anti-affinity, and the config file must come from the plan.
 """
 
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -37,6 +37,21 @@ from llmd_fleet.plan.fleet import FleetPlan
 from llmd_fleet.versions import versions
 
 TOKENIZER_REPLICAS = 2
+# Failover (docs/day-two.md, "Failover"). On SIGTERM the EPP reports NotServing on readiness,
+# releases its leader lease at once and keeps its ext_proc server for `--drain-timeout` (llm-d-router
+# v0.10.0 cmd/epp/runner/runner.go runWithGracefulShutdown, llm-d-router#1885; default 30 s,
+# pkg/epp/server/options.go). Until the kubelet marks it unready (period x failureThreshold) the
+# draining leader can still be sent requests, and its flow controller has already stopped
+# (rejected-shutting-down); the standby is Ready one period after it takes the lease. With HA
+# replicas the readiness probe therefore runs every second and gives up after two failures: at
+# most ~2 s on the draining leader instead of 6 s (2 s x 3), and one slow probe does not flip the
+# leader. The drain window stays the upstream 30 s, rendered so a change of default cannot
+# shorten it: far longer than that readiness window plus the gateway's endpoint update, and
+# within the pod's grace period below.
+HA_READINESS_PERIOD_S = 1
+HA_READINESS_FAILURES = 2
+DRAIN_TIMEOUT_S = 30
+TERMINATION_GRACE_S = 130
 CONFIG_DIR = "/config"
 TOKENIZER_CACHE = "/var/cache"
 CONFIG_FILE = "epp.yaml"
@@ -75,6 +90,7 @@ def epp_args(config: StackConfig, names: RouterNames, experimental: bool) -> lis
         f"--grpc-health-port={HEALTH_PORT}",
         f"--metrics-port={METRICS_PORT}",
         "--zap-encoder=json",
+        f"--drain-timeout={DRAIN_TIMEOUT_S}s",
     ]
     if config.router.mode == "active-passive" and config.router.replicas > 1:
         args.append("--ha-enable-leader-election")
@@ -114,14 +130,22 @@ def epp_tracing_env(config: StackConfig) -> list[dict[str, Any]]:
     ]
 
 
-def _grpc_probe(service: str, period: int, initial_delay: int = 0) -> dict[str, Any]:
+def _grpc_probe(service: str, period: int, initial_delay: int = 0, failures: int = 3) -> dict[str, Any]:
     return {
         "grpc": {"port": HEALTH_PORT, "service": service},
         "periodSeconds": period,
         "initialDelaySeconds": initial_delay,
-        "timeoutSeconds": 2,
-        "failureThreshold": 3,
+        "timeoutSeconds": min(2, period),
+        "failureThreshold": failures,
     }
+
+
+def readiness_probe(ha: bool) -> dict[str, Any]:
+    """The EPP's readiness probe: with HA replicas the failover one (HA_READINESS_PERIOD_S,
+    HA_READINESS_FAILURES, see above); a single replica answers `inference-extension` every 2 s."""
+    if ha:
+        return _grpc_probe("readiness", HA_READINESS_PERIOD_S, failures=HA_READINESS_FAILURES)
+    return _grpc_probe("inference-extension", 2)
 
 
 def epp_deployment_spec(
@@ -150,7 +174,7 @@ def epp_deployment_spec(
             "spec": {
                 "serviceAccountName": names.epp,
                 # In-flight ext_proc streams drain before the pod goes (llm-d's chart uses 130 s).
-                "terminationGracePeriodSeconds": 130,
+                "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
                 "affinity": {
                     "podAntiAffinity": {
                         "requiredDuringSchedulingIgnoredDuringExecution": [
@@ -184,7 +208,7 @@ def epp_deployment_spec(
                         # With several replicas the EPP serves `liveness`/`readiness`; readiness
                         # passes on the leader only. A single replica answers `inference-extension`.
                         "livenessProbe": _grpc_probe("liveness" if ha else "inference-extension", 10, 5),
-                        "readinessProbe": _grpc_probe("readiness" if ha else "inference-extension", 2),
+                        "readinessProbe": readiness_probe(ha),
                         "resources": {"requests": dict(resources), "limits": resources},
                         "securityContext": restricted_container_context(),
                         "volumeMounts": [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}],
@@ -318,12 +342,20 @@ class RouterArgs(TypedDict):
       endpoint picker is sized by its `router` (RouterPlan).
     - `hf_token_secret` (required, may be `None`): name of the Secret holding HF_TOKEN for the
       tokenizer's download; the tokenizer gets no HF_TOKEN when None.
+    - `objectives` (default `True`): declare the InferenceObjectives of `router.priorityClasses`
+      on this pool. A canary's router has none: objectives are looked up by name, the stable
+      pool's already carry those names in the namespace, and a picker keeps only objectives
+      whose poolRef is its own pool (llm-d-router at the pinned tag,
+      pkg/epp/controller/inferenceobjective_reconciler.go), so the canary's requests run at the
+      default priority.
     """
 
     config: StackConfig
     plan: FleetPlan
     hf_token_secret: str | None
     """Secret holding HF_TOKEN for the tokenizer's download, if any."""
+    objectives: NotRequired[bool]
+    """Declare the priority classes' InferenceObjectives (default true; false for a canary)."""
 
 
 class Router(pulumi.ComponentResource):
@@ -441,7 +473,7 @@ class Router(pulumi.ComponentResource):
             spec=inference_pool_spec(config, plan, names),
             opts=child,
         )
-        for objective in config.router.priority_classes:
+        for objective in config.router.priority_classes if args.get("objectives", True) else []:
             k8s.apiextensions.CustomResource(
                 f"{name}-objective-{objective.name}",
                 api_version="llm-d.ai/v1alpha2",

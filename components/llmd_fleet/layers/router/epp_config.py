@@ -379,9 +379,9 @@ def _rollout_screener(config: StackConfig, plan: FleetPlan) -> list[Plugin]:
     every role has a Ready pod, so a request's prefill and decode pods always share a revision
     (a KV layout or transfer path may change between revisions, and decode's
     kv_load_failure_policy fail would fail the request). It fails closed (503) while no revision
-    has every role Ready (docs/operations.md#rollouts). Weighted by decode, the role that holds the
-    agents' sessions and bounds the fleet's concurrency (`max-role`, decode listed first so it
-    also wins a tie)."""
+    has every role Ready (docs/architecture.md#rollouts-never-pair-revisions). Weighted by
+    decode, the role that holds the agents' sessions and bounds the fleet's concurrency
+    (`max-role`, decode listed first so it also wins a tie)."""
     roles = [r.name for r in sorted(plan.roles, key=lambda r: r.name != "decode")]
     if len(roles) < 2:
         return []

@@ -1,6 +1,6 @@
 """Model serving: namespace, Hugging Face token Secret and the prefill/decode DisaggregatedSet."""
 
-from typing import TypedDict, cast
+from typing import NotRequired, TypedDict, cast
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -31,6 +31,9 @@ class ModelServingArgs(TypedDict):
       `llm-d-hf-token` is created and the pods read HF_TOKEN from it.
     - `engine_image` (required): the image every engine container runs (`serving_image`), and
       the fabric preflight's probe (`serving.preflight`, `FabricPreflight`).
+    - `beside` (default: none): the stable revision's `ModelServing` when this one is its canary
+      (layers/serving/canary.py): the namespace, token Secret and ResourceClaimTemplates are
+      that one's, not declared again.
     """
 
     config: StackConfig
@@ -41,6 +44,9 @@ class ModelServingArgs(TypedDict):
     """Hugging Face token (a secret); no Secret is created and pods get no HF_TOKEN when None."""
     engine_image: pulumi.Input[str]
     """The image every engine container runs, from llmd_fleet/images/build.py serving_image()."""
+    beside: NotRequired["ModelServing"]
+    """The stable revision's ModelServing, for a canary: its namespace, Secret and claim templates
+    are shared."""
 
 
 class ModelServing(pulumi.ComponentResource):
@@ -51,13 +57,28 @@ class ModelServing(pulumi.ComponentResource):
     """One per role (`<set>-<role>`): at most one group of the role disrupted by drains at a time."""
     modelexpress: ModelExpressServer | None
     """The ModelExpress server, with `serving.weightLoading: modelexpress`."""
+    namespace: pulumi.Resource
+    """The serving namespace (a canary's is the stable revision's)."""
+    token_secret: pulumi.Resource | None
+    """The Hugging Face token Secret, if any (a canary's is the stable revision's)."""
+    claim_templates: list[pulumi.Resource]
+    """The ResourceClaimTemplates (a canary's are the stable revision's)."""
 
     def __init__(self, name: str, args: ModelServingArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llmd-fleet:serving:ModelServing", name, {}, opts)
         config, plan = args["config"], args["plan"]
         serving = config.serving
         child = pulumi.ResourceOptions(parent=self)
-        namespace = k8s.core.v1.Namespace(
+        beside = args.get("beside")
+        if beside is not None:
+            self.modelexpress = None
+            self.namespace, self.token_secret = beside.namespace, beside.token_secret
+            self.claim_templates = beside.claim_templates
+            self._declare_set(
+                name, config, plan, args, beside.namespace, beside.token_secret, beside.claim_templates
+            )
+            return
+        self.namespace = namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",
             metadata=k8s.meta.v1.ObjectMetaArgs(
                 name=serving.namespace,
@@ -114,6 +135,8 @@ class ModelServing(pulumi.ComponentResource):
                     opts=after_namespace,
                 )
             )
+        self.token_secret = token_secret
+        self.claim_templates = list(claim_templates)
         # With ModelExpress, its server comes first: pods that start without it load from the hub.
         self.modelexpress = None
         if serving.weight_loading == "modelexpress":
@@ -133,6 +156,25 @@ class ModelServing(pulumi.ComponentResource):
             )
             if serving.preflight.gate_serving:
                 gate.append(preflight.job)
+        self._declare_set(
+            name, config, plan, args, namespace, token_secret, [*claim_templates, *gate], self.modelexpress
+        )
+
+    def _declare_set(
+        self,
+        name: str,
+        config: StackConfig,
+        plan: FleetPlan,
+        args: ModelServingArgs,
+        namespace: pulumi.Resource,
+        token_secret: pulumi.Resource | None,
+        after: list[pulumi.Resource],
+        modelexpress: pulumi.Resource | None = None,
+    ) -> None:
+        """The DisaggregatedSet and its roles' PodDisruptionBudgets, after `namespace`, the token
+        Secret, `after` (claim templates, the preflight gate) and the ModelExpress server."""
+        serving = config.serving
+        after_namespace = pulumi.ResourceOptions(parent=self, depends_on=[namespace])
         engine_version = (
             versions().image("inference-sim").tag
             if serving.engine == "simulator"
@@ -165,9 +207,9 @@ class ModelServing(pulumi.ComponentResource):
             spec=disaggregated_set_spec(config, plan, inputs),
             opts=pulumi.ResourceOptions(
                 parent=self,
-                depends_on=[namespace, *claim_templates, *gate]
+                depends_on=[namespace, *after]
                 + ([token_secret] if token_secret is not None else [])
-                + ([self.modelexpress] if self.modelexpress is not None else []),
+                + ([modelexpress] if modelexpress is not None else []),
             ),
         )
         # One PodDisruptionBudget per role (role_budget_spec): a drain (a node-pool upgrade)

@@ -10,6 +10,7 @@ from llmd_fleet.config.grammar import (
     DEFAULT_HOST_DATA_ROOT,
     DNS_LABEL,
     DnsSubdomain,
+    GitRevision,
     HostDataRoot,
     HostPath,
     ManagedNamespace,
@@ -164,6 +165,50 @@ class SimulatorConfig(_Model):
     """Memory request and limit per data-parallel rank, in MiB."""
 
 
+CANARY_SUFFIX = "-canary"
+"""A canary revision's serving name is the stable one's plus this (layers/serving/canary.py)."""
+
+
+def canary_name(serving: "ServingConfig") -> str:
+    """The canary's serving name: its DisaggregatedSet, InferencePool and object name prefix."""
+    return f"{serving.name}{CANARY_SUFFIX}"
+
+
+class CanaryInstancesConfig(_Model):
+    """Instances of each role the canary revision runs beside the stable ones."""
+
+    prefill: Annotated[int, Field(ge=1, le=4096)] = 1
+    """Prefill instances of the canary (each `roles.prefill.nodesPerInstance` nodes)."""
+    decode: Annotated[int, Field(ge=1, le=4096)] = 1
+    """Decode instances of the canary (each `roles.decode.nodesPerInstance` nodes)."""
+
+
+class CanaryConfig(_Model):
+    """A second revision of the whole model server beside the stable one: its own
+    DisaggregatedSet `<name>-canary`, endpoint picker and InferencePool, with the same roles,
+    parallelism and node groups, and `weight` percent of the HTTPRoute's requests
+    (docs/day-two.md). A revision is the serving image tag and/or the model revision: the canary
+    changes what is set here and keeps everything else of the stable revision. Removing the
+    section rolls back; promotion sets the stable revision to the canary's (docs/day-two.md)."""
+
+    weight: Annotated[int, Field(ge=0, le=100)]
+    """Percent of the route's requests sent to the canary's InferencePool (0 to 100); the stable
+    pool gets the rest. Both are `backendRefs` weights of the one HTTPRoute rule."""
+    model_revision: GitRevision | None = None
+    """`model.revision` of the canary (branch, tag or commit); the stable one's when unset."""
+    image_tag: Annotated[str, Pattern(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")] | None = None
+    """Tag of the canary's engine image: a tag of the stable engine image's repository pinned in
+    images/versions.toml (its entry's digest included), as every image a stack runs is; the
+    stable image when unset. Not with `images.build` (a build has one tag)."""
+    instances: CanaryInstancesConfig = Field(default_factory=CanaryInstancesConfig)
+    """Instances of each role the canary runs; their nodes are the surge the plan shows and must
+    be spare in the roles' node groups."""
+    router_replicas: Annotated[int, Field(ge=1, le=10)] | None = None
+    """Endpoint-picker replicas of the canary's own router; `router.replicas` when unset. 1 saves
+    one replica's CPU and memory on the CPU nodes while the canary runs, at the price of no
+    standby: while its one picker restarts, the canary's share is routed fail-open."""
+
+
 class ServingConfig(_Model):
     """How the model is served."""
 
@@ -205,3 +250,6 @@ class ServingConfig(_Model):
     unset)."""
     preflight: PreflightConfig = Field(default_factory=PreflightConfig)
     """The fabric preflight Job that runs before the first serving rollout (docs/preflight.md)."""
+    canary: CanaryConfig | None = None
+    """A canary revision beside this one, taking `weight` percent of the requests (optional;
+    absent: no canary, every request goes to this revision; docs/day-two.md)."""

@@ -3,7 +3,9 @@ tiers, and what the simulator can emulate. Pure."""
 
 from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.problems import Problem, key
-from llmd_fleet.layers.serving.config import RoleConfig
+from llmd_fleet.layers.serving.config import CANARY_SUFFIX, RoleConfig, canary_name
+from llmd_fleet.targets.specs import fabric_for
+from llmd_fleet.versions import Image, versions
 
 # The simulator's data-parallel ranks per process (llm-d-inference-sim v0.10.2
 # pkg/common/config.go validate: "data parallel size must be between 1 and 8") and the block
@@ -243,6 +245,90 @@ def kv_tier_problems(config: StackConfig) -> list[Problem]:
         problems.append(
             Problem(
                 key(config, "serving", "kv_tier", "secondary", "storage_class"), "required when type is pvc"
+            )
+        )
+    return problems
+
+
+# --- The canary (serving.canary, layers/serving/canary.py, docs/day-two.md).
+
+# ServingConfig.name's own bound: pod names derived from the DisaggregatedSet name stay within
+# Kubernetes' limits (docs/twin.md, `<name>-<slice>-<revision:8>-prefill-prv`).
+MAX_SERVING_NAME = 24
+# Gateway implementations whose handling of weighted InferencePool backendRefs was read in their
+# pinned source: agentgateway v1.2.1 copies each backendRef's `weight` into the route backend
+# whatever its kind (controller/pkg/agentgateway/translator/conversion.go buildAgwDestination,
+# the InferencePool resolved through ctx.References.RouteBackend) and the proxy picks a route
+# backend with `choose_weighted` over those weights (crates/agentgateway/src/proxy/httpproxy.rs
+# select_backend). Istio 1.29.2 and GKE's managed gateway are not verified here: refused.
+WEIGHTED_POOL_IMPLEMENTATIONS = frozenset({"agentgateway"})
+
+
+def engine_image_key(config: StackConfig) -> str:
+    """The `[images.*]` entry of images/versions.toml the engine runs without an image build: the
+    simulator's, or the one the target's fabric names (program.py `_engine_image`)."""
+    if config.serving.engine == "simulator":
+        return "inference-sim"
+    return fabric_for(config.target.kind, config.images.build).image
+
+
+def pinned_tags(config: StackConfig) -> dict[str, Image]:
+    """Tag -> pinned image, of every `[images.*]` entry with the engine image's repository."""
+    repository = versions().image(engine_image_key(config)).repository
+    return {image.tag: image for image in versions().images.values() if image.repository == repository}
+
+
+def canary_problems(config: StackConfig) -> list[Problem]:
+    """What a canary cannot be deployed with."""
+    canary = config.serving.canary
+    if canary is None:
+        return []
+    path = key(config, "serving", "canary")
+    problems = []
+    if len(canary_name(config.serving)) > MAX_SERVING_NAME:
+        problems.append(
+            Problem(
+                path,
+                f"needs serving.name of at most {MAX_SERVING_NAME - len(CANARY_SUFFIX)} characters: "
+                f"the canary's DisaggregatedSet is <name>{CANARY_SUFFIX}, at most {MAX_SERVING_NAME} "
+                f"(got {len(config.serving.name)})",
+            )
+        )
+    implementation = config.gateway.implementation
+    if implementation not in WEIGHTED_POOL_IMPLEMENTATIONS:
+        problems.append(
+            Problem(
+                path,
+                f"needs gateway.implementation agentgateway (got {implementation}): weighted "
+                "InferencePool backendRefs are verified in the pinned agentgateway only "
+                "(docs/day-two.md)",
+            )
+        )
+    if canary.image_tag is not None:
+        if config.images.build:
+            problems.append(
+                Problem(
+                    path.at("image_tag"),
+                    "needs images.build false: a built image has the one tag of its build; "
+                    "canary a new build by pinning it as a version",
+                )
+            )
+        elif canary.image_tag not in (tags := pinned_tags(config)):
+            repository = versions().image(engine_image_key(config)).repository
+            problems.append(
+                Problem(
+                    path.at("image_tag"),
+                    f"must be a tag of {repository} pinned in images/versions.toml (every image a "
+                    f"stack runs is pinned there; allowed: {', '.join(sorted(tags))}; got "
+                    f"{canary.image_tag!r})",
+                )
+            )
+    if config.serving.weight_loading == "modelexpress":
+        problems.append(
+            Problem(
+                path,
+                "needs serving.weightLoading hub: a canary beside a ModelExpress server is not "
+                "supported (its pods would look for a server of their own)",
             )
         )
     return problems
