@@ -97,9 +97,10 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def imports(path: Path) -> list[str]:
+def imports(path: Path, root: Path = PACKAGE.parent) -> list[str]:
     """Modules a file imports at run time (absolute names; `from llmd_fleet.a import b` counts
-    `llmd_fleet.a.b` when b is a module). Imports under `if TYPE_CHECKING:` are left out."""
+    `llmd_fleet.a.b` when b is a module under `root`). Imports under `if TYPE_CHECKING:` are left
+    out; imports inside functions count."""
     tree = ast.parse(path.read_text())
     typing_only: set[int] = set()
     for node in ast.walk(tree):
@@ -114,7 +115,7 @@ def imports(path: Path) -> list[str]:
         elif isinstance(node, ast.ImportFrom) and node.module:
             found.append(node.module)
             for alias in node.names:
-                candidate = PACKAGE.parent / f"{node.module}.{alias.name}".replace(".", "/")
+                candidate = root / f"{node.module}.{alias.name}".replace(".", "/")
                 if candidate.with_suffix(".py").is_file() or candidate.is_dir():
                     found.append(f"{node.module}.{alias.name}")
     return found
@@ -389,3 +390,23 @@ def test_the_package_never_imports_devtools():
 def test_the_devtools_import_check_sees_each_form():
     source = "import devtools.twin\nfrom devtools import x\nimport_module('devtools.twin.cli')\nimport os\n"
     assert devtools_imports(source) == ["devtools.twin", "devtools", "devtools.twin.cli"]
+
+
+def devtools_graph() -> dict[str, set[str]]:
+    """devtools module -> the devtools modules it imports, inside functions too."""
+    paths = {
+        ".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in sorted((REPO / "devtools").rglob("*.py"))
+    }
+    return {
+        name: {m for m in imports(path, REPO) if m in paths and m != name} for name, path in paths.items()
+    }
+
+
+def test_no_import_cycle_between_devtools_modules():
+    """The twin's checks layer (manifests, then lws_checks, pods, engine, engine_e2e, e2e) and the
+    data plane enters them without coming back: no circle, counting imports inside functions."""
+    graph = devtools_graph()
+    assert {"devtools.twin.e2e", "devtools.twin.pods", "devtools.twin.manifests"} <= set(graph)
+    assert "devtools.twin.pods" in graph["devtools.twin.e2e"]
+    assert cycles(graph) == []

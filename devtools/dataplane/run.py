@@ -22,7 +22,7 @@ import yaml
 
 from devtools.agentic_check import env as agentic_env
 from devtools.dataplane import build, netns, relay, replay, report, responses, scaled, topology
-from devtools.twin import cluster, e2e
+from devtools.twin import cluster, manifests
 from devtools.twin.kube import Kube, wait_for
 from llmd_fleet.cli.children import popen
 
@@ -657,7 +657,7 @@ def main_run(
     try:
         cluster.up(twin_stack, apiserver_only=True, root=root)
         kube = cluster.client(root)
-        for crd in e2e.vendored_crds():
+        for crd in manifests.vendored_crds():
             if crd["spec"]["group"] in CRD_GROUPS:
                 kube.apply(crd)
         time.sleep(3)

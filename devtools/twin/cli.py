@@ -35,9 +35,7 @@ def main(argv: Sequence[str]) -> int:
         return 0 if argv else 2
     command = argv[0]
     if command in ("build", "gomod"):
-        from devtools.twin.build import main as build_main
-
-        return build_main(argv)
+        return build_command(argv)
     if command in ("up", "down", "status"):
         from devtools.twin.cluster import main as cluster_main
 
@@ -75,3 +73,47 @@ def main(argv: Sequence[str]) -> int:
         return e2e_main(argv[1:])
     print(f"twin: unknown command {command!r}\n{__doc__}", file=sys.stderr)
     return 2
+
+
+def build_command(argv: Sequence[str]) -> int:
+    """`build|gomod [NAME...]`: build (or regenerate the wrapper module of) the twin's Go tools
+    and the language hosts; here, above build.py and the hosts, which both import build.py."""
+    from devtools.source_snapshot import SnapshotError
+    from devtools.twin import nodejs_host, python_host
+    from devtools.twin.build import BuildError, ensure, regenerate
+    from devtools.twin.modules import wrappers
+
+    command, names = argv[0], list(argv[1:])
+    known = wrappers()
+    for name in names or list(known):
+        if name not in known and name not in (python_host.NAME, nodejs_host.NAME):
+            choices = ", ".join([*known, python_host.NAME, nodejs_host.NAME])
+            print(f"twin: unknown module {name!r} (known: {choices})", file=sys.stderr)
+            return 2
+    try:
+        for name in names or [*known, python_host.NAME]:
+            if name == nodejs_host.NAME:
+                if command == "gomod":
+                    print(f"twin gomod: {nodejs_host.regenerate()}")
+                else:
+                    print(f"{nodejs_host.BINARY}\t{nodejs_host.ensure().binary}")
+            elif name == python_host.NAME:
+                if command == "gomod":
+                    print(f"twin gomod: {python_host.regenerate()}")
+                else:
+                    try:
+                        print(f"{python_host.BINARY}\t{python_host.ensure().binary}")
+                    except python_host.SnapshotMissing as missing:
+                        if names:  # asked for by name: its source is needed
+                            raise
+                        print(f"twin build: {python_host.BINARY}: not run: {missing}", file=sys.stderr)
+            elif command == "gomod":
+                regenerate(name)
+                print(f"twin gomod: {known[name].directory}")
+            else:
+                for binary, path in ensure(wrappers()[name]).items():
+                    print(f"{binary}\t{path}")
+    except (BuildError, python_host.BuildError, nodejs_host.BuildError, SnapshotError) as error:
+        print(f"twin: {error}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,198 +1,20 @@
-"""What `make doctor-twin` puts into the quickstart's twin: only what a real install of the
-platform leaves behind, each stand-in listed (docs/twin.md "doctor on the twin").
-
-- the twin's own nodes, ResourceSlices and the `gpu.nvidia.com` DeviceClass (devtools/twin/nodes.py);
-- the vendored CRDs (schemas/crds/), as the charts and release manifests would install them;
-- the LWS CRDs and webhooks: the real controller's when it runs (built from its source snapshot),
-  else stand-ins with upstream's webhook names and rules (config/webhook/manifests.yaml at the
-  pinned commit);
-- the GatewayClass CRD of the pinned Gateway API release (schemas/crds vendors only the kinds the
-  stacks render), the GatewayClass `agentgateway` and the gateway controller's Deployment at the
-  pinned version (kwok marks its pods ready; nothing runs).
+"""`make doctor-twin` (python -m devtools.twin doctor [--shared]): `llmd-fleet doctor` on the
+quickstart's twin as a real install leaves it (install.py's stand-ins: 0 failed), then broken (the
+GPU DeviceClass, the DisaggregatedSet CRD and the PCIe-root attribute removed: exactly those 3
+failed), then `llmd-fleet status` printing the scheduler's message for each Pending pod
+(docs/twin.md "doctor on the twin").
 
 The run checks the cluster before a deploy (`doctor`, not `doctor --deployed`); the quickstart
 walk (devtools/twin/quickstart.py) applies the same stand-ins, runs the document's `doctor` before
 `pulumi up` and its `doctor --deployed` after it, with the Gateway's address set as a controller
 would.
-
-`prepared_objects` is also the cluster the offline doctor tests read (tests/cli/test_doctor.py),
-so the twin and the tests check the same picture.
 """
 
 import copy
-import functools
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from devtools.twin.nodes import twin_objects
-from llmd_fleet.config.stack import StackConfig
-from llmd_fleet.versions import versions
-
-GATEWAY_NAMESPACE = "agentgateway-system"
-GATEWAY_CONTROLLER = "agentgateway.dev/agentgateway"
-# The agentgateway controller image repository; the tag is the pinned chart version
-# (images/versions.toml [charts.agentgateway]): doctor reads the version from the tag.
-GATEWAY_IMAGE = "cr.agentgateway.dev/controller"
-
-STANDINS = (
-    "the GatewayClass CRD of the pinned Gateway API release (schemas/crds has rendered kinds only)",
-    "GatewayClass agentgateway (the gateway chart's)",
-    f"Deployment {GATEWAY_NAMESPACE}/agentgateway at the pinned version (kwok runs its pod)",
-)
-LWS_STANDINS = (
-    "the LeaderWorkerSet CRD and the LWS webhooks (no LWS source snapshot: upstream's names and rules)",
-)
-
-
-@functools.cache
-def _vendored_crds(root: Path) -> tuple[dict[str, Any], ...]:
-    """The CRDs of schemas/crds (parsed once; callers get copies)."""
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    crds = []
-    for path in sorted((root / "schemas" / "crds").rglob("*.yaml")):
-        for document in yaml.load_all(path.read_bytes(), Loader=loader):
-            if isinstance(document, dict) and document.get("kind") == "CustomResourceDefinition":
-                crds.append(document)
-    return tuple(crds)
-
-
-def lws_standins() -> list[dict[str, Any]]:
-    """The LeaderWorkerSet CRD (its served version) and upstream's webhook configurations, by
-    name and rules only (no service: nothing answers them)."""
-    crd = {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "leaderworkersets.leaderworkerset.x-k8s.io"},
-        "spec": {
-            "group": "leaderworkerset.x-k8s.io",
-            "names": {"kind": "LeaderWorkerSet", "plural": "leaderworkersets"},
-            "scope": "Namespaced",
-            "versions": [{"name": "v1", "served": True, "storage": True}],
-        },
-    }
-
-    def hook(name: str, group: str, resource: str) -> dict[str, Any]:
-        return {
-            "name": name,
-            "rules": [
-                {
-                    "apiGroups": [group],
-                    "apiVersions": ["v1"],
-                    "operations": ["CREATE", "UPDATE"],
-                    "resources": [resource],
-                }
-            ],
-        }
-
-    mutating = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": "mutating-webhook-configuration"},
-        "webhooks": [hook("mleaderworkerset.kb.io", "leaderworkerset.x-k8s.io", "leaderworkersets")],
-    }
-    validating = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": "validating-webhook-configuration"},
-        "webhooks": [
-            hook("vleaderworkerset.kb.io", "leaderworkerset.x-k8s.io", "leaderworkersets"),
-            hook("vdisaggregatedset.kb.io", "disaggregatedset.x-k8s.io", "disaggregatedsets"),
-        ],
-    }
-    return [crd, mutating, validating]
-
-
-APPROVAL = "api-approved.kubernetes.io"
-
-
-def _gateway_approval() -> str:
-    from devtools.twin import cluster
-
-    for crd in _vendored_crds(cluster.PROJECT_ROOT):
-        if crd["spec"]["group"] == "gateway.networking.k8s.io":
-            return str(crd["metadata"]["annotations"][APPROVAL])
-    raise KeyError("no vendored Gateway API CRD carries the approval annotation")
-
-
-def gatewayclass_crd() -> dict[str, Any]:
-    """The GatewayClass CRD of the Gateway API release the stack pins (schemas/crds vendors only the
-    kinds the stacks render): its name, served version and bundle annotation, no schema."""
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {
-            "name": "gatewayclasses.gateway.networking.k8s.io",
-            # The approval annotation of the Gateway API's protected group, as the vendored
-            # Gateway CRD of the same release carries it.
-            "annotations": {
-                "gateway.networking.k8s.io/bundle-version": versions().manifest("gateway-api").version,
-                APPROVAL: _gateway_approval(),
-            },
-        },
-        "spec": {
-            "group": "gateway.networking.k8s.io",
-            "names": {"kind": "GatewayClass", "plural": "gatewayclasses", "singular": "gatewayclass"},
-            "scope": "Cluster",
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                    },
-                }
-            ],
-        },
-    }
-
-
-def gateway_standins() -> list[dict[str, Any]]:
-    """The GatewayClass and the controller Deployment an agentgateway install leaves."""
-    version = versions().chart("agentgateway").version
-    labels = {"app.kubernetes.io/name": "agentgateway"}
-    return [
-        {
-            "apiVersion": "gateway.networking.k8s.io/v1",
-            "kind": "GatewayClass",
-            "metadata": {"name": "agentgateway"},
-            "spec": {"controllerName": GATEWAY_CONTROLLER},
-        },
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": "agentgateway", "namespace": GATEWAY_NAMESPACE, "labels": labels},
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": labels},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        "containers": [{"name": "controller", "image": f"{GATEWAY_IMAGE}:{version}"}],
-                        # kwok's fake nodes: the pod is scheduled there and marked ready.
-                        "tolerations": [{"operator": "Exists"}],
-                    },
-                },
-            },
-        },
-    ]
-
-
-def prepared_objects(config: StackConfig, root: Path, lws_running: bool = False) -> list[dict[str, Any]]:
-    """Everything doctor expects of a prepared cluster for `config`, fresh copies each call."""
-    objects = [
-        *twin_objects(config.fleet.node_groups),
-        *_vendored_crds(root),
-        *([] if lws_running else lws_standins()),
-        gatewayclass_crd(),
-        *gateway_standins(),
-    ]
-    return copy.deepcopy(objects)
-
-
-# --- `make doctor-twin` (python -m devtools.twin doctor [--shared]).
+from devtools.twin.install import prepare
 
 STACK = "quickstart-h100"
 BROKEN = ("gpu-deviceclass", "pcie-root-attribute", "lws-crds")
@@ -225,45 +47,6 @@ def _doctor(kubeconfig: Path, root: Path) -> tuple[int, list[str]]:
 def failed_ids(lines: list[str]) -> list[str]:
     """The ids of doctor's FAIL lines, in order."""
     return [line.split(":")[1].strip() for line in lines if ": FAIL: " in line]
-
-
-def prepare(kube: Any, lws_running: bool) -> list[str]:
-    """Apply the stand-ins a real install leaves (the twin made the rest); their descriptions."""
-    from devtools.twin.engine import ensure_platform
-
-    ensure_platform(kube)
-    from devtools.twin.kube import wait_for
-
-    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": GATEWAY_NAMESPACE}})
-    crd = gatewayclass_crd()
-    kube.apply(crd)
-
-    def established() -> bool:
-        conditions = (kube.read(crd).get("status") or {}).get("conditions") or []
-        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
-
-    wait_for("the GatewayClass CRD Established", established, timeout=60)
-    made = [*gateway_standins(), *([] if lws_running else _applicable(lws_standins()))]
-    for obj in made:
-        kube.apply(obj)
-    return [*STANDINS, *([] if lws_running else LWS_STANDINS)]
-
-
-def _applicable(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The LWS stand-ins as an API server takes them: each webhook needs a client config, and
-    nothing answers it, so it is ignored on failure (the stand-in admits everything)."""
-    for obj in objects:
-        for hook in obj.get("webhooks") or []:
-            hook.update(
-                {
-                    "clientConfig": {"url": "https://127.0.0.1:9/never"},
-                    "failurePolicy": "Ignore",
-                    "sideEffects": "None",
-                    "admissionReviewVersions": ["v1"],
-                    "timeoutSeconds": 1,
-                }
-            )
-    return objects
 
 
 def break_twin(kube: Any) -> None:
@@ -310,16 +93,16 @@ def pending_pods(kube: Any, root: Path) -> int:
     the twin creates them, with the pool's labels), with the namespace, NIC DeviceClass and claim
     template `pulumi up` creates: the scheduler cannot allocate their claims. Waits until it has
     said so for each."""
-    from devtools.twin import e2e
+    from devtools.twin import manifests, pods
     from devtools.twin.kube import wait_for
 
-    rendered = e2e.render(STACK, cluster_dir(root) / "doctor-rendered")
+    rendered = manifests.render(STACK, cluster_dir(root) / "doctor-rendered")
     needed = [o for o in rendered if o["kind"] in ("Namespace", "DeviceClass", "ResourceClaimTemplate")]
     for obj in needed:
         kube.apply(obj)
     ds = next(o for o in rendered if o["kind"] == "DisaggregatedSet")
-    pods = e2e.lws_pods(ds)
-    for pod in pods:
+    made = pods.lws_pods(ds)
+    for pod in made:
         # The pool's labels only: the LWS controller's pod webhook admits a pod labelled as an LWS
         # group member only with the annotations the controller sets (its size, among others).
         labels = pod["metadata"]["labels"]
@@ -328,7 +111,7 @@ def pending_pods(kube: Any, root: Path) -> int:
         kube.request("POST", f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods", pod)
 
     def unschedulable() -> bool:
-        for pod in pods:
+        for pod in made:
             found = kube.read(pod)
             conditions = (found.get("status") or {}).get("conditions") or []
             if not any(c["type"] == "PodScheduled" and c["status"] == "False" for c in conditions):
@@ -336,7 +119,7 @@ def pending_pods(kube: Any, root: Path) -> int:
         return True
 
     wait_for("the scheduler's verdict on every pod", unschedulable, timeout=PENDING_TIMEOUT_S)
-    return len(pods)
+    return len(made)
 
 
 def cluster_dir(root: Path) -> Path:

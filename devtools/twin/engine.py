@@ -786,10 +786,10 @@ def ensure_platform(kube: Any) -> int:
     """What a preinstalled platform provides and the twin stands in for: every vendored CRD
     (schemas/crds/, applied server-side and Established) and the `gpu.nvidia.com` DeviceClass of
     the NVIDIA DRA driver's chart (`twin up` makes it too). Idempotent; returns the CRD count."""
-    from devtools.twin import e2e, nodes
+    from devtools.twin import manifests, nodes
     from devtools.twin.kube import wait_for
 
-    crds = e2e.vendored_crds()
+    crds = manifests.vendored_crds()
     for obj in [*crds, nodes.gpu_device_class()]:
         kube.apply(obj)
 

@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from devtools.twin import build, e2e
+from devtools.twin import build, pods
 from devtools.twin.engine import (
     PROJECT,
     TWIN_KINDS,
@@ -21,15 +21,16 @@ from devtools.twin.engine import (
     run_engine,
 )
 from devtools.twin.kube import ApiError, Kube
+from devtools.twin.manifests import PROJECT_ROOT, Report
 
 WIPE_TIMEOUT_S = 180
 ENGINE_PREFIX = "engine: "
 
 
-class EngineReport(e2e.Report):
+class EngineReport(Report):
     """The e2e report, each figure named `engine: ...` so both passes stay apart."""
 
-    def __init__(self, report: e2e.Report):
+    def __init__(self, report: Report):
         super().__init__(figures=report.figures, failures=report.failures, lines=report.lines)
 
     def figure(self, name: str, value: str) -> None:
@@ -39,13 +40,13 @@ class EngineReport(e2e.Report):
         super().check(ok, ENGINE_PREFIX + message)
 
 
-def prepare(stack: str, report: e2e.Report) -> bool:
+def prepare(stack: str, report: Report) -> bool:
     """Build (or reuse) the engine's binaries before the twin starts; False (recorded as a failure)
     when they cannot be had, and the rest of e2e runs without the engine. A gke or eks stack
     creates cloud resources: no engine run for it (False, said as a figure)."""
     from llmd_fleet.cli.stack_file import read_stack_file
 
-    values = read_stack_file(e2e.PROJECT_ROOT / "stacks", stack).values
+    values = read_stack_file(PROJECT_ROOT / "stacks", stack).values
     kind = json.loads(values.get(f"{PROJECT}:target", "{}")).get("kind")
     if kind not in TWIN_KINDS:
         report.figure(f"{ENGINE_PREFIX}run", f"skipped (kind {kind} creates cloud resources)")
@@ -58,7 +59,7 @@ def prepare(stack: str, report: e2e.Report) -> bool:
     return True
 
 
-def wipe(kube: Kube, objects: Sequence[dict[str, Any]], report: e2e.Report) -> None:
+def wipe(kube: Kube, objects: Sequence[dict[str, Any]], report: Report) -> None:
     """Delete the applied rendering (cluster-scoped objects and namespaces; the namespace controller
     deletes their contents) and wait until none of it is served."""
     started = time.monotonic()
@@ -77,7 +78,7 @@ def wipe(kube: Kube, objects: Sequence[dict[str, Any]], report: e2e.Report) -> N
 
 
 def run(
-    kube: Kube, stack: str, rendered: Sequence[dict[str, Any]], report: e2e.Report, stand_in: bool = True
+    kube: Kube, stack: str, rendered: Sequence[dict[str, Any]], report: Report, stand_in: bool = True
 ) -> None:
     """Wipe, then the engine run with the node-side checks after its first up. With the real LWS
     controller running (`stand_in` False) it makes the DisaggregatedSet's pods itself, and the
@@ -88,16 +89,16 @@ def run(
     def after_up(created: list[dict[str, Any]]) -> None:
         live = [kube.read(obj) for obj in created]
         print("e2e: [engine] the preflight Job the engine awaited")
-        e2e._preflight(kube, live, engine_report)
+        pods.preflight(kube, live, engine_report)
         if stand_in:
             print("e2e: [engine] the DisaggregatedSet's pods (stand-in for the LWS controller)")
-            e2e._schedule(kube, live, engine_report)
+            pods.schedule(kube, live, engine_report)
         else:
             engine_report.figure(
                 "DisaggregatedSet pods", "made by the LWS controller (its checks: first pass)"
             )
         print("e2e: [engine] Deployments and PodDisruptionBudgets")
-        e2e._deployments(kube, live, engine_report)
+        pods.deployments(kube, live, engine_report)
 
     print(f"e2e: {stack} through the Pulumi engine (preview, up, second up, update, canary, destroy)")
     from pulumi.automation.errors import CommandError

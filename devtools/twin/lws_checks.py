@@ -845,7 +845,7 @@ def start_controller(state: Any, kube: Kube, report: Reporter) -> "lws.Controlle
     """Build (or reuse) and start the LWS controller when the twin has a node side; None, with
     every figure line saying `not run: <why>`, when it cannot run (the stand-in then creates the
     DisaggregatedSet's pods). An unusable snapshot or a failed build is also a failure."""
-    from devtools.twin import e2e
+    from devtools.twin import manifests
 
     if "kwok" not in state.components:
         for text in not_run_lines("API server only (no scheduler, controller manager or kwok)"):
@@ -870,7 +870,7 @@ def start_controller(state: Any, kube: Kube, report: Reporter) -> "lws.Controlle
         report.figure("LWS controller manager", f"from the cache ({built.directory})")
     if built.note:
         report.figure("LWS source snapshot", built.note)
-    same, differ = lws.same_crds(built, e2e.CRD_DIR)
+    same, differ = lws.same_crds(built, manifests.CRD_DIR)
     report.figure(
         "vendored DisaggregatedSet CRDs equal to the controller's source", f"{same}/{same + len(differ)}"
     )
@@ -899,7 +899,7 @@ def held_back(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def serving(kube: Kube, held: list[dict[str, Any]], rules: dict[str, int], stack: str,
             report: Reporter) -> Fleet | None:  # fmt: skip
     """The held-back DisaggregatedSet through the real webhook, then steps 1 to 3."""
-    from devtools.twin import cluster, e2e
+    from devtools.twin import cluster, manifests
     from llmd_fleet.cli.stack_file import read_stack_file, stack_config
 
     if not held:
@@ -914,7 +914,7 @@ def serving(kube: Kube, held: list[dict[str, Any]], rules: dict[str, int], stack
     report.check(bool(refusal), "the LWS DisaggregatedSet webhook accepted a rollout partition")
     kube.apply(ds)
     stored = kube.read(ds)
-    added = e2e.server_added(ds, stored)
+    added = manifests.server_added(ds, stored)
     kind = f"{ds['apiVersion']}/{ds['kind']}"
     report.figure(
         f"DisaggregatedSet {ds['metadata']['namespace']}/{ds['metadata']['name']} (after the preflight Job)",
@@ -936,10 +936,10 @@ def serving(kube: Kube, held: list[dict[str, Any]], rules: dict[str, int], stack
 
 def scale_stack(kube: Kube, fleet: Fleet, report: Reporter) -> None:
     """Step 4 with the autoscale stack's rendering."""
-    from devtools.twin import cluster, e2e
+    from devtools.twin import cluster, manifests
 
     print(f"e2e: External scaling ({AUTOSCALE_STACK}) through the DisaggregatedSetRoleScalers' /scale")
-    objects = e2e.render(AUTOSCALE_STACK, cluster.twin_dir() / "rendered" / AUTOSCALE_STACK)
+    objects = manifests.render(AUTOSCALE_STACK, cluster.twin_dir() / "rendered" / AUTOSCALE_STACK)
 
     def apply_all(items: list[dict[str, Any]]) -> None:
         # The fabric preflight Job ran before the fixed stack's serving (step 4); a Job's pod
@@ -949,7 +949,7 @@ def scale_stack(kube: Kube, fleet: Fleet, report: Reporter) -> None:
             f"{o['apiVersion']}/{o['kind']}": kube.resource(o["apiVersion"], o["kind"]).namespaced
             for o in items
         }
-        for obj in e2e.apply_order(items, namespaced):
+        for obj in manifests.apply_order(items, namespaced):
             try:
                 kube.apply(obj)
             except ApiError as error:

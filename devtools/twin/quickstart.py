@@ -35,7 +35,7 @@ after a pass and kept (its path printed) after a failure or with --keep.
 The twin is prepared as a cluster with `target.platform: preinstalled` would be (engine.py's
 ensure_platform: the vendored CRDs and the `gpu.nvidia.com` DeviceClass; the LWS controller built
 from its source snapshot, else the twin's stand-in creates the DisaggregatedSet's pods after `pulumi
-up`; kwok makes the pods Ready), with the stand-ins devtools/twin/doctor.py lists for what a real
+up`; kwok makes the pods Ready), with the stand-ins devtools/twin/install.py lists for what a real
 install leaves (the gateway's class and controller Deployment), so the document's `llmd-fleet
 doctor` before `pulumi up` finds what it checks. The Deploy section's commands after the status
 command (`llmd-fleet doctor ... --deployed`) run once every group is ready, after the walk sets the
@@ -454,11 +454,11 @@ def install_standins(kube: Any, lws_running: bool) -> None:
     """What a real install of the platform leaves beside the twin's CRDs and DeviceClass (the
     gateway's class and controller Deployment, the LWS webhooks without the controller), so the
     document's `llmd-fleet doctor` before `pulumi up` finds a prepared cluster
-    (devtools/twin/doctor.py lists each stand-in)."""
-    from devtools.twin import doctor
+    (devtools/twin/install.py lists each stand-in)."""
+    from devtools.twin import install
 
     started = time.monotonic()
-    made = doctor.prepare(kube, lws_running)
+    made = install.prepare(kube, lws_running)
     say("install stand-ins", time.monotonic() - started, "; ".join(made))
 
 
@@ -497,7 +497,7 @@ def doctor_detail(output: str) -> str:
 
 def stand_in_pods(kube: Any, report: Quiet) -> None:
     """What the LWS controller would do after `pulumi up`: the DisaggregatedSet's pods."""
-    from devtools.twin import e2e
+    from devtools.twin import pods
     from llmd_fleet.cli.stack_file import read_stack_file, stack_config
 
     config = stack_config(read_stack_file(cluster.PROJECT_ROOT / "stacks", STACK))
@@ -506,7 +506,7 @@ def stand_in_pods(kube: Any, report: Quiet) -> None:
         f"/disaggregatedsets/{config.serving.name}"
     )
     started = time.monotonic()
-    e2e._schedule(kube, [ds], report, keep=True)
+    pods.schedule(kube, [ds], report, keep=True)
     if report.failures:
         raise StepFailed("stand-in pods", "(the twin's stand-in for the LWS controller)", report.failures[-1])
     say("stand-in pods (LWS controller absent)", time.monotonic() - started, "bound and Ready by kwok")

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from devtools.twin.doctor import prepared_objects
+from devtools.twin.install import prepared_objects
 from llmd_fleet.cli.doctor import Expectations, Result, expectations, run_checks, summary
 from llmd_fleet.cli.main import run
 from llmd_fleet.cli.stack_file import read_stack_file, stack_config

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from devtools.twin import build, cluster, e2e, modules, nodes
+from devtools.twin import build, cluster, manifests, modules, nodes, pods
 from devtools.twin.pki import Pki, kubeconfig_text
 from llmd_fleet.cli.stack_file import read_stack_file, stack_config
 from llmd_fleet.config.fleet import NodeGroupConfig
@@ -353,12 +353,12 @@ def test_lws_pods_one_per_worker_of_every_group():
             ]
         },
     }
-    pods = e2e.lws_pods(ds)
-    assert len(pods) == 7 * 4 + 5 * 8
-    assert len({p["metadata"]["name"] for p in pods}) == len(pods)
-    assert pods[0]["metadata"]["name"] == "s-prefill-0-0"
-    assert pods[0]["metadata"]["labels"]["role"] == "x"
-    pods[0]["spec"]["containers"][0]["name"] = "changed"
+    made = pods.lws_pods(ds)
+    assert len(made) == 7 * 4 + 5 * 8
+    assert len({p["metadata"]["name"] for p in made}) == len(made)
+    assert made[0]["metadata"]["name"] == "s-prefill-0-0"
+    assert made[0]["metadata"]["labels"]["role"] == "x"
+    made[0]["spec"]["containers"][0]["name"] = "changed"
     assert template["spec"]["containers"][0]["name"] == "c", "pods get copies of the template"
 
 
@@ -369,7 +369,7 @@ def test_apply_order_puts_namespaces_then_cluster_objects_first():
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"}},
     ]
     namespaced = {"apps/v1/Deployment": True, "resource.k8s.io/v1/DeviceClass": False, "v1/Namespace": False}
-    assert [o["kind"] for o in e2e.apply_order(objects, namespaced)] == [
+    assert [o["kind"] for o in manifests.apply_order(objects, namespaced)] == [
         "Namespace",
         "DeviceClass",
         "Deployment",
@@ -385,7 +385,8 @@ def test_service_accounts_go_before_the_token_secrets_that_name_them():
     }
     account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "a"}}
     namespaced = {"v1/Secret": True, "v1/ServiceAccount": True}
-    assert [o["kind"] for o in e2e.apply_order([secret, account], namespaced)] == ["ServiceAccount", "Secret"]
+    ordered = manifests.apply_order([secret, account], namespaced)
+    assert [o["kind"] for o in ordered] == ["ServiceAccount", "Secret"]
 
 
 def test_server_added_counts_defaults_not_bookkeeping():
@@ -395,29 +396,31 @@ def test_server_added_counts_defaults_not_bookkeeping():
         "spec": {"replicas": 2, "revisionHistoryLimit": 10},
         "status": {"replicas": 0},
     }
-    assert e2e.server_added(rendered, stored) == {"spec.revisionHistoryLimit"}
+    assert manifests.server_added(rendered, stored) == {"spec.revisionHistoryLimit"}
 
 
 def test_vendored_crds_carry_cel_rules_the_e2e_counts():
-    crds = e2e.vendored_crds()
+    crds = manifests.vendored_crds()
     assert {c["spec"]["names"]["kind"] for c in crds} >= {"DisaggregatedSet", "InferencePool", "HTTPRoute"}
     ds = next(c for c in crds if c["spec"]["names"]["kind"] == "DisaggregatedSet")
-    assert e2e.cel_rules(ds["spec"]["versions"][0]["schema"]) >= 1
+    assert manifests.cel_rules(ds["spec"]["versions"][0]["schema"]) >= 1
     assert (
-        e2e.cel_rules({"x-kubernetes-validations": [{"rule": "a"}], "p": {"x-kubernetes-validations": [{}]}})
+        manifests.cel_rules(
+            {"x-kubernetes-validations": [{"rule": "a"}], "p": {"x-kubernetes-validations": [{}]}}
+        )
         == 2
     )
 
 
 def test_a_job_is_finished_only_on_a_true_complete_or_failed_condition():
-    assert e2e._job_complete({}) is None
+    assert pods.job_complete({}) is None
     running = {"status": {"conditions": [{"type": "SuccessCriteriaMet", "status": "True"}]}}
-    assert e2e._job_complete(running) is None
-    assert e2e._job_complete({"status": {"conditions": [{"type": "Complete", "status": "False"}]}}) is None
+    assert pods.job_complete(running) is None
+    assert pods.job_complete({"status": {"conditions": [{"type": "Complete", "status": "False"}]}}) is None
     assert (
-        e2e._job_complete({"status": {"conditions": [{"type": "Complete", "status": "True"}]}}) == "Complete"
+        pods.job_complete({"status": {"conditions": [{"type": "Complete", "status": "True"}]}}) == "Complete"
     )
-    assert e2e._job_complete({"status": {"conditions": [{"type": "Failed", "status": "True"}]}}) == "Failed"
+    assert pods.job_complete({"status": {"conditions": [{"type": "Failed", "status": "True"}]}}) == "Failed"
 
 
 def test_the_twin_loads_kwoks_stage_that_completes_job_pods():

@@ -4,6 +4,7 @@ the LWS stand-ins made acceptable to an API server."""
 from typing import Any
 
 from devtools.twin import doctor as twin_doctor
+from devtools.twin import install
 from devtools.twin.kube import ApiError
 from devtools.twin.nodes import twin_objects
 from llmd_fleet.cli.stack_file import read_stack_file, stack_config
@@ -70,7 +71,7 @@ def test_failed_ids_read_doctor_lines() -> None:
 
 
 def test_lws_standins_are_complete_webhooks() -> None:
-    for obj in twin_doctor._applicable(twin_doctor.lws_standins()):
+    for obj in install._applicable(install.lws_standins()):
         for hook in obj.get("webhooks") or []:
             assert hook["failurePolicy"] == "Ignore" and hook["sideEffects"] == "None"
             assert hook["clientConfig"]["url"].startswith("https://127.0.0.1:")

@@ -15,8 +15,8 @@ import yaml
 
 from devtools import source_snapshot
 from devtools.twin import cluster, lws, lws_checks
-from devtools.twin.e2e import Report
 from devtools.twin.kube import ApiError
+from devtools.twin.manifests import Report
 from llmd_fleet.versions import versions
 
 REPO = Path(__file__).resolve().parents[2]
@@ -411,7 +411,7 @@ def test_the_rollout_changes_the_decode_template_alone():
 
 
 def test_only_the_budgets_of_deployments_are_read_as_deployment_budgets() -> None:
-    from devtools.twin.e2e import deployment_budgets
+    from devtools.twin.pods import deployment_budgets
 
     def pdb(name: str, labels: dict[str, str], namespace: str = "llm-d") -> dict[str, Any]:
         return {
