@@ -6,7 +6,7 @@ options at the pinned tag; the chart itself is not used because it renders no PD
 anti-affinity, and the config file must come from the plan.
 """
 
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -324,6 +324,9 @@ class RouterArgs(TypedDict):
     plan: FleetPlan
     hf_token_secret: str | None
     """Secret holding HF_TOKEN for the tokenizer's download, if any."""
+    objective_prefix: NotRequired[str]
+    """Prefix of the InferenceObjectives' names (default none); with `llmd-fleet:models` the
+    model's name and a dash, so each pool's objectives have names of their own in the namespace."""
 
 
 class Router(pulumi.ComponentResource):
@@ -446,7 +449,7 @@ class Router(pulumi.ComponentResource):
                 f"{name}-objective-{objective.name}",
                 api_version="llm-d.ai/v1alpha2",
                 kind="InferenceObjective",
-                metadata=meta(objective.name),
+                metadata=meta(f"{args.get('objective_prefix', '')}{objective.name}"),
                 spec={
                     "priority": objective.priority,
                     "poolRef": {"group": POOL_GROUP, "kind": "InferencePool", "name": names.pool},

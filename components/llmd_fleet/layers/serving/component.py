@@ -1,6 +1,6 @@
 """Model serving: namespace, Hugging Face token Secret and the prefill/decode DisaggregatedSet."""
 
-from typing import TypedDict, cast
+from typing import NotRequired, TypedDict, cast
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -31,6 +31,8 @@ class ModelServingArgs(TypedDict):
       `llm-d-hf-token` is created and the pods read HF_TOKEN from it.
     - `engine_image` (required): the image every engine container runs (`serving_image`), and
       the fabric preflight's probe (`serving.preflight`, `FabricPreflight`).
+    - `alongside` (default `None`): another model's ModelServing in the same namespace
+      (`llmd-fleet:models`): its namespace, token Secret and claim templates are shared.
     """
 
     config: StackConfig
@@ -41,6 +43,9 @@ class ModelServingArgs(TypedDict):
     """Hugging Face token (a secret); no Secret is created and pods get no HF_TOKEN when None."""
     engine_image: pulumi.Input[str]
     """The image every engine container runs, from llmd_fleet/images/build.py serving_image()."""
+    alongside: NotRequired["ModelServing | None"]
+    """With `llmd-fleet:models`: the first model's ModelServing, whose namespace, token Secret and
+    ResourceClaimTemplates this model shares instead of declaring them again (default: none)."""
 
 
 class ModelServing(pulumi.ComponentResource):
@@ -57,30 +62,36 @@ class ModelServing(pulumi.ComponentResource):
         config, plan = args["config"], args["plan"]
         serving = config.serving
         child = pulumi.ResourceOptions(parent=self)
-        namespace = k8s.core.v1.Namespace(
-            f"{name}-namespace",
-            metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=serving.namespace,
-                # Pod Security `privileged`: the serving pods add IPC_LOCK and SYS_RAWIO, which
-                # `baseline` refuses (it admits only the runtime's default capabilities), and
-                # mount hostPath volumes for a local-NVMe KV tier and, on GKE, the TCPXO
-                # libraries, aperture devices and /sys. The router (EPP, tokenizer) and the
-                # gateway proxies share this namespace: the InferencePool, its EPP and the pods
-                # it selects live together. The router's own pods would pass `restricted`
-                # (tests/stacks/test_security.py), so moving it out needs no change to its pods.
-                # The simulator's pods pass `restricted`; the namespace stays at `baseline` for
-                # the gateway proxies the implementation creates here (not rendered).
-                labels={
-                    **common_labels("serving", serving.name),
-                    **pod_security_labels("privileged" if serving.engine == "vllm" else "baseline"),
-                },
-            ),
-            opts=child,
-        )
+        alongside = args.get("alongside")
+        namespace: pulumi.Resource
+        if alongside is None:
+            namespace = k8s.core.v1.Namespace(
+                f"{name}-namespace",
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name=serving.namespace,
+                    # Pod Security `privileged`: the serving pods add IPC_LOCK and SYS_RAWIO, which
+                    # `baseline` refuses (it admits only the runtime's default capabilities), and
+                    # mount hostPath volumes for a local-NVMe KV tier and, on GKE, the TCPXO
+                    # libraries, aperture devices and /sys. The router (EPP, tokenizer) and the
+                    # gateway proxies share this namespace: the InferencePool, its EPP and the pods
+                    # it selects live together. The router's own pods would pass `restricted`
+                    # (tests/stacks/test_security.py), so moving it out needs no change to its pods.
+                    # The simulator's pods pass `restricted`; the namespace stays at `baseline` for
+                    # the gateway proxies the implementation creates here (not rendered).
+                    labels={
+                        **common_labels("serving", serving.name),
+                        **pod_security_labels("privileged" if serving.engine == "vllm" else "baseline"),
+                    },
+                ),
+                opts=child,
+            )
+        else:
+            namespace = alongside.namespace
+        self.namespace = namespace
         after_namespace = pulumi.ResourceOptions(parent=self, depends_on=[namespace])
         hf_token = args.get("hf_token")
-        token_secret = None
-        if hf_token is not None:
+        token_secret: k8s.core.v1.Secret | None = alongside.token_secret if alongside is not None else None
+        if hf_token is not None and alongside is None:
             token_secret = k8s.core.v1.Secret(
                 f"{name}-hf-token",
                 metadata=k8s.meta.v1.ObjectMetaArgs(
@@ -92,13 +103,19 @@ class ModelServing(pulumi.ComponentResource):
                 string_data={"HF_TOKEN": pulumi.Output.secret(hf_token)},
                 opts=after_namespace,
             )
+        self.token_secret: k8s.core.v1.Secret | None = token_secret
         # One ResourceClaimTemplate per node group and claim shape: each pod gets its own claim
-        # on the devices of the node it lands on.
-        claim_templates = []
+        # on the devices of the node it lands on (shared by the models of one stack).
+        claim_templates: list[pulumi.Resource] = []
         shapes = {
             claim_template_name(r.node_group, r.claim): r.claim for r in plan.roles if r.claim is not None
         }
+        shared = alongside.claim_templates if alongside is not None else {}
+        claim_templates += [shared[n] for n in sorted(shapes) if n in shared]
+        self.claim_templates: dict[str, pulumi.Resource] = dict(shared)
         for template_name, shape in sorted(shapes.items()):
+            if template_name in shared:
+                continue
             claim_templates.append(
                 k8s.resource.v1.ResourceClaimTemplate(
                     f"{name}-{template_name}",
@@ -114,6 +131,7 @@ class ModelServing(pulumi.ComponentResource):
                     opts=after_namespace,
                 )
             )
+            self.claim_templates[template_name] = claim_templates[-1]
         # With ModelExpress, its server comes first: pods that start without it load from the hub.
         self.modelexpress = None
         if serving.weight_loading == "modelexpress":

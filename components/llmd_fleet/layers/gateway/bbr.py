@@ -1,0 +1,231 @@
+"""Routing by the request's `model` field when one gateway fronts several models
+(`llmd-fleet:models`): the body-based router and one HTTPRoute per model.
+
+The body-based router is the Gateway API inference extension's (cmd/bbr), an ext_proc server the
+gateway calls before routing. Its `body-field-to-header` plugin copies the request body's `model`
+into `X-Gateway-Model-Name`; its `base-model-to-header` plugin sets `X-Gateway-Base-Model-Name`
+to the base model of a LoRA adapter (or the model itself), read from ConfigMaps labelled
+`inference.networking.k8s.io/bbr-managed: "true"` with keys `baseModel` and `adapters`
+(gateway-api-inference-extension v1.5.0 pkg/bbr/plugins/basemodelextractor). Each model's route
+matches that header on the model's client name, so a request for an adapter reaches the pool of
+the model whose engines load it. A request for a name no route matches gets the gateway's own
+no-route answer (Gateway API: 404 for an HTTPRoute with no matching rule).
+
+v1.5.0 is the last release of the extension with the body-based router: v1.6.0, whose
+InferencePool CRD the stack pins, moved it to llm-d/llm-d-inference-payload-processor
+(README at v1.6.0), which the Go module proxy does not serve (images/versions.toml).
+
+These functions only build specs; the HTTPRoute per model is kept apart from the single-model
+route (gateway/component.py) so the two evolve separately. Pure apart from `BodyBasedRouter`.
+"""
+
+import json
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from llmd_fleet.config.model import client_model_name
+from llmd_fleet.config.stack import StackConfig
+from llmd_fleet.core.pod_context import (
+    IMAGE_BY_TAG,
+    PULL_IF_NOT_PRESENT,
+    Skip,
+    restricted_container_context,
+    restricted_pod_context,
+    skip_annotations,
+)
+from llmd_fleet.labels import common_labels
+from llmd_fleet.layers.gateway.component import GKE_IMPLEMENTATIONS, pool_ref
+from llmd_fleet.layers.gateway.specs import GATEWAY_NAME
+from llmd_fleet.versions import versions
+
+BBR_NAME = "body-based-router"
+# The router's ports and headers (gateway-api-inference-extension v1.5.0 pkg/bbr/server/options.go
+# DefaultGrpcPort/DefaultGrpcHealthPort; plugins/bodyfieldtoheader ModelHeader;
+# plugins/basemodelextractor BaseModelHeader and the ConfigMap label and keys).
+BBR_GRPC_PORT = 9004
+BBR_HEALTH_PORT = 9005
+MODEL_HEADER = "X-Gateway-Model-Name"
+BASE_MODEL_HEADER = "X-Gateway-Base-Model-Name"
+BBR_MANAGED_LABEL = "inference.networking.k8s.io/bbr-managed"
+BBR_SKIPS = (
+    IMAGE_BY_TAG,
+    PULL_IF_NOT_PRESENT,
+    Skip("CKV_K8S_38", "the body-based router watches the ConfigMaps that map adapters to base models"),
+)
+
+
+def bbr_labels() -> dict[str, str]:
+    return common_labels("body-based-router", BBR_NAME)
+
+
+def bbr_selector() -> dict[str, str]:
+    return {"app.kubernetes.io/component": "body-based-router", "app.kubernetes.io/instance": BBR_NAME}
+
+
+def bbr_args() -> list[str]:
+    """The router's command line: streaming ext_proc (the gateway's full-duplex body mode), both
+    plugins as the extension's chart configures them, no tracing."""
+    field_to_header = json.dumps({"fieldName": "model", "headerName": MODEL_HEADER}, separators=(",", ":"))
+    return [
+        "--streaming",
+        f"--grpc-port={BBR_GRPC_PORT}",
+        f"--grpc-health-port={BBR_HEALTH_PORT}",
+        "--plugin",
+        f"body-field-to-header:model-extractor:{field_to_header}",
+        "--plugin",
+        "base-model-to-header:base-model-mapper",
+        "--tracing=false",
+    ]
+
+
+def bbr_deployment_spec() -> dict[str, Any]:
+    """Two replicas of the body-based router, restricted, probed on its gRPC health port. It
+    holds no state beyond the ConfigMaps it watches, so any replica answers any request."""
+    probe = {"grpc": {"port": BBR_HEALTH_PORT}, "periodSeconds": 10, "timeoutSeconds": 5}
+    resources = {"cpu": "1", "memory": "512Mi"}
+    return {
+        "replicas": 2,
+        "selector": {"matchLabels": bbr_selector()},
+        "template": {
+            "metadata": {"labels": bbr_labels()},
+            "spec": {
+                "serviceAccountName": BBR_NAME,
+                "securityContext": restricted_pod_context(),
+                "containers": [
+                    {
+                        "name": "bbr",
+                        "image": versions().image("body-based-router").ref,
+                        "imagePullPolicy": "IfNotPresent",
+                        "args": bbr_args(),
+                        # Watch only this namespace's ConfigMaps (cmd/bbr/runner/runner.go).
+                        "env": [
+                            {"name": "NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}
+                        ],
+                        "ports": [
+                            {"name": "grpc", "containerPort": BBR_GRPC_PORT, "protocol": "TCP"},
+                            {"name": "grpc-health", "containerPort": BBR_HEALTH_PORT, "protocol": "TCP"},
+                        ],
+                        "readinessProbe": probe,
+                        "livenessProbe": {**probe, "failureThreshold": 3},
+                        "resources": {"requests": dict(resources), "limits": resources},
+                        "securityContext": restricted_container_context(),
+                    }
+                ],
+            },
+        },
+    }
+
+
+def adapters_config_map_data(view: StackConfig) -> dict[str, str]:
+    """The `base-model-to-header` plugin's entry for one model: its client name and its
+    adapters' served names (a YAML list)."""
+    adapters = [adapter.name for adapter in view.model.lora_adapters]
+    return {"baseModel": client_model_name(view.model), "adapters": json.dumps(adapters)}
+
+
+def model_route_spec(view: StackConfig) -> dict[str, Any]:
+    """One model's HTTPRoute: requests whose base model (the header the body-based router sets)
+    is this model's client name go to its InferencePool."""
+    rule: dict[str, Any] = {
+        "matches": [
+            {
+                "path": {"type": "PathPrefix", "value": "/"},
+                "headers": [{"type": "Exact", "name": BASE_MODEL_HEADER, "value": client_model_name(view.model)}],
+            }
+        ],
+        "backendRefs": [pool_ref(view.serving.name)],
+    }
+    if view.gateway.implementation not in GKE_IMPLEMENTATIONS:
+        rule["timeouts"] = {"request": f"{view.gateway.request_timeout_seconds}s"}
+    return {
+        "parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": GATEWAY_NAME}],
+        "rules": [rule],
+    }
+
+
+class BodyBasedRouter(pulumi.ComponentResource):
+    """The body-based router (Deployment, Service, RBAC), one adapters ConfigMap and one
+    HTTPRoute per model."""
+
+    routes: dict[str, k8s.apiextensions.CustomResource]
+    """Each model's HTTPRoute, by its serving name."""
+
+    def __init__(
+        self,
+        name: str,
+        views: tuple[StackConfig, ...],
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("llmd-fleet:gateway:BodyBasedRouter", name, {}, opts)
+        namespace = views[0].serving.namespace
+        child = pulumi.ResourceOptions(parent=self)
+
+        def meta(object_name: str, labels: dict[str, str] | None = None) -> k8s.meta.v1.ObjectMetaArgs:
+            return k8s.meta.v1.ObjectMetaArgs(
+                name=object_name, namespace=namespace, labels=labels if labels is not None else bbr_labels()
+            )
+
+        account = k8s.core.v1.ServiceAccount(f"{name}-service-account", metadata=meta(BBR_NAME), opts=child)
+        role = k8s.rbac.v1.Role(
+            f"{name}-role",
+            metadata=meta(BBR_NAME),
+            rules=[{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}],
+            opts=child,
+        )
+        binding = k8s.rbac.v1.RoleBinding(
+            f"{name}-role-binding",
+            metadata=meta(BBR_NAME),
+            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": BBR_NAME},
+            subjects=[{"kind": "ServiceAccount", "name": BBR_NAME, "namespace": namespace}],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[account, role]),
+        )
+        for view in views:
+            k8s.core.v1.ConfigMap(
+                f"{name}-{view.serving.name}-adapters",
+                metadata=meta(
+                    f"{view.serving.name}-adapters",
+                    {**common_labels("body-based-router", view.serving.name), BBR_MANAGED_LABEL: "true"},
+                ),
+                data=adapters_config_map_data(view),
+                opts=child,
+            )
+        k8s.apps.v1.Deployment(
+            f"{name}-deployment",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=BBR_NAME, namespace=namespace, labels=bbr_labels(), annotations=skip_annotations(BBR_SKIPS)
+            ),
+            spec=bbr_deployment_spec(),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[binding]),
+        )
+        k8s.core.v1.Service(
+            f"{name}-service",
+            metadata=meta(BBR_NAME),
+            spec={
+                "type": "ClusterIP",
+                "selector": bbr_selector(),
+                "ports": [
+                    {
+                        "name": "grpc-ext-proc",
+                        "port": BBR_GRPC_PORT,
+                        "targetPort": BBR_GRPC_PORT,
+                        "protocol": "TCP",
+                        "appProtocol": "kubernetes.io/h2c",
+                    }
+                ],
+            },
+            opts=child,
+        )
+        self.routes = {
+            view.serving.name: k8s.apiextensions.CustomResource(
+                f"{name}-route-{view.serving.name}",
+                api_version="gateway.networking.k8s.io/v1",
+                kind="HTTPRoute",
+                metadata=meta(view.serving.name, common_labels("gateway", view.serving.name)),
+                spec=model_route_spec(view),
+                opts=child,
+            )
+            for view in views
+        }
+        self.register_outputs({})
