@@ -35,9 +35,12 @@ from llmd_fleet.core.pod_context import (
     restricted_pod_context,
     skip_annotations,
 )
+from llmd_fleet.core.netpol import API_SERVER_PORTS, PolicySpec, pods, tcp
 from llmd_fleet.labels import common_labels
 from llmd_fleet.layers.gateway.component import GKE_IMPLEMENTATIONS, pool_ref
-from llmd_fleet.layers.gateway.specs import GATEWAY_NAME
+from llmd_fleet.layers.gateway.config import MANAGED_IMPLEMENTATIONS
+from llmd_fleet.layers.gateway.specs import GATEWAY_NAME, GATEWAY_NAME_LABEL, gateway_peers
+from llmd_fleet.security.isolation import cluster_ranges
 from llmd_fleet.versions import versions
 
 BBR_NAME = "body-based-router"
@@ -116,6 +119,32 @@ def bbr_deployment_spec() -> dict[str, Any]:
             },
         },
     }
+
+
+def bbr_policy_specs(view: StackConfig) -> dict[str, PolicySpec]:
+    """The body-based router's NetworkPolicy and the gateway proxies' egress to it (policies add
+    up: each model's own `<model>-gateway` policy keeps its flows).
+
+    | from | to | ports |
+    |---|---|---|
+    | gateway proxies | body-based router | ext_proc gRPC |
+    | body-based router | the API server | TCP 443 and 6443 (its ConfigMap watch) |
+    """
+    specs: dict[str, PolicySpec] = {
+        BBR_NAME: {
+            "podSelector": {"matchLabels": bbr_selector()},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": gateway_peers(view, cluster_ranges(view)), "ports": tcp(BBR_GRPC_PORT)}],
+            "egress": [{"ports": tcp(*API_SERVER_PORTS)}],
+        }
+    }
+    if view.gateway.implementation not in MANAGED_IMPLEMENTATIONS:
+        specs[f"{BBR_NAME}-gateway"] = {
+            "podSelector": {"matchLabels": {GATEWAY_NAME_LABEL: GATEWAY_NAME}},
+            "policyTypes": ["Egress"],
+            "egress": [{"to": [pods(bbr_selector())], "ports": tcp(BBR_GRPC_PORT)}],
+        }
+    return specs
 
 
 def adapters_config_map_data(view: StackConfig) -> dict[str, str]:
@@ -217,6 +246,13 @@ class BodyBasedRouter(pulumi.ComponentResource):
             },
             opts=child,
         )
+        for policy_name, spec in bbr_policy_specs(views[0]).items():
+            k8s.networking.v1.NetworkPolicy(
+                f"{name}-policy-{policy_name}",
+                metadata=meta(policy_name, common_labels("network-policy", BBR_NAME)),
+                spec=spec,
+                opts=child,
+            )
         self.routes = {
             view.serving.name: k8s.apiextensions.CustomResource(
                 f"{name}-route-{view.serving.name}",
