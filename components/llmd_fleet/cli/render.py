@@ -294,6 +294,11 @@ def plan_table(plan: FleetPlan) -> str:
         ("replicated weights (GiB)", *(_gib(r.memory.replicated_weights_gib) for r in plan.roles)),
         ("expert weights / EP (GiB)", *(_gib(r.memory.expert_weights_gib) for r in plan.roles)),
         ("runtime + NVSHMEM reserve (GiB)", *(_gib(r.memory.reserve_gib) for r in plan.roles)),
+        *(
+            [("LoRA adapter slots (GiB)", *(_gib(r.memory.lora_gib) for r in plan.roles))]
+            if any(r.memory.lora_gib for r in plan.roles)
+            else []
+        ),
         ("KV cache per rank (GiB)", *(_gib(r.memory.kv_cache_gib) for r in plan.roles)),
         ("KV tokens per rank", *(f"{r.memory.kv_tokens:,}" for r in plan.roles)),
         (f"{ctx}-token contexts per rank", *(f"{r.memory.agent_contexts:.2f}" for r in plan.roles)),

@@ -12,7 +12,7 @@ stack: the layers render a model from its view unchanged, which keeps the single
 byte-identical (its view is the config itself).
 """
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
@@ -20,11 +20,15 @@ from llmd_fleet.config.base import ConfigModel
 from llmd_fleet.config.grammar import DNS_LABEL, Pattern
 from llmd_fleet.config.model import ModelConfig, client_model_name
 from llmd_fleet.config.workload import WorkloadConfig
-from llmd_fleet.core.problems import PROJECT, Problem
+from llmd_fleet.core.problems import PROJECT, Problem, key
+from llmd_fleet.layers.gateway.config import MANAGED_IMPLEMENTATIONS
 from llmd_fleet.layers.router.config import RouterConfig
 from llmd_fleet.layers.serving.config import ServingConfig
 
 # The sections a `models` entry carries, which the single-model form sets at the top level.
+if TYPE_CHECKING:
+    from llmd_fleet.config.stack import StackConfig
+
 MODEL_SECTIONS = ("model", "serving", "router")
 MAX_MODELS = 8
 
@@ -103,3 +107,75 @@ def entry_problems(entries: list[ModelEntryConfig], raw_entries: list[object]) -
             served.setdefault(name, where)
     return problems
 
+
+
+# vLLM 0.33 runs LoRA on an expert-parallel MoE layer only with this all-to-all
+# (vllm/lora/layers/fused_moe.py FusedMoEWithLoRA._ep_check).
+LORA_EP_ALL2ALL = "allgather_reducescatter"
+
+
+def lora_problems(config: "StackConfig") -> list[Problem]:
+    """A model with LoRA adapters: every expert-parallel role (all of them here: the engines run
+    with --enable-expert-parallel) names the all-to-all vLLM 0.33 accepts for MoE LoRA."""
+    if not config.model.lora_adapters:
+        return []
+    from llmd_fleet.plan.model_card import description_for
+
+    problems = []
+    if description_for(config.model.id) is None:
+        problems.append(
+            Problem(
+                key(config, "model", "lora_adapters"),
+                f"only for a model the plan describes (plan/model_card.py): the adapters' HBM is sized "
+                f"from its layer shapes (plan/lora.py), and {config.model.id!r} has no description",
+            )
+        )
+    for role_name in ("prefill", "decode"):
+        role = getattr(config.serving.roles, role_name)
+        if role.expert_parallel > 1 and role.all2all_backend != LORA_EP_ALL2ALL:
+            problems.append(
+                Problem(
+                    key(config, "serving", "roles", role_name, "all2all_backend"),
+                    f"must be {LORA_EP_ALL2ALL} with model.loraAdapters on an expert-parallel role: "
+                    "vLLM 0.33 runs MoE LoRA only with that all-to-all (vllm/lora/layers/fused_moe.py) "
+                    f"(got {role.all2all_backend or 'the role default, DeepEP'})",
+                )
+            )
+    return problems
+
+
+def shared_problems(config: "StackConfig") -> list[Problem]:
+    """What several models in one namespace cannot share yet (with `llmd-fleet:models`): one KEDA,
+    one Prometheus install and one ModelExpress server per stack, and a route per model that only
+    an in-cluster gateway calls the body-based router for."""
+    if not config.models:
+        return []
+    problems = []
+    if config.observability.prometheus == "install":
+        problems.append(
+            Problem(
+                f"{PROJECT}:observability.prometheus",
+                f"must not be install with {PROJECT}:models (use existing or none; got 'install')",
+            )
+        )
+    if config.gateway.implementation in MANAGED_IMPLEMENTATIONS:
+        problems.append(
+            Problem(
+                f"{PROJECT}:gateway.implementation",
+                f"must be agentgateway or istio with {PROJECT}:models: the body-based router is called "
+                f"by an in-cluster gateway (got {config.gateway.implementation!r})",
+            )
+        )
+    for index, entry in enumerate(config.models):
+        if entry.serving.autoscaling is not None:
+            problems.append(
+                Problem(f"{PROJECT}:models[{index}].serving.autoscaling", "not yet with several models: leave it out")
+            )
+        if entry.serving.weight_loading != "hub":
+            problems.append(
+                Problem(
+                    f"{PROJECT}:models[{index}].serving.weightLoading",
+                    f"must be hub with several models (got {entry.serving.weight_loading!r})",
+                )
+            )
+    return problems

@@ -11,7 +11,14 @@ from pydantic import ValidationError
 
 from llmd_fleet.config.errors import describe, key_path, section_loc
 from llmd_fleet.config.rules import model_problems, node_group_problems, workload_problems
-from llmd_fleet.config.models import MODEL_SECTIONS, ModelEntryConfig, entry_key, entry_problems
+from llmd_fleet.config.models import (
+    MODEL_SECTIONS,
+    ModelEntryConfig,
+    entry_key,
+    entry_problems,
+    lora_problems,
+    shared_problems,
+)
 from llmd_fleet.config.stack import (
     KNOWN_KEYS,
     MODELS_ADAPTER,
@@ -58,6 +65,7 @@ RULES: tuple[Callable[[StackConfig], list[Problem]], ...] = (
     node_group_problems,
     simulator_problems,
     model_problems,
+    lora_problems,
     workload_problems,
     role_problems,
     kv_tier_problems,
@@ -181,6 +189,10 @@ def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset
             moved = Problem(entry_key(index, problem.key, own), problem.message)
             if moved not in problems:
                 problems.append(moved)
+    if problems:
+        raise ConfigError(problems)
+    # On the completed shared sections (the target's observability defaults filled in).
+    problems = shared_problems(views[0].model_copy(update={"models": config.models}))
     if problems:
         raise ConfigError(problems)
     completed = tuple(
