@@ -12,10 +12,10 @@ cloud target's components (and with them its SDK) are imported only when a stack
 target: the on-prem path imports no cloud SDK (docs/performance.md).
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import import_module
 from types import ModuleType
-from collections.abc import Callable
 from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 import pulumi

@@ -262,12 +262,14 @@ def lora_download_problems(argv: tuple[str, ...], calls: list[tuple[str, ...]]) 
         try:
             module = json.loads(entry)
         except ValueError:
-            raise LaunchError(f"--lora-modules entry {entry!r} is not the JSON form (name, path, base_model_name)") from None
+            raise LaunchError(
+                f"--lora-modules entry {entry!r} is not the JSON form (name, path, base_model_name)"
+            ) from None
         path = module.get("path")
         if not fetched.get(path):
             raise LaunchError(
-                f"LoRA adapter {module.get('name')!r}: {path!r} is not downloaded at a --revision before vLLM "
-                "starts (vLLM 0.33 fetches a repository id at its default branch)"
+                f"LoRA adapter {module.get('name')!r}: {path!r} is not downloaded at a --revision before "
+                "vLLM starts (vLLM 0.33 fetches a repository id at its default branch)"
             )
 
 

@@ -133,7 +133,9 @@ def test_a_stack_that_does_not_fit_names_models_and_node_group(multi_raw):
         plan_model_shares(parse_config(multi_raw))
     ((key, message),) = info.value.problems
     assert key == "llmd-fleet:fleet.nodeGroups.h100.count"
-    assert message.startswith("the models need 70 nodes of node group h100 (glm52 68, subagent 2) but it has 69")
+    assert message.startswith(
+        "the models need 70 nodes of node group h100 (glm52 68, subagent 2) but it has 69"
+    )
 
 
 def test_each_model_is_planned_on_its_share(multi_raw):

@@ -48,6 +48,8 @@ from llmd_fleet.plan.models import plan_models
 from llmd_fleet.targets.extras import MissingExtraError, require_target_extra
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from llmd_fleet.cli.check import CrdSchemas
     from llmd_fleet.cli.policy_check import PolicyPackProcess
     from llmd_fleet.cli.stack_file import StackFile
@@ -331,6 +333,7 @@ def _status(args: argparse.Namespace, stacks_dir: Path) -> int:
     a flag, the kubeconfig's shape)."""
     from llmd_fleet.cli.stack_file import stack_config
     from llmd_fleet.cli.status import (
+        Status,
         StatusError,
         chat_request,
         gateway_url,
@@ -361,8 +364,12 @@ def _status(args: argparse.Namespace, stacks_dir: Path) -> int:
             statuses = []
             for view in model_views(config):
                 if args.watch:
+
+                    def read_view(view: "StackConfig" = view) -> "Status":
+                        return read_status(client.get, view)
+
                     final = watch(
-                        lambda view=view: read_status(client.get, view),
+                        read_view,
                         timeout,
                         interval,
                         lambda line: print(printable(line), flush=True),
@@ -385,7 +392,11 @@ def _status(args: argparse.Namespace, stacks_dir: Path) -> int:
                 for view in model_views(config):
                     url, answer = chat_request(url, client_model_name(view.model))
                     line = answer.line(url)
-                    print(printable(f"{line} (model {client_model_name(view.model)})" if config.models else line))
+                    print(
+                        printable(
+                            f"{line} (model {client_model_name(view.model)})" if config.models else line
+                        )
+                    )
                     ok = ok and answer.code is not None and 200 <= answer.code < 300
     except StatusError as exc:
         _error(exc)
@@ -656,7 +667,11 @@ def _plan_models(args: argparse.Namespace, config: "StackConfig") -> int:
                     "name": share.name,
                     "servedName": share.client_name,
                     "adapters": list(share.adapters),
-                    **({"cost": hourly_cost(share.plan, args.gpu_hour_usd)} if args.gpu_hour_usd is not None else {}),
+                    **(
+                        {"cost": hourly_cost(share.plan, args.gpu_hour_usd)}
+                        if args.gpu_hour_usd is not None
+                        else {}
+                    ),
                     "plan": plan_json(args.stack, view, share.plan),
                 }
                 for share, view in zip(shares, views, strict=True)
@@ -699,7 +714,7 @@ def _plan_models(args: argparse.Namespace, config: "StackConfig") -> int:
     return EXIT_OK
 
 
-def _markdown_table(rows: list[tuple[str, ...]]) -> str:
+def _markdown_table(rows: "Sequence[tuple[str, ...]]") -> str:
     header, *body = rows
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in body]

@@ -85,7 +85,9 @@ def entry_problems(entries: list[ModelEntryConfig], raw_entries: list[object]) -
         raw_serving = raw.get("serving") if isinstance(raw, dict) else None
         if isinstance(raw_serving, dict) and "name" in raw_serving:
             problems.append(
-                Problem(f"{at}.serving.name", f"not set in a models entry: models[{index}].name names the model")
+                Problem(
+                    f"{at}.serving.name", f"not set in a models entry: models[{index}].name names the model"
+                )
             )
         if entry.serving.namespace != namespace:
             problems.append(
@@ -102,11 +104,12 @@ def entry_problems(entries: list[ModelEntryConfig], raw_entries: list[object]) -
         for where, name in names:
             if name in served:
                 problems.append(
-                    Problem(where, f"{name!r} is already served as {served[name]}: each name routes to one pool")
+                    Problem(
+                        where, f"{name!r} is already served as {served[name]}: each name routes to one pool"
+                    )
                 )
             served.setdefault(name, where)
     return problems
-
 
 
 # vLLM 0.33 runs LoRA on an expert-parallel MoE layer only with this all-to-all
@@ -169,7 +172,10 @@ def shared_problems(config: "StackConfig") -> list[Problem]:
     for index, entry in enumerate(config.models):
         if entry.serving.autoscaling is not None:
             problems.append(
-                Problem(f"{PROJECT}:models[{index}].serving.autoscaling", "not yet with several models: leave it out")
+                Problem(
+                    f"{PROJECT}:models[{index}].serving.autoscaling",
+                    "not yet with several models: leave it out",
+                )
             )
         if entry.serving.weight_loading != "hub":
             problems.append(

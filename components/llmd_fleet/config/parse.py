@@ -10,7 +10,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from llmd_fleet.config.errors import describe, key_path, section_loc
-from llmd_fleet.config.rules import model_problems, node_group_problems, workload_problems
 from llmd_fleet.config.models import (
     MODEL_SECTIONS,
     ModelEntryConfig,
@@ -19,6 +18,7 @@ from llmd_fleet.config.models import (
     lora_problems,
     shared_problems,
 )
+from llmd_fleet.config.rules import model_problems, node_group_problems, workload_problems
 from llmd_fleet.config.stack import (
     KNOWN_KEYS,
     MODELS_ADAPTER,
@@ -283,7 +283,9 @@ def read_pulumi_config(
         if namespace != PROJECT:
             continue  # another provider's or project's setting (kubernetes:context, gcp:project)
         value = get(full_key)
-        if (key in OBJECT_KEYS or key in OPTIONAL_OBJECT_KEYS or key == MODELS_KEY) and isinstance(value, str):
+        if (key in OBJECT_KEYS or key in OPTIONAL_OBJECT_KEYS or key == MODELS_KEY) and isinstance(
+            value, str
+        ):
             try:
                 value = json.loads(value)
             except json.JSONDecodeError:

@@ -108,9 +108,7 @@ OPTIONAL_OBJECT_KEYS: dict[str, TypeAdapter[Any]] = {
 MODELS_KEY = "models"
 MODELS_ADAPTER: TypeAdapter[Any] = TypeAdapter(ModelsConfig)
 SECRET_KEYS = ("hfToken", "kubeconfig", "registryPassword", "responsesDbPassword")
-KNOWN_KEYS = (
-    frozenset(OBJECT_KEYS) | frozenset(OPTIONAL_OBJECT_KEYS) | frozenset(SECRET_KEYS) | {MODELS_KEY}
-)
+KNOWN_KEYS = frozenset(OBJECT_KEYS) | frozenset(OPTIONAL_OBJECT_KEYS) | frozenset(SECRET_KEYS) | {MODELS_KEY}
 
 
 def model_views(config: StackConfig) -> tuple[StackConfig, ...]:

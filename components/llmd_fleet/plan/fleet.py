@@ -31,6 +31,7 @@ from llmd_fleet.layers.router.specs import (
 from llmd_fleet.layers.serving.config import RoleConfig
 from llmd_fleet.plan.epp import EPP_BASELINE_GIB, EPP_BYTES_PER_TOKEN_PER_RPS, epp_cpus_for
 from llmd_fleet.plan.kernels import MoeKernels, moe_kernels
+from llmd_fleet.plan.lora import lora_gib_per_rank
 from llmd_fleet.plan.memory import (
     ModelSizing,
     Reserves,
@@ -41,7 +42,6 @@ from llmd_fleet.plan.memory import (
     weights_per_rank,
 )
 from llmd_fleet.plan.model_card import description_for
-from llmd_fleet.plan.lora import lora_gib_per_rank
 from llmd_fleet.plan.system_nodes import system_node_problems
 from llmd_fleet.targets.specs import fabric_for
 
@@ -475,7 +475,9 @@ def _memory(config: StackConfig, role: RoleConfig) -> MemoryPlan:
         kv_per_token = sizing.kv_bytes_per_token
     adapters = model.lora_adapters
     lora = (
-        lora_gib_per_rank(sizing.description, len(adapters), max(a.rank for a in adapters), role.expert_parallel)
+        lora_gib_per_rank(
+            sizing.description, len(adapters), max(a.rank for a in adapters), role.expert_parallel
+        )
         if adapters and sizing.description is not None
         else 0.0
     )

@@ -87,9 +87,9 @@ def plan_model_shares(config: StackConfig) -> tuple[ModelPlan, ...]:
         try:
             shares.append(_share(view, plan_fleet(own)))
         except PlanError as exc:
-            own = config.models[index].workload is not None
+            own_workload = config.models[index].workload is not None
             errors += [
-                Problem(entry_key(index, p.key, own), f"model {view.serving.name}: {p.message}")
+                Problem(entry_key(index, p.key, own_workload), f"model {view.serving.name}: {p.message}")
                 for p in exc.problems
             ]
     if errors:

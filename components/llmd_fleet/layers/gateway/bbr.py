@@ -27,6 +27,7 @@ import pulumi_kubernetes as k8s
 
 from llmd_fleet.config.model import client_model_name
 from llmd_fleet.config.stack import StackConfig
+from llmd_fleet.core.netpol import API_SERVER_PORTS, PolicySpec, pods, tcp
 from llmd_fleet.core.pod_context import (
     IMAGE_BY_TAG,
     PULL_IF_NOT_PRESENT,
@@ -35,7 +36,6 @@ from llmd_fleet.core.pod_context import (
     restricted_pod_context,
     skip_annotations,
 )
-from llmd_fleet.core.netpol import API_SERVER_PORTS, PolicySpec, pods, tcp
 from llmd_fleet.labels import common_labels
 from llmd_fleet.layers.gateway.component import GKE_IMPLEMENTATIONS, pool_ref
 from llmd_fleet.layers.gateway.config import MANAGED_IMPLEMENTATIONS
@@ -104,7 +104,10 @@ def bbr_deployment_spec() -> dict[str, Any]:
                         "args": bbr_args(),
                         # Watch only this namespace's ConfigMaps (cmd/bbr/runner/runner.go).
                         "env": [
-                            {"name": "NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}
+                            {
+                                "name": "NAMESPACE",
+                                "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+                            }
                         ],
                         "ports": [
                             {"name": "grpc", "containerPort": BBR_GRPC_PORT, "protocol": "TCP"},
@@ -154,23 +157,39 @@ def adapters_config_map_data(view: StackConfig) -> dict[str, str]:
     return {"baseModel": client_model_name(view.model), "adapters": json.dumps(adapters)}
 
 
-def model_route_spec(view: StackConfig) -> dict[str, Any]:
+MODEL_LIST_PATH = "/v1/models"
+
+
+def model_route_spec(view: StackConfig, answers_model_list: bool = False) -> dict[str, Any]:
     """One model's HTTPRoute: requests whose base model (the header the body-based router sets)
-    is this model's client name go to its InferencePool."""
+    is this model's client name go to its InferencePool. With `answers_model_list` (the first
+    model's route) also `GET /v1/models`, which has no body to route by: that pool's engines
+    answer it, listing their own served names and LoRA adapters (vLLM's /v1/models), not the
+    other models'."""
     rule: dict[str, Any] = {
         "matches": [
             {
                 "path": {"type": "PathPrefix", "value": "/"},
-                "headers": [{"type": "Exact", "name": BASE_MODEL_HEADER, "value": client_model_name(view.model)}],
+                "headers": [
+                    {"type": "Exact", "name": BASE_MODEL_HEADER, "value": client_model_name(view.model)}
+                ],
             }
         ],
         "backendRefs": [pool_ref(view.serving.name)],
     }
     if view.gateway.implementation not in GKE_IMPLEMENTATIONS:
         rule["timeouts"] = {"request": f"{view.gateway.request_timeout_seconds}s"}
+    rules = [rule]
+    if answers_model_list:
+        rules.append(
+            {
+                "matches": [{"path": {"type": "Exact", "value": MODEL_LIST_PATH}, "method": "GET"}],
+                "backendRefs": [pool_ref(view.serving.name)],
+            }
+        )
     return {
         "parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": GATEWAY_NAME}],
-        "rules": [rule],
+        "rules": rules,
     }
 
 
@@ -223,7 +242,10 @@ class BodyBasedRouter(pulumi.ComponentResource):
         k8s.apps.v1.Deployment(
             f"{name}-deployment",
             metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=BBR_NAME, namespace=namespace, labels=bbr_labels(), annotations=skip_annotations(BBR_SKIPS)
+                name=BBR_NAME,
+                namespace=namespace,
+                labels=bbr_labels(),
+                annotations=skip_annotations(BBR_SKIPS),
             ),
             spec=bbr_deployment_spec(),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[binding]),
@@ -259,9 +281,9 @@ class BodyBasedRouter(pulumi.ComponentResource):
                 api_version="gateway.networking.k8s.io/v1",
                 kind="HTTPRoute",
                 metadata=meta(view.serving.name, common_labels("gateway", view.serving.name)),
-                spec=model_route_spec(view),
+                spec=model_route_spec(view, answers_model_list=index == 0),
                 opts=child,
             )
-            for view in views
+            for index, view in enumerate(views)
         }
         self.register_outputs({})

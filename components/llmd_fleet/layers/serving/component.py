@@ -87,7 +87,7 @@ class ModelServing(pulumi.ComponentResource):
             )
         else:
             namespace = alongside.namespace
-        self.namespace = namespace
+        self.namespace: pulumi.Resource = namespace
         after_namespace = pulumi.ResourceOptions(parent=self, depends_on=[namespace])
         hf_token = args.get("hf_token")
         token_secret: k8s.core.v1.Secret | None = alongside.token_secret if alongside is not None else None
