@@ -21,6 +21,7 @@ from llmd_fleet.layers.gateway.bbr import (
 )
 from llmd_fleet.plan.lora import lora_elements_per_rank_unit, lora_gib_per_rank
 from llmd_fleet.plan.model_card import DEEPSEEK_V2_LITE_CHAT
+from llmd_fleet.versions import versions
 from tests.conftest import STACKS_DIR, stack_raw_config
 
 MULTI = "onprem-h100-multimodel"
@@ -88,7 +89,7 @@ def test_routes_match_the_base_model_header_the_body_based_router_sets(resources
     }
     bbr = _objects(resources, "Deployment")["body-based-router"]
     container = bbr["spec"]["template"]["spec"]["containers"][0]
-    assert container["image"] == "registry.k8s.io/gateway-api-inference-extension/bbr:v1.5.0"
+    assert container["image"] == versions().image("body-based-router").ref
     assert container["args"] == bbr_args()
     policies = _objects(resources, "NetworkPolicy")
     gateway_egress = policies["body-based-router-gateway"]["spec"]["egress"]

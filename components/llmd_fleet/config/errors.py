@@ -70,6 +70,7 @@ _UNIT_NAMES = {
     "cpuMillisPerRank": "millicores per data-parallel rank",
     "memoryMiBPerRank": "MiB per data-parallel rank",
     "timeFactorUnderLoad": "(slowdown factor)",
+    "rank": "(LoRA rank)",
 }
 
 

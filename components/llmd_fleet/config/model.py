@@ -47,8 +47,9 @@ class LoraAdapterConfig(_Model):
     """Hugging Face repository id of the adapter (a PEFT `adapter_config.json` and weights)."""
     revision: GitRevision
     """Branch, tag or 40-hex commit id of the adapter to load; pin a commit for production."""
-    rank: int
-    """The adapter's LoRA rank (`r` in its adapter_config.json); sizes the engine's LoRA slots
+    rank: Annotated[int, Field(ge=1, le=max(LORA_RANKS))]
+    """The adapter's LoRA rank (`r` in its adapter_config.json), one of 1, 8, 16, 32, 64, 128, 256,
+    320, 512 (vLLM 0.33's LoRA ranks); sizes the engine's LoRA slots
     (vLLM --max-lora-rank: the largest rank of the model's adapters) and their memory in the plan."""
 
     @field_validator("rank")

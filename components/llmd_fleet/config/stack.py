@@ -80,6 +80,10 @@ class StackConfig(ConfigModel):
     """`llmd-fleet:models` (optional; empty: the single-model form). When set, `model`, `serving`
     and `router` above are its first entry's (`serving.name` its `name`), and every layer renders
     each model from its view (llmd_fleet/config/models.py model_views)."""
+    model_scope: str | None = None
+    """Not a config key: set on each model's view with `llmd-fleet:models` (its name), so the
+    series its monitors scrape carry it as `MODEL_SCOPE_LABEL` and its alerts and dashboards select
+    that model's series only, not every series of the shared namespace."""
     has_hf_token: bool = False
     """Whether `llmd-fleet:hfToken` is set (as a secret); the value itself is never held here."""
     has_registry_password: bool = False
@@ -87,6 +91,9 @@ class StackConfig(ConfigModel):
     has_responses_db_password: bool = False
     """Whether `llmd-fleet:responsesDbPassword` is set (as a secret)."""
 
+
+MODEL_SCOPE_LABEL = "llmd_fleet_model"
+"""The series label that tells models sharing a namespace apart (`StackConfig.model_scope`)."""
 
 # The config keys, in the order errors are reported, and how each section is validated.
 OBJECT_KEYS: dict[str, TypeAdapter[Any]] = {
@@ -125,6 +132,7 @@ def model_views(config: StackConfig) -> tuple[StackConfig, ...]:
                 "router": entry.router,
                 "workload": entry.workload if entry.workload is not None else config.workload,
                 "models": (),
+                "model_scope": entry.name,
             }
         )
         for entry in config.models

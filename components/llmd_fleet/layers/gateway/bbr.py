@@ -6,14 +6,15 @@ gateway calls before routing. Its `body-field-to-header` plugin copies the reque
 into `X-Gateway-Model-Name`; its `base-model-to-header` plugin sets `X-Gateway-Base-Model-Name`
 to the base model of a LoRA adapter (or the model itself), read from ConfigMaps labelled
 `inference.networking.k8s.io/bbr-managed: "true"` with keys `baseModel` and `adapters`
-(gateway-api-inference-extension v1.5.0 pkg/bbr/plugins/basemodelextractor). Each model's route
+(gateway-api-inference-extension pkg/bbr/plugins/basemodelextractor, at the tag the image pins in
+images/versions.toml). Each model's route
 matches that header on the model's client name, so a request for an adapter reaches the pool of
 the model whose engines load it. A request for a name no route matches gets the gateway's own
 no-route answer (Gateway API: 404 for an HTTPRoute with no matching rule).
 
-v1.5.0 is the last release of the extension with the body-based router: v1.6.0, whose
-InferencePool CRD the stack pins, moved it to llm-d/llm-d-inference-payload-processor
-(README at v1.6.0), which the Go module proxy does not serve (images/versions.toml).
+The router's pin is the extension's last release that has it, one minor below the release whose
+InferencePool CRD the stack installs, which moved it to llm-d/llm-d-inference-payload-processor
+(that release's README); images/versions.toml says why.
 
 These functions only build specs; the HTTPRoute per model is kept apart from the single-model
 route (gateway/component.py) so the two evolve separately. Pure apart from `BodyBasedRouter`.
@@ -44,7 +45,7 @@ from llmd_fleet.security.isolation import cluster_ranges
 from llmd_fleet.versions import versions
 
 BBR_NAME = "body-based-router"
-# The router's ports and headers (gateway-api-inference-extension v1.5.0 pkg/bbr/server/options.go
+# The router's ports and headers (gateway-api-inference-extension pkg/bbr/server/options.go
 # DefaultGrpcPort/DefaultGrpcHealthPort; plugins/bodyfieldtoheader ModelHeader;
 # plugins/basemodelextractor BaseModelHeader and the ConfigMap label and keys).
 BBR_GRPC_PORT = 9004
