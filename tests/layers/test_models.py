@@ -131,3 +131,53 @@ def test_lora_slot_memory_formula():
     )
     gib = lora_gib_per_rank(DEEPSEEK_V2_LITE_CHAT, 2, 32, 8)
     assert gib == pytest.approx(3_019_008 * 32 * 2 * 2 / 1024**3)
+
+
+def _labels(objects: list[dict[str, Any]], kind: str, name: str, role: str | None = None) -> dict[str, str]:
+    (obj,) = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    if role is not None:
+        (spec,) = [r["spec"] for r in obj["spec"]["roles"] if r["name"] == role]
+        return dict(spec["leaderWorkerTemplate"]["workerTemplate"]["metadata"]["labels"])
+    return dict(obj["spec"]["template"]["metadata"]["labels"])
+
+
+# (source, destination, port, allowed, why)
+MODEL_FLOWS = [
+    ("gateway", "glm52-decode", 8000, True, "the gateway reaches each model's pool"),
+    ("gateway", "subagent-decode", 8000, True, "the gateway reaches each model's pool"),
+    ("gateway", "subagent-epp", 9002, True, "ext_proc to each model's picker"),
+    ("gateway", "bbr", BBR_GRPC_PORT, True, "ext_proc to the body-based router"),
+    ("bbr", "api-server", 6443, True, "the body-based router watches its ConfigMaps"),
+    ("other-ns-pod", "bbr", BBR_GRPC_PORT, False, "only the gateway calls the body-based router"),
+    ("glm52-epp", "subagent-decode", 8003, False, "a picker reaches only its own pool"),
+    ("subagent-decode", "glm52-prefill", 8000, False, "P/D stays inside one model"),
+    ("subagent-decode", "subagent-prefill", 8000, True, "the sidecar runs its own model's prefill"),
+]
+
+
+@pytest.mark.parametrize(("source", "destination", "port", "allowed", "why"), MODEL_FLOWS)
+def test_flows_between_models(rendered, source, destination, port, allowed, why):
+    from tests.netpol import Cluster, Endpoint
+
+    objects = rendered(MULTI)
+    parties = {
+        "gateway": Endpoint(
+            "gateway",
+            "10.244.4.10",
+            "llm-d",
+            {"gateway.networking.k8s.io/gateway-name": "llm-d-inference-gateway"},
+        ),
+        "bbr": Endpoint("bbr", "10.244.4.20", "llm-d", _labels(objects, "Deployment", "body-based-router")),
+        "api-server": Endpoint("api-server", "192.168.10.5"),
+        "other-ns-pod": Endpoint("other-ns-pod", "10.244.9.10", "default", {"app": "debug"}),
+    }
+    for i, model in enumerate(("glm52", "subagent")):
+        for j, role in enumerate(("prefill", "decode")):
+            labels = _labels(objects, "DisaggregatedSet", model, role)
+            parties[f"{model}-{role}"] = Endpoint(
+                f"{model}-{role}", f"10.244.{i + 1}.{10 + j}", "llm-d", labels
+            )
+        epp = _labels(objects, "Deployment", f"{model}-epp")
+        parties[f"{model}-epp"] = Endpoint(f"{model}-epp", f"10.244.3.{10 + i}", "llm-d", epp)
+    cluster = Cluster.from_objects(objects)
+    assert cluster.allows(parties[source], parties[destination], port, "TCP") == allowed, why

@@ -645,7 +645,7 @@ def _plan(args: argparse.Namespace, config: "StackConfig", plan: "FleetPlan") ->
 def _plan_models(args: argparse.Namespace, config: "StackConfig") -> int:
     """`llmd-fleet plan` of a stack with `llmd-fleet:models`: the budget across the models (GPUs,
     nodes, cost), then each model's plan as a single-model stack's, on its share of the nodes."""
-    from llmd_fleet.cli.plan_output import cost_line, fit_tables, hourly_cost, plan_json
+    from llmd_fleet.cli.plan_output import cost_line, fit_tables, hourly_cost, plan_json, throughput_json
     from llmd_fleet.cli.plan_sections import memory_section, workload_section
     from llmd_fleet.cli.render import plan_table
     from llmd_fleet.config.stack import model_views
@@ -658,25 +658,27 @@ def _plan_models(args: argparse.Namespace, config: "StackConfig") -> int:
     if args.json:
         import json
 
-        doc: dict[str, Any] = {
-            "stack": args.stack,
-            "gpus": gpus,
-            "nodes": nodes,
-            "models": [
-                {
-                    "name": share.name,
-                    "servedName": share.client_name,
-                    "adapters": list(share.adapters),
-                    **(
-                        {"cost": hourly_cost(share.plan, args.gpu_hour_usd)}
-                        if args.gpu_hour_usd is not None
-                        else {}
-                    ),
-                    "plan": plan_json(args.stack, view, share.plan),
-                }
-                for share, view in zip(shares, views, strict=True)
-            ],
-        }
+        def model_doc(view: "StackConfig", plan: "FleetPlan") -> dict[str, Any]:
+            doc = plan_json(args.stack, view, plan)
+            if args.gpu_hour_usd is not None:
+                doc["cost"] = hourly_cost(plan, args.gpu_hour_usd)
+            throughput = throughput_json(view, plan, args.gpu_hour_usd, args.cache_hit)
+            if throughput is not None:
+                doc["throughput"] = throughput
+            return doc
+
+        # The first model's plan at the top (a v1 reader sees a whole plan), then every model's.
+        doc = model_doc(views[0], shares[0].plan)
+        doc["totalGpus"], doc["totalNodes"] = gpus, nodes
+        doc["models"] = [
+            {
+                "name": share.name,
+                "servedName": share.client_name,
+                "adapters": list(share.adapters),
+                "plan": model_doc(view, share.plan),
+            }
+            for share, view in zip(shares, views, strict=True)
+        ]
         print(json.dumps(doc, indent=2))
         return EXIT_OK
     print(f"# plan of {args.stack}: {gpus} GPUs on {nodes} nodes, {len(shares)} models\n")

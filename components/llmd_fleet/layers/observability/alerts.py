@@ -138,8 +138,7 @@ def fleet_alerts(obs: ObservabilityPlan) -> tuple[Alert, ...]:
         Alert(
             name="NixlTransferFailures",
             severity="critical",
-            expr="sum by (role) "
-            f"(increase(vllm:nixl_num_failed_transfers_total{sel()}[{SHORT_WINDOW}])) > 0",
+            expr=f"sum by (role) (increase(vllm:nixl_num_failed_transfers_total{sel()}[{SHORT_WINDOW}])) > 0",
             for_="0m",
             summary="NIXL KV transfers failed: with kv_load_failure_policy fail, each one fails a request.",
             runbook="Look at the fabric (UCX/libfabric logs of the failing ranks, NIC errors) and at "
@@ -293,8 +292,7 @@ def fleet_alerts(obs: ObservabilityPlan) -> tuple[Alert, ...]:
             Alert(
                 name="EppFlowControlRejections",
                 severity="warning",
-                expr="sum by (outcome) "
-                f"(rate({outcome}{sel(outcome='~Rejected.*')}[{SHORT_WINDOW}])) > 0",
+                expr=f"sum by (outcome) (rate({outcome}{sel(outcome='~Rejected.*')}[{SHORT_WINDOW}])) > 0",
                 for_="5m",
                 summary="The endpoint picker's flow control is rejecting requests.",
                 runbook="RejectedCapacity: a band's maxRequests or maxBytes is reached (queue panel); "

@@ -112,7 +112,12 @@ def pod_monitor_spec(config: StackConfig, obs: ObservabilityPlan, role: RoleName
         "selector": {"matchLabels": role_selector(config, role)},
         "namespaceSelector": {"matchNames": [config.serving.namespace]},
         "podMetricsEndpoints": [
-            {"port": name, "path": METRICS_PATH, "interval": _interval(config), "relabelings": _relabelings(config)}
+            {
+                "port": name,
+                "path": METRICS_PATH,
+                "interval": _interval(config),
+                "relabelings": _relabelings(config),
+            }
             for name in rank_port_names(role, len(targets.ports))
         ],
     }
