@@ -103,6 +103,11 @@ def _entry(raw: dict[str, Any], index: int) -> dict[str, Any]:
             "llmd-fleet:observability.prometheus",
             "must not be install",
         ),
+        (
+            lambda r: r.update(gateway={"implementation": "istio"}),
+            "llmd-fleet:gateway.implementation",
+            "must be agentgateway",
+        ),
     ],
     ids=[
         "duplicate-name",
@@ -118,6 +123,7 @@ def _entry(raw: dict[str, Any], index: int) -> dict[str, Any]:
         "empty",
         "single-model-section",
         "prometheus-install",
+        "istio",
     ],
 )
 def test_bad_models_entries_name_their_key(multi_raw, edit, key, words):

@@ -91,6 +91,12 @@ def test_routes_match_the_base_model_header_the_body_based_router_sets(resources
     container = bbr["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == versions().image("body-based-router").ref
     assert container["args"] == bbr_args()
+    (ext_proc,) = _objects(resources, "AgentgatewayPolicy").values()
+    assert ext_proc["spec"]["targetRefs"][0]["kind"] == "Gateway"
+    assert ext_proc["spec"]["traffic"] == {
+        "phase": "PreRouting",
+        "extProc": {"backendRef": {"name": "body-based-router", "port": BBR_GRPC_PORT}},
+    }
     policies = _objects(resources, "NetworkPolicy")
     gateway_egress = policies["body-based-router-gateway"]["spec"]["egress"]
     assert gateway_egress[0]["ports"] == [{"port": BBR_GRPC_PORT, "protocol": "TCP"}]
@@ -103,6 +109,8 @@ def test_body_based_router_flags_name_the_header_and_both_plugins():
     assert (kind, name) == ("body-field-to-header", "model-extractor")
     assert json.loads(spec) == {"fieldName": "model", "headerName": MODEL_HEADER}
     assert plugins[1] == "base-model-to-header:base-model-mapper"
+    # agentgateway calls an ext_proc Service in plaintext.
+    assert "--secure-serving=false" in args
 
 
 def test_a_model_without_adapters_maps_only_itself():

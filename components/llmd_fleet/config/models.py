@@ -21,7 +21,6 @@ from llmd_fleet.config.grammar import DNS_LABEL, Pattern
 from llmd_fleet.config.model import ModelConfig, client_model_name
 from llmd_fleet.config.workload import WorkloadConfig
 from llmd_fleet.core.problems import PROJECT, Problem, key
-from llmd_fleet.layers.gateway.config import MANAGED_IMPLEMENTATIONS
 from llmd_fleet.layers.router.config import RouterConfig
 from llmd_fleet.layers.serving.config import ServingConfig
 
@@ -161,12 +160,12 @@ def shared_problems(config: "StackConfig") -> list[Problem]:
                 f"must not be install with {PROJECT}:models (use existing or none; got 'install')",
             )
         )
-    if config.gateway.implementation in MANAGED_IMPLEMENTATIONS:
+    if config.gateway.implementation != "agentgateway":
         problems.append(
             Problem(
                 f"{PROJECT}:gateway.implementation",
-                f"must be agentgateway or istio with {PROJECT}:models: the body-based router is called "
-                f"by an in-cluster gateway (got {config.gateway.implementation!r})",
+                f"must be agentgateway with {PROJECT}:models: its pre-routing ext_proc policy is what "
+                f"calls the body-based router (got {config.gateway.implementation!r})",
             )
         )
     for index, entry in enumerate(config.models):

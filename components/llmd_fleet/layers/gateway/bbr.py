@@ -70,7 +70,11 @@ def bbr_selector() -> dict[str, str]:
 
 def bbr_args() -> list[str]:
     """The router's command line: streaming ext_proc (the gateway's full-duplex body mode), both
-    plugins as the extension's chart configures them, no tracing."""
+    plugins as the extension's chart configures them, no tracing, and plaintext gRPC: agentgateway
+    calls an ext_proc Service without TLS (agentgateway controller/pkg/agentgateway/plugins/
+    traffic_plugin.go processExtProcTraffic adds no TLS policy, unlike the endpoint picker's
+    INSECURE_ALL one in inference_plugin.go), and the router serves TLS by default
+    (pkg/bbr/server/options.go SecureServing)."""
     field_to_header = json.dumps({"fieldName": "model", "headerName": MODEL_HEADER}, separators=(",", ":"))
     return [
         "--streaming",
@@ -81,7 +85,25 @@ def bbr_args() -> list[str]:
         "--plugin",
         "base-model-to-header:base-model-mapper",
         "--tracing=false",
+        "--secure-serving=false",
     ]
+
+
+AGENTGATEWAY_POLICY_API = "agentgateway.dev/v1alpha1"
+
+
+def ext_proc_policy_spec() -> dict[str, Any]:
+    """agentgateway's AgentgatewayPolicy that calls the body-based router before routing: phase
+    PreRouting (only there can a header it sets pick the route; the phase needs a Gateway target,
+    CRD rule at the pinned agentgateway), extProc to its Service. agentgateway fails such a call
+    closed (FAIL_CLOSED in traffic_plugin.go): the router runs two replicas."""
+    return {
+        "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": GATEWAY_NAME}],
+        "traffic": {
+            "phase": "PreRouting",
+            "extProc": {"backendRef": {"name": BBR_NAME, "port": BBR_GRPC_PORT}},
+        },
+    }
 
 
 def bbr_deployment_spec() -> dict[str, Any]:
@@ -267,6 +289,22 @@ class BodyBasedRouter(pulumi.ComponentResource):
                     }
                 ],
             },
+            opts=child,
+        )
+        if views[0].gateway.implementation == "agentgateway":
+            k8s.apiextensions.CustomResource(
+                f"{name}-ext-proc",
+                api_version=AGENTGATEWAY_POLICY_API,
+                kind="AgentgatewayPolicy",
+                metadata=meta(BBR_NAME),
+                spec=ext_proc_policy_spec(),
+                opts=child,
+            )
+        k8s.policy.v1.PodDisruptionBudget(
+            f"{name}-pdb",
+            metadata=meta(BBR_NAME),
+            # Every request passes through it (fail closed): never drain both replicas at once.
+            spec={"minAvailable": 1, "selector": {"matchLabels": bbr_selector()}},
             opts=child,
         )
         for policy_name, spec in bbr_policy_specs(views[0]).items():
