@@ -163,3 +163,18 @@ def test_cli_refuses_a_bad_entry_with_exit_2(tmp_path: Path, capsys, multi_raw):
     err = capsys.readouterr().err
     assert "llmd-fleet:models[1].model.loraAdapters[0].rank: must be one of 1, 8, 16" in err
     assert "Traceback" not in err
+
+
+def test_placeholder_adapters_are_refused_for_deploy(capsys):
+    assert run(["check", MULTI, "--for-deploy"]) == 2
+    err = capsys.readouterr().err
+    for index in (0, 1):
+        assert f"error: llmd-fleet:models[1].model.loraAdapters[{index}].source is a placeholder" in err
+
+
+def test_the_dataplane_twin_refuses_a_multi_model_stack(capsys):
+    from devtools.dataplane.cli import _has_models, main
+
+    assert main(["run", MULTI, "--scaled"]) == 2
+    assert "sets llmd-fleet:models: the data-plane twin runs one pool" in capsys.readouterr().out
+    assert not _has_models("onprem-h100")
