@@ -22,6 +22,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from llmd_fleet.config.deploy_secrets import placeholder_secret_problems
+from llmd_fleet.config.model import client_model_name
 from llmd_fleet.config.parse import check_stack_secrets, parse_config, read_pulumi_config
 from llmd_fleet.config.stack import StackConfig, model_views
 from llmd_fleet.core.problems import PROJECT, ConfigError
@@ -406,7 +407,17 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
     pulumi.export("inferencePool", router.inference_pool.id.apply(lambda _: config.serving.name))
     pulumi.export("namespace", config.serving.namespace)
     pulumi.export("disaggregatedSet", serving.disaggregated_set.id.apply(lambda _: config.serving.name))
-    pulumi.export("gpus", plan.gpus)
+    # With `llmd-fleet:models`, every model's GPUs (the plan passed in is the first model's).
+    pulumi.export("gpus", sum(p.gpus for p in plan_models(config)) if config.models else plan.gpus)
+    if config.models:
+        # Every model's pool and the name clients send for it (`inferencePool` is the first's).
+        pulumi.export(
+            "models",
+            [
+                {"name": view.serving.name, "servedName": client_model_name(view.model)}
+                for view in model_views(config)
+            ],
+        )
     if image_build is not None:
         pulumi.export("servingImage", image_build.ref)
     if not isinstance(cluster, OnPremCluster):  # the stack made the cluster: hand over its kubeconfig
