@@ -178,3 +178,12 @@ def test_the_dataplane_twin_refuses_a_multi_model_stack(capsys):
     assert main(["run", MULTI, "--scaled"]) == 2
     assert "sets llmd-fleet:models: the data-plane twin runs one pool" in capsys.readouterr().out
     assert not _has_models("onprem-h100")
+
+
+def test_adapters_need_a_model_the_plan_describes(multi_raw):
+    model = _entry(multi_raw, 1)["model"]
+    model["id"] = "example-org/undescribed-moe"
+    with pytest.raises(PlanError) as info:
+        plan_model_shares(parse_config(multi_raw))
+    problems = dict(info.value.problems)
+    assert "the plan describes" in problems["llmd-fleet:models[1].model.loraAdapters"]

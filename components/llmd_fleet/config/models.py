@@ -121,17 +121,7 @@ def lora_problems(config: "StackConfig") -> list[Problem]:
     with --enable-expert-parallel) names the all-to-all vLLM 0.33 accepts for MoE LoRA."""
     if not config.model.lora_adapters:
         return []
-    from llmd_fleet.plan.model_card import description_for
-
     problems = []
-    if description_for(config.model.id) is None:
-        problems.append(
-            Problem(
-                key(config, "model", "lora_adapters"),
-                f"only for a model the plan describes (plan/model_card.py): the adapters' HBM is sized "
-                f"from its layer shapes (plan/lora.py), and {config.model.id!r} has no description",
-            )
-        )
     for role_name in ("prefill", "decode"):
         role = getattr(config.serving.roles, role_name)
         if role.expert_parallel > 1 and role.all2all_backend != LORA_EP_ALL2ALL:

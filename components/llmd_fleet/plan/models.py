@@ -15,6 +15,7 @@ from llmd_fleet.config.models import entry_key
 from llmd_fleet.config.stack import StackConfig, model_views
 from llmd_fleet.core.problems import PROJECT, Problem
 from llmd_fleet.plan.fleet import FleetPlan, PlanError, plan_fleet
+from llmd_fleet.plan.model_card import description_for
 
 
 @dataclass(frozen=True)
@@ -65,11 +66,27 @@ def plan_models(config: StackConfig) -> tuple[FleetPlan, ...]:
     return tuple(p.plan for p in plan_model_shares(config))
 
 
+def adapter_problems(view: StackConfig) -> list[Problem]:
+    """LoRA adapters only on a model the plan describes: their HBM is sized from its layer shapes
+    (plan/lora.py)."""
+    if not view.model.lora_adapters or description_for(view.model.id) is not None:
+        return []
+    return [
+        Problem(
+            f"{PROJECT}:model.loraAdapters",
+            f"only for a model the plan describes (plan/model_card.py): the adapters' HBM is sized from "
+            f"its layer shapes (plan/lora.py), and {view.model.id!r} has no description",
+        )
+    ]
+
+
 def plan_model_shares(config: StackConfig) -> tuple[ModelPlan, ...]:
     """`plan_models` with each model's names and adapters."""
     views = model_views(config)
     if len(views) == 1 and not config.models:
         view = views[0]
+        if problems := adapter_problems(view):
+            raise PlanError(problems)
         return (_share(view, plan_fleet(view)),)
     if problems := fit_problems(config):
         raise PlanError(problems)
@@ -84,6 +101,7 @@ def plan_model_shares(config: StackConfig) -> tuple[ModelPlan, ...]:
             for name, group in view.fleet.node_groups.items()
         }
         own = view.model_copy(update={"fleet": view.fleet.model_copy(update={"node_groups": groups})})
+        errors += [Problem(entry_key(index, p.key), p.message) for p in adapter_problems(view)]
         try:
             shares.append(_share(view, plan_fleet(own)))
         except PlanError as exc:
