@@ -7,6 +7,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+import yaml
 
 from llmd_fleet.cli.synth import Recorded, synthesize
 from llmd_fleet.config.parse import parse_config
@@ -189,3 +190,16 @@ def test_flows_between_models(rendered, source, destination, port, allowed, why)
         parties[f"{model}-epp"] = Endpoint(f"{model}-epp", f"10.244.3.{10 + i}", "llm-d", epp)
     cluster = Cluster.from_objects(objects)
     assert cluster.allows(parties[source], parties[destination], port, "TCP") == allowed, why
+
+
+def test_lora_affinity_scores_only_the_model_with_adapters(resources):
+    config_maps = _objects(resources, "ConfigMap")
+
+    def profiles(model: str) -> dict[str, list[str]]:
+        epp = yaml.safe_load(config_maps[f"{model}-epp-config"]["data"]["epp.yaml"])
+        return {p["name"]: [r["pluginRef"] for r in p["plugins"]] for p in epp["schedulingProfiles"]}
+
+    for refs in profiles("subagent").values():
+        assert "lora-affinity-scorer" in refs
+    for refs in profiles("glm52").values():
+        assert "lora-affinity-scorer" not in refs
