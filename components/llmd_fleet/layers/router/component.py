@@ -318,6 +318,8 @@ class RouterArgs(TypedDict):
       endpoint picker is sized by its `router` (RouterPlan).
     - `hf_token_secret` (required, may be `None`): name of the Secret holding HF_TOKEN for the
       tokenizer's download; the tokenizer gets no HF_TOKEN when None.
+    - `objective_prefix` (default none): prefix of the InferenceObjectives' names
+      (`llmd-fleet:models`: the model's name and a dash).
     """
 
     config: StackConfig
