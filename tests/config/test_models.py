@@ -187,3 +187,28 @@ def test_adapters_need_a_model_the_plan_describes(multi_raw):
         plan_model_shares(parse_config(multi_raw))
     problems = dict(info.value.problems)
     assert "the plan describes" in problems["llmd-fleet:models[1].model.loraAdapters"]
+
+
+def test_every_models_picker_pair_must_fit_the_cpu_pool():
+    from llmd_fleet.plan.system_nodes import allocatable, node_shape, picker_pairs_problems, pool_of
+
+    gke = parse_config(stack_raw_config("gke-h100"))
+    pool = pool_of(gke)
+    assert pool is not None
+    where, machine, nodes = pool
+    shape = node_shape(machine)
+    assert shape is not None
+    _, memory = allocatable(shape)
+    fits = [("a", 2, 1, 1), ("b", 2, 1, 1)]
+    assert picker_pairs_problems(gke, fits) == []
+    # One model alone is the single-model rule's (plan/fleet.py); the onprem pool is unknown.
+    assert picker_pairs_problems(gke, fits[:1]) == []
+    assert picker_pairs_problems(parse_config(stack_raw_config("onprem-h100")), fits) == []
+    too_many = picker_pairs_problems(gke, [("a", nodes + 1, 1, 1), ("b", 2, 1, 1)])
+    assert [p.key for p in too_many] == [where]
+    assert f"model a's {nodes + 1} endpoint-picker replicas need {nodes + 1} nodes" in too_many[0].message
+    per_replica = int(memory * nodes / 4) + 1  # four replicas in all: more than the pool holds
+    ((problem_key, message),) = picker_pairs_problems(
+        gke, [("a", 2, 1, per_replica), ("b", 2, 1, per_replica)]
+    )
+    assert problem_key == where and "the models' endpoint pickers request" in message

@@ -14,8 +14,10 @@ from llmd_fleet.config.model import client_model_name
 from llmd_fleet.config.models import entry_key
 from llmd_fleet.config.stack import StackConfig, model_views
 from llmd_fleet.core.problems import PROJECT, Problem
+from llmd_fleet.plan.epp import epp_cpus_for
 from llmd_fleet.plan.fleet import FleetPlan, PlanError, plan_fleet
 from llmd_fleet.plan.model_card import description_for
+from llmd_fleet.plan.system_nodes import picker_pairs_problems
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,21 @@ def plan_model_shares(config: StackConfig) -> tuple[ModelPlan, ...]:
             ]
     if errors:
         raise PlanError(errors)
+    # Every model's HA picker pair shares the stack's CPU pool (gke, eks).
+    pickers = [
+        (
+            share.name,
+            view.router.replicas,
+            epp_cpus_for(
+                sum(r.max_instances * r.lws_size for r in share.plan.roles),
+                view.router.expected_requests_per_second,
+            ),
+            share.plan.router.memory_gib,
+        )
+        for share, view in zip(shares, views, strict=True)
+    ]
+    if problems := picker_pairs_problems(config, pickers):
+        raise PlanError(problems)
     return tuple(shares)
 
 
