@@ -152,6 +152,15 @@ quickstart-twin: ## Walk docs/quickstart.md's commands (real Pulumi CLI, file ba
 	@start=$$(date +%s); $(UV) run --frozen python -m devtools.twin quickstart $(QUICKSTART_ARGS); \
 	status=$$?; echo "quickstart-twin: $$(( $$(date +%s) - start )) s"; exit $$status
 
+# COMPONENTS_ARGS=--shared uses the twin `make quickstart-twin QUICKSTART_ARGS=--keep-twin` kept and
+# leaves it for `make doctor-twin DOCTOR_TWIN_ARGS=--shared` (CI: one twin for the three).
+COMPONENTS_ARGS ?=
+
+.PHONY: components
+components: ## The Fleet component (provider/) from a YAML and a TypeScript program: quickstart-h100 into the twin, second up, destroy (docs/components.md)
+	@start=$$(date +%s); $(UV) run --frozen python -m devtools.twin components $(COMPONENTS_ARGS); \
+	status=$$?; echo "components: $$(( $$(date +%s) - start )) s"; exit $$status
+
 .PHONY: doctor-twin
 doctor-twin: ## llmd-fleet doctor on the quickstart's twin prepared as a real install leaves it (0 failed), then broken (exactly 3 failed), then status's scheduler messages; --shared reuses the quickstart walk's twin
 	@start=$$(date +%s); $(UV) run --frozen python -m devtools.twin doctor $(DOCTOR_TWIN_ARGS); \

@@ -10,8 +10,9 @@ and the tool builds (downloads most of all) fill it. Two lanes run side by side:
   the NIXL probe, the agentic API): pip downloads, mostly waiting on the network;
 - the Go tools, one at a time, in the order the checks need them (promtool, the router checker,
   the control-plane twin's binaries, the LWS controller, the engine run's Pulumi CLI, Python
-  language host and Kubernetes provider, the data plane's router and simulator), all sharing one
-  module cache and one build cache, so a package two of them need at one version compiles once
+  language host and Kubernetes provider, the YAML and Node.js language hosts of `make
+  components`, the data plane's router and simulator), all sharing one module cache and one
+  build cache, so a package two of them need at one version compiles once
   (the host right after the CLI: it needs the same sdk/v3 and pkg/v3 packages).
 
 Every build goes through the tool cache's file lock (devtools/tool_cache.py): a step that needs a
@@ -55,6 +56,12 @@ def _python_host() -> object:
     return python_host.ensure()  # prints its cold build's time itself
 
 
+def _nodejs_host() -> object:
+    from devtools.twin import nodejs_host
+
+    return nodejs_host.ensure()  # prints its cold build's time itself
+
+
 def _dataplane(which: str) -> Callable[[], object]:
     def build() -> object:
         from devtools.dataplane import build as dataplane
@@ -96,6 +103,9 @@ def _go_tools() -> list[Build]:
         ("Pulumi CLI", _twin("pulumi")),
         ("Python language host", _python_host),
         ("Kubernetes provider", _twin("kubernetes-provider")),
+        # `make components` (docs/components.md): the YAML and Node.js language hosts.
+        ("twin pulumi-yaml", _twin("pulumi-yaml")),
+        ("Node.js language host", _nodejs_host),
         ("data-plane router", _dataplane("router")),
         ("simulator", _dataplane("simulator")),
     ]

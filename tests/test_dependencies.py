@@ -43,6 +43,8 @@ AREAS = {
     "checks": 5,
     # the one cluster client of `status` and `doctor` (kubeconfig, credentials, bounds)
     "cluster": 5,
+    # the Fleet component of the component provider (provider/): an entry point over the program
+    "facade": 5,
 }
 SLICED = ("layers", "targets")
 """One folder per in-cluster layer and per target kind; their files' tiers go by file name."""
@@ -350,3 +352,40 @@ def test_dev_tooling_lives_outside_the_package():
     assert pyproject["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"] == ["components/llmd_fleet"]
     assert not list(PACKAGE.rglob("go.mod"))
     assert not [p for p in PACKAGE.rglob("*") if p.name in ("twin", "vllm_check", "promtool", "golden.py")]
+
+
+def devtools_imports(source: str) -> list[str]:
+    """The devtools modules a source file imports, statically or by name (`import_module`)."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.split(".")[0] == "devtools"]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "devtools":
+            found.append(node.module or "")
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+            and node.args[0].value.split(".")[0] == "devtools"
+        ):
+            found.append(node.args[0].value)
+    return found
+
+
+def test_the_package_never_imports_devtools():
+    """The wheel ships without devtools/, so no module of the package reaches for it, not even from
+    a checkout at run time."""
+    offenders = {
+        str(path.relative_to(REPO)): devtools_imports(path.read_text())
+        for path in PACKAGE.rglob("*.py")
+        if devtools_imports(path.read_text())
+    }
+    assert offenders == {}
+
+
+def test_the_devtools_import_check_sees_each_form():
+    source = "import devtools.twin\nfrom devtools import x\nimport_module('devtools.twin.cli')\nimport os\n"
+    assert devtools_imports(source) == ["devtools.twin", "devtools", "devtools.twin.cli"]

@@ -3,9 +3,9 @@ virtualenv outside the repository (dependencies from uv.lock, through the uv cac
 there: the public API, the example program under mocks, and the policy pack shipped in the package.
 
 Every supported Python (pyproject's classifiers) gets the core install, which
-pulls no cloud SDK, so a gke or eks stack is refused naming its extra; one more virtualenv (this
-interpreter) gets `llmd-fleet[gcp,aws]` and renders the cloud stacks. A Python that neither `uv python find`
-nor pyenv has is skipped with the reason (CI has all three).
+pulls no cloud SDK nor the image build's, so a gke or eks stack is refused naming its extra; one
+more virtualenv (this interpreter) gets `llmd-fleet[gcp,aws,build]` and renders the cloud stacks.
+A Python that neither `uv python find` nor pyenv has is skipped with the reason (CI has all three).
 
 Slow (builds and installs): `make test-wheel` runs it, `make unit` does not.
 """
@@ -94,8 +94,8 @@ def installed(request: pytest.FixtureRequest, wheel: Path, tmp_path_factory: pyt
 
 @pytest.fixture(scope="module")
 def installed_with_clouds(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`llmd-fleet[gcp,aws]` on this interpreter."""
-    return _install(wheel, tmp_path_factory.mktemp("clouds"), sys.executable, ("gcp", "aws"))
+    """`llmd-fleet[gcp,aws,build]` on this interpreter (eks-h100 builds its serving image)."""
+    return _install(wheel, tmp_path_factory.mktemp("clouds"), sys.executable, ("gcp", "aws", "build"))
 
 
 def _env(venv: Path) -> dict[str, str]:
@@ -126,8 +126,8 @@ def test_one_namespace_in_site_packages(installed: Path) -> None:
 
 def test_no_dev_tooling_ships(installed: Path, tmp_path: Path) -> None:
     """The wheel holds the library and the user CLI only: none of devtools/ (the twin, the checks
-    against pinned upstream tools and their Go modules, the generators), and `llmd-fleet twin`
-    says where it runs instead of failing on an import."""
+    against pinned upstream tools and their Go modules, the generators), and the CLI has no
+    command that reaches for them (`python -m devtools.twin` runs the twin from a checkout)."""
     record = next(_site_packages(installed).glob("llmd_fleet-*.dist-info")) / "RECORD"
     files = [line.split(",")[0] for line in record.read_text().splitlines()]
     dev = {"twin", "vllm_check", "router_check", "promtool", "checkov_scan", "metrics_catalogue", "golden.py"}
@@ -137,7 +137,7 @@ def test_no_dev_tooling_ships(installed: Path, tmp_path: Path) -> None:
         [str(installed / "bin" / "llmd-fleet"), "twin", "status"],
         cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
     )  # fmt: skip
-    assert result.returncode == 2 and "runs from a checkout" in result.stderr, result.stderr
+    assert result.returncode == 2 and "invalid choice: 'twin'" in result.stderr, result.stderr
 
 
 _PUBLIC_API = textwrap.dedent(
@@ -258,12 +258,14 @@ def test_metadata_names_the_license_urls_pythons_and_extras(installed: Path) -> 
     classifiers = meta.get_all("Classifier") or []
     assert {f"Programming Language :: Python :: {v}" for v in PYTHONS} <= set(classifiers)
     assert {u.split(",")[0] for u in meta.get_all("Project-URL") or []} >= {"Homepage", "Repository"}
-    assert set(meta.get_all("Provides-Extra") or []) == {"gcp", "aws"}
+    assert set(meta.get_all("Provides-Extra") or []) == {"gcp", "aws", "build"}
 
 
 def test_the_core_install_has_no_cloud_sdk_and_names_the_extra(installed: Path, tmp_path: Path) -> None:
     site = _site_packages(installed)
     assert not (site / "pulumi_gcp").exists() and not (site / "pulumi_aws").exists()
+    # Nor the image build's: the core install requires no provider plugin but Kubernetes'.
+    assert not (site / "pulumi_docker_build").exists()
     for stack, extra in (("gke-h100", "gcp"), ("eks-h100", "aws")):
         result = subprocess.run(
             [str(installed / "bin" / "llmd-fleet"), "--stacks-dir", str(STACKS_DIR), "render", stack,

@@ -42,8 +42,8 @@ from llmd_fleet.platform.accelerators import AcceleratorPlatform, AcceleratorPla
 from llmd_fleet.platform.dra import DRANET_RDMA_CLASS, DRANET_RDMA_SELECTOR
 from llmd_fleet.platform.lws import LeaderWorkerSetController
 from llmd_fleet.security.isolation import NetworkIsolation
-from llmd_fleet.targets.declared import DeclaredTarget
-from llmd_fleet.targets.extras import MissingExtraError, require_target_extra
+from llmd_fleet.targets.declared import DeclaredTarget, SecretSource
+from llmd_fleet.targets.extras import MissingExtraError, require_image_build_extra, require_target_extra
 from llmd_fleet.targets.onprem.cluster import OnPremCluster
 from llmd_fleet.targets.specs import BUILDS, fabric_for
 from llmd_fleet.versions import Chart, versions
@@ -120,8 +120,11 @@ class ServingLayers:
     `serving.autoscaling` and at least one role enabled."""
 
 
-def add_serving_layers(args: ServingLayersArgs, provider: k8s.Provider) -> ServingLayers:
-    """Declare the LWS controller, serving, gateway and router on `provider`'s cluster."""
+def add_serving_layers(
+    args: ServingLayersArgs, provider: k8s.Provider, parent: pulumi.Resource | None = None
+) -> ServingLayers:
+    """Declare the LWS controller, serving, gateway and router on `provider`'s cluster (as children
+    of `parent`, the `Fleet` component's, when given)."""
     config, plan = args["config"], args["plan"]
     hf_token = args.get("hf_token")
     responses_password = args.get("responses_password")
@@ -131,7 +134,9 @@ def add_serving_layers(args: ServingLayersArgs, provider: k8s.Provider) -> Servi
     reserved = database.gateway_address if database is not None else None
 
     def on_cluster(*after: pulumi.Resource) -> pulumi.ResourceOptions:
-        return pulumi.ResourceOptions(providers={"kubernetes": provider}, depends_on=list(after))
+        return pulumi.ResourceOptions(
+            parent=parent, providers={"kubernetes": provider}, depends_on=list(after)
+        )
 
     lws = (
         LeaderWorkerSetController("lws", {"chart": versions().chart("lws")}, opts=on_cluster())
@@ -291,17 +296,25 @@ class Fleet:
     router: Router
     image_build: ImageBuild | None
     """The serving image build, when the stack asks for one (`llmd-fleet:images.build`)."""
+    layers: ServingLayers
+    """Every in-cluster layer `add_serving_layers` declared."""
 
 
-def _declare_target(config: StackConfig) -> tuple[ModuleType, DeclaredTarget]:
+def _declare_target(
+    config: StackConfig, secrets: SecretSource, parent: pulumi.Resource | None
+) -> tuple[ModuleType, DeclaredTarget]:
     """The target kind's Pulumi half (imported only for that kind: the on-prem path loads no cloud
     SDK) and the cluster it declares."""
     build = import_module(BUILDS[config.target.kind])
-    return build, build.declare(config, pulumi.Config())
+    return build, build.declare(config, secrets, parent)
 
 
 def _image_build(
-    config: StackConfig, build: ModuleType, target: DeclaredTarget, pulumi_config: pulumi.Config
+    config: StackConfig,
+    build: ModuleType,
+    target: DeclaredTarget,
+    secrets: SecretSource,
+    parent: pulumi.Resource | None,
 ) -> ImageBuild | None:
     """The wide-EP image build for the target's fabric, when the stack asks for one."""
     if not config.images.build:
@@ -311,9 +324,10 @@ def _image_build(
         "target_kind": kind,
         "variant": variant_for(fabric_for(kind).name),
         "repository": config.images.repository,
-        **build.image_registry_args(config, pulumi_config),  # type: ignore[typeddict-item]
+        **build.image_registry_args(config, secrets),  # type: ignore[typeddict-item]
     }
-    return ImageBuild("serving-image", args, opts=target.cloud_opts)
+    opts = pulumi.ResourceOptions.merge(pulumi.ResourceOptions(parent=parent), target.cloud_opts)
+    return ImageBuild("serving-image", args, opts=opts)
 
 
 def _engine_image(config: StackConfig, image_build: ImageBuild | None) -> pulumi.Input[str]:
@@ -361,10 +375,14 @@ def accelerator_platform_args(
     }
 
 
-def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
-    """Declare every resource of the stack and its outputs."""
-    pulumi_config = pulumi.Config()
-    build, target = _declare_target(config)
+def declare_fleet(
+    config: StackConfig, plan: FleetPlan, secrets: SecretSource, parent: pulumi.Resource | None = None
+) -> Fleet:
+    """Declare every resource of a fleet: the target's cluster, the accelerator drivers, the image
+    build and the serving layers, as children of `parent` when given. `secrets` holds the stack's
+    secrets (`pulumi.Config()` in the stack program, the `Fleet` component's secret inputs in
+    llmd_fleet/facade/component.py)."""
+    build, target = _declare_target(config, secrets, parent)
     cluster = target.cluster
     accelerators = accelerator_platform_args(
         config,
@@ -378,16 +396,16 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
             "accelerators",
             accelerators,
             opts=pulumi.ResourceOptions(
-                providers={"kubernetes": cluster.provider}, depends_on=target.node_setup
+                parent=parent, providers={"kubernetes": cluster.provider}, depends_on=target.node_setup
             ),
         )
-    image_build = _image_build(config, build, target, pulumi_config)
-    responses_password = pulumi_config.get_secret(PASSWORD_KEY) if config.responses is not None else None
+    image_build = _image_build(config, build, target, secrets, parent)
+    responses_password = secrets.get_secret(PASSWORD_KEY) if config.responses is not None else None
     layers = add_serving_layers(
         {
             "config": config,
             "plan": plan,
-            "hf_token": pulumi_config.get_secret("hfToken") if config.has_hf_token else None,
+            "hf_token": secrets.get_secret("hfToken") if config.has_hf_token else None,
             # The one place the engine image comes from; a build makes serving wait for the push.
             "engine_image": _engine_image(config, image_build),
             "install_gateway_crds": target.install_gateway_crds,
@@ -401,8 +419,24 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
             ),
         },
         cluster.provider,
+        parent,
     )
-    serving, gateway, router = layers.serving, layers.gateway, layers.router
+    return Fleet(
+        cluster=cluster,
+        lws=layers.lws,
+        serving=layers.serving,
+        gateway=layers.gateway,
+        router=layers.router,
+        image_build=image_build,
+        layers=layers,
+    )
+
+
+def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
+    """Declare every resource of the stack and its outputs."""
+    fleet = declare_fleet(config, plan, pulumi.Config())
+    serving, gateway, router = fleet.serving, fleet.gateway, fleet.router
+    cluster, image_build = fleet.cluster, fleet.image_build
     pulumi.export("gatewayAddress", gateway.address)
     pulumi.export("inferencePool", router.inference_pool.id.apply(lambda _: config.serving.name))
     pulumi.export("namespace", config.serving.namespace)
@@ -426,14 +460,7 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
         "roles",
         {r.name: {"instances": r.instances, "nodesPerInstance": r.nodes_per_instance} for r in plan.roles},
     )
-    return Fleet(
-        cluster=cluster,
-        lws=layers.lws,
-        serving=serving,
-        gateway=gateway,
-        router=router,
-        image_build=image_build,
-    )
+    return fleet
 
 
 def load_from_pulumi() -> StackConfig:
@@ -482,6 +509,7 @@ def main() -> None:
     try:
         config, plan = load()
         require_target_extra(config.target.kind)
+        require_image_build_extra(config.images.build)
         refuse_placeholder_secrets(pulumi.get_stack())
     except (ConfigError, PlanError, MissingExtraError) as exc:
         raise pulumi.RunError(str(exc)) from None

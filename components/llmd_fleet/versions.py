@@ -92,6 +92,15 @@ class TwinVersions(_Frozen):
     """sigs.k8s.io/kwok module version."""
     pulumi_cli: str = Field(alias="pulumi-cli")
     """github.com/pulumi/pulumi/pkg/v3 module version (the Pulumi CLI of the engine run)."""
+    pulumi_language_nodejs_sdk: str = Field(alias="pulumi-language-nodejs-sdk")
+    """sdk/v3 and pkg/v3 version the Node.js language host builds against (not the CLI's)."""
+    npm_pulumi: str = Field(alias="npm-pulumi")
+    """@pulumi/pulumi of the TypeScript program of `make components`."""
+    npm_typescript: str = Field(alias="npm-typescript")
+    npm_ts_node: str = Field(alias="npm-ts-node")
+    npm_types_node: str = Field(alias="npm-types-node")
+    pulumi_yaml: str = Field(alias="pulumi-yaml")
+    """github.com/pulumi/pulumi-yaml module version (the YAML language host of `make components`)."""
     kubernetes_provider: str = Field(alias="kubernetes-provider")
     """github.com/pulumi/pulumi-kubernetes/provider/v4 module version (a pseudo-version)."""
     kubernetes_provider_tag: str = Field(alias="kubernetes-provider-tag")

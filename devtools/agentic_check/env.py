@@ -13,15 +13,20 @@ without its `v`: the image and the wheel are released together from one tag
 """
 
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
-from devtools.tool_cache import build_announced, cache_key, cache_root, print_path_main
-from devtools.vllm_check.env import EnvError, base_python, step
+from devtools.pip_tool import PipTool
+from devtools.tool_cache import print_path_main
+from devtools.vllm_check.env import EnvError
 
-PYTHON_VERSION = (3, 11)
-# The build steps, as hashed into the key: change this text when the steps change.
-RECIPE = "venv; pip install agentic-api==V; agentic-server --version"
+AGENTIC_API = PipTool(
+    name="agentic-api",
+    package="agentic-api",
+    command="agentic-server",
+    recipe="venv; pip install agentic-api==V; agentic-server --version",
+    reports=lambda version: f"agentic-server {version}",
+    pinned_by="the image tag",
+)
 
 
 def agentic_version() -> str:
@@ -31,44 +36,9 @@ def agentic_version() -> str:
     return versions().image("agentic-api").tag.removeprefix("v")
 
 
-def env_key(version: str, python: Sequence[int] = PYTHON_VERSION) -> str:
-    return cache_key(
-        RECIPE.encode(), f"agentic-api=={version}".encode(), ".".join(map(str, python[:2])).encode()
-    )
-
-
-def env_dir(version: str | None = None) -> Path:
-    return cache_root() / f"agentic-api-{env_key(version or agentic_version())}"
-
-
-def executable(env: Path) -> Path:
-    return env / "bin" / "agentic-server"
-
-
-def build(target: Path, version: str) -> None:
-    """Build the environment into `target` (which must not exist)."""
-    log = target.with_name(target.name + ".log")
-    log.write_text(f"building {target}\n")
-    python = target / "bin" / "python"
-    pip = [str(python), "-m", "pip", "install", "--no-input", "--disable-pip-version-check"]
-    step("create the venv", [base_python(), "-m", "venv", str(target)], log)
-    step(f"install agentic-api=={version}", [*pip, f"agentic-api=={version}"], log)
-    reported = step("run agentic-server --version", [str(executable(target)), "--version"], log).strip()
-    if reported != f"agentic-server {version}":
-        raise EnvError(f"the environment's binary reports {reported!r}, the image tag pins {version}")
-
-
 def ensure(version: str | None = None) -> Path:
     """The `agentic-server` executable, building the environment first if needed."""
-    version = version or agentic_version()
-    target = env_dir(version)
-    build_announced(
-        target,
-        f"agentic-api {version} environment",
-        lambda path: build(path, version),
-        f"agentic-api=={version}\n",
-    )
-    return executable(target)
+    return AGENTIC_API.ensure(version or agentic_version())
 
 
 def main() -> int:

@@ -19,12 +19,18 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from devtools.tool_cache import build_announced, cache_key, cache_root, print_path_main
-from devtools.vllm_check.env import EnvError, base_python, step
+from devtools.pip_tool import PYTHON_VERSION, PipTool
+from devtools.tool_cache import print_path_main
+from devtools.vllm_check.env import EnvError
 
-PYTHON_VERSION = (3, 11)
-# The build steps, as hashed into the key: change this text when the steps change.
-RECIPE = "venv; pip install checkov==V; checkov --version"
+CHECKOV = PipTool(
+    name="checkov",
+    package="checkov",
+    command="checkov",
+    recipe="venv; pip install checkov==V; checkov --version",
+    reports=lambda version: version,
+    pinned_by="the version matrix",
+)
 
 
 def checkov_version() -> str:
@@ -35,40 +41,16 @@ def checkov_version() -> str:
 
 
 def env_key(version: str, python: Sequence[int] = PYTHON_VERSION) -> str:
-    """16 hex digits over everything that decides the environment's contents."""
-    return cache_key(RECIPE.encode(), f"checkov=={version}".encode(), ".".join(map(str, python[:2])).encode())
+    return CHECKOV.key(version, python)
 
 
 def env_dir(version: str | None = None) -> Path:
-    return cache_root() / f"checkov-{env_key(version or checkov_version())}"
-
-
-def executable(env: Path) -> Path:
-    return env / "bin" / "checkov"
-
-
-def build(target: Path, version: str) -> None:
-    """Build the environment into `target` (which must not exist)."""
-    log = target.with_name(target.name + ".log")
-    log.write_text(f"building {target}\n")
-    python = target / "bin" / "python"
-    pip = [str(python), "-m", "pip", "install", "--no-input", "--disable-pip-version-check"]
-    step("create the venv", [base_python(), "-m", "venv", str(target)], log)
-    step(f"install checkov=={version}", [*pip, f"checkov=={version}"], log)
-    reported = step("run checkov --version", [str(executable(target)), "--version"], log).strip()
-    if reported != version:
-        raise EnvError(f"the environment's checkov reports {reported!r}, the version matrix pins {version}")
+    return CHECKOV.env_dir(version or checkov_version())
 
 
 def ensure(version: str | None = None) -> Path:
     """checkov's executable, building the environment first if needed."""
-    version = version or checkov_version()
-    target = env_dir(version)
-
-    build_announced(
-        target, f"checkov {version} environment", lambda path: build(path, version), f"checkov=={version}\n"
-    )
-    return executable(target)
+    return CHECKOV.ensure(version or checkov_version())
 
 
 def main() -> int:

@@ -3,7 +3,7 @@ each confirmed in the tag's Go source.
 
     python -m devtools.metrics_catalogue router --source DIR [--commit SHA] [--write]
 
-DIR is a checkout (or export) of llm-d-router at `[images.endpoint-picker].tag`. `docs/metrics.md`
+DIR is a checkout (or export) of llm-d-router at `[images.endpoint-picker].tag`. `DIR/docs/metrics.md`
 gives every name without its subsystem prefix (`llm_d_epp_`, or the prefix its section states)
 and its type; a name counts only when the Go source outside tests registers it (`Name: "<name>"`).
 Without --write the result is compared with catalogue.json. The source tree is not available in CI,

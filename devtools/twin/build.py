@@ -232,18 +232,23 @@ def regenerate(name: str) -> None:
 
 def main(argv: Sequence[str]) -> int:
     from devtools.source_snapshot import SnapshotError
-    from devtools.twin import python_host
+    from devtools.twin import nodejs_host, python_host
 
     command, names = argv[0], list(argv[1:])
     known = wrappers()
     for name in names or list(known):
-        if name not in known and name != python_host.NAME:
-            choices = ", ".join([*known, python_host.NAME])
+        if name not in known and name not in (python_host.NAME, nodejs_host.NAME):
+            choices = ", ".join([*known, python_host.NAME, nodejs_host.NAME])
             print(f"twin: unknown module {name!r} (known: {choices})", file=sys.stderr)
             return 2
     try:
         for name in names or [*known, python_host.NAME]:
-            if name == python_host.NAME:
+            if name == nodejs_host.NAME:
+                if command == "gomod":
+                    print(f"twin gomod: {nodejs_host.regenerate()}")
+                else:
+                    print(f"{nodejs_host.BINARY}\t{nodejs_host.ensure().binary}")
+            elif name == python_host.NAME:
                 if command == "gomod":
                     print(f"twin gomod: {python_host.regenerate()}")
                 else:
@@ -259,7 +264,7 @@ def main(argv: Sequence[str]) -> int:
             else:
                 for binary, path in ensure(wrappers()[name]).items():
                     print(f"{binary}\t{path}")
-    except (BuildError, python_host.BuildError, SnapshotError) as error:
+    except (BuildError, python_host.BuildError, nodejs_host.BuildError, SnapshotError) as error:
         print(f"twin: {error}", file=sys.stderr)
         return 1
     return 0

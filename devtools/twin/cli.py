@@ -14,6 +14,10 @@
     python -m devtools.twin doctor [--shared]               llmd-fleet doctor on the quickstart's
                                                             twin, prepared then broken (--shared:
                                                             the twin the walk kept)
+    python -m devtools.twin components [--shared] [--only LANGUAGE]
+                                                            the Fleet component from YAML and
+                                                            TypeScript programs into the twin
+                                                            (--shared: the twin the walk kept)
     python -m devtools.twin dataplane STACK [--long] [--broken]
                                                             the data-plane twin: replay through
                                                             STACK's rendered router (root)
@@ -50,6 +54,10 @@ def main(argv: Sequence[str]) -> int:
         from devtools.twin.quickstart import main as quickstart_main
 
         return quickstart_main(argv[1:])
+    if command == "components":
+        from devtools.twin.components import main as components_main
+
+        return components_main(argv[1:])
     if command == "lws-build":
         from devtools.twin.lws import main as lws_main
 

@@ -10,8 +10,10 @@ platform leaves behind, each stand-in listed (docs/twin.md "doctor on the twin")
   stacks render), the GatewayClass `agentgateway` and the gateway controller's Deployment at the
   pinned version (kwok marks its pods ready; nothing runs).
 
-The run checks the cluster before a deploy (`doctor`, not `doctor --deployed`): the Gateway's
-address, which a gateway controller sets after `pulumi up`, is not part of it.
+The run checks the cluster before a deploy (`doctor`, not `doctor --deployed`); the quickstart
+walk (devtools/twin/quickstart.py) applies the same stand-ins, runs the document's `doctor` before
+`pulumi up` and its `doctor --deployed` after it, with the Gateway's address set as a controller
+would.
 
 `prepared_objects` is also the cluster the offline doctor tests read (tests/cli/test_doctor.py),
 so the twin and the tests check the same picture.

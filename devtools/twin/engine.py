@@ -1,6 +1,6 @@
 """The stack program under the Pulumi engine, against the twin (docs/twin.md, "The engine run").
 
-    python -m devtools.twin engine [STACK]     (`make engine`, `llmd-fleet twin engine`)
+    python -m devtools.twin engine [STACK]     (`make engine`)
 
 With the twin up, this drives the unmodified program through the Automation API: a LocalWorkspace
 on a copy of the checkout (build/twin/engine/checkout/, its `.venv` from `uv sync --frozen`), so

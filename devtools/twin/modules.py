@@ -240,6 +240,7 @@ def _kubernetes_ldflags(version: str) -> tuple[str, ...]:
 
 
 PULUMI_CLI = "github.com/pulumi/pulumi/pkg/v3"
+PULUMI_YAML = "github.com/pulumi/pulumi-yaml"
 KUBERNETES_PROVIDER = "github.com/pulumi/pulumi-kubernetes/provider/v4"
 PROVIDER_COMMAND = "cmd/pulumi-resource-kubernetes"
 # (file the provider's main package embeds, the upstream file it is generated from)
@@ -279,7 +280,7 @@ def engine_wrappers(twin_versions: Mapping[str, str], plugin_version: str) -> di
     cli, provider = twin_versions["pulumi_cli"], twin_versions["kubernetes_provider"]
     cli_replaces, cli_forks = _committed_pins("pulumi")
     provider_replaces, provider_forks = _committed_pins("kubernetes-provider")
-    return {
+    found = {
         "pulumi": Wrapper(
             name="pulumi",
             module=PULUMI_CLI,
@@ -304,6 +305,19 @@ def engine_wrappers(twin_versions: Mapping[str, str], plugin_version: str) -> di
             generate=_bound_provider_embeds(plugin_version),
         ),
     }
+    if yaml_host := twin_versions.get("pulumi_yaml"):
+        # The YAML language host of `make components` (devtools/twin/components.py), with the
+        # pkg/v3 and sdk/v3 its own go.mod requires: it replaces nothing. It has no version flag,
+        # so it is never taken from PATH (no version arguments), only from the cache.
+        found["pulumi-yaml"] = Wrapper(
+            name="pulumi-yaml",
+            module=PULUMI_YAML,
+            version=yaml_host,
+            binaries=(Binary("pulumi-language-yaml", f"{PULUMI_YAML}/cmd/pulumi-language-yaml", ()),),
+            ldflags=(f"-X {PULUMI_YAML}/pkg/version.Version={yaml_host}",),
+            reported_version=yaml_host,
+        )
+    return found
 
 
 def upstream_pins(upstream_gomod: str) -> tuple[dict[str, str], dict[str, tuple[str, str]]]:

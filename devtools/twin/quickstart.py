@@ -35,10 +35,14 @@ after a pass and kept (its path printed) after a failure or with --keep.
 The twin is prepared as a cluster with `target.platform: preinstalled` would be (engine.py's
 ensure_platform: the vendored CRDs and the `gpu.nvidia.com` DeviceClass; the LWS controller built
 from its source snapshot, else the twin's stand-in creates the DisaggregatedSet's pods after `pulumi
-up`; kwok makes the pods Ready). After the status command, the state is exported (its Kubernetes
-objects; the token must not be in it in plain text), the tear-down commands run, and none of those
-objects may be left. One line per step: `quickstart: <step> ok (N.N s)`, then `quickstart: passed`,
-or `quickstart: FAIL ...` naming the step and the command.
+up`; kwok makes the pods Ready), with the stand-ins devtools/twin/doctor.py lists for what a real
+install leaves (the gateway's class and controller Deployment), so the document's `llmd-fleet
+doctor` before `pulumi up` finds what it checks. The Deploy section's commands after the status
+command (`llmd-fleet doctor ... --deployed`) run once every group is ready, after the walk sets the
+Gateway's address as its controller would; doctor's lines are printed. After them, the state is
+exported (its Kubernetes objects; the token must not be in it in plain text), the tear-down commands
+run, and none of those objects may be left. One line per step: `quickstart: <step> ok (N.N s)`, then
+`quickstart: passed`, or `quickstart: FAIL ...` naming the step and the command.
 """
 
 import json
@@ -66,6 +70,10 @@ KUBECONFIG_FILE = "kubeconfig.yaml"
 COMMAND_TIMEOUT_S = 900.0
 STATUS_TIMEOUT_S = 180.0
 STATUS_COMMAND = "llmd-fleet status"
+DOCTOR_COMMAND = "llmd-fleet doctor"
+GATEWAY_ADDRESS = "10.96.0.80"
+"""The Gateway's address the walk sets as a gateway controller would (a service-range address of
+the twin: doctor reads it, nothing is sent to it)."""
 # Characters that end a step's name: the first word holding a value (a quote, a variable, a
 # substitution) and everything after it are left out of the name.
 _VALUE = re.compile(r"[\"'$`(]")
@@ -171,6 +179,9 @@ class Walk:
     status: str
     """`llmd-fleet status STACK ... --watch`: follows the rollout until every group is ready."""
     teardown: list[str]
+    after: list[str] = field(default_factory=list)
+    """The deploy section's commands after the status command (`llmd-fleet doctor ... --deployed`):
+    they check what the deploy made, once every group is ready."""
 
 
 def walk_commands(markdown: str) -> Walk:
@@ -181,12 +192,13 @@ def walk_commands(markdown: str) -> Walk:
         raise QuickstartError(
             f"{DOC} `## {DEPLOY_SECTION}` has {len(status)} `{STATUS_COMMAND}` commands, not 1"
         )
-    if deploy[-1] != status[0]:
-        raise QuickstartError(f"{DOC} `## {DEPLOY_SECTION}`: `{STATUS_COMMAND}` is not the last command")
+    at = deploy.index(status[0])
+    if not any(c.startswith("pulumi up") for c in deploy[:at]):
+        raise QuickstartError(f"{DOC} `## {DEPLOY_SECTION}`: `{STATUS_COMMAND}` comes before `pulumi up`")
     teardown = [c for block in shell_blocks(section(markdown, TEARDOWN_SECTION)) for c in commands(block)]
-    if not deploy[:-1] or not teardown:
-        raise QuickstartError(f"{DOC}: no deploy or no tear-down commands")
-    return Walk(deploy=deploy[:-1], status=status[0], teardown=teardown)
+    if not teardown:
+        raise QuickstartError(f"{DOC}: no tear-down commands")
+    return Walk(deploy=deploy[:at], status=status[0], teardown=teardown, after=deploy[at + 1 :])
 
 
 def groups_ready(output: str) -> tuple[bool, str]:
@@ -438,6 +450,51 @@ def prepare_twin(report: Quiet) -> tuple[Any, Any]:
     return kube, controller
 
 
+def install_standins(kube: Any, lws_running: bool) -> None:
+    """What a real install of the platform leaves beside the twin's CRDs and DeviceClass (the
+    gateway's class and controller Deployment, the LWS webhooks without the controller), so the
+    document's `llmd-fleet doctor` before `pulumi up` finds a prepared cluster
+    (devtools/twin/doctor.py lists each stand-in)."""
+    from devtools.twin import doctor
+
+    started = time.monotonic()
+    made = doctor.prepare(kube, lws_running)
+    say("install stand-ins", time.monotonic() - started, "; ".join(made))
+
+
+def set_gateway_addresses(kube: Any) -> str:
+    """What the gateway controller does once it programs a Gateway: its address in the status (no
+    controller runs in the twin; the address is the twin's, nothing is sent to it)."""
+    from devtools.dataplane.run import gateway_status
+
+    named = []
+    for gateway in kube.list("gateway.networking.k8s.io/v1", "Gateway"):
+        kube.request(
+            "PATCH",
+            kube.object_path(gateway) + "/status",
+            gateway_status(GATEWAY_ADDRESS),
+            "application/merge-patch+json",
+        )
+        named.append(f"{gateway['metadata']['namespace']}/{gateway['metadata']['name']}")
+    if not named:
+        raise StepFailed("gateway address (stand-in)", "(the twin)", "the deploy made no Gateway")
+    return f"{', '.join(named)} at {GATEWAY_ADDRESS}, as its controller would set it"
+
+
+def doctor_summary(output: str) -> str:
+    """`llmd-fleet doctor` passed (it exits 1 on a FAIL): its summary line as the step's detail."""
+    lines = output.strip().splitlines()
+    return lines[-1] if lines else "no output"
+
+
+def doctor_detail(output: str) -> str:
+    """As doctor_summary, with doctor's lines printed first at column 0 (after the deploy: the
+    checks `make doctor-twin` does not run)."""
+    for line in output.strip().splitlines():
+        print(line, flush=True)
+    return doctor_summary(output)
+
+
 def stand_in_pods(kube: Any, report: Quiet) -> None:
     """What the LWS controller would do after `pulumi up`: the DisaggregatedSet's pods."""
     from devtools.twin import e2e
@@ -495,7 +552,8 @@ def walk(keep: bool = False, keep_twin: bool = False) -> int:
     walker.env.update(python_host.uv_env(os.environ))
     install_provider(tools, {"PULUMI_HOME": str(home / ".pulumi")})
     print(
-        f"quickstart: {len(steps.deploy)} deploy, 1 status and {len(steps.teardown)} tear-down commands "
+        f"quickstart: {len(steps.deploy)} deploy, 1 status, {len(steps.after)} after-deploy and "
+        f"{len(steps.teardown)} tear-down commands "
         f"from {DOC}; {copied} files of the checkout in {walker.checkout}",
         flush=True,
     )
@@ -518,13 +576,14 @@ def walk(keep: bool = False, keep_twin: bool = False) -> int:
         kube, controller = prepare_twin(report)
         if report.failures:
             raise StepFailed("twin up", "(the twin)", report.failures[-1])
+        install_standins(kube, controller is not None)
         shutil.copy(cluster.twin_dir() / "kubeconfig", walker.checkout / KUBECONFIG_FILE)
         for command in steps.deploy:
             if command.startswith("pulumi up"):
                 deployed = True
                 deploy(walker, command, host)
             else:
-                walker.run(command)
+                walker.run(command, detail=doctor_summary if command.startswith(DOCTOR_COMMAND) else None)
         if not controller:
             stand_in_pods(kube, report)
         status_started = time.monotonic()
@@ -551,6 +610,11 @@ def walk(keep: bool = False, keep_twin: bool = False) -> int:
                 "are the stand-in's, not the controller's"
             )
             print("quickstart: every group ready NOT CHECKED (LWS stand-in, see below)", flush=True)
+        if steps.after:
+            gateways = set_gateway_addresses(kube)
+            say("gateway address (stand-in)", 0.0, gateways)
+        for command in steps.after:
+            walker.run(command, detail=doctor_detail if command.startswith(DOCTOR_COMMAND) else None)
         exported = json.loads(walker.run(f"pulumi stack export --stack {STACK}", step="pulumi stack export"))
         objects = kubernetes_objects(exported["deployment"])
         state_files = sorted(p for p in (home / ".pulumi-state").rglob("*") if p.is_file())

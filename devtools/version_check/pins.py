@@ -69,6 +69,19 @@ FIXED: dict[str, Check] = {
     "twin.kubernetes": GoModule("k8s.io/kubernetes"),
     "twin.kwok": GoModule("sigs.k8s.io/kwok"),
     "twin.pulumi-cli": GoModule("github.com/pulumi/pulumi/pkg/v3"),
+    "twin.pulumi-yaml": GoModule("github.com/pulumi/pulumi-yaml"),
+    "twin.pulumi-language-nodejs-sdk": GoModule("github.com/pulumi/pulumi/pkg/v3"),
+    **{
+        f"twin.npm-{name}": Offline(
+            f"an npm package ({package}), installed by exact version in `make components`"
+        )
+        for name, package in (
+            ("pulumi", "@pulumi/pulumi"),
+            ("typescript", "typescript"),
+            ("ts-node", "ts-node"),
+            ("types-node", "@types/node"),
+        )
+    },
     "twin.kubernetes-provider": GoModule("github.com/pulumi/pulumi-kubernetes/provider/v4"),
     "twin.kubernetes-provider-tag": Offline("a git tag of pulumi/pulumi-kubernetes (its source repository)"),
     "twin.pulumi-language-python": Offline(

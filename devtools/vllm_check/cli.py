@@ -61,7 +61,35 @@ class EngineJobs:
         return [*self.engines, *(c.engine for c in self.controls)]
 
     def models(self) -> list[str]:
-        return sorted({e.model_dir for e in self.all})
+        """Every vendored model's folder: those the engines serve and those only a card uses,
+        whose ModelConfig vLLM resolves all the same (`card_lines`)."""
+        return sorted({e.model_dir for e in self.all} | set(vendored_dirs().values()))
+
+
+def vendored_dirs() -> dict[str, str]:
+    """Model id -> its vendored folder (components/llmd_fleet/models/)."""
+    from llmd_fleet.models import FOLDERS, vendored_config
+
+    found = {model_id: vendored_config(model_id) for model_id in FOLDERS}
+    return {model_id: str(v.directory) for model_id, v in found.items() if v is not None}
+
+
+def card_lines(served: set[str], models: dict[str, str | None], version: str) -> list[str]:
+    """One line per model card no checked stack serves: vLLM's ModelConfig of its vendored
+    config.json (a refusal is a FINDING, in `engine_report`), or why it has none."""
+    from llmd_fleet.models import NOT_VENDORED
+
+    out: list[str] = []
+    for model_id, directory in sorted(vendored_dirs().items()):
+        if model_id in served or models.get(directory, "not resolved") is not None:
+            continue
+        out.append(
+            f"engine config: model {model_id}: vLLM {version}'s ModelConfig resolves its vendored "
+            "config.json; no checked stack serves it, so no engine is built"
+        )
+    for model_id, why in sorted(NOT_VENDORED.items()):
+        out.append(f"engine config (not checked): model {model_id}: no vendored config.json: {why}")
+    return out
 
 
 def run_checker(
@@ -158,6 +186,8 @@ def engine_report(
         if problem is not None:
             ok = False
             out.append(f"FINDING {problem_dir}: ModelConfig: {problem}")
+    served = {line.argv[2] for lines in per_stack.values() for line in lines if len(line.argv) > 2}
+    out += card_lines(served, models, version)
     for control, result in zip(jobs.controls, verdicts[len(jobs.engines) :], strict=True):
         text, expected = control_line(control, result)
         out.append(text)
@@ -369,8 +399,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "stacks", nargs="+", help="stacks to check (rendered into BUILD_DIR/<stack>/manifests)"
     )
     parser.add_argument("--build-dir", type=Path, default=env.PROJECT_ROOT / "build", help="default: build/")
+    parser.add_argument(
+        "--stacks-dir",
+        type=Path,
+        default=None,
+        help="where the stack files are (default: stacks/); for a variant rendered with "
+        "`llmd-fleet --stacks-dir DIR render STACK --out BUILD_DIR/STACK`",
+    )
     args = parser.parse_args(argv)
-    return check(args.stacks, args.build_dir)
+    return check(args.stacks, args.build_dir, args.stacks_dir)
 
 
 if __name__ == "__main__":

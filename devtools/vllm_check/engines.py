@@ -169,6 +169,15 @@ def negative_controls(base: CommandLine) -> list[Control]:
             {"--attention-backend": "FLASHMLA_SPARSE", "--kv-cache-dtype": "fp8_e5m2"},
             "kv_cache_dtype not supported",
         ),
+        # What `redundantExperts` renders, less --enable-eplb: vLLM's ParallelConfig must see the
+        # --eplb-config the renderer writes (config/parallel.py refuses spares without EPLB).
+        _control(
+            "redundant experts without expert-parallel load balancing",
+            base,
+            FP8_MODEL,
+            {"--enable-eplb": None, "--eplb-config": '{"num_redundant_experts":32}'},
+            "but EPLB is not enabled",
+        ),
     ]
 
 

@@ -104,6 +104,7 @@ def test_prebuild_lanes_cover_every_go_tool_the_checks_build() -> None:
     assert len(names) == len(set(names))
     assert {f"twin {w}" for w in wrappers() if w not in ("pulumi", "kubernetes-provider")} <= set(names)
     assert {"promtool", "router checker", "LWS controller", "Pulumi CLI", "Kubernetes provider"} <= set(names)
+    assert "Node.js language host" in names  # make components (docs/components.md)
     go_lane = [name for name, _ in prebuild.lanes()[1]]
     # The host right after the CLI: it compiles against the same pkg/v3 and sdk/v3 packages.
     assert go_lane.index("Python language host") == go_lane.index("Pulumi CLI") + 1

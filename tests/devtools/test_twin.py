@@ -161,7 +161,7 @@ def test_a_binary_on_path_is_taken_only_at_the_right_version(monkeypatch, tmp_pa
     right.mkdir()
     wrong.mkdir()
     _fake_binary(right, "kube-apiserver", "Kubernetes v1.40.2")
-    _fake_binary(wrong, "kube-apiserver", "Kubernetes v1.38.1")
+    _fake_binary(wrong, "kube-apiserver", "Kubernetes v1.39.9")
     monkeypatch.setenv("PATH", f"{right}{os.pathsep}/usr/bin")
     assert build.on_path(binary, "v1.40.2") == right / "kube-apiserver"
     monkeypatch.setenv("PATH", f"{wrong}{os.pathsep}/usr/bin")

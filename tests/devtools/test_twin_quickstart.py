@@ -128,6 +128,35 @@ def test_walk_commands_split_deploy_status_and_teardown():
     ]
 
 
+def test_commands_after_the_status_command_check_the_deploy():
+    doc = DOC.replace(
+        "llmd-fleet status s1 --kubeconfig k.yaml --watch\n",
+        "llmd-fleet status s1 --kubeconfig k.yaml --watch\nllmd-fleet doctor s1 --deployed\n",
+    )
+    walk = quickstart.walk_commands(doc)
+    assert walk.status == "llmd-fleet status s1 --kubeconfig k.yaml --watch"
+    assert walk.after == ["llmd-fleet doctor s1 --deployed"]
+    assert walk.deploy[-1] == "pulumi up --stack s1 --policy-pack policies"
+    assert quickstart.walk_commands(DOC).after == []
+
+
+def test_the_quickstart_checks_the_cluster_before_and_after_pulumi_up():
+    walk = quickstart.walk_commands((ROOT / quickstart.DOC).read_text())
+    bare = [quickstart.without_comment(c) for c in walk.deploy]
+    doctor = [i for i, c in enumerate(bare) if c.startswith(quickstart.DOCTOR_COMMAND)]
+    up = next(i for i, c in enumerate(bare) if c.startswith("pulumi up"))
+    assert doctor and doctor[0] < up and "--deployed" not in bare[doctor[0]]
+    assert [c for c in walk.after if c.startswith(quickstart.DOCTOR_COMMAND) and "--deployed" in c]
+
+
+def test_doctor_detail_is_its_summary_and_prints_its_lines(capsys):
+    out = "doctor: serving-objects: ok: found x; needs y; fix: z\ndoctor: s1: 19 checks, 0 failed\n"
+    assert quickstart.doctor_detail(out) == "doctor: s1: 19 checks, 0 failed"
+    assert capsys.readouterr().out.splitlines() == out.strip().splitlines()
+    assert quickstart.doctor_summary(out) == "doctor: s1: 19 checks, 0 failed"
+    assert capsys.readouterr().out == ""
+
+
 def test_a_document_without_the_status_command_is_refused():
     with pytest.raises(QuickstartError, match="0 `llmd-fleet status`"):
         quickstart.walk_commands(DOC.replace("llmd-fleet status s1", "echo"))

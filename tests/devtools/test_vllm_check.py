@@ -663,7 +663,7 @@ def test_every_engine_line_is_printed_and_a_refused_engine_fails(
         "(config.json partly rebuilt: quantization_config)"
     ) in out
     controls = [line for line in out if line.startswith("engine config (negative control): ")]
-    assert len(controls) == 5 and all(": refused: vLLM says: " in line for line in controls)
+    assert len(controls) == 6 and all(": refused: vLLM says: " in line for line in controls)
     assert any(line.startswith("engine config (not checked): ") for line in out)
 
     def refuse_decode(python, version, jobs):
@@ -739,13 +739,18 @@ def test_negative_controls_change_one_thing_each(reference_lines):
         "1",
     )
     controls = negative_controls(base)
-    assert len({c.case for c in controls}) == len(controls) == 5
+    assert len({c.case for c in controls}) == len(controls) == 6
     by_case = {c.case: c for c in controls}
     deep_gemm = by_case["deep_gemm on bf16 weights"].engine.line.argv
     assert deep_gemm[2] == BF16_MODEL and flag_value(deep_gemm, "--moe-backend") == "deep_gemm"
     assert "--speculative-config" not in deep_gemm
     block = by_case["a block size FlashMLA refuses"].engine.line.argv
     assert block[2] == FP8_MODEL and flag_value(block, "--block-size") == "16"
+    spares = by_case["redundant experts without expert-parallel load balancing"].engine.line.argv
+    assert (
+        "--enable-eplb" not in spares
+        and flag_value(spares, "--eplb-config") == '{"num_redundant_experts":32}'
+    )
     for control in controls:
         assert control.engine.line.argv[3:] != base.argv[3:]
         assert control.engine.model_dir.endswith(("deepseek-v2-lite-chat", "glm-5.2-fp8"))
@@ -792,7 +797,13 @@ def test_vendored_configs_agree_with_the_model_cards_and_name_every_source():
         source = vendored.source
         assert source["model"] == model_id and source["path"] == "config.json"
         assert set(config) == set(source["fields"]) | set(source["rebuilt"]), model_id
-        assert source["commit"] is not None or (source["read"] is False and source["rebuilt"]), model_id
+        # Read at a commit, read from a copy at a commit (mirror), or rebuilt key by key.
+        mirror = source.get("mirror") or {}
+        assert (
+            source["commit"] is not None
+            or (source["read"] is True and mirror.get("commit") and not source["rebuilt"])
+            or (source["read"] is False and source["rebuilt"])
+        ), model_id
         for key in card_keys & set(config):
             assert config[key] == getattr(card, key), (model_id, key)
         quantization = config.get("quantization_config") or {}
@@ -805,6 +816,15 @@ def test_vendored_configs_agree_with_the_model_cards_and_name_every_source():
         assert config.get("num_nextn_predict_layers", 0) == card.num_nextn_predict_layers
 
 
+def test_every_card_is_vendored_or_says_why_not():
+    from llmd_fleet.models import FOLDERS, NOT_VENDORED
+    from llmd_fleet.plan.model_card import DESCRIPTIONS
+
+    assert set(DESCRIPTIONS) == set(FOLDERS) | set(NOT_VENDORED)
+    assert not set(FOLDERS) & set(NOT_VENDORED)
+    assert all(reason for reason in NOT_VENDORED.values())
+
+
 def test_every_shipped_vllm_stack_serves_a_vendored_model():
     from llmd_fleet.cli.stack_file import read_stack_file, stack_config
     from llmd_fleet.models import vendored_config
@@ -812,3 +832,23 @@ def test_every_shipped_vllm_stack_serves_a_vendored_model():
     for stack in vllm_stacks():
         config = stack_config(read_stack_file(REPO / "stacks", stack))
         assert vendored_config(config.model.id) is not None, stack
+
+
+def test_cards_no_stack_serves_are_resolved_or_listed_as_not_checked():
+    dirs = cli.vendored_dirs()
+    v3 = dirs["deepseek-ai/DeepSeek-V3"]
+    lines = cli.card_lines({"zai-org/GLM-5.2-FP8"}, {d: None for d in dirs.values()}, "0.33.0")
+    assert (
+        "engine config: model deepseek-ai/DeepSeek-V3: vLLM 0.33.0's ModelConfig resolves its vendored "
+        "config.json; no checked stack serves it, so no engine is built"
+    ) in lines
+    assert not any("GLM-5.2-FP8" in line for line in lines)  # served: its engines are the check
+    assert any(
+        line.startswith("engine config (not checked): model deepseek-ai/DeepSeek-R1: ") for line in lines
+    )
+    assert any(
+        line.startswith("engine config (not checked): model moonshotai/Kimi-K2-Instruct: ") for line in lines
+    )
+    refused = cli.card_lines(set(), {v3: "ModelConfig: no"}, "0.33.0")
+    assert not any("model deepseek-ai/DeepSeek-V3:" in line for line in refused)  # a FINDING instead
+    assert v3 in cli.EngineJobs().models()

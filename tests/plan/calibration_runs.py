@@ -85,11 +85,10 @@ SGLANG_REDUNDANT_EXPERTS = 32
 
 def _v3_role(ep: int, redundant: int, seqs: int | None, context: int) -> RoleShape:
     m: ModelDescription = DEEPSEEK_V3
-    w = weights_per_rank(m, 1, ep)
-    # EPLB's redundant experts: (256 + 32) expert slots over the EP ranks.
-    extra = w.routed_experts * redundant / m.n_routed_experts
-    # mtp 0: the run loads no MTP layer.
-    read = w.total - w.embeddings - w.mtp + extra
+    # EPLB's redundant experts: (256 + 32) expert slots over the EP ranks, as
+    # `serving.roles.<role>.redundantExperts` sizes them; mtp 0: the run loads no MTP layer.
+    w = weights_per_rank(m, 1, ep, mtp=False, redundant_experts=redundant)
+    read = w.total - w.embeddings
     kv_tokens = (seqs or 1) * context
     return RoleShape(
         1,

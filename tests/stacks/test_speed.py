@@ -2,9 +2,9 @@
 refused before any SDK is imported (docs/performance.md)."""
 
 import ast
+import resource
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -82,7 +82,9 @@ def test_a_config_error_is_refused_in_under_two_seconds_before_any_sdk_import(tm
     stacks = tmp_path / "stacks"
     stacks.mkdir()
     (stacks / "Pulumi.empty.yaml").write_text("config: {}\n")
-    started = time.perf_counter()
+    # CPU time of the child (user + system), not wall time: what the refusal costs, unchanged by
+    # other work sharing the machine's cores.
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     result = subprocess.run(
         [sys.executable, "-m", "llmd_fleet.cli.main", "--stacks-dir", str(stacks), "check", "empty"],
         capture_output=True,
@@ -90,8 +92,9 @@ def test_a_config_error_is_refused_in_under_two_seconds_before_any_sdk_import(tm
         cwd=REPO,
         check=False,
     )
-    elapsed = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     assert result.returncode == 2 and "llmd-fleet:target: required" in result.stderr
-    assert elapsed < 2.0, f"a config error took {elapsed:.2f} s"
+    assert 0 < cpu < 2.0, f"a config error took {cpu:.2f} s of CPU"
     code, packages, _, pulumi = _loaded("--stacks-dir", str(stacks), "check", "empty")
     assert code == 2 and packages == [] and not pulumi

@@ -20,8 +20,6 @@ existing .yaml stack file.
                                                     check the cluster for what the stack relies on
                                                     (before pulumi up; --deployed: after it); the last
                                                     line: doctor: STACK: N checks, F failed
-    llmd-fleet twin up|down|status|e2e|engine|quickstart|build [STACK]  the control-plane twin (docs/twin.md)
-    llmd-fleet twin dataplane STACK [--long|--broken]  the data-plane twin (docs/twin.md)
     llmd-fleet policy-pack-path                     print the directory of the policy pack the
                                                     package ships (for pulumi --policy-pack)
 
@@ -32,7 +30,6 @@ a kubeconfig's shape).
 """
 
 import argparse
-import importlib
 import math
 import os
 import sys
@@ -45,7 +42,7 @@ from llmd_fleet.config.model import client_model_name
 from llmd_fleet.core.problems import ConfigError, printable
 from llmd_fleet.plan.fleet import PlanError
 from llmd_fleet.plan.models import plan_models
-from llmd_fleet.targets.extras import MissingExtraError, require_target_extra
+from llmd_fleet.targets.extras import MissingExtraError, require_image_build_extra, require_target_extra
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -430,6 +427,7 @@ def _doctor(args: argparse.Namespace, stacks_dir: Path) -> int:
                 f"nothing to check before pulumi up: run llmd-fleet doctor {args.stack} --deployed after it"
             )
         require_target_extra(config.target.kind)
+        require_image_build_extra(config.images.build)
     except (ConfigError, PlanError, StackArgumentError, MissingExtraError, InputRefused) as exc:
         _error(exc)
         return EXIT_BAD_INPUT
@@ -467,27 +465,7 @@ def _bench_summary(source: str) -> int:
     return EXIT_OK
 
 
-def _twin(argv: list[str]) -> int:
-    """`llmd-fleet twin ...`: the control-plane twin (docs/twin.md) is repository tooling in
-    devtools/, which the wheel does not ship; it runs from a checkout only."""
-    from llmd_fleet.cli.paths import CHECKOUT
-
-    if not (CHECKOUT / "devtools" / "twin").is_dir():
-        print(
-            "error: `llmd-fleet twin` runs from a checkout of the llmd-fleet repository (its devtools/ "
-            "is not part of the installed package): make twin-up, or uv run llmd-fleet twin ... there",
-            file=sys.stderr,
-        )
-        return EXIT_BAD_INPUT
-    sys.path.insert(0, str(CHECKOUT))
-    twin_cli = importlib.import_module("devtools.twin.cli")
-    status: int = twin_cli.main(argv)
-    return status
-
-
 def run(argv: list[str]) -> int:
-    if argv[:1] == ["twin"]:
-        return _twin(argv[1:])
     args = _parser().parse_args(argv)
     if args.command == "policy-pack-path":
         from llmd_fleet.cli.paths import PACKAGE_DIR
@@ -520,6 +498,7 @@ def run(argv: list[str]) -> int:
         if args.command == "plan":
             return _plan(args, config, plan)
         require_target_extra(config.target.kind)
+        require_image_build_extra(config.images.build)
         if args.command == "check" and args.for_deploy:
             from llmd_fleet.cli.deploy_check import deploy_problems
 

@@ -14,6 +14,19 @@ def _row(cells: tuple[str, ...]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def _role_column(config: StackConfig, name: str, expert_parallel: int) -> str:
+    """`decode (EP 64)`, with EPLB's redundant experts when the role sets them."""
+    role = getattr(config.serving.roles, name, None)
+    redundant = getattr(role, "redundant_experts", None)
+    spares = f", {redundant} redundant experts" if redundant else ""
+    return f"{name} (EP {expert_parallel}{spares})"
+
+
+def _any_dbo(config: StackConfig) -> bool:
+    roles = config.serving.roles
+    return roles.prefill.dual_batch_overlap or roles.decode.dual_batch_overlap
+
+
 def memory_section(config: StackConfig, plan: FleetPlan) -> str:
     """Weights, reserves and KV bytes per token from the model description (plan/memory.py); empty
     when the stack's model has no committed description or nothing is sized from HBM."""
@@ -30,7 +43,9 @@ def memory_section(config: StackConfig, plan: FleetPlan) -> str:
     lines = [
         f"## Memory per rank from the model ({d.name}, plan/model_card.py) and vLLM 0.33 (plan/memory.py)",
         "",
-        _row(("GiB per GPU", *(f"{r.name} (EP {r.expert_parallel})" for r in roles), "confirm live")),
+        _row(
+            ("GiB per GPU", *(_role_column(config, r.name, r.expert_parallel) for r in roles), "confirm live")
+        ),
         "|" + "---|" * (len(roles) + 2),
     ]
     description = plan.model.description if plan.model else None
@@ -61,7 +76,11 @@ def memory_section(config: StackConfig, plan: FleetPlan) -> str:
     reserve_rows = (
         ("runtimeReserveGiB (activation peak, CUDA graphs)", "runtime"),
         ("nvshmemHeapGiB (DeepEP)", "nvshmem"),
-        ("sparse-MLA prefill workspace (maxModelLen)", "sparse_workspace"),
+        (
+            "sparse-MLA prefill workspace (maxModelLen"
+            + (", one per micro-batch with dualBatchOverlap)" if _any_dbo(config) else ")"),
+            "sparse_workspace",
+        ),
         ("top-k index buffers", "topk_indices"),
     )
     for label, attr in reserve_rows:
@@ -266,11 +285,13 @@ def throughput_section(
 ) -> str:
     """Tokens/min, the limiting resource, headroom and cost (plan/throughput.py); empty when the
     plan cannot model the stack (simulator, no model description, unknown GPU)."""
-    from llmd_fleet.plan.throughput import mtp_acceptance, plan_throughput
+    from llmd_fleet.layers.router.config import non_cached_tokens
+    from llmd_fleet.plan.throughput import mtp_acceptance, plan_throughput, why_not_modelled
 
     f = plan_throughput(config, plan, gpu_hour_usd, cache_hit)
     if f is None:
-        return ""
+        why = why_not_modelled(config, plan)
+        return f"throughput: not modelled: {why}" if why else ""
     t = f.throughput
     lines = [
         "## Throughput and cost (plan/throughput.py, calibrated on published runs)",
@@ -297,6 +318,19 @@ def throughput_section(
             )
         ),
     ]
+    if f.turn.local_share > 0:
+        lines.append(
+            _row(
+                (
+                    "prefill the P/D decider leaves on decode",
+                    f"{f.turn.local_share:.1%} of turns (uncached suffix under "
+                    f"{non_cached_tokens(config.router)} tokens), "
+                    f"{f.turn.local_prefill_tokens:,.0f} tokens per turn on average: "
+                    f"{t.local_prefill_s_per_output * 1000:.2f} ms per output token, charged to decode",
+                    'rate of `vllm:prompt_tokens_by_source_total{source="local_compute"}` on decode ranks',
+                )
+            )
+        )
     description = plan.model.description if plan.model else None
     if config.serving.roles.decode.mtp_tokens and description and mtp_acceptance(description) is None:
         lines.append(

@@ -38,6 +38,7 @@ _UNIT_NAMES = {
     "layers": "layers",
     "experts": "experts",
     "expertsPerToken": "experts",
+    "redundantExperts": "experts",
     "maxNumSeqs": "sequences",
     "replicas": "replicas",
     "maxRequests": "requests",

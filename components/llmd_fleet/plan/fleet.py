@@ -20,7 +20,7 @@ from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.fabric import Fabric
 from llmd_fleet.core.problems import PROJECT, Problem
 from llmd_fleet.layers.autoscaling.rules import autoscaling_max_instances
-from llmd_fleet.layers.router.config import non_cached_tokens
+from llmd_fleet.layers.router.config import expected_prompt_tokens, non_cached_tokens
 from llmd_fleet.layers.router.specs import (
     AdmissionPlan,
     FairnessPlan,
@@ -365,15 +365,13 @@ def plan_router(config: StackConfig, roles: tuple["RolePlan", ...]) -> RouterPla
     cpu_tier = config.serving.kv_tier.cpu_offload and any(r.memory.cpu_tier_tokens > 0 for r in roles)
     tiers = 2 if cpu_tier else 1
     holders = math.ceil(endpoints * tiers * INDEX_HOLDER_HEADROOM)
-    prompt_bytes = router.expected_prompt_tokens * PROMPT_BYTES_PER_TOKEN
+    prompt_tokens = expected_prompt_tokens(router, config.workload.input_tokens_p50)
+    prompt_bytes = prompt_tokens * PROMPT_BYTES_PER_TOKEN
     bands = tuple((c.priority, c.max_requests * prompt_bytes) for c in router.priority_classes)
     queue_bytes = sum(b for _, b in bands) if router.flow_control else 0
     working = (
         EPP_BASELINE_GIB
-        + EPP_BYTES_PER_TOKEN_PER_RPS
-        * router.expected_requests_per_second
-        * router.expected_prompt_tokens
-        / GIB
+        + EPP_BYTES_PER_TOKEN_PER_RPS * router.expected_requests_per_second * prompt_tokens / GIB
     )
     memory = math.ceil((working + queue_bytes / GIB) * EPP_MEMORY_HEADROOM)
     # The instances the roles run (an autoscaled role's start, its minimum), not their maxima:
@@ -384,7 +382,7 @@ def plan_router(config: StackConfig, roles: tuple["RolePlan", ...]) -> RouterPla
             (
                 r.instances * r.data_parallel,
                 r.memory.kv_tokens,
-                min(router.expected_prompt_tokens, getattr(config.serving.roles, r.name).max_model_len),
+                min(prompt_tokens, getattr(config.serving.roles, r.name).max_model_len),
             )
             for r in roles
         ]
@@ -455,7 +453,13 @@ def _memory(config: StackConfig, role: RoleConfig) -> MemoryPlan:
     held: Reserves | None = None
     if sizing.description is not None:
         with_mtp = role.mtp_tokens > 0
-        weights = weights_per_rank(sizing.description, role.tensor_parallel, role.expert_parallel, with_mtp)
+        weights = weights_per_rank(
+            sizing.description,
+            role.tensor_parallel,
+            role.expert_parallel,
+            with_mtp,
+            role.redundant_experts or 0,
+        )
         kv_per_token = kv_bytes_per_token(sizing.description, model.kv_cache_dtype, mtp=with_mtp).total
         held = reserves(
             sizing.description,
@@ -463,6 +467,7 @@ def _memory(config: StackConfig, role: RoleConfig) -> MemoryPlan:
             role.nvshmem_heap_gib,
             role.max_model_len,
             role.max_num_batched_tokens,
+            role.dual_batch_overlap,
         )
         replicated, experts, reserve = weights.replicated, weights.routed_experts, held.total
     else:
@@ -470,7 +475,9 @@ def _memory(config: StackConfig, role: RoleConfig) -> MemoryPlan:
         replicated_params = (model.total_params_b - model.routed_expert_params_b) * GB
         # Tensor parallelism splits the replicated (attention/dense) weights inside a DP rank.
         replicated = replicated_params * bytes_per_param / role.tensor_parallel / GIB
-        experts = model.routed_expert_params_b * GB * bytes_per_param / role.expert_parallel / GIB
+        # EPLB's redundant experts: (experts + N) / EP physical experts on each rank.
+        physical = (model.experts + (role.redundant_experts or 0)) / model.experts
+        experts = model.routed_expert_params_b * GB * bytes_per_param * physical / role.expert_parallel / GIB
         reserve = role.runtime_reserve_gib + role.nvshmem_heap_gib
         kv_per_token = sizing.kv_bytes_per_token
     adapters = model.lora_adapters
@@ -795,13 +802,14 @@ def plan_fleet(config: StackConfig) -> FleetPlan:
             local_prefill_tokens=local_prefill if r.name == "decode" else 0,
         )
     router = plan_router(config, tuple(roles))
+    prompt_tokens = expected_prompt_tokens(config.router, config.workload.input_tokens_p50)
     if config.router.probabilistic_admission and router.admission is None:
         raise PlanError(
             [
                 (
                     f"{PROJECT}:router.probabilisticAdmission",
                     "must be false for this fleet: at nominal load (one "
-                    f"{config.router.expected_prompt_tokens}-token prompt per rank, at most the "
+                    f"{prompt_tokens}-token prompt per rank, at most the "
                     "role's maxModelLen) the pool's saturation is already "
                     f"{router.nominal_saturation:.2f}, at or above flow control's gate (1.0), so no "
                     "shedding curve admits nominal traffic; add KV cache per rank or turn it off",
@@ -816,7 +824,7 @@ def plan_fleet(config: StackConfig) -> FleetPlan:
                     f"{PROJECT}:router.memoryGiB",
                     f"must be at least {router.memory_gib} GiB, what the plan derives for "
                     f"{config.router.expected_requests_per_second:g} req/s of "
-                    f"{config.router.expected_prompt_tokens}-token prompts and a flow-control queue "
+                    f"{prompt_tokens}-token prompts and a flow-control queue "
                     f"bound of {router.queue_max_bytes / GIB:.1f} GiB (got {explicit}); leave it unset "
                     "to use the derived size",
                 )

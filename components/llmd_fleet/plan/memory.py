@@ -157,12 +157,19 @@ class WeightsPerRank:
 
 
 def weights_per_rank(
-    m: ModelDescription, tensor_parallel: int, expert_parallel: int, mtp: bool = True
+    m: ModelDescription,
+    tensor_parallel: int,
+    expert_parallel: int,
+    mtp: bool = True,
+    redundant_experts: int = 0,
 ) -> WeightsPerRank:
     """Weight bytes on one rank under DP attention + EP.
 
     - routed experts: FusedMoE shards the experts of every MoE layer over EP ranks
       (vllm/model_executor/layers/fused_moe/layer.py FusedMoE, determine_expert_map); fp8 + scales.
+      With EPLB's `redundant_experts` N every MoE layer, the MTP layer's too, holds n_routed + N
+      physical experts (DeepseekV2MoE n_physical_experts = n_logical + num_redundant_experts), so
+      a rank holds (n_routed + N) / EP of them.
     - non-expert: every DP rank loads the attention, the indexers that exist, the shared experts,
       the dense MLPs and the router gates (GateLinear, bf16 weight); TP splits them.
     - embeddings and LM head stay bf16 in the FP8 checkpoint (unquantized in its
@@ -179,7 +186,9 @@ def weights_per_rank(
     p = param_counts(m)
     # A bf16 checkpoint (DeepSeek-V2-Lite) loads every "fp8" part below at 2 bytes.
     fp8 = FP8_BYTES_PER_PARAM if m.weight_dtype == "fp8" else BF16_BYTES
-    tp, ep = tensor_parallel, expert_parallel
+    tp = tensor_parallel
+    # Physical experts over the EP ranks: the routed experts' bytes scale by (n + N) / n.
+    ep = expert_parallel * m.n_routed_experts / (m.n_routed_experts + redundant_experts)
     routed = m.moe_layers * p.routed_experts_per_moe_layer * fp8 / ep
     attention_fp8 = m.num_hidden_layers * p.attention_per_layer + m.indexer_layers * p.indexer_fp8_per_layer
     mlp_fp8 = m.moe_layers * p.shared_experts_per_moe_layer + m.first_k_dense_replace * p.dense_mlp_per_layer
@@ -289,11 +298,17 @@ def reserves(
     nvshmem_gib: float,
     max_model_len: int,
     max_num_batched_tokens: int | None,
+    dual_batch_overlap: bool = False,
 ) -> Reserves:
+    """The reserves of one rank. With dual-batch overlap vLLM 0.33 keeps one workspace slot per
+    micro-batch (v1/worker/gpu_worker.py `_init_workspace_and_model_runner`: num_ubatches 2 with
+    enable_dbo; v1/worker/workspace.py caches a buffer per ubatch), and the sparse-MLA prefill
+    workspace is drawn from it (flashmla_sparse.py `current_workspace_manager`), so it counts twice."""
+    slots = 2 if dual_batch_overlap else 1
     return Reserves(
         runtime=runtime_gib,
         nvshmem=nvshmem_gib,
-        sparse_workspace=sparse_prefill_workspace_gib(max_model_len) if m.sparse_attention else 0.0,
+        sparse_workspace=slots * sparse_prefill_workspace_gib(max_model_len) if m.sparse_attention else 0.0,
         topk_indices=topk_indices_gib(m, max_num_batched_tokens),
     )
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from llmd_fleet.config.stack import StackConfig
+from llmd_fleet.layers.router.config import non_cached_tokens
 from llmd_fleet.plan.memory import GIB, KvBytesPerToken, kv_bytes_per_token, param_counts, total_params
 from llmd_fleet.plan.model_card import ModelDescription
 
@@ -233,6 +234,30 @@ class Turn:
     input_tokens: int
     output_tokens: int
     cache_hit: float
+    local_share: float = 0.0
+    """Share of turns the P/D decider leaves to decode (uncached suffix below its threshold)."""
+    local_prefill_tokens: float = 0.0
+    """Prompt tokens decode computes per turn, averaged over every turn (`local_prefill`)."""
+
+
+def _phi(x: float) -> float:
+    return 0.5 * (1 + math.erf(x / math.sqrt(2)))
+
+
+def local_prefill(p50: int, p90: int, cache_hit: float, threshold: int | None) -> tuple[float, float]:
+    """(share of turns, uncached prompt tokens per turn) the prefix P/D decider leaves to decode:
+    a turn whose uncached suffix is below `threshold` is prefilled by its decode pod
+    (llm-d-router's prefix decider, `router.nonCachedTokensForRemotePrefill`). The input is the
+    log-normal through p50 and p90 (as `context_mean`), its uncached suffix input x (1 - hit), so
+    ln(suffix) ~ N(mu + ln(1 - hit), sigma): the share is Phi(z) and the tokens the partial mean
+    E[X; X < T] = exp(mu' + sigma^2 / 2) Phi(z - sigma), z = (ln T - mu') / sigma. None (the
+    always decider) or no uncached tokens: nothing."""
+    if not threshold or cache_hit >= 1:
+        return 0.0, 0.0
+    sigma = max(1e-9, math.log(p90 / p50) / 1.2816)
+    mu = math.log(p50) + math.log(1 - cache_hit)
+    z = (math.log(threshold) - mu) / sigma
+    return _phi(z), math.exp(mu + sigma**2 / 2) * _phi(z - sigma)
 
 
 def attended_tokens(m: ModelDescription, context: float) -> float:
@@ -437,6 +462,9 @@ class Throughput:
     ceilings: tuple[tuple[str, float], ...]
     """(stage, output tok/s the fleet could reach were it the only limit)."""
     output_per_input: float
+    local_prefill_s_per_output: float = 0.0
+    """Seconds a decode rank spends per output token on the prompt tokens the P/D decider
+    leaves to decode (0 with the always decider)."""
 
     @property
     def decode_per_rank(self) -> float:
@@ -487,11 +515,21 @@ def fleet_throughput(
     ratio = turn.output_tokens / turn.input_tokens
     step = decode_step(decode, kv, m, turn, cal)
     token = prefill_token(prefill, kv, m, turn, cal)
+    # The prompt tokens the decider leaves to decode: computed on a decode rank at the end of the
+    # context (the suffix), its all-to-all with decode's backend, no KV transfer; charged per
+    # output token. The prefill pool then takes only the other turns.
+    local_s = 0.0
+    if turn.local_prefill_tokens:
+        per_token = _compute_s(decode.gpu, prefill_flops_per_token(m, turn.input_tokens), cal)
+        per_token += decode_a2a_s_per_position(decode, m, cal) * (1 - overlap(decode.all2all_backend, cal))
+        local_s = turn.local_prefill_tokens / turn.output_tokens * per_token
+    decode_rate = 1 / (1 / step.tokens_per_s + local_s)
+    remote = max(1e-9, 1 - turn.local_share)
     ceilings = (
-        ("decode", decode.ranks * step.tokens_per_s),
-        ("prefill", prefill.ranks * token.tokens_per_s * ratio),
+        ("decode", decode.ranks * decode_rate),
+        ("prefill", prefill.ranks * token.tokens_per_s * ratio / remote),
     )
-    return Throughput(step, token, ceilings, ratio)
+    return Throughput(step, token, ceilings, ratio, local_s)
 
 
 def context_mean(p50: int, p90: int, window: int) -> float:
@@ -562,7 +600,10 @@ def declared_turn(config: StackConfig, plan: FleetPlan, cache_hit: float | None 
     window = min(roles.prefill.max_model_len, roles.decode.max_model_len, sizing.context_window)
     context = int(context_mean(w.input_tokens_p50, w.input_tokens_p90, window)) + w.output_tokens
     hit = ASSUMED_CACHE_HIT.value if cache_hit is None else cache_hit
-    return Turn(context, context - w.output_tokens, w.output_tokens, hit)
+    share, local = local_prefill(
+        w.input_tokens_p50, w.input_tokens_p90, hit, non_cached_tokens(config.router)
+    )
+    return Turn(context, context - w.output_tokens, w.output_tokens, hit, share, local)
 
 
 def decode_kv(config: StackConfig, m: ModelDescription) -> KvBytesPerToken:
@@ -587,6 +628,34 @@ def role_shapes(config: StackConfig, plan: FleetPlan) -> tuple[RoleShape, RoleSh
     if prefill is None or decode is None:
         return None
     return prefill, decode
+
+
+def why_not_modelled(config: StackConfig, plan: FleetPlan) -> str | None:
+    """Why the step-time model cannot size the stack, naming the config key it lacks; None when
+    it can, or for the simulator (whose timing is the simulator's own settings)."""
+    if config.serving.engine == "simulator":
+        return None
+    sizing = plan.model
+    if sizing is None or sizing.description is None or sizing.kv is None:
+        return (
+            f"model.id {config.model.id} has no model card (plan/model_card.py): the step times "
+            "need its architecture (hidden size, heads, MLA ranks, experts per layer), which "
+            "totalParamsB and kvBytesPerToken do not give"
+        )
+    for name in ("prefill", "decode"):
+        group_name = getattr(config.serving.roles, name).node_group
+        group = config.fleet.node_groups[group_name]
+        if str(group.accelerator) not in GPUS:
+            return (
+                f"fleet.nodeGroups.{group_name}.accelerator {group.accelerator} has no datasheet "
+                f"entry (plan/throughput.py GPUS: {', '.join(GPUS)})"
+            )
+        if group.nic_gbps is None:
+            return (
+                f"fleet.nodeGroups.{group_name}.nicGbps is unset: the all-to-all and the KV "
+                "transfer need the NIC rate"
+            )
+    return None
 
 
 def plan_throughput(

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.config.workload import Percentile
 from llmd_fleet.core.problems import key
+from llmd_fleet.layers.router.config import expected_prompt_tokens
 from llmd_fleet.plan.epp import EPP_BASELINE_GIB, EPP_BYTES_PER_TOKEN_PER_RPS, GIB
 
 if TYPE_CHECKING:
@@ -111,7 +112,11 @@ def plan_workload(config: StackConfig, plan: FleetPlan) -> WorkloadPlan | None:
     held, whole, cpu_held = _decode_capacity(plan.role("decode"), context)
     rate = w.agents * w.requests_per_agent_minute / 60
     working = (
-        EPP_BASELINE_GIB + EPP_BYTES_PER_TOKEN_PER_RPS * rate * config.router.expected_prompt_tokens / GIB
+        EPP_BASELINE_GIB
+        + EPP_BYTES_PER_TOKEN_PER_RPS
+        * rate
+        * expected_prompt_tokens(config.router, config.workload.input_tokens_p50)
+        / GIB
     )
     return WorkloadPlan(
         served_window=window,

@@ -2,11 +2,19 @@
 know about it (`declare` in llmd_fleet/targets/<kind>/build.py)."""
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import pulumi
 
 from llmd_fleet.versions import Chart
+
+
+class SecretSource(Protocol):
+    """Where a target's secrets (`kubeconfig`, `registryPassword`) come from: the stack's config
+    (`pulumi.Config`) in the stack program, the component's secret inputs in the `Fleet` component
+    (llmd_fleet/facade/component.py)."""
+
+    def get_secret(self, key: str) -> pulumi.Output[str] | None: ...
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,9 @@
 """The cloud SDKs are optional extras of the package: `llmd-fleet[gcp]` for gke stacks,
 `llmd-fleet[aws]` for eks stacks; the core install (on-prem, local, one's own cluster) pulls
-neither. `require_target_extra` is called before anything imports a target's cloud half, by the
+neither. So is the serving image build's SDK (`llmd-fleet[build]`, pulumi-docker-build, for
+`llmd-fleet:images.build`): without it the core install requires no provider plugin but
+Kubernetes' (the component provider, docs/components.md).
+`require_target_extra` is called before anything imports a target's cloud half, by the
 CLI (render, check) and by the stack program (`pulumi up`), so a missing SDK is one line naming the
 extra rather than an import traceback. Pure: importlib only."""
 
@@ -11,6 +14,10 @@ TARGET_EXTRAS: dict[str, tuple[str, str, str]] = {
     "gke": ("gcp", "pulumi-gcp", "pulumi_gcp"),
     "eks": ("aws", "pulumi-aws", "pulumi_aws"),
 }
+
+
+# `llmd-fleet:images.build: true` -> (extra, distribution, module)
+IMAGE_BUILD_EXTRA = ("build", "pulumi-docker-build", "pulumi_docker_build")
 
 
 class MissingExtraError(Exception):
@@ -32,5 +39,16 @@ def require_target_extra(kind: str) -> None:
     if not _installed(module):
         raise MissingExtraError(
             f"llmd-fleet:target.kind {kind} needs the {extra} extra ({distribution}), which is not "
+            f"installed: pip install 'llmd-fleet[{extra}]'"
+        )
+
+
+def require_image_build_extra(build: bool) -> None:
+    """Raise MissingExtraError when a stack asks for the image build (`images.build`) and its SDK
+    is not installed."""
+    extra, distribution, module = IMAGE_BUILD_EXTRA
+    if build and not _installed(module):
+        raise MissingExtraError(
+            f"llmd-fleet:images.build needs the {extra} extra ({distribution}), which is not "
             f"installed: pip install 'llmd-fleet[{extra}]'"
         )

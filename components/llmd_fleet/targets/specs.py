@@ -65,7 +65,7 @@ BUILDS: dict[str, str] = {
     "gke": "llmd_fleet.targets.gke.build",
     "eks": "llmd_fleet.targets.eks.build",
 }
-"""kind -> the module whose `declare(config, pulumi_config)` creates (or reaches) the cluster."""
+"""kind -> the module whose `declare(config, secrets, parent)` creates (or reaches) the cluster."""
 
 
 def fabric_for(target_kind: str, image_build: bool = True) -> Fabric:

@@ -131,9 +131,10 @@ class RouterConfig(_Model):
     service halves over one gap of idleness (`lasHalfLifeSeconds`), and a program with no
     completion for five gaps, whose service has decayed below 1/32, is forgotten
     (`evictionTtlSeconds`; swept every gap), which bounds the programs and their series."""
-    expected_prompt_tokens: Annotated[int, Field(ge=1, le=16 * 1024 * 1024)] = 195_000
+    expected_prompt_tokens: Annotated[int, Field(ge=1, le=16 * 1024 * 1024)] | None = None
     """Typical (median) prompt length in tokens; sizes the router's memory and the flow-control
-    byte bounds (the reference agentic traffic: ~195k input tokens per turn)."""
+    byte bounds. Unset: the declared workload's `inputTokensP50` (its default, 195,000, is the
+    reference agentic traffic's median input per turn)."""
     memory_gib: Annotated[int, Field(ge=2, le=1024)] | None = None
     """Memory per EPP replica. Unset: derived by the plan from the request rate, the prompt size
     and the flow-control queue bound (`llmd-fleet plan` shows it); an explicit value below the
@@ -161,3 +162,8 @@ def non_cached_tokens(router: RouterConfig) -> int | None:
     if pd_decider(router) != "prefix":
         return None
     return router.non_cached_tokens_for_remote_prefill or DEFAULT_NON_CACHED_TOKENS
+
+
+def expected_prompt_tokens(router: RouterConfig, workload_input_p50: int) -> int:
+    """`router.expectedPromptTokens`, or the workload's median input when unset."""
+    return router.expected_prompt_tokens or workload_input_p50

@@ -71,6 +71,15 @@ class RoleConfig(_Model):
     """vLLM --max-num-seqs; vLLM's default when unset."""
     enforce_eager: bool = False
     """Disable CUDA graphs (vLLM --enforce-eager)."""
+    redundant_experts: Annotated[int, Field(ge=0, le=4096)] | None = None
+    """Expert-parallel load balancing (vLLM --enable-eplb) with this many redundant experts
+    (--eplb-config num_redundant_experts): the experts plus these must divide by
+    expertParallel, so an EP size that does not divide the experts becomes possible (the SGLang
+    DeepSeek-V3 run: 256 + 32 over EP72). Unset: no load balancing; 0: balancing without spares.
+    Each rank holds (experts + N) / expertParallel experts per MoE layer (the plan counts them)."""
+    dual_batch_overlap: bool = False
+    """Split each step into two micro-batches whose all-to-all overlaps the other's compute
+    (vLLM --enable-dbo). vLLM keeps one workspace per micro-batch, which the plan counts."""
 
 
 class RolesConfig(_Model):

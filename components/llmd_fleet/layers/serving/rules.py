@@ -74,6 +74,20 @@ def simulator_problems(config: StackConfig) -> list[Problem]:
                     path.at("mtp_tokens"), "must be 0 with engine simulator: it has no speculative decoding"
                 )
             )
+        if role.redundant_experts is not None:
+            problems.append(
+                Problem(
+                    path.at("redundant_experts"),
+                    "must be unset with engine simulator: it has no experts to balance",
+                )
+            )
+        if role.dual_batch_overlap:
+            problems.append(
+                Problem(
+                    path.at("dual_batch_overlap"),
+                    "must be false with engine simulator: it runs no all-to-all to overlap",
+                )
+            )
         if role.block_size not in SIMULATOR_BLOCK_SIZES:
             problems.append(
                 Problem(
@@ -83,6 +97,12 @@ def simulator_problems(config: StackConfig) -> list[Problem]:
                 )
             )
     return problems
+
+
+def _redundant_hint(experts: int, expert_parallel: int) -> str:
+    """The smallest redundant-expert counts that make `experts` split over the EP ranks."""
+    first = -experts % expert_parallel
+    return f"allowed: {first}, {first + expert_parallel}, {first + 2 * expert_parallel}, ..."
 
 
 def role_problems(config: StackConfig) -> list[Problem]:
@@ -132,11 +152,26 @@ def role_problems(config: StackConfig) -> list[Problem]:
                     f"over all ranks; got {role.expert_parallel}",
                 )
             )
-        if model.experts % role.expert_parallel:
+        if role.redundant_experts is not None:
+            # vLLM 0.33 FusedMoE (fused_moe/layer.py): with EPLB the physical experts, logical
+            # plus redundant, must split evenly over the EP ranks.
+            physical = model.experts + role.redundant_experts
+            if physical % role.expert_parallel:
+                problems.append(
+                    Problem(
+                        path.at("redundant_experts"),
+                        f"the model's {model.experts} experts plus {role.redundant_experts} redundant "
+                        f"must divide by expertParallel ({role.expert_parallel}): vLLM's expert-parallel "
+                        f"load balancing places the same number of experts on every rank; "
+                        f"{_redundant_hint(model.experts, role.expert_parallel)}",
+                    )
+                )
+        elif model.experts % role.expert_parallel:
             problems.append(
                 Problem(
                     path.at("expert_parallel"),
-                    f"must divide the model's {model.experts} experts; got {role.expert_parallel}",
+                    f"must divide the model's {model.experts} experts; got {role.expert_parallel} "
+                    f"(or set redundantExperts: {_redundant_hint(model.experts, role.expert_parallel)})",
                 )
             )
         if role.max_model_len > model.max_context_tokens:

@@ -235,6 +235,17 @@ def vllm_serve_argv(
     # The MoE kernel follows the weights' quantization on the model card (plan/kernels.py).
     if plan.moe.backend is not None:
         argv += ["--moe-backend", plan.moe.backend]
+    if role.redundant_experts is not None:
+        # vLLM 0.33 engine/arg_utils.py: --enable-eplb and --eplb-config (config/parallel.py
+        # EPLBConfig.num_redundant_experts); redundant experts without EPLB are refused there.
+        argv += [
+            "--enable-eplb",
+            "--eplb-config",
+            _json({"num_redundant_experts": role.redundant_experts}),
+        ]
+    if role.dual_batch_overlap:
+        # vLLM 0.33 config/parallel.py ParallelConfig.enable_dbo: two micro-batches per step.
+        argv.append("--enable-dbo")
     batched_tokens = role.max_num_batched_tokens
     if batched_tokens is None and plan.name == "decode":
         # Explicit on decode, so the step size the NVSHMEM queue is sized for is the real one.

@@ -8,7 +8,7 @@ import pulumi
 from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.layers.gateway.specs import aws_nlb_annotations
 from llmd_fleet.layers.responses.component import ManagedDatabase
-from llmd_fleet.targets.declared import DeclaredTarget
+from llmd_fleet.targets.declared import DeclaredTarget, SecretSource
 from llmd_fleet.targets.eks.cluster import ADDONS, EksCluster
 from llmd_fleet.targets.eks.config import EksTarget
 from llmd_fleet.targets.eks.database import EksResponses
@@ -20,7 +20,9 @@ def _target(config: StackConfig) -> EksTarget:
     return config.target
 
 
-def declare(config: StackConfig, pulumi_config: pulumi.Config) -> DeclaredTarget:
+def declare(
+    config: StackConfig, secrets: SecretSource, parent: pulumi.Resource | None = None
+) -> DeclaredTarget:
     eks = _target(config).eks
     cluster = EksCluster(
         "cluster",
@@ -31,6 +33,7 @@ def declare(config: StackConfig, pulumi_config: pulumi.Config) -> DeclaredTarget
             "kubernetes_version": versions().kubernetes.eks,
             "addon_versions": {name: versions().software[f"eks-addon-{name}"] for name in ADDONS},
         },
+        opts=pulumi.ResourceOptions(parent=parent),
     )
     # AL2023 NVIDIA AMI: host driver at /, no GPU Operator. aws-dranet publishes the EFAs and
     # ships the efa.networking.k8s.aws DeviceClass itself.
@@ -46,7 +49,7 @@ def declare(config: StackConfig, pulumi_config: pulumi.Config) -> DeclaredTarget
     )
 
 
-def image_registry_args(config: StackConfig, pulumi_config: pulumi.Config) -> dict[str, Any]:
+def image_registry_args(config: StackConfig, secrets: SecretSource) -> dict[str, Any]:
     """The image build pushes to ECR in the cluster's region: nothing to add."""
     return {}
 

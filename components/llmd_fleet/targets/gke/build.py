@@ -7,7 +7,7 @@ import pulumi
 
 from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.layers.responses.component import ManagedDatabase
-from llmd_fleet.targets.declared import DeclaredTarget
+from llmd_fleet.targets.declared import DeclaredTarget, SecretSource
 from llmd_fleet.targets.gke.cluster import GkeCluster
 from llmd_fleet.targets.gke.config import GkeTarget
 from llmd_fleet.targets.gke.database import GkeResponses
@@ -20,16 +20,22 @@ def _target(config: StackConfig) -> GkeTarget:
     return config.target
 
 
-def declare(config: StackConfig, pulumi_config: pulumi.Config) -> DeclaredTarget:
+def declare(
+    config: StackConfig, secrets: SecretSource, parent: pulumi.Resource | None = None
+) -> DeclaredTarget:
     gke = _target(config).gke
-    cluster = GkeCluster("cluster", {"gke": gke, "node_groups": config.fleet.node_groups})
+    cluster = GkeCluster(
+        "cluster",
+        {"gke": gke, "node_groups": config.fleet.node_groups},
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
     setup = TcpxoNodeSetup(
         "tcpxo",
         {
             "gpu_networks": [(n.vpc, n.subnet) for n in cluster.gpu_network_names],
             "accelerators": cluster.accelerators,
         },
-        opts=pulumi.ResourceOptions(providers={"kubernetes": cluster.provider}),
+        opts=pulumi.ResourceOptions(parent=parent, providers={"kubernetes": cluster.provider}),
     )
     # GKE ships the Gateway API and InferencePool CRDs (from the fleet's minimum Kubernetes
     # version on); no GPU Operator on COS.
@@ -43,7 +49,7 @@ def declare(config: StackConfig, pulumi_config: pulumi.Config) -> DeclaredTarget
     )
 
 
-def image_registry_args(config: StackConfig, pulumi_config: pulumi.Config) -> dict[str, Any]:
+def image_registry_args(config: StackConfig, secrets: SecretSource) -> dict[str, Any]:
     """The image build pushes to Artifact Registry in the cluster's project and region."""
     gke = _target(config).gke
     return {

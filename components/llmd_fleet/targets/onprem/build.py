@@ -6,29 +6,32 @@ import pulumi
 
 from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.layers.responses.component import ManagedDatabase
-from llmd_fleet.targets.declared import DeclaredTarget
+from llmd_fleet.targets.declared import DeclaredTarget, SecretSource
 from llmd_fleet.targets.onprem.cluster import OnPremCluster
 
 
-def declare(config: StackConfig, pulumi_config: pulumi.Config) -> DeclaredTarget:
+def declare(
+    config: StackConfig, secrets: SecretSource, parent: pulumi.Resource | None = None
+) -> DeclaredTarget:
     cluster = OnPremCluster(
         "cluster",
         {
-            "kubeconfig": pulumi_config.get_secret("kubeconfig"),
+            "kubeconfig": secrets.get_secret("kubeconfig"),
             "context": config.target.kubeconfig_context,
         },
+        opts=pulumi.ResourceOptions(parent=parent),
     )
     driver_root = "/" if config.target.gpu_driver == "host" else "/run/nvidia/driver"
     return DeclaredTarget(cluster, [], driver_root, gpu_operator=True, install_gateway_crds=True)
 
 
-def image_registry_args(config: StackConfig, pulumi_config: pulumi.Config) -> dict[str, Any]:
+def image_registry_args(config: StackConfig, secrets: SecretSource) -> dict[str, Any]:
     """The image build pushes to the cluster's own registry (kind local builds nothing)."""
     images = config.images
     return {
         "registry": images.registry,
         "username": images.registry_username,
-        "password": pulumi_config.get_secret("registryPassword"),
+        "password": secrets.get_secret("registryPassword"),
     }
 
 
