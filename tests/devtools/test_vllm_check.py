@@ -837,9 +837,9 @@ def test_every_shipped_vllm_stack_serves_a_vendored_model():
 def test_cards_no_stack_serves_are_resolved_or_listed_as_not_checked():
     dirs = cli.vendored_dirs()
     v3 = dirs["deepseek-ai/DeepSeek-V3"]
-    lines = cli.card_lines({"zai-org/GLM-5.2-FP8"}, {d: None for d in dirs.values()}, "0.33.0")
+    lines = cli.card_lines({"zai-org/GLM-5.2-FP8"}, {d: None for d in dirs.values()}, "1.2.3")
     assert (
-        "engine config: model deepseek-ai/DeepSeek-V3: vLLM 0.33.0's ModelConfig resolves its vendored "
+        "engine config: model deepseek-ai/DeepSeek-V3: vLLM 1.2.3's ModelConfig resolves its vendored "
         "config.json; no checked stack serves it, so no engine is built"
     ) in lines
     assert not any("GLM-5.2-FP8" in line for line in lines)  # served: its engines are the check
@@ -849,6 +849,6 @@ def test_cards_no_stack_serves_are_resolved_or_listed_as_not_checked():
     assert any(
         line.startswith("engine config (not checked): model moonshotai/Kimi-K2-Instruct: ") for line in lines
     )
-    refused = cli.card_lines(set(), {v3: "ModelConfig: no"}, "0.33.0")
+    refused = cli.card_lines(set(), {v3: "ModelConfig: no"}, "1.2.3")
     assert not any("model deepseek-ai/DeepSeek-V3:" in line for line in refused)  # a FINDING instead
     assert v3 in cli.EngineJobs().models()
