@@ -56,7 +56,8 @@ def fit_problems(config: StackConfig) -> list[Problem]:
                 Problem(
                     f"{PROJECT}:fleet.nodeGroups.{group_name}.count",
                     f"the models need {total} nodes of node group {group_name} ({short}) but it has "
-                    f"{group.count}: add {total - group.count} nodes or shrink a model's roles",
+                    f"{group.count}: add {total - group.count} node{'s' if total - group.count > 1 else ''} or "
+                    "shrink a model's roles",
                 )
             )
     return problems
