@@ -52,11 +52,12 @@ def fit_problems(config: StackConfig) -> list[Problem]:
         total = sum(n for _, n in parts)
         if total > group.count:
             short = ", ".join(f"{name} {n}" for name, n in parts)
+            missing = total - group.count
             problems.append(
                 Problem(
                     f"{PROJECT}:fleet.nodeGroups.{group_name}.count",
                     f"the models need {total} nodes of node group {group_name} ({short}) but it has "
-                    f"{group.count}: add {total - group.count} node{'s' if total - group.count > 1 else ''} or "
+                    f"{group.count}: add {missing} node{'s' if missing > 1 else ''} or "
                     "shrink a model's roles",
                 )
             )
