@@ -162,6 +162,7 @@ def render() -> str:
             *rows,
             "",
         ]
+    lines += _models_section()
     lines += [
         "## Secrets",
         "",
@@ -171,6 +172,37 @@ def render() -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _models_section() -> list[str]:
+    """`llmd-fleet:models`: the entry's own keys; its sections are those documented above (each
+    row of `model`, `serving`, `router` and `workload` applies below `models[].<section>`)."""
+    from llmd_fleet.config.models import ModelEntryConfig
+
+    fields = ModelEntryConfig.model_fields
+    rows = _field_rows("name", fields["name"], "models[]")
+    for name in ("model", "serving", "router", "workload"):
+        field = fields[name]
+        default = (
+            "required"
+            if field.is_required()
+            else _default(field).replace("(defaults below)", "every key's default")
+        )
+        description = " ".join((field.description or "").split())
+        rows.append(f"| `models[].{name}` | object | {default} |  | {description} |")
+    return [
+        "## `llmd-fleet:models` (optional)",
+        "",
+        " ".join((ModelEntryConfig.__doc__ or "").split())
+        + " A list of 1 to 8 entries in place of `llmd-fleet:model`, `llmd-fleet:serving` and"
+        " `llmd-fleet:router` (docs/multi-model.md); each section takes the keys of the same"
+        " section above.",
+        "",
+        "| key | type | default | bounds | description |",
+        "|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

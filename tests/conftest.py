@@ -26,6 +26,11 @@ def all_stacks() -> list[str]:
     return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in STACKS_DIR.glob("Pulumi.*.yaml"))
 
 
+def single_model_stacks() -> list[str]:
+    """The stacks in the single-model form (no `llmd-fleet:models`)."""
+    return [s for s in all_stacks() if "models" not in stack_raw_config(s)]
+
+
 def _serving(stack: str) -> dict[str, Any]:
     return dict(stack_raw_config(stack).get("serving") or {})
 

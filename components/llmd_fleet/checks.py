@@ -33,7 +33,7 @@ def check_settings(settings: Mapping[str, Any], secrets: tuple[str, ...] = ()) -
     from llmd_fleet.cli.render import render_files
     from llmd_fleet.cli.stack_file import StackFile, stack_config
     from llmd_fleet.cli.synth import synthesize_validated
-    from llmd_fleet.plan.fleet import plan_fleet
+    from llmd_fleet.plan.models import plan_models
 
     values = {f"{PROJECT}:{k}": v if isinstance(v, str) else json.dumps(v) for k, v in settings.items()}
     values.update({f"{PROJECT}:{k}": _SECRET_STANDIN for k in secrets})
@@ -41,7 +41,7 @@ def check_settings(settings: Mapping[str, Any], secrets: tuple[str, ...] = ()) -
         stack="own-program", values=values, secret_keys=frozenset(f"{PROJECT}:{k}" for k in secrets)
     )
     config = stack_config(stack_file)
-    synthesis = synthesize_validated(stack_file, config, plan_fleet(config))
+    synthesis = synthesize_validated(stack_file, config, plan_models(config)[0])
     with tempfile.TemporaryDirectory(prefix="llmd-fleet-check-") as tmp:
         out = Path(tmp) / "out"
         write_atomically(render_files(synthesis), out)

@@ -12,6 +12,7 @@ cloud target's components (and with them its SDK) are imported only when a stack
 target: the on-prem path imports no cloud SDK (docs/performance.md).
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from importlib import import_module
 from types import ModuleType
@@ -21,12 +22,14 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from llmd_fleet.config.deploy_secrets import placeholder_secret_problems
+from llmd_fleet.config.model import client_model_name
 from llmd_fleet.config.parse import check_stack_secrets, parse_config, read_pulumi_config
-from llmd_fleet.config.stack import StackConfig
+from llmd_fleet.config.stack import StackConfig, model_views
 from llmd_fleet.core.problems import PROJECT, ConfigError
 from llmd_fleet.images.build import ImageBuild, ImageBuildArgs, serving_image
 from llmd_fleet.images.spec import variant_for
 from llmd_fleet.layers.autoscaling.component import Autoscaling
+from llmd_fleet.layers.gateway.bbr import BodyBasedRouter
 from llmd_fleet.layers.gateway.component import GatewayLayer
 from llmd_fleet.layers.observability.component import Observability
 from llmd_fleet.layers.responses.component import ManagedDatabase, ResponsesLayer, gke_gateway_addresses
@@ -35,7 +38,8 @@ from llmd_fleet.layers.router.component import Router
 from llmd_fleet.layers.serving.canary import canary_config, canary_image
 from llmd_fleet.layers.serving.component import HF_TOKEN_SECRET, ModelServing
 from llmd_fleet.layers.serving.config import CANARY_SUFFIX
-from llmd_fleet.plan.fleet import FleetPlan, PlanError, plan_fleet
+from llmd_fleet.plan.fleet import FleetPlan, PlanError
+from llmd_fleet.plan.models import plan_models
 from llmd_fleet.platform.accelerators import AcceleratorPlatform, AcceleratorPlatformArgs
 from llmd_fleet.platform.dra import DRANET_RDMA_CLASS, DRANET_RDMA_SELECTOR
 from llmd_fleet.platform.lws import LeaderWorkerSetController
@@ -143,6 +147,8 @@ def add_serving_layers(
         if config.target.installs_platform
         else None
     )
+    if config.models:
+        return _add_model_layers(args, provider, lws, on_cluster)
     serving = ModelServing(
         config.serving.name,
         {"config": config, "plan": plan, "hf_token": hf_token, "engine_image": args["engine_image"]},
@@ -207,6 +213,80 @@ def add_serving_layers(
         observability=observability,
         autoscaling=autoscaling,
         canary=canary,
+    )
+
+
+def _add_model_layers(
+    args: ServingLayersArgs,
+    provider: k8s.Provider,
+    lws: LeaderWorkerSetController | None,
+    on_cluster: Callable[..., pulumi.ResourceOptions],
+) -> ServingLayers:
+    """`llmd-fleet:models`: per model its serving, router (InferencePool, picker pair,
+    objectives), NetworkPolicies and observability, each from the model's view; one gateway in
+    front with the body-based router and a route per model (llmd_fleet/layers/gateway/bbr.py)."""
+    config = args["config"]
+    hf_token = args.get("hf_token")
+    plans = plan_models(config)
+    views = model_views(config)
+    first: ModelServing | None = None
+    servings: list[ModelServing] = []
+    for view, plan in zip(views, plans, strict=True):
+        serving = ModelServing(
+            view.serving.name,
+            {
+                "config": view,
+                "plan": plan,
+                "hf_token": hf_token,
+                "engine_image": args["engine_image"],
+                "alongside": first,
+            },
+            opts=on_cluster(*([lws] if lws is not None else []), *args.get("serving_after", [])),
+        )
+        first = first or serving
+        servings.append(serving)
+    gateway = GatewayLayer(
+        "gateway",
+        {
+            "config": config,
+            "pool_name": config.serving.name,
+            "install_crds": args.get("install_gateway_crds", True),
+            "infrastructure_annotations": args.get("gateway_annotations", {}),
+            "route": False,
+        },
+        opts=on_cluster(*servings),
+    )
+    BodyBasedRouter("model-routing", views, opts=on_cluster(gateway, *servings))
+    routers: list[Router] = []
+    observability: Observability | None = None
+    network: NetworkIsolation | None = None
+    for view, plan, serving in zip(views, plans, servings, strict=True):
+        model = view.serving.name
+        router = Router(
+            f"router-{model}",
+            {
+                "config": view,
+                "plan": plan,
+                "hf_token_secret": HF_TOKEN_SECRET if hf_token is not None else None,
+                "objective_prefix": f"{model}-",
+            },
+            opts=on_cluster(gateway, serving),
+        )
+        routers.append(router)
+        network = NetworkIsolation(
+            f"network-policies-{model}", {"config": view, "plan": plan}, opts=on_cluster(serving)
+        )
+        observability = Observability(
+            f"observability-{model}", {"config": view, "plan": plan}, opts=on_cluster(serving, router)
+        )
+    assert network is not None and observability is not None  # at least one model
+    return ServingLayers(
+        lws=lws,
+        serving=servings[0],
+        gateway=gateway,
+        router=routers[0],
+        network=network,
+        observability=observability,
     )
 
 
@@ -418,7 +498,17 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
     pulumi.export("inferencePool", router.inference_pool.id.apply(lambda _: config.serving.name))
     pulumi.export("namespace", config.serving.namespace)
     pulumi.export("disaggregatedSet", serving.disaggregated_set.id.apply(lambda _: config.serving.name))
-    pulumi.export("gpus", plan.gpus)
+    # With `llmd-fleet:models`, every model's GPUs (the plan passed in is the first model's).
+    pulumi.export("gpus", sum(p.gpus for p in plan_models(config)) if config.models else plan.gpus)
+    if config.models:
+        # Every model's pool and the name clients send for it (`inferencePool` is the first's).
+        pulumi.export(
+            "models",
+            [
+                {"name": view.serving.name, "servedName": client_model_name(view.model)}
+                for view in model_views(config)
+            ],
+        )
     if image_build is not None:
         pulumi.export("servingImage", image_build.ref)
     if not isinstance(cluster, OnPremCluster):  # the stack made the cluster: hand over its kubeconfig
@@ -450,7 +540,9 @@ def load_from_pulumi() -> StackConfig:
 def load() -> tuple[StackConfig, FleetPlan]:
     """Validate the stack config and plan it (raises ConfigError or PlanError)."""
     config = load_from_pulumi()
-    return config, plan_fleet(config)
+    # With `llmd-fleet:models` every model is planned on its share of the node groups; the first
+    # model's plan stands for the stack where one plan is read.
+    return config, plan_models(config)[0]
 
 
 def refuse_placeholder_secrets(stack: str) -> None:

@@ -17,6 +17,19 @@ from devtools import source_snapshot
 from devtools.twin.build import BuildError
 from devtools.twin.cluster import PROJECT_ROOT, TwinError
 
+
+def _has_models(stack: str) -> bool:
+    """Whether the stack file sets `llmd-fleet:models` (an unreadable one is left to the run)."""
+    import yaml
+
+    try:
+        document = yaml.safe_load((PROJECT_ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        return False
+    config = document.get("config") if isinstance(document, dict) else None
+    return isinstance(config, dict) and "llmd-fleet:models" in config
+
+
 FLAGS = ("--long", "--broken", "--kv-events", "--broken-kv-events", "--scaled", "--ranks-per-pod=N")
 
 
@@ -39,6 +52,13 @@ def main(argv: Sequence[str]) -> int:
             ranks = int(value)
     from devtools.dataplane.run import main_run
 
+    if _has_models(args[1]):
+        # Several pools, the body-based router and LoRA are not in the twin yet (docs/multi-model.md).
+        print(
+            f"dataplane: error: {args[1]} sets llmd-fleet:models: the data-plane twin runs one pool; "
+            "its multi-model run (body-based routing, LoRA) is not built yet"
+        )
+        return 2
     try:
         return main_run(
             args[1],

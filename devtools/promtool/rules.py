@@ -37,9 +37,10 @@ import yaml
 from devtools.metrics_catalogue.catalogue import catalogue
 from devtools.promtool.build import BuildError, ensure
 from llmd_fleet.cli.stack_file import read_stack_file, stack_config, stack_names
-from llmd_fleet.config.stack import StackConfig
-from llmd_fleet.layers.observability.alerts import fleet_alerts, promtool_tests
+from llmd_fleet.config.stack import StackConfig, model_views
+from llmd_fleet.layers.observability.alerts import fleet_alerts, promtool_tests, rule_groups
 from llmd_fleet.plan.fleet import plan_fleet
+from llmd_fleet.plan.models import plan_models
 from llmd_fleet.plan.observability import plan_observability
 
 RULE_KINDS = {("monitoring.coreos.com/v1", "PrometheusRule"), ("monitoring.googleapis.com/v1", "Rules")}
@@ -103,23 +104,35 @@ def check_stack(promtool: Path, root: Path, stack: str, work: Path) -> list[str]
         return [f"{stack}: {manifests} is missing: run `llmd-fleet render {stack}` first"]
     groups = rendered_groups(manifests)
     config = stack_config(read_stack_file(root / "stacks", stack))
-    obs = plan_observability(config, plan_fleet(config))
     if config.observability.prometheus == "none":
         return [] if not groups else [f"{stack}: prometheus none renders rule objects"]
     if not groups:
         return [f"{stack}: no PrometheusRule or Rules object in {manifests}"]
-    directory = work / stack
-    directory.mkdir(parents=True)
-    _dump(directory / "rules.yaml", {"groups": groups})
-    tests = promtool_tests(obs, "rules.yaml")
-    _dump(directory / "tests.yaml", tests)
     problems = []
-    code, out = _run(promtool, "check", "rules", "rules.yaml", cwd=directory)
-    if code != 0:
-        problems.append(f"{stack}: promtool check rules:\n{out}")
-    code, out = _run(promtool, "test", "rules", "tests.yaml", cwd=directory)
-    if code != 0:
-        problems.append(f"{stack}: promtool test rules:\n{out}")
+    alerts = tests_run = 0
+    # One rule group and its unit tests per model (`llmd-fleet:models`; a single model has one):
+    # each model's alerts select its own series, so each is tested on its own.
+    for view, plan in zip(model_views(config), plan_models(config), strict=True):
+        obs = plan_observability(view, plan)
+        name = rule_groups(obs)[0]["name"]
+        own = [g for g in groups if g["name"] == name]
+        if not own:
+            problems.append(f"{stack}: no rule group {name!r} for model {view.serving.name}")
+            continue
+        directory = work / stack / view.serving.name if config.models else work / stack
+        directory.mkdir(parents=True)
+        _dump(directory / "rules.yaml", {"groups": own})
+        tests = promtool_tests(obs, "rules.yaml")
+        _dump(directory / "tests.yaml", tests)
+        code, out = _run(promtool, "check", "rules", "rules.yaml", cwd=directory)
+        if code != 0:
+            problems.append(f"{stack}: promtool check rules:\n{out}")
+        code, out = _run(promtool, "test", "rules", "tests.yaml", cwd=directory)
+        if code != 0:
+            problems.append(f"{stack}: promtool test rules:\n{out}")
+        alerts += len(fleet_alerts(obs))
+        tests_run += len(tests["tests"])
+    directory = work / stack
     dashboards = rendered_dashboard_queries(manifests)
     names = name_problems(stack, groups, dashboards)
     problems += names
@@ -132,10 +145,9 @@ def check_stack(promtool: Path, root: Path, stack: str, work: Path) -> list[str]
     )
     problems += check_scaling_queries(promtool, manifests, config, directory)
     rules = sum(len(g["rules"]) for g in groups)
-    alerts = len(fleet_alerts(obs))
     print(
         f"{stack}: {rules} rules ({alerts} alerts) pass promtool check rules; "
-        f"{len(tests['tests'])} unit tests {'pass' if not problems else 'FAILED'}"
+        f"{tests_run} unit tests {'pass' if not problems else 'FAILED'}"
     )
     return problems
 

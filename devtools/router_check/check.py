@@ -83,15 +83,26 @@ class Conversation:
     """Whether the rendered config makes these headers a session key."""
 
 
-def rendered_epp_config(manifests: Path) -> tuple[str, dict[str, Any]] | None:
-    """(text, parsed) of the EndpointPickerConfig among the rendered ConfigMaps, if any."""
+def rendered_epp_configs(manifests: Path) -> list[tuple[str, dict[str, Any]]]:
+    """(text, parsed) of every EndpointPickerConfig among the rendered ConfigMaps: one per pool
+    (several with `llmd-fleet:models`)."""
+    found = []
     for path in sorted(manifests.rglob("configmap-*.yaml")):
         document = yaml.safe_load(path.read_text()) or {}
         for text in (document.get("data") or {}).values():
-            parsed = yaml.safe_load(text) if isinstance(text, str) else None
+            try:
+                parsed = yaml.safe_load(text) if isinstance(text, str) else None
+            except yaml.YAMLError:  # a script or a dashboard's JSON that is no YAML document
+                continue
             if isinstance(parsed, dict) and parsed.get("kind") == "EndpointPickerConfig":
-                return text, parsed
-    return None
+                found.append((text, parsed))
+    return found
+
+
+def rendered_epp_config(manifests: Path) -> tuple[str, dict[str, Any]] | None:
+    """The first EndpointPickerConfig among the rendered ConfigMaps, if any."""
+    found = rendered_epp_configs(manifests)
+    return found[0] if found else None
 
 
 def conversations(config: dict[str, Any]) -> list[Conversation]:
@@ -258,10 +269,19 @@ def check_stack(binary: Path, root: Path, stack: str) -> tuple[str, list[str]]:
     manifests = root / "build" / stack / "manifests"
     if not manifests.is_dir():
         return "", [f"{stack}: {manifests} is missing: run `llmd-fleet render {stack}` first"]
-    found = rendered_epp_config(manifests)
-    if found is None:
+    found = rendered_epp_configs(manifests)
+    if not found:
         return "", [f"{stack}: no EndpointPickerConfig among the rendered ConfigMaps"]
-    text, config = found
+    summaries, problems = [], []
+    for text, config in found:
+        summary, found_problems = _check_config(binary, stack, text, config)
+        summaries.append(summary)
+        problems += found_problems
+    return "\n".join(s for s in summaries if s), problems
+
+
+def _check_config(binary: Path, stack: str, text: str, config: dict[str, Any]) -> tuple[str, list[str]]:
+    """One EndpointPickerConfig through the checker: its summary line and its problems."""
     convs = conversations(config)
     scope = screener_scope(config)
     run = subprocess.run(

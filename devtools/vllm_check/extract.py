@@ -9,8 +9,10 @@ would get and runs the container's launch script the way the container would:
    secrets a placeholder.
 2. The kubelet expands `$(VAR)` references in env values (against the variables defined before
    them) and in command and args (against the whole env); `$$` is a literal `$`.
-3. bash runs the command with `vllm` and `find` replaced by stubs on PATH: the `vllm` stub records
-   its argv, `find` does nothing (the script's /dev/shm cleanup must never touch this machine).
+3. bash runs the command with `vllm`, `find` and `hf` replaced by stubs on PATH: the `vllm` stub
+   records its argv, `find` does nothing (the script's /dev/shm cleanup must never touch this
+   machine), `hf` records each LoRA adapter download; every `--lora-modules` path must have been
+   downloaded at a `--revision` before vLLM starts (vLLM 0.33 itself fetches no revision).
 
 The pure parts (expansion, env, template walking) are tested without vLLM; running the scripts
 needs only bash.
@@ -41,6 +43,9 @@ _STUBS = {
     # Record the argv and the environment vLLM would start with, NUL-separated, next to the stub.
     "vllm": ('#!/bin/bash\nprintf \'%s\\0\' vllm "$@" > "${0%/*}/vllm.argv"\nenv -0 > "${0%/*}/vllm.env"\n'),
     "find": "#!/bin/bash\nexit 0\n",
+    # The LoRA adapters' download (llmd_fleet/layers/serving/vllm.py lora_download_lines): one
+    # NUL-separated argv per call, each ended by a newline; nothing is fetched.
+    "hf": '#!/bin/bash\nprintf \'%s\\0\' hf "$@" >> "${0%/*}/hf.argv"\nprintf \'\\n\' >> "${0%/*}/hf.argv"\n',
 }
 # What would act on this machine despite the stubs: find, rm or vllm by absolute path, rm on /dev/shm.
 _UNSTUBBED = re.compile(r"(?<![\w./-])(?:/usr)?/bin/(?:find|rm|vllm)\b|\brm\b[^\n;&|]*/dev/shm")
@@ -194,9 +199,10 @@ def launch(
         raise LaunchError(f"cannot run command {command[:2]}: expected `bash -c SCRIPT` or `vllm serve ...`")
     if unsafe := _UNSTUBBED.search(" ".join(command[2:])):
         raise LaunchError(f"the launch script runs {unsafe.group(0)!r}, which the stubs cannot intercept")
-    record, record_env = bin_dir / "vllm.argv", bin_dir / "vllm.env"
+    record, record_env, downloads = bin_dir / "vllm.argv", bin_dir / "vllm.env", bin_dir / "hf.argv"
     record.unlink(missing_ok=True)
     record_env.unlink(missing_ok=True)
+    downloads.unlink(missing_ok=True)
     bash = shutil.which("bash") or "/bin/bash"
     run_env = {
         **env,
@@ -218,6 +224,8 @@ def launch(
     if not record.exists():
         raise LaunchError("the launch script finished without exec'ing vllm")
     argv = tuple(record.read_bytes().decode().split("\0")[:-1])
+    calls = downloads.read_text().split("\n")[:-1] if downloads.exists() else []
+    lora_download_problems(argv, [tuple(call.split("\0")[:-1]) for call in calls])
     kept: list[tuple[str, str]] = []
     for item in record_env.read_bytes().decode().split("\0")[:-1]:
         name, _, value = item.partition("=")
@@ -226,6 +234,43 @@ def launch(
     if "PATH" in env:
         kept.append(("PATH", env["PATH"]))
     return argv, tuple(sorted(kept))
+
+
+def _flag_value(argv: tuple[str, ...], flag: str) -> str | None:
+    return argv[argv.index(flag) + 1] if flag in argv[:-1] else None
+
+
+def lora_download_problems(argv: tuple[str, ...], calls: list[tuple[str, ...]]) -> None:
+    """Raise LaunchError unless every `--lora-modules` entry's path was fetched by an
+    `hf download SOURCE --revision REV --local-dir PATH` before vLLM started."""
+    if "--lora-modules" not in argv:
+        return
+    import json
+
+    start = argv.index("--lora-modules") + 1
+    entries = []
+    for word in argv[start:]:
+        if word.startswith("--"):
+            break
+        entries.append(word)
+    fetched = {
+        _flag_value(call, "--local-dir"): _flag_value(call, "--revision")
+        for call in calls
+        if call[:2] == ("hf", "download")
+    }
+    for entry in entries:
+        try:
+            module = json.loads(entry)
+        except ValueError:
+            raise LaunchError(
+                f"--lora-modules entry {entry!r} is not the JSON form (name, path, base_model_name)"
+            ) from None
+        path = module.get("path")
+        if not fetched.get(path):
+            raise LaunchError(
+                f"LoRA adapter {module.get('name')!r}: {path!r} is not downloaded at a --revision before "
+                "vLLM starts (vLLM 0.33 fetches a repository id at its default branch)"
+            )
 
 
 @dataclass(frozen=True)

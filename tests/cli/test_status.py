@@ -450,3 +450,30 @@ def test_pending_pods_say_why_without_their_disaggregatedset() -> None:
     status = read_status(read, config, NOW)
     assert status.roles is None and not status.all_ready
     assert status.lines()[-1] == f"why        pod glm52-decode-0-0: Pending, Unschedulable: {message}"
+
+
+def test_each_model_of_a_multi_model_stack_has_its_own_lines() -> None:
+    """`llmd-fleet:models`: status reads each model's view; one model's pods never count for the
+    other's groups or pool, though they share the namespace."""
+    from llmd_fleet.config.stack import model_views
+
+    glm, sub = model_views(_config("onprem-h100-multimodel"))
+    ready, loading = FakeApi(glm, DESIRED), FakeApi(sub, {"prefill": 0, "decode": 1}, job=None)
+
+    def read(path: str, params: dict[str, str] | None) -> Any:
+        if path == ready.pods_path:
+            wanted = dict(kv.split("=") for kv in (params or {})["labelSelector"].split(","))
+            pods = ready.pods + loading.pods
+            return {"items": [p for p in pods if wanted.items() <= p["metadata"]["labels"].items()]}
+        return ready.objects.get(path) or loading.objects.get(path)
+
+    first, second = read_status(read, glm, NOW), read_status(read, sub, NOW)
+    assert first.all_ready and not second.all_ready
+    assert first.lines()[:2] == [
+        "fleet      glm52 in namespace llm-d",
+        "groups     prefill 3/3 groups ready (6/6 pods), decode 2/2 groups ready (8/8 pods)",
+    ]
+    assert second.lines()[:2] == [
+        "fleet      subagent in namespace llm-d",
+        "groups     prefill 0/3 groups ready (0/6 pods), decode 1/2 groups ready (4/8 pods)",
+    ]

@@ -156,6 +156,33 @@ def test_launch_refuses_what_does_not_exec_vllm():
         assert launch(["vllm", "serve", "m"], {"A": "1"}, bin_dir) == (("vllm", "serve", "m"), (("A", "1"),))
 
 
+def test_lora_modules_must_be_downloaded_at_a_revision_first():
+    """The rendered LoRA launch (layers/serving/vllm.py) passes; an adapter the script does not
+    fetch, or fetches without --revision, is refused."""
+    from llmd_fleet.config.model import LoraAdapterConfig, ModelConfig
+    from llmd_fleet.layers.serving.vllm import lora_argv, lora_download_lines
+
+    model = ModelConfig.model_validate(_multimodel_subagent_model())
+    adapter = model.lora_adapters[0]
+    assert isinstance(adapter, LoraAdapterConfig)
+    serve = "exec vllm serve m " + " ".join(f"'{w}'" for w in lora_argv(model))
+    fetch = "\n".join(lora_download_lines(model))
+    with stub_bin() as bin_dir:
+        argv, _ = launch(["bash", "-c", f"set -euo pipefail\n{fetch}\n{serve}\n"], {}, bin_dir)
+        assert "--enable-lora" in argv
+        with pytest.raises(LaunchError, match=f"LoRA adapter {adapter.name!r}"):
+            launch(["bash", "-c", serve], {}, bin_dir)
+        unpinned = fetch.replace(f"--revision {adapter.revision}", "")
+        with pytest.raises(LaunchError, match="not downloaded at a --revision"):
+            launch(["bash", "-c", f"{unpinned}\n{serve}\n"], {}, bin_dir)
+
+
+def _multimodel_subagent_model() -> dict[str, Any]:
+    document = yaml.safe_load((REPO / "stacks" / "Pulumi.onprem-h100-multimodel.yaml").read_text())
+    model: dict[str, Any] = document["config"]["llmd-fleet:models"][1]["model"]
+    return model
+
+
 # --- Every rendered command line of every stack --------------------------------------------------
 
 

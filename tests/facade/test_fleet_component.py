@@ -71,19 +71,19 @@ def test_each_section_has_every_field_of_its_model_by_its_stack_file_name(key):
 
 def test_a_new_config_key_reaches_the_inputs_without_an_edit():
     schema = inputs.config_schema()
-    schema["properties"]["models"] = {
+    schema["properties"]["experiments"] = {
         "type": "object",
         "additionalProperties": {"$ref": "#/$defs/ModelConfig"},
-        "description": "`llmd-fleet:models` (optional): served models by name.",
+        "description": "`llmd-fleet:experiments` (optional): served models by name.",
     }
     source = inputs.generate_source(schema)
     # Not yet a stack key: only KNOWN_KEYS become inputs. Once the config has it, it is one.
-    assert "    models: dict[str, ModelConfig]" not in source
-    known = {"models", *KNOWN_KEYS}
+    assert "    experiments: dict[str, ModelConfig]" not in source
+    known = {"experiments", *KNOWN_KEYS}
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(inputs, "KNOWN_KEYS", frozenset(known))
         source = inputs.generate_source(schema)
-    assert "    models: dict[str, ModelConfig]" in source
+    assert "    experiments: dict[str, ModelConfig]" in source
 
 
 def test_cloud_target_kinds_are_not_offered():

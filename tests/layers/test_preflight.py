@@ -21,8 +21,20 @@ from tests.conftest import ENGINE_IMAGE, stack_raw_config, vllm_stacks
 
 # The fabric of each stack's target and its NICs (stacks/*.yaml, targets/<kind>/fabric.py,
 # SPECS[kind].nic_gbps).
-BACKEND = {"onprem-h100": "UCX", "onprem-h100-autoscale": "UCX", "gke-h100": "UCX", "eks-h100": "LIBFABRIC"}
-NIC_GBPS = {"onprem-h100": "400", "onprem-h100-autoscale": "400", "gke-h100": "200", "eks-h100": "100"}
+BACKEND = {
+    "onprem-h100": "UCX",
+    "onprem-h100-autoscale": "UCX",
+    "onprem-h100-multimodel": "UCX",
+    "gke-h100": "UCX",
+    "eks-h100": "LIBFABRIC",
+}
+NIC_GBPS = {
+    "onprem-h100": "400",
+    "onprem-h100-autoscale": "400",
+    "onprem-h100-multimodel": "400",
+    "gke-h100": "200",
+    "eks-h100": "100",
+}
 # Fabrics whose preflight verifies bytes but gates no rate (Fabric.preflight_rate_gate): UCX TCP on
 # TCPXO has no reachable rate known.
 UNGATED = {"gke-h100"}

@@ -44,6 +44,12 @@ def test_plan_json_is_the_documented_schema(stack: str, capsys: pytest.CaptureFi
     keys |= {f"throughput.roles.{r}.{k}" for r, v in throughput.get("roles", {}).items() for k in v}
     # every stack but the simulator's is modelled; each of those has the whole documented set
     assert ("throughput" in doc) == (stack != "local-sim")
+    multi = {"models", "totalGpus", "totalNodes"}
+    if "models" in stack_raw_config(stack):
+        assert doc["totalGpus"] == sum(m["plan"]["gpus"] for m in doc["models"]) > doc["gpus"]
+        assert [m["plan"]["schema"] for m in doc["models"]] == [SCHEMA] * len(doc["models"])
+    else:
+        documented -= multi
     if stack == "local-sim":
         documented = {k for k in documented if not k.startswith("throughput")}
     # `canary` only with serving.canary (tests/layers/test_canary.py checks its fields).

@@ -30,15 +30,17 @@ def decode_dp_48(monkeypatch) -> None:
     config layer would refuse such a role, so the plan is edited after it)."""
     import llmd_fleet.cli.main
     import llmd_fleet.cli.synth
-    from llmd_fleet.plan.fleet import plan_fleet as real_plan_fleet
+    from llmd_fleet.plan.models import plan_models as real_plan_models
 
-    def plan_fleet(config):
-        plan = real_plan_fleet(config)
-        roles = tuple(
-            dataclasses.replace(r, data_parallel=48) if r.name == "decode" else r for r in plan.roles
-        )
-        return dataclasses.replace(plan, roles=roles)
+    def plan_models(config):
+        def edited(plan):
+            roles = tuple(
+                dataclasses.replace(r, data_parallel=48) if r.name == "decode" else r for r in plan.roles
+            )
+            return dataclasses.replace(plan, roles=roles)
+
+        return tuple(edited(plan) for plan in real_plan_models(config))
 
     # Both entry points plan: synthesize() (used by tests) and the command line.
-    monkeypatch.setattr(llmd_fleet.cli.synth, "plan_fleet", plan_fleet)
-    monkeypatch.setattr(llmd_fleet.cli.main, "plan_fleet", plan_fleet)
+    monkeypatch.setattr(llmd_fleet.cli.synth, "plan_models", plan_models)
+    monkeypatch.setattr(llmd_fleet.cli.main, "plan_models", plan_models)

@@ -409,11 +409,13 @@ def _stack_with(tmp_path: Path, stack: str, images: dict[str, Any] | None, **ext
 
 
 def _engine_images(synthesis: Any) -> set[str]:
-    (dset,) = [r for r in synthesis.resources if r.type.endswith("DisaggregatedSet")]
-    roles = clean(dset.inputs)["spec"]["roles"]
+    """The engine image of every model's DisaggregatedSet (one per model)."""
+    sets = [r for r in synthesis.resources if r.type.endswith("DisaggregatedSet")]
+    assert sets
     return {
         c["image"]
-        for role in roles
+        for dset in sets
+        for role in clean(dset.inputs)["spec"]["roles"]
         for c in role["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"]
         if c["name"] == "vllm"
     }

@@ -408,6 +408,7 @@ def test_other_gateways_render_no_gke_policies(implementation):
         assert route["spec"]["rules"][0]["timeouts"] == {"request": "1800s"}
 
     # The route is the last child: once it is registered, every child is.
+    assert layer.route is not None
     return pulumi.Output.all(layer.route.urn, layer.address).apply(check)
 
 

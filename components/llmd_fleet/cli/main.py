@@ -40,10 +40,13 @@ from llmd_fleet.cli.outdir import OutputDirError, ensure_replaceable
 from llmd_fleet.cli.stack_file import StackArgumentError
 from llmd_fleet.config.model import client_model_name
 from llmd_fleet.core.problems import ConfigError, printable
-from llmd_fleet.plan.fleet import PlanError, plan_fleet
+from llmd_fleet.plan.fleet import PlanError
+from llmd_fleet.plan.models import plan_models
 from llmd_fleet.targets.extras import MissingExtraError, require_image_build_extra, require_target_extra
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from llmd_fleet.cli.check import CrdSchemas
     from llmd_fleet.cli.policy_check import PolicyPackProcess
     from llmd_fleet.cli.stack_file import StackFile
@@ -289,7 +292,7 @@ def _bench(args: argparse.Namespace, root: Path, stacks_dir: Path) -> int:
 
     try:
         config = stack_config(_read_stack(args, stacks_dir))
-        plan_fleet(config)  # a stack that does not plan does not deploy, and is not benchmarked
+        plan_models(config)  # a stack that does not plan does not deploy, and is not benchmarked
         options = BenchOptions(gateway_address=args.gateway_address, prometheus_url=args.prometheus_url)
         if args.stages is not None:
             options = BenchOptions(
@@ -327,6 +330,7 @@ def _status(args: argparse.Namespace, stacks_dir: Path) -> int:
     a flag, the kubeconfig's shape)."""
     from llmd_fleet.cli.stack_file import stack_config
     from llmd_fleet.cli.status import (
+        Status,
         StatusError,
         chat_request,
         gateway_url,
@@ -348,33 +352,49 @@ def _status(args: argparse.Namespace, stacks_dir: Path) -> int:
     except ClusterError as exc:
         _error(exc)
         return exc.exit_code
+    from llmd_fleet.config.stack import model_views
+
     try:
         with client:
-            if args.watch:
-                final = watch(
-                    lambda: read_status(client.get, config),
-                    timeout,
-                    interval,
-                    lambda line: print(printable(line), flush=True),
-                )
-                if final is None:
-                    # Why not: the last state with a line per pod or group that is not ready.
-                    for line in read_status(client.get, config).lines():
-                        print(printable(line))
-                    print(f"status {args.stack}: not every group ready after {timeout:.0f} s")
-                    return EXIT_INVALID_OUTPUT
-                status = final
-            else:
-                status = read_status(client.get, config)
-            for line in status.lines():
-                print(printable(line))
-            ok = status.all_ready
+            # One block of lines per model (`llmd-fleet:models`), in stack order; a single-model
+            # stack has one.
+            statuses = []
+            for view in model_views(config):
+                if args.watch:
+
+                    def read_view(view: "StackConfig" = view) -> "Status":
+                        return read_status(client.get, view)
+
+                    final = watch(
+                        read_view,
+                        timeout,
+                        interval,
+                        lambda line: print(printable(line), flush=True),
+                    )
+                    if final is None:
+                        # Why not: the last state with a line per pod or group that is not ready.
+                        for line in read_status(client.get, view).lines():
+                            print(printable(line))
+                        print(f"status {args.stack}: not every group ready after {timeout:.0f} s")
+                        return EXIT_INVALID_OUTPUT
+                    statuses.append(final)
+                else:
+                    statuses.append(read_status(client.get, view))
+            for status in statuses:
+                for line in status.lines():
+                    print(printable(line))
+            ok = all(status.all_ready for status in statuses)
             if args.request:
-                url, answer = chat_request(
-                    args.url or gateway_url(client.get, config), client_model_name(config.model)
-                )
-                print(printable(answer.line(url)))
-                ok = ok and answer.code is not None and 200 <= answer.code < 300
+                url = args.url or gateway_url(client.get, config)
+                for view in model_views(config):
+                    url, answer = chat_request(url, client_model_name(view.model))
+                    line = answer.line(url)
+                    print(
+                        printable(
+                            f"{line} (model {client_model_name(view.model)})" if config.models else line
+                        )
+                    )
+                    ok = ok and answer.code is not None and 200 <= answer.code < 300
     except StatusError as exc:
         _error(exc)
         return EXIT_BAD_INPUT
@@ -400,7 +420,7 @@ def _doctor(args: argparse.Namespace, stacks_dir: Path) -> int:
     try:
         stack_file = _read_stack(args, stacks_dir)
         config = stack_config(stack_file)
-        plan = plan_fleet(config)
+        plan = plan_models(config)[0]
         if config.target.kind in ("gke", "eks") and not args.deployed:
             raise InputRefused(
                 f"doctor {args.stack}: target.kind {config.target.kind} creates its cluster, so there is "
@@ -472,7 +492,7 @@ def run(argv: list[str]) -> int:
     crds, policy_config_path, policy_config = None, None, None
     try:
         stack_file = _read_stack(args, stacks_dir)
-        plan = plan_fleet(config := stack_config(stack_file))
+        plan = plan_models(config := stack_config(stack_file))[0]
         if args.command in ("plan", "render"):
             _remote_code_advisory(config)
         if args.command == "plan":
@@ -559,6 +579,8 @@ def _plan(args: argparse.Namespace, config: "StackConfig", plan: "FleetPlan") ->
     with --json the plan as one JSON document."""
     from llmd_fleet.cli.plan_output import cost_line, fit_tables, hourly_cost, plan_json, throughput_json
 
+    if config.models:
+        return _plan_models(args, config)
     if args.json:
         import json
 
@@ -599,6 +621,87 @@ def _plan(args: argparse.Namespace, config: "StackConfig", plan: "FleetPlan") ->
     print("\n## What to expect live (llmd_fleet/layers/observability/live.py, docs/observability.md)\n")
     print(fit_tables(live_table(config, plan)))
     return EXIT_OK
+
+
+def _plan_models(args: argparse.Namespace, config: "StackConfig") -> int:
+    """`llmd-fleet plan` of a stack with `llmd-fleet:models`: the budget across the models (GPUs,
+    nodes, cost), then each model's plan as a single-model stack's, on its share of the nodes."""
+    from llmd_fleet.cli.plan_output import cost_line, fit_tables, hourly_cost, plan_json, throughput_json
+    from llmd_fleet.cli.plan_sections import memory_section, workload_section
+    from llmd_fleet.cli.render import plan_table
+    from llmd_fleet.config.stack import model_views
+    from llmd_fleet.plan.models import plan_model_shares
+
+    shares = plan_model_shares(config)
+    views = model_views(config)
+    gpus = sum(s.plan.gpus for s in shares)
+    nodes = sum(s.plan.nodes for s in shares)
+    if args.json:
+        import json
+
+        def model_doc(view: "StackConfig", plan: "FleetPlan") -> dict[str, Any]:
+            doc = plan_json(args.stack, view, plan)
+            if args.gpu_hour_usd is not None:
+                doc["cost"] = hourly_cost(plan, args.gpu_hour_usd)
+            throughput = throughput_json(view, plan, args.gpu_hour_usd, args.cache_hit)
+            if throughput is not None:
+                doc["throughput"] = throughput
+            return doc
+
+        # The first model's plan at the top (a v1 reader sees a whole plan), then every model's.
+        doc = model_doc(views[0], shares[0].plan)
+        doc["totalGpus"], doc["totalNodes"] = gpus, nodes
+        doc["models"] = [
+            {
+                "name": share.name,
+                "servedName": share.client_name,
+                "adapters": list(share.adapters),
+                "plan": model_doc(view, share.plan),
+            }
+            for share, view in zip(shares, views, strict=True)
+        ]
+        print(json.dumps(doc, indent=2))
+        return EXIT_OK
+    print(f"# plan of {args.stack}: {gpus} GPUs on {nodes} nodes, {len(shares)} models\n")
+    rows = [("model", "served as", "LoRA adapters", "node groups", "nodes", "GPUs")]
+    for share in shares:
+        groups = ", ".join(f"{u.name} {u.used}" for u in share.plan.node_groups if u.used)
+        rows.append(
+            (
+                share.name,
+                share.client_name,
+                ", ".join(share.adapters) or "none",
+                groups,
+                str(share.plan.nodes),
+                str(share.plan.gpus),
+            )
+        )
+    print(fit_tables(_markdown_table(rows)))
+    if args.gpu_hour_usd is not None:
+        for share in shares:
+            print(f"{share.name}: " + cost_line(hourly_cost(share.plan, args.gpu_hour_usd)))
+        print()
+    for share, view in zip(shares, views, strict=True):
+        print(f"\n## model {share.name}: `{view.model.id}` @ `{view.model.revision}`\n")
+        print(fit_tables(plan_table(share.plan)))
+        lora = max((r.memory.lora_gib for r in share.plan.roles), default=0.0)
+        if share.adapters:
+            print(
+                f"\nLoRA: {len(share.adapters)} adapter slot(s) of rank "
+                f"{max(a.rank for a in view.model.lora_adapters)} take {lora:.2f} GiB of HBM per rank, "
+                "before KV (plan/lora.py)"
+            )
+        for section in (memory_section(view, share.plan), workload_section(view, share.plan)):
+            if section:
+                print("\n" + fit_tables(section))
+    return EXIT_OK
+
+
+def _markdown_table(rows: "Sequence[tuple[str, ...]]") -> str:
+    header, *body = rows
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in body]
+    return "\n".join(lines)
 
 
 def _reused(stack_file: "StackFile", out: Path) -> bool:

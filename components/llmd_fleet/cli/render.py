@@ -294,6 +294,11 @@ def plan_table(plan: FleetPlan) -> str:
         ("replicated weights (GiB)", *(_gib(r.memory.replicated_weights_gib) for r in plan.roles)),
         ("expert weights / EP (GiB)", *(_gib(r.memory.expert_weights_gib) for r in plan.roles)),
         ("runtime + NVSHMEM reserve (GiB)", *(_gib(r.memory.reserve_gib) for r in plan.roles)),
+        *(
+            [("LoRA adapter slots (GiB)", *(_gib(r.memory.lora_gib) for r in plan.roles))]
+            if any(r.memory.lora_gib for r in plan.roles)
+            else []
+        ),
         ("KV cache per rank (GiB)", *(_gib(r.memory.kv_cache_gib) for r in plan.roles)),
         ("KV tokens per rank", *(f"{r.memory.kv_tokens:,}" for r in plan.roles)),
         (f"{ctx}-token contexts per rank", *(f"{r.memory.agent_contexts:.2f}" for r in plan.roles)),
@@ -391,6 +396,41 @@ def _diagram(synthesis: Synthesis) -> str:
     return "\n".join(lines)
 
 
+def _models_summary(synthesis: Synthesis, counts: Counter[str]) -> str:
+    """The summary of a stack with `llmd-fleet:models`: the totals, then each model's plan."""
+    from llmd_fleet.config.stack import model_views
+    from llmd_fleet.plan.models import plan_model_shares
+
+    config = synthesis.config
+    shares = plan_model_shares(config)
+    used: Counter[str] = Counter()
+    for share in shares:
+        for use in share.plan.node_groups:
+            used[use.name] += use.used
+    lines = [
+        f"# Stack `{synthesis.stack}`",
+        "",
+        f"- target: {config.target.kind}, Kubernetes {config.target.kubernetes_version}",
+        f"- GPUs: {sum(s.plan.gpus for s in shares)} on {sum(s.plan.nodes for s in shares)} nodes, "
+        f"{len(shares)} models",
+    ]
+    for name, group in sorted(config.fleet.node_groups.items()):
+        lines.append(f"- node group `{name}`: {used[name]} of {group.count} nodes used")
+    for share, view in zip(shares, model_views(config), strict=True):
+        adapters = f", LoRA adapters {', '.join(share.adapters)}" if share.adapters else ""
+        lines.append(
+            f"- model `{share.name}`: `{view.model.id}` @ `{view.model.revision}` served as "
+            f"`{share.client_name}`{adapters}: {share.plan.gpus} GPUs on {share.plan.nodes} nodes"
+        )
+    for share in shares:
+        lines += ["", f"## Plan of model `{share.name}`", "", plan_table(share.plan)]
+    lines += ["", "## Topology", "", _diagram(synthesis)]
+    lines += ["", "## Resources by type", "", "| type | count |", "|---|---|"]
+    lines += [f"| `{t}` | {n} |" for t, n in sorted(counts.items())]
+    lines += ["", f"Secret values are never rendered; they appear as `{REDACTED}`.", ""]
+    return "\n".join(lines)
+
+
 def summary(synthesis: Synthesis) -> str:
     config, plan = synthesis.config, synthesis.plan
     counts = Counter(r.type for r in synthesis.resources)
@@ -401,6 +441,8 @@ def summary(synthesis: Synthesis) -> str:
         f"- model: `{config.model.id}` @ `{config.model.revision}`",
         f"- GPUs: {plan.gpus} on {plan.nodes} nodes",
     ]
+    if config.models:
+        return _models_summary(synthesis, counts)
     for use in plan.node_groups:
         lines.append(f"- node group `{use.name}`: {use.used} of {use.nodes} nodes used")
     lines += ["", "## Plan", "", plan_table(plan), "", "## Topology", "", _diagram(synthesis)]

@@ -15,7 +15,8 @@ from pulumi.runtime import MockCallArgs, MockResourceArgs, Mocks, mocks, set_moc
 from llmd_fleet.cli.stack_file import StackFile, read_stack_file, stack_config
 from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.problems import PROJECT
-from llmd_fleet.plan.fleet import FleetPlan, plan_fleet
+from llmd_fleet.plan.fleet import FleetPlan
+from llmd_fleet.plan.models import plan_models
 
 # The marker the Pulumi wire format wraps secret values in (pulumi.runtime.rpc).
 _SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d"
@@ -143,7 +144,7 @@ def synthesize(stacks_dir: Path, stack: str) -> Synthesis:
     stack_file = read_stack_file(stacks_dir, stack)
     # Bad input is refused here, before the mock engine starts (nothing of it to clean up).
     config = stack_config(stack_file)
-    return synthesize_validated(stack_file, config, plan_fleet(config))
+    return synthesize_validated(stack_file, config, plan_models(config)[0])
 
 
 def synthesize_validated(stack_file: StackFile, config: StackConfig, plan: FleetPlan) -> Synthesis:

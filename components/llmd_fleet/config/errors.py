@@ -75,6 +75,7 @@ _UNIT_NAMES = {
     "prefill": "instances",
     "decode": "instances",
     "routerReplicas": "replicas",
+    "rank": "(LoRA rank)",
 }
 
 

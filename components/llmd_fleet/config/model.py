@@ -3,7 +3,7 @@
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from llmd_fleet.config.base import ConfigModel
 from llmd_fleet.config.grammar import (
@@ -29,6 +29,35 @@ class WeightDtype(StrEnum):
     @property
     def bytes_per_param(self) -> int:
         return {"fp8": 1, "bf16": 2}[self.value]
+
+
+# vLLM 0.33's accepted LoRA ranks (vllm/config/lora.py MaxLoRARanks): --max-lora-rank takes one of
+# these, and an adapter's rank must not exceed it.
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+MAX_LORA_ADAPTERS = 16
+
+
+class LoraAdapterConfig(_Model):
+    """A LoRA adapter the model's engines load at start (vLLM --lora-modules), served under its
+    own name beside the base model."""
+
+    name: ServedModelName
+    """Name clients send in a request's `model` field to get this adapter."""
+    source: HfRepoId
+    """Hugging Face repository id of the adapter (a PEFT `adapter_config.json` and weights)."""
+    revision: GitRevision
+    """Branch, tag or 40-hex commit id of the adapter to load; pin a commit for production."""
+    rank: Annotated[int, Field(ge=1, le=max(LORA_RANKS))]
+    """The adapter's LoRA rank (`r` in its adapter_config.json), one of 1, 8, 16, 32, 64, 128, 256,
+    320, 512 (vLLM 0.33's LoRA ranks); sizes the engine's LoRA slots
+    (vLLM --max-lora-rank: the largest rank of the model's adapters) and their memory in the plan."""
+
+    @field_validator("rank")
+    @classmethod
+    def _rank(cls, value: int) -> int:
+        if value not in LORA_RANKS:
+            raise ValueError(f"must be one of {', '.join(map(str, LORA_RANKS))} (vLLM 0.33's LoRA ranks)")
+        return value
 
 
 class ModelConfig(_Model):
@@ -68,6 +97,11 @@ class ModelConfig(_Model):
     """vLLM --reasoning-parser (a name the pinned vLLM registers)."""
     trust_remote_code: bool = False
     """Pass --trust-remote-code to vLLM."""
+    lora_adapters: Annotated[list[LoraAdapterConfig], Field(max_length=MAX_LORA_ADAPTERS)] = Field(
+        default_factory=list
+    )
+    """LoRA adapters every engine of the model loads at start (vLLM --enable-lora
+    --lora-modules); none by default."""
 
 
 def client_model_name(model: ModelConfig) -> str:

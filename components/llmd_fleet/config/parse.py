@@ -10,8 +10,25 @@ from typing import Any
 from pydantic import ValidationError
 
 from llmd_fleet.config.errors import describe, key_path, section_loc
+from llmd_fleet.config.models import (
+    MODEL_SECTIONS,
+    ModelEntryConfig,
+    entry_key,
+    entry_problems,
+    lora_problems,
+    shared_problems,
+)
 from llmd_fleet.config.rules import model_problems, node_group_problems, workload_problems
-from llmd_fleet.config.stack import KNOWN_KEYS, OBJECT_KEYS, OPTIONAL_OBJECT_KEYS, SECRET_KEYS, StackConfig
+from llmd_fleet.config.stack import (
+    KNOWN_KEYS,
+    MODELS_ADAPTER,
+    MODELS_KEY,
+    OBJECT_KEYS,
+    OPTIONAL_OBJECT_KEYS,
+    SECRET_KEYS,
+    StackConfig,
+    model_views,
+)
 from llmd_fleet.core.problems import PROJECT, ConfigError, Problem
 from llmd_fleet.images.rules import images_problems
 from llmd_fleet.layers.autoscaling.rules import autoscaling_problems
@@ -53,6 +70,7 @@ RULES: tuple[Callable[[StackConfig], list[Problem]], ...] = (
     node_group_problems,
     simulator_problems,
     model_problems,
+    lora_problems,
     workload_problems,
     role_problems,
     kv_tier_problems,
@@ -102,8 +120,27 @@ def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset
             problems.append(
                 Problem(f"{PROJECT}:{key}", f"must be a secret: pulumi config set --secret {key} <value>")
             )
+    multi = MODELS_KEY in raw
+    entries: list[ModelEntryConfig] = []
+    if multi:
+        for section in MODEL_SECTIONS:
+            if section in raw:
+                problems.append(
+                    Problem(
+                        f"{PROJECT}:{section}",
+                        f"not with {PROJECT}:{MODELS_KEY}: set `{section}` in each models entry",
+                    )
+                )
+        try:
+            entries = MODELS_ADAPTER.validate_python(raw[MODELS_KEY])
+        except ValidationError as exc:
+            problems += _section_problems(MODELS_KEY, exc, raw[MODELS_KEY])
+        if entries:
+            problems += entry_problems(entries, list(raw[MODELS_KEY]))
     parts: dict[str, Any] = {}
     for key, adapter in OBJECT_KEYS.items():
+        if multi and key in MODEL_SECTIONS:
+            continue
         if key not in raw:
             problems.append(Problem(f"{PROJECT}:{key}", "required"))
             continue
@@ -112,20 +149,76 @@ def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset
         except ValidationError as exc:
             problems += _section_problems(key, exc, raw[key])
     for key, adapter in OPTIONAL_OBJECT_KEYS.items():
-        if key not in raw:
+        if key not in raw or (multi and key in MODEL_SECTIONS):
             continue
         try:
             parts[key] = adapter.validate_python(raw[key])
         except ValidationError as exc:
             problems += _section_problems(key, exc, raw[key])
+    if multi and "responses" in raw:
+        problems.append(
+            Problem(
+                f"{PROJECT}:responses",
+                f"not with {PROJECT}:{MODELS_KEY}: the agentic API fronts one pool (use the "
+                "single-model form, or leave `responses` out)",
+            )
+        )
     if problems:
         raise ConfigError(problems)
+    if multi:
+        first = entries[0]
+        parts.update(
+            model=first.model,
+            serving=first.serving.model_copy(update={"name": first.name}),
+            router=first.router,
+            models=tuple(entries),
+        )
     config = StackConfig(
         **parts,
         has_hf_token="hfToken" in raw,
         has_registry_password="registryPassword" in raw,
         has_responses_db_password="responsesDbPassword" in raw,
     )
+    if not multi:
+        config, problems = _complete(config, raw)
+        if problems:
+            raise ConfigError(problems)
+        return config
+    # Each model is checked as the single-model stack it renders as; its problems are named at
+    # its entry, and those of the shared sections once.
+    views = []
+    for index, view in enumerate(model_views(config)):
+        view, view_problems = _complete(view, raw)
+        views.append(view)
+        for problem in view_problems:
+            own = config.models[index].workload is not None
+            moved = Problem(entry_key(index, problem.key, own), problem.message)
+            if moved not in problems:
+                problems.append(moved)
+    if problems:
+        raise ConfigError(problems)
+    # On the completed shared sections (the target's observability defaults filled in).
+    problems = shared_problems(views[0].model_copy(update={"models": config.models}))
+    if problems:
+        raise ConfigError(problems)
+    completed = tuple(
+        entry.model_copy(
+            update={
+                "model": view.model,
+                "serving": view.serving,
+                "router": view.router,
+                "workload": view.workload if entry.workload is not None else None,
+            }
+        )
+        for entry, view in zip(config.models, views, strict=True)
+    )
+    # The stack-wide workload stays the stack's (the first view's may be its entry's own).
+    return views[0].model_copy(update={"models": completed, "workload": config.workload})
+
+
+def _complete(config: StackConfig, raw: Mapping[str, Any]) -> tuple[StackConfig, list[Problem]]:
+    """One model's config with the target kind's and the observability defaults filled in, and
+    every cross-field rule's problems."""
     config = SPECS[config.target.kind].defaults(config)
     if config.serving.engine == "simulator" and "enabled" not in config.serving.preflight.model_fields_set:
         # The simulator moves no KV over a fabric: nothing for the preflight to prove.
@@ -143,9 +236,7 @@ def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset
                 "and reaches it with the credentials it creates; pulumi config rm kubeconfig",
             )
         )
-    if problems:
-        raise ConfigError(problems)
-    return config
+    return config, problems
 
 
 def _target_observability_defaults(config: StackConfig) -> StackConfig:
@@ -198,11 +289,14 @@ def read_pulumi_config(
         if namespace != PROJECT:
             continue  # another provider's or project's setting (kubernetes:context, gcp:project)
         value = get(full_key)
-        if (key in OBJECT_KEYS or key in OPTIONAL_OBJECT_KEYS) and isinstance(value, str):
+        if (key in OBJECT_KEYS or key in OPTIONAL_OBJECT_KEYS or key == MODELS_KEY) and isinstance(
+            value, str
+        ):
             try:
                 value = json.loads(value)
             except json.JSONDecodeError:
-                raise ConfigError([(full_key, "must be an object (a YAML mapping)")]) from None
+                shape = "a list (a YAML sequence)" if key == MODELS_KEY else "an object (a YAML mapping)"
+                raise ConfigError([(full_key, f"must be {shape}")]) from None
         raw[key] = value
         if is_secret(full_key):
             secrets.add(key)

@@ -6,6 +6,9 @@ A stack file (stacks/Pulumi.<stack>.yaml) sets these keys under the `llmd-fleet:
     llmd-fleet:fleet     the GPU node groups (FleetConfig)
     llmd-fleet:model     the served model and the architecture facts sizing needs (ModelConfig)
     llmd-fleet:serving   namespace, load budget and the prefill/decode roles (ServingConfig)
+    llmd-fleet:models    several models behind one gateway, each with the three sections above
+                         under a `name` (ModelEntryConfig; llmd_fleet/config/models.py), in place
+                         of `model`, `serving` and `router`
     llmd-fleet:router    endpoint picker mode, prefix routing, flow control (RouterConfig, optional)
     llmd-fleet:gateway   gateway implementation and listener (GatewayConfig, optional)
     llmd-fleet:images    build the wide-EP serving image or run the upstream one (ImagesConfig,
@@ -31,6 +34,7 @@ from pydantic import Field, TypeAdapter
 from llmd_fleet.config.base import ConfigModel
 from llmd_fleet.config.fleet import FleetConfig
 from llmd_fleet.config.model import ModelConfig
+from llmd_fleet.config.models import ModelEntryConfig, ModelsConfig
 from llmd_fleet.config.workload import WorkloadConfig
 from llmd_fleet.images.config import ImagesConfig
 from llmd_fleet.layers.gateway.config import GatewayConfig
@@ -72,6 +76,14 @@ class StackConfig(ConfigModel):
     responses: ResponsesConfig | None = None
     """`llmd-fleet:responses` (optional; absent: off): the agentic API and its PostgreSQL
     (llmd_fleet/config/responses.py)."""
+    models: tuple[ModelEntryConfig, ...] = ()
+    """`llmd-fleet:models` (optional; empty: the single-model form). When set, `model`, `serving`
+    and `router` above are its first entry's (`serving.name` its `name`), and every layer renders
+    each model from its view (llmd_fleet/config/models.py model_views)."""
+    model_scope: str | None = None
+    """Not a config key: set on each model's view with `llmd-fleet:models` (its name), so the
+    series its monitors scrape carry it as `MODEL_SCOPE_LABEL` and its alerts and dashboards select
+    that model's series only, not every series of the shared namespace."""
     has_hf_token: bool = False
     """Whether `llmd-fleet:hfToken` is set (as a secret); the value itself is never held here."""
     has_registry_password: bool = False
@@ -79,6 +91,9 @@ class StackConfig(ConfigModel):
     has_responses_db_password: bool = False
     """Whether `llmd-fleet:responsesDbPassword` is set (as a secret)."""
 
+
+MODEL_SCOPE_LABEL = "llmd_fleet_model"
+"""The series label that tells models sharing a namespace apart (`StackConfig.model_scope`)."""
 
 # The config keys, in the order errors are reported, and how each section is validated.
 OBJECT_KEYS: dict[str, TypeAdapter[Any]] = {
@@ -96,5 +111,29 @@ OPTIONAL_OBJECT_KEYS: dict[str, TypeAdapter[Any]] = {
     "responses": TypeAdapter(ResponsesConfig),
     "workload": TypeAdapter(WorkloadConfig),
 }
+# `llmd-fleet:models`, a list in place of the single-model sections (llmd_fleet/config/models.py).
+MODELS_KEY = "models"
+MODELS_ADAPTER: TypeAdapter[Any] = TypeAdapter(ModelsConfig)
 SECRET_KEYS = ("hfToken", "kubeconfig", "registryPassword", "responsesDbPassword")
-KNOWN_KEYS = frozenset(OBJECT_KEYS) | frozenset(OPTIONAL_OBJECT_KEYS) | frozenset(SECRET_KEYS)
+KNOWN_KEYS = frozenset(OBJECT_KEYS) | frozenset(OPTIONAL_OBJECT_KEYS) | frozenset(SECRET_KEYS) | {MODELS_KEY}
+
+
+def model_views(config: StackConfig) -> tuple[StackConfig, ...]:
+    """One single-model StackConfig per served model, in stack order: the config itself without
+    `llmd-fleet:models`, else each entry's model, serving (named by the entry) and router over the
+    shared sections."""
+    if not config.models:
+        return (config,)
+    return tuple(
+        config.model_copy(
+            update={
+                "model": entry.model,
+                "serving": entry.serving.model_copy(update={"name": entry.name}),
+                "router": entry.router,
+                "workload": entry.workload if entry.workload is not None else config.workload,
+                "models": (),
+                "model_scope": entry.name,
+            }
+        )
+        for entry in config.models
+    )

@@ -4,7 +4,7 @@ Pulumi languages declare through the component provider in provider/ (docs/compo
 Its inputs are the stack config's keys, generated from the config models (inputs.py); the
 component validates them with `parse_config`, the function a stack's config goes through, so a bad
 input gets the stack file's error naming the same key (`llmd-fleet:serving.roles.decode...`), and
-plans the fleet with `plan_fleet`. It then declares what the stack program declares for the same
+plans the fleet with `plan_models`. It then declares what the stack program declares for the same
 settings (`declare_fleet` of llmd_fleet/program.py), every resource a child of the component.
 
 The Kubernetes provider comes from the `kubeconfig` secret input (the ambient kubeconfig when
@@ -29,7 +29,8 @@ from llmd_fleet.config.parse import KUBECONFIG_KINDS, check_stack_secrets, parse
 from llmd_fleet.config.stack import SECRET_KEYS, StackConfig
 from llmd_fleet.core.problems import PROJECT, ConfigError
 from llmd_fleet.facade import inputs
-from llmd_fleet.plan.fleet import FleetPlan, PlanError, plan_fleet
+from llmd_fleet.plan.fleet import FleetPlan, PlanError
+from llmd_fleet.plan.models import plan_models
 from llmd_fleet.targets.specs import SPECS
 
 PACKAGE = PROJECT
@@ -88,7 +89,8 @@ def validate(args: Mapping[str, Any]) -> tuple[StackConfig, FleetPlan]:
                 )
             ]
         )
-    return config, plan_fleet(config)
+    # With `llmd-fleet:models` every model is planned on its share (the first model's plan returned).
+    return config, plan_models(config)[0]
 
 
 class InputSecrets:

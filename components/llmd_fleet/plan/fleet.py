@@ -31,6 +31,7 @@ from llmd_fleet.layers.router.specs import (
 from llmd_fleet.layers.serving.config import RoleConfig
 from llmd_fleet.plan.epp import EPP_BASELINE_GIB, EPP_BYTES_PER_TOKEN_PER_RPS, epp_cpus_for
 from llmd_fleet.plan.kernels import MoeKernels, moe_kernels
+from llmd_fleet.plan.lora import lora_gib_per_rank
 from llmd_fleet.plan.memory import (
     ModelSizing,
     Reserves,
@@ -147,6 +148,8 @@ class MemoryPlan:
     reserves: Reserves | None = None
     """Reserves by part (plan/memory.py), when the model has a committed description."""
     kv_bytes_per_token: int = 0
+    lora_gib: float = 0.0
+    """HBM the model's LoRA slots take per rank (plan/lora.py); 0 without adapters."""
     context_tokens: int = 0
     """The declared turn `agent_contexts` counts in (the workload's p50 input + output)."""
     """What KV tokens (HBM and CPU tier) were sized with."""
@@ -482,7 +485,15 @@ def _memory(config: StackConfig, role: RoleConfig) -> MemoryPlan:
         experts = model.routed_expert_params_b * GB * bytes_per_param * physical / role.expert_parallel / GIB
         reserve = role.runtime_reserve_gib + role.nvshmem_heap_gib
         kv_per_token = sizing.kv_bytes_per_token
-    kv = usable - replicated - experts - reserve
+    adapters = model.lora_adapters
+    lora = (
+        lora_gib_per_rank(
+            sizing.description, len(adapters), max(a.rank for a in adapters), role.expert_parallel
+        )
+        if adapters and sizing.description is not None
+        else 0.0
+    )
+    kv = usable - replicated - experts - reserve - lora
     kv_tokens = max(0, int(kv * GIB // kv_per_token))
     return MemoryPlan(
         hbm_gib=hbm,
@@ -497,6 +508,7 @@ def _memory(config: StackConfig, role: RoleConfig) -> MemoryPlan:
         weights=weights,
         reserves=held,
         kv_bytes_per_token=kv_per_token,
+        lora_gib=lora,
     )
 
 

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from llmd_fleet.config.grammar import url_port
-from llmd_fleet.config.stack import StackConfig
+from llmd_fleet.config.stack import MODEL_SCOPE_LABEL, StackConfig
 from llmd_fleet.plan.fleet import GIB, FleetPlan, RoleName, RolePlan
 
 # vLLM 0.33.0 observes vllm:nixl_xfer_time_seconds into buckets up to 5 s
@@ -80,6 +80,9 @@ class ObservabilityPlan:
     """The EPP's leader-election Lease name; None when the EPP does not elect a leader."""
     cpu_tier: bool
     """Whether the engines run the CPU KV tier (the allocation-failure alert needs it)."""
+    scope: tuple[tuple[str, str], ...] = ()
+    """Label matchers every query adds besides the namespace: with `llmd-fleet:models` the
+    model's own (config/stack.py MODEL_SCOPE_LABEL); none for a single model."""
 
     def role(self, name: RoleName) -> RoleTargets:
         return next(r for r in self.roles if r.name == name)
@@ -137,6 +140,7 @@ def plan_observability(config: StackConfig, plan: FleetPlan) -> ObservabilityPla
         mtp_tokens=config.serving.roles.decode.mtp_tokens,
         leader_lease=lease,
         cpu_tier=config.serving.kv_tier.cpu_offload and any(r.memory.cpu_tier_gib > 0 for r in plan.roles),
+        scope=((MODEL_SCOPE_LABEL, config.model_scope),) if config.model_scope is not None else (),
     )
 
 

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 
 from llmd_fleet.config.stack import StackConfig
-from llmd_fleet.core.problems import Problem, key
+from llmd_fleet.core.problems import Key, Problem, key
 from llmd_fleet.targets.eks.config import EksTarget
 from llmd_fleet.targets.gke.config import GkeTarget
 
@@ -94,3 +94,50 @@ def system_node_problems(config: StackConfig, epp_cpus: int, epp_memory_gib: int
             "router for a lower rate",
         )
     ]
+
+
+def pool_of(config: StackConfig) -> tuple[Key, str, int] | None:
+    """The stack's CPU pool: its count's key, machine type and node count (gke, eks), else None."""
+    target = config.target
+    if isinstance(target, GkeTarget):
+        pool = target.gke.system_pool
+        return key(config, "target", "gke", "system_pool", "node_count"), pool.machine_type, pool.node_count
+    if isinstance(target, EksTarget):
+        nodes = target.eks.system_nodes
+        return key(config, "target", "eks", "system_nodes", "count"), nodes.instance_type, nodes.count
+    return None
+
+
+def picker_pairs_problems(config: StackConfig, pickers: list[tuple[str, int, int, int]]) -> list[Problem]:
+    """Several models' endpoint pickers in the stack's CPU pool (`llmd-fleet:models`): each
+    model's replicas need distinct nodes (required anti-affinity, per model), and together their
+    requests must fit the pool's allocatable CPU and memory. `pickers`: (model, replicas, CPUs and
+    GiB one replica requests)."""
+    pool = pool_of(config)
+    if pool is None or len(pickers) < 2:
+        return []
+    where, machine, nodes = pool
+    problems = [
+        Problem(
+            where,
+            f"model {name}'s {replicas} endpoint-picker replicas need {replicas} nodes; the pool has {nodes}",
+        )
+        for name, replicas, _, _ in pickers
+        if replicas > nodes
+    ]
+    shape = node_shape(machine)
+    if shape is None:
+        return problems
+    cpus, memory = allocatable(shape)
+    need_cpus = sum(r * c for _, r, c, _ in pickers)
+    need_memory = sum(r * m for _, r, _, m in pickers)
+    if need_cpus > cpus * nodes or need_memory > memory * nodes:
+        share = ", ".join(f"{name} {r} x ({c} CPUs, {m} GiB)" for name, r, c, m in pickers)
+        problems.append(
+            Problem(
+                where,
+                f"the models' endpoint pickers request {need_cpus} CPUs and {need_memory} GiB ({share}) but "
+                f"{nodes} x {machine} offer {cpus * nodes:.1f} CPUs and {memory * nodes:.0f} GiB to pods",
+            )
+        )
+    return problems

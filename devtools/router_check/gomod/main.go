@@ -34,6 +34,7 @@ import (
 	"github.com/llm-d/llm-d-router/pkg/epp/framework/plugins/requestcontrol/requestheader/agentidentity"
 	"github.com/llm-d/llm-d-router/pkg/epp/framework/plugins/requestcontrol/screener/disaggregatedsetrollout"
 	"github.com/llm-d/llm-d-router/pkg/epp/framework/plugins/scheduling/profilehandler/disagg"
+	"github.com/llm-d/llm-d-router/pkg/epp/framework/plugins/scheduling/scorer/loraaffinity"
 	"github.com/llm-d/llm-d-router/pkg/epp/framework/plugins/scheduling/scorer/sessionaffinity"
 )
 
@@ -111,6 +112,7 @@ var factories = map[string]fwkplugin.FactoryFunc{
 	p2psource.PluginType:                   p2psource.PluginFactory,
 	disagg.AlwaysDisaggPDDeciderPluginType: disagg.AlwaysDisaggPDDeciderPluginFactory,
 	disagg.PrefixBasedPDDeciderPluginType:  disagg.PrefixBasedPDDeciderPluginFactory,
+	loraaffinity.LoraAffinityScorerType:    loraaffinity.LoraAffinityScorerFactory,
 }
 
 func main() {

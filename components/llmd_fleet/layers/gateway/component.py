@@ -207,6 +207,8 @@ class GatewayLayerArgs(TypedDict):
     - `infrastructure_annotations` (default: none): annotations the implementation copies onto
       what it generates for the Gateway (`spec.infrastructure`).
     - `addresses` (default: none): the Gateway's `spec.addresses`.
+    - `route` (default `True`): declare the HTTPRoute to `pool_name` (and on GKE its backend
+      policies); `llmd-fleet:models` declares a route per model instead.
     """
 
     config: StackConfig
@@ -219,6 +221,9 @@ class GatewayLayerArgs(TypedDict):
     """Annotations for the Gateway's generated resources (e.g. the AWS NLB annotations on EKS)."""
     addresses: NotRequired[list[dict[str, str]]]
     """The Gateway's `spec.addresses` (GKE with Responses on: the reserved internal address)."""
+    route: NotRequired[bool]
+    """Declare the HTTPRoute to `pool_name` (default true); false with `llmd-fleet:models`, whose
+    routes per model come with the body-based router (llmd_fleet/layers/gateway/bbr.py)."""
 
 
 class GatewayLayer(pulumi.ComponentResource):
@@ -227,7 +232,8 @@ class GatewayLayer(pulumi.ComponentResource):
     `address` is the Gateway's first status address."""
 
     address: pulumi.Output[str | None]
-    route: k8s.apiextensions.CustomResource
+    route: k8s.apiextensions.CustomResource | None
+    """The HTTPRoute to the pool; None with `route: False`."""
     backend_policies: list[k8s.apiextensions.CustomResource]
     """GKE's HealthCheckPolicy and GCPBackendPolicy on the InferencePool (empty elsewhere)."""
 
@@ -288,25 +294,32 @@ class GatewayLayer(pulumi.ComponentResource):
             spec=gateway_spec(config.gateway, args.get("infrastructure_annotations"), args.get("addresses")),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*crds, *releases]),
         )
+        self.route = None
+        self.backend_policies = []
+        if args.get("route", True):
+            self._declare_route(name, config, args["pool_name"], gateway)
+        self.address = gateway.status.apply(_first_address)
+        self.register_outputs({"address": self.address})
+
+    def _declare_route(
+        self, name: str, config: StackConfig, pool_name: str, gateway: pulumi.Resource
+    ) -> None:
+        """The HTTPRoute to the pool and, on GKE, the pool's backend policies."""
+        serving_ns = config.serving.namespace
         self.route = k8s.apiextensions.CustomResource(
             f"{name}-route",
             api_version="gateway.networking.k8s.io/v1",
             kind="HTTPRoute",
             metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=args["pool_name"],
+                name=pool_name,
                 namespace=serving_ns,
                 labels=common_labels("gateway", config.serving.name),
             ),
-            spec=http_route_spec(config, args["pool_name"]),
+            spec=http_route_spec(config, pool_name),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[gateway]),
         )
-        self.backend_policies = (
-            self._gke_backend_policies(name, config, args["pool_name"])
-            if implementation in GKE_IMPLEMENTATIONS
-            else []
-        )
-        self.address = gateway.status.apply(_first_address)
-        self.register_outputs({"address": self.address})
+        if config.gateway.implementation in GKE_IMPLEMENTATIONS:
+            self.backend_policies = self._gke_backend_policies(name, config, pool_name)
 
     def _gke_backend_policies(
         self, name: str, config: StackConfig, pool_name: str

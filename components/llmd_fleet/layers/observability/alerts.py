@@ -109,14 +109,20 @@ def fleet_alerts(obs: ObservabilityPlan) -> tuple[Alert, ...]:
     """Every alert of the stack, in a fixed order."""
     ns = obs.namespace
     pool = obs.pool
-    decode = {"namespace": ns, "role": "decode", "pod": f"{pool}-decode-0", "engine": "3"}
-    prefill = {"namespace": ns, "role": "prefill", "pod": f"{pool}-prefill-0", "engine": "1"}
-    epp = {"namespace": ns, "component": "endpoint-picker", "pod": f"{pool}-epp-0"}
+    scope = dict(obs.scope)
+
+    def sel(**labels: str) -> str:
+        # The namespace, the model's own series with several models, then the given labels.
+        return _sel(ns, **scope, **labels)
+
+    decode = {"namespace": ns, **scope, "role": "decode", "pod": f"{pool}-decode-0", "engine": "3"}
+    prefill = {"namespace": ns, **scope, "role": "prefill", "pod": f"{pool}-prefill-0", "engine": "1"}
+    epp = {"namespace": ns, **scope, "component": "endpoint-picker", "pod": f"{pool}-epp-0"}
     alerts: list[Alert] = [
         Alert(
             name="VllmPreemptions",
             severity="critical",
-            expr=f"sum by (role) (increase(vllm:num_preemptions_total{_sel(ns)}[{SHORT_WINDOW}])) > 0",
+            expr=f"sum by (role) (increase(vllm:num_preemptions_total{sel()}[{SHORT_WINDOW}])) > 0",
             for_="0m",
             summary="vLLM preempted running requests: the fleet's SLO is zero preemptions.",
             runbook="Check decode KV usage per rank and the CPU tier; a preempted 195k-token turn is "
@@ -132,8 +138,7 @@ def fleet_alerts(obs: ObservabilityPlan) -> tuple[Alert, ...]:
         Alert(
             name="NixlTransferFailures",
             severity="critical",
-            expr="sum by (role) "
-            f"(increase(vllm:nixl_num_failed_transfers_total{_sel(ns)}[{SHORT_WINDOW}])) > 0",
+            expr=f"sum by (role) (increase(vllm:nixl_num_failed_transfers_total{sel()}[{SHORT_WINDOW}])) > 0",
             for_="0m",
             summary="NIXL KV transfers failed: with kv_load_failure_policy fail, each one fails a request.",
             runbook="Look at the fabric (UCX/libfabric logs of the failing ranks, NIC errors) and at "
@@ -156,7 +161,7 @@ def fleet_alerts(obs: ObservabilityPlan) -> tuple[Alert, ...]:
             name="NixlTransferSlow",
             severity="warning",
             expr="histogram_quantile(0.9, sum by (le) "
-            f"(rate(vllm:nixl_xfer_time_seconds_bucket{_sel(ns)}[{LONG_WINDOW}]))) "
+            f"(rate(vllm:nixl_xfer_time_seconds_bucket{sel()}[{LONG_WINDOW}]))) "
             f"> {_fmt(bound.bound_seconds)}",
             for_="15m",
             summary="KV transfer time p90 is above what the GPU fabric's line rate allows.",
@@ -182,7 +187,7 @@ def fleet_alerts(obs: ObservabilityPlan) -> tuple[Alert, ...]:
                 name="CpuTierAllocationFailures",
                 severity="warning",
                 expr="sum by (role) "
-                f"(increase(vllm:kv_offload_allocation_failure_total{_sel(ns)}[{SHORT_WINDOW}])) > 0",
+                f"(increase(vllm:kv_offload_allocation_failure_total{sel()}[{SHORT_WINDOW}])) > 0",
                 for_="10m",
                 summary="The CPU KV tier keeps failing to allocate blocks for offloaded KV.",
                 runbook="Check vllm:kv_offload_cpu_cache_usage_perc per rank; the tier is full of blocks "
@@ -201,7 +206,7 @@ def fleet_alerts(obs: ObservabilityPlan) -> tuple[Alert, ...]:
         Alert(
             name="PrefixCacheHitRateCollapse",
             severity="warning",
-            expr=f"sum(rate({hits}{_sel(ns)}[{LONG_WINDOW}])) / sum(rate({queries}{_sel(ns)}[{LONG_WINDOW}]))"
+            expr=f"sum(rate({hits}{sel()}[{LONG_WINDOW}])) / sum(rate({queries}{sel()}[{LONG_WINDOW}]))"
             f" < {_fmt(PREFIX_HIT_FLOOR)}",
             for_="30m",
             summary="The fleet's prefix-cache hit rate collapsed: prefix-aware routing lost its affinity.",
@@ -224,8 +229,8 @@ def fleet_alerts(obs: ObservabilityPlan) -> tuple[Alert, ...]:
             Alert(
                 name="MtpAcceptanceCollapse",
                 severity="warning",
-                expr=f"sum(rate({accepted}{_sel(ns)}[{LONG_WINDOW}])) / "
-                f"sum(rate({drafted}{_sel(ns)}[{LONG_WINDOW}]))"
+                expr=f"sum(rate({accepted}{sel()}[{LONG_WINDOW}])) / "
+                f"sum(rate({drafted}{sel()}[{LONG_WINDOW}]))"
                 f" < {_fmt(MTP_ACCEPTANCE_FLOOR)}",
                 for_="30m",
                 summary="MTP draft tokens are mostly rejected: speculative decoding costs more than it "
@@ -246,7 +251,7 @@ def fleet_alerts(obs: ObservabilityPlan) -> tuple[Alert, ...]:
         Alert(
             name="EppNoReadyEndpoints",
             severity="critical",
-            expr=f"(max({ready}{_sel(ns, name=pool)}) or vector(0)) < 1",
+            expr=f"(max({ready}{sel(name=pool)}) or vector(0)) < 1",
             for_="2m",
             summary="The endpoint picker reports no ready endpoint: every request fails or fails open.",
             runbook="Check the serving pods' readiness and the EPP's logs (metrics scrape of the ranks, "
@@ -261,8 +266,8 @@ def fleet_alerts(obs: ObservabilityPlan) -> tuple[Alert, ...]:
         Alert(
             name="EppErrorRatioHigh",
             severity="warning",
-            expr=f"sum(rate(llm_d_epp_request_error_total{_sel(ns)}[{SHORT_WINDOW}])) / "
-            f"sum(rate(llm_d_epp_request_total{_sel(ns)}[{SHORT_WINDOW}])) > {_fmt(EPP_ERROR_RATIO)}",
+            expr=f"sum(rate(llm_d_epp_request_error_total{sel()}[{SHORT_WINDOW}])) / "
+            f"sum(rate(llm_d_epp_request_total{sel()}[{SHORT_WINDOW}])) > {_fmt(EPP_ERROR_RATIO)}",
             for_="10m",
             summary="More than 5% of the requests the endpoint picker handles end in an error.",
             runbook="Break llm_d_epp_request_error_total down by error_code; check the engines' health "
@@ -287,8 +292,7 @@ def fleet_alerts(obs: ObservabilityPlan) -> tuple[Alert, ...]:
             Alert(
                 name="EppFlowControlRejections",
                 severity="warning",
-                expr="sum by (outcome) "
-                f"(rate({outcome}{_sel(ns, outcome='~Rejected.*')}[{SHORT_WINDOW}])) > 0",
+                expr=f"sum by (outcome) (rate({outcome}{sel(outcome='~Rejected.*')}[{SHORT_WINDOW}])) > 0",
                 for_="5m",
                 summary="The endpoint picker's flow control is rejecting requests.",
                 runbook="RejectedCapacity: a band's maxRequests or maxBytes is reached (queue panel); "
@@ -310,7 +314,7 @@ def fleet_alerts(obs: ObservabilityPlan) -> tuple[Alert, ...]:
         )
         queue = "llm_d_epp_flow_control_queue_bytes"
         terms = [
-            f"sum by (priority) ({queue}{_sel(ns, priority=str(priority))}) "
+            f"sum by (priority) ({queue}{sel(priority=str(priority))}) "
             f"> {int(limit * QUEUE_BYTES_WARN_FRACTION)}"
             for priority, limit in obs.band_max_bytes
         ]
@@ -352,7 +356,7 @@ def fleet_alerts(obs: ObservabilityPlan) -> tuple[Alert, ...]:
             Alert(
                 name="EppLeaderMissing",
                 severity="critical",
-                expr=f"(max({leader}{_sel(ns, name=obs.leader_lease)}) or vector(0)) < 1",
+                expr=f"(max({leader}{sel(name=obs.leader_lease)}) or vector(0)) < 1",
                 for_="2m",
                 summary="No endpoint picker replica holds the leader Lease: nothing routes by prefix.",
                 runbook=f"Check the EPP pods and the Lease {obs.leader_lease} (RBAC, API server reach); "
@@ -373,7 +377,7 @@ def fleet_alerts(obs: ObservabilityPlan) -> tuple[Alert, ...]:
         Alert(
             name="DecodeKvCacheSaturated",
             severity="warning",
-            expr=f"max({usage}{_sel(ns, role='decode')}) > {_fmt(KV_USAGE_SATURATED)}",
+            expr=f"max({usage}{sel(role='decode')}) > {_fmt(KV_USAGE_SATURATED)}",
             for_="10m",
             summary="A decode rank's HBM KV cache is nearly full: the next turns queue or preempt.",
             runbook="Check the per-rank KV usage panel for skew (session affinity piling agents on one "
@@ -393,7 +397,7 @@ def fleet_alerts(obs: ObservabilityPlan) -> tuple[Alert, ...]:
             Alert(
                 name=f"{role.name.capitalize()}RanksNotReady",
                 severity="warning",
-                expr=f"(count(up{_sel(ns, role=role.name)} == 1) or vector(0)) < {role.ranks}",
+                expr=f"(count(up{sel(role=role.name)} == 1) or vector(0)) < {role.ranks}",
                 for_=f"{role.short_for_minutes}m",
                 summary=f"Fewer {role.name} ranks answer their metrics scrape than the plan deploys.",
                 runbook=f"List the {role.name} pods that are not Ready (the DisaggregatedSet's groups); a "
@@ -412,8 +416,10 @@ def fleet_alerts(obs: ObservabilityPlan) -> tuple[Alert, ...]:
 
 
 def rule_groups(obs: ObservabilityPlan) -> list[dict[str, Any]]:
-    """The `groups` of a PrometheusRule or GMP Rules spec."""
-    return [{"name": RULE_GROUP, "rules": [a.rule() for a in fleet_alerts(obs)]}]
+    """The `groups` of a PrometheusRule or GMP Rules spec; with several models one group per
+    model, named after it (group names are unique within a rule file)."""
+    name = RULE_GROUP if not obs.scope else f"{RULE_GROUP}-{obs.pool}"
+    return [{"name": name, "rules": [a.rule() for a in fleet_alerts(obs)]}]
 
 
 def promtool_tests(obs: ObservabilityPlan, rule_file: str) -> dict[str, Any]:
@@ -430,9 +436,11 @@ def promtool_tests(obs: ObservabilityPlan, rule_file: str) -> dict[str, Any]:
         if alert.name.endswith("RanksNotReady"):
             role = next(r for r in obs.roles if r.name == alert.labels["role"])
             ns = obs.namespace
+            scope = "".join(f'{k}="{v}", ' for k, v in obs.scope)
             healthy_series = [
                 Series(
-                    f'up{{namespace="{ns}", role="{role.name}", pod="p{i // 8}", engine="{i}"}}', "1+0x200"
+                    f'up{{namespace="{ns}", {scope}role="{role.name}", pod="p{i // 8}", engine="{i}"}}',
+                    "1+0x200",
                 )
                 for i in range(role.ranks)
             ]

@@ -30,7 +30,7 @@ from typing import Any, TypedDict
 import pulumi
 import pulumi_kubernetes as k8s
 
-from llmd_fleet.config.stack import StackConfig
+from llmd_fleet.config.stack import MODEL_SCOPE_LABEL, StackConfig
 from llmd_fleet.core.pod_context import pod_security_labels
 from llmd_fleet.labels import common_labels
 from llmd_fleet.layers.observability.alerts import rule_groups
@@ -72,11 +72,19 @@ def monitor_labels(config: StackConfig) -> dict[str, str]:
     return {**common_labels("monitoring", config.serving.name), **config.observability.monitor_labels}
 
 
-def _relabelings() -> list[dict[str, Any]]:
+def _target_labels(config: StackConfig) -> dict[str, str]:
+    """Target label -> pod label; with `llmd-fleet:models` also the model's (its pods' instance
+    label), which tells the models sharing the namespace apart."""
+    if config.model_scope is None:
+        return TARGET_LABELS
+    return {**TARGET_LABELS, MODEL_SCOPE_LABEL: "app.kubernetes.io/instance"}
+
+
+def _relabelings(config: StackConfig) -> list[dict[str, Any]]:
     """prometheus-operator: copy the pod labels into the target labels the rules select on."""
     return [
         {"sourceLabels": [f"__meta_kubernetes_pod_label_{_sanitize(label)}"], "targetLabel": target}
-        for target, label in TARGET_LABELS.items()
+        for target, label in _target_labels(config).items()
     ]
 
 
@@ -104,7 +112,12 @@ def pod_monitor_spec(config: StackConfig, obs: ObservabilityPlan, role: RoleName
         "selector": {"matchLabels": role_selector(config, role)},
         "namespaceSelector": {"matchNames": [config.serving.namespace]},
         "podMetricsEndpoints": [
-            {"port": name, "path": METRICS_PATH, "interval": _interval(config), "relabelings": _relabelings()}
+            {
+                "port": name,
+                "path": METRICS_PATH,
+                "interval": _interval(config),
+                "relabelings": _relabelings(config),
+            }
             for name in rank_port_names(role, len(targets.ports))
         ],
     }
@@ -120,7 +133,7 @@ def tokenizer_monitor_spec(config: StackConfig) -> dict[str, Any]:
                 "port": TOKENIZER_PORT_NAME,
                 "path": METRICS_PATH,
                 "interval": _interval(config),
-                "relabelings": _relabelings(),
+                "relabelings": _relabelings(config),
             }
         ],
     }
@@ -154,7 +167,7 @@ def service_monitor_spec(config: StackConfig) -> dict[str, Any]:
                     "type": "Bearer",
                     "credentials": {"name": reader_names(config)["secret"], "key": TOKEN_KEY},
                 },
-                "relabelings": _relabelings(),
+                "relabelings": _relabelings(config),
                 "metricRelabelings": [_drop_program_series()],
             }
         ],
@@ -168,9 +181,9 @@ def _drop_program_series() -> dict[str, Any]:
     return {"action": "drop", "sourceLabels": ["__name__"], "regex": "|".join(PROGRAM_SERIES)}
 
 
-def _gmp_target_labels() -> dict[str, Any]:
+def _gmp_target_labels(config: StackConfig) -> dict[str, Any]:
     return {
-        "fromPod": [{"from": label, "to": target} for target, label in TARGET_LABELS.items()],
+        "fromPod": [{"from": label, "to": target} for target, label in _target_labels(config).items()],
         "metadata": ["pod", "container"],
     }
 
@@ -187,7 +200,7 @@ def pod_monitoring_specs(config: StackConfig, obs: ObservabilityPlan) -> dict[st
                 {"port": name, "path": METRICS_PATH, "interval": interval}
                 for name in rank_port_names(role, len(targets.ports))
             ],
-            "targetLabels": _gmp_target_labels(),
+            "targetLabels": _gmp_target_labels(config),
         }
     specs["epp"] = {
         "selector": {"matchLabels": epp_selector(config)},
@@ -203,12 +216,12 @@ def pod_monitoring_specs(config: StackConfig, obs: ObservabilityPlan) -> dict[st
                 "metricRelabeling": [_drop_program_series()],
             }
         ],
-        "targetLabels": _gmp_target_labels(),
+        "targetLabels": _gmp_target_labels(config),
     }
     specs["tokenizer"] = {
         "selector": {"matchLabels": tokenizer_selector(config)},
         "endpoints": [{"port": TOKENIZER_PORT, "path": METRICS_PATH, "interval": interval}],
-        "targetLabels": _gmp_target_labels(),
+        "targetLabels": _gmp_target_labels(config),
     }
     return specs
 

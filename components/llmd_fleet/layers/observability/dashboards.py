@@ -77,9 +77,11 @@ class _Sel:
     def __init__(self, obs: ObservabilityPlan):
         self.ns = obs.namespace
         self.pool = obs.pool
+        self.scope = obs.scope
 
     def __call__(self, **labels: str) -> str:
-        parts = [f'namespace="{self.ns}"'] + [
+        # With several models in the namespace, also the model's own label (plan/observability.py).
+        parts = [f'namespace="{self.ns}"', *(f'{k}="{v}"' for k, v in self.scope)] + [
             f'{k}=~"{v[1:]}"' if v.startswith("~") else f'{k}="{v}"' for k, v in labels.items()
         ]
         return "{" + ", ".join(parts) + "}"

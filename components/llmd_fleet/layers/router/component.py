@@ -348,6 +348,8 @@ class RouterArgs(TypedDict):
       whose poolRef is its own pool (llm-d-router at the pinned tag,
       pkg/epp/controller/inferenceobjective_reconciler.go), so the canary's requests run at the
       default priority.
+    - `objective_prefix` (default none): prefix of the InferenceObjectives' names
+      (`llmd-fleet:models`: the model's name and a dash).
     """
 
     config: StackConfig
@@ -356,6 +358,9 @@ class RouterArgs(TypedDict):
     """Secret holding HF_TOKEN for the tokenizer's download, if any."""
     objectives: NotRequired[bool]
     """Declare the priority classes' InferenceObjectives (default true; false for a canary)."""
+    objective_prefix: NotRequired[str]
+    """Prefix of the InferenceObjectives' names (default none); with `llmd-fleet:models` the
+    model's name and a dash, so each pool's objectives have names of their own in the namespace."""
 
 
 class Router(pulumi.ComponentResource):
@@ -478,7 +483,7 @@ class Router(pulumi.ComponentResource):
                 f"{name}-objective-{objective.name}",
                 api_version="llm-d.ai/v1alpha2",
                 kind="InferenceObjective",
-                metadata=meta(objective.name),
+                metadata=meta(f"{args.get('objective_prefix', '')}{objective.name}"),
                 spec={
                     "priority": objective.priority,
                     "poolRef": {"group": POOL_GROUP, "kind": "InferencePool", "name": names.pool},

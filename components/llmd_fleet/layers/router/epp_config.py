@@ -153,6 +153,13 @@ NO_HIT_WEIGHT = 1.0
 GPU_TIER_WEIGHT = 1.0
 CPU_TIER_WEIGHT = 0.8
 CPU_PREFIX_WEIGHT = 2.0
+# LoRA affinity (a model with `loraAdapters`): the pinned router's `lora-affinity-scorer` (beta,
+# cmd/epp/runner/runner.go; pkg/epp/framework/plugins/scheduling/scorer/loraaffinity) prefers
+# ranks where the request's adapter is active or waiting (vLLM's lora_requests_info). Every rank
+# holds every adapter in a GPU slot (--max-loras = the model's adapters, layers/serving/vllm.py),
+# so it only breaks ties, like the no-hit scorer.
+LORA_SCORER = "lora-affinity-scorer"
+LORA_WEIGHT = 1.0
 CPU_APPROX_PRODUCER = "cpu-approx-prefix-cache-producer"
 CPU_PREFIX_SCORER = "cpu-prefix-cache-scorer"
 P2P_PRODUCER = "p2p-source-producer"
@@ -349,6 +356,7 @@ def _scorers(config: StackConfig, plan: FleetPlan) -> list[Plugin]:
             type="no-hit-lru-scorer",
             parameters={"prefixMatchInfoProducerName": producer},
         ),
+        *([Plugin(name=LORA_SCORER, type=LORA_SCORER)] if config.model.lora_adapters else []),
         Plugin(name="prefill-filter", type="prefill-filter"),
         Plugin(name="decode-filter", type="decode-filter"),
         Plugin(name="max-score-picker", type="max-score-picker"),
@@ -435,12 +443,14 @@ def _profiles(config: StackConfig, plan: FleetPlan) -> tuple[list[PluginRef], li
         decode_profile.append(PluginRef(plugin_ref=SESSION_SCORER, weight=SESSION_WEIGHT))
         if router.session_affinity.token_header is not None:
             decode_profile.append(PluginRef(plugin_ref=SESSION_TOKEN_SCORER, weight=SESSION_TOKEN_WEIGHT))
-    decode_profile.append(PluginRef(plugin_ref="max-score-picker"))
+    lora = [PluginRef(plugin_ref=LORA_SCORER, weight=LORA_WEIGHT)] if config.model.lora_adapters else []
+    decode_profile += [*lora, PluginRef(plugin_ref="max-score-picker")]
     prefill_profile = [
         PluginRef(plugin_ref="prefill-filter"),
         PluginRef(plugin_ref=PREFIX_SCORER, weight=PREFIX_WEIGHT),
         PluginRef(plugin_ref="queue-scorer", weight=LOAD_WEIGHT),
         PluginRef(plugin_ref="kv-cache-utilization-scorer", weight=LOAD_WEIGHT),
+        *lora,
         PluginRef(plugin_ref="max-score-picker"),
     ]
     return prefill_profile, decode_profile, plugins

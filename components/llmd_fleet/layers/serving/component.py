@@ -34,6 +34,9 @@ class ModelServingArgs(TypedDict):
     - `beside` (default: none): the stable revision's `ModelServing` when this one is its canary
       (layers/serving/canary.py): the namespace, token Secret and ResourceClaimTemplates are
       that one's, not declared again.
+    - `alongside` (default `None`): another model's ModelServing in the same namespace
+      (`llmd-fleet:models`): its namespace and token Secret are shared, and its claim templates
+      where this model's roles use the same node group and claim shape.
     """
 
     config: StackConfig
@@ -47,6 +50,9 @@ class ModelServingArgs(TypedDict):
     beside: NotRequired["ModelServing"]
     """The stable revision's ModelServing, for a canary: its namespace, Secret and claim templates
     are shared."""
+    alongside: NotRequired["ModelServing | None"]
+    """With `llmd-fleet:models`: the first model's ModelServing, whose namespace, token Secret and
+    ResourceClaimTemplates this model shares instead of declaring them again (default: none)."""
 
 
 class ModelServing(pulumi.ComponentResource):
@@ -61,8 +67,9 @@ class ModelServing(pulumi.ComponentResource):
     """The serving namespace (a canary's is the stable revision's)."""
     token_secret: pulumi.Resource | None
     """The Hugging Face token Secret, if any (a canary's is the stable revision's)."""
-    claim_templates: list[pulumi.Resource]
-    """The ResourceClaimTemplates (a canary's are the stable revision's)."""
+    claim_templates: dict[str, pulumi.Resource]
+    """The ResourceClaimTemplates by name (a canary's are the stable revision's; a second model's
+    include those it shares with the first)."""
 
     def __init__(self, name: str, args: ModelServingArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llmd-fleet:serving:ModelServing", name, {}, opts)
@@ -75,33 +82,26 @@ class ModelServing(pulumi.ComponentResource):
             self.namespace, self.token_secret = beside.namespace, beside.token_secret
             self.claim_templates = beside.claim_templates
             self._declare_set(
-                name, config, plan, args, beside.namespace, beside.token_secret, beside.claim_templates
+                name,
+                config,
+                plan,
+                args,
+                beside.namespace,
+                beside.token_secret,
+                list(beside.claim_templates.values()),
             )
             return
-        self.namespace = namespace = k8s.core.v1.Namespace(
-            f"{name}-namespace",
-            metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=serving.namespace,
-                # Pod Security `privileged`: the serving pods add IPC_LOCK and SYS_RAWIO, which
-                # `baseline` refuses (it admits only the runtime's default capabilities), and
-                # mount hostPath volumes for a local-NVMe KV tier and, on GKE, the TCPXO
-                # libraries, aperture devices and /sys. The router (EPP, tokenizer) and the
-                # gateway proxies share this namespace: the InferencePool, its EPP and the pods
-                # it selects live together. The router's own pods would pass `restricted`
-                # (tests/stacks/test_security.py), so moving it out needs no change to its pods.
-                # The simulator's pods pass `restricted`; the namespace stays at `baseline` for
-                # the gateway proxies the implementation creates here (not rendered).
-                labels={
-                    **common_labels("serving", serving.name),
-                    **pod_security_labels("privileged" if serving.engine == "vllm" else "baseline"),
-                },
-            ),
-            opts=child,
-        )
+        alongside = args.get("alongside")
+        namespace: pulumi.Resource
+        if alongside is not None:
+            namespace = alongside.namespace
+        else:
+            namespace = self._declare_namespace(name, config, child)
+        self.namespace = namespace
         after_namespace = pulumi.ResourceOptions(parent=self, depends_on=[namespace])
         hf_token = args.get("hf_token")
-        token_secret = None
-        if hf_token is not None:
+        token_secret = alongside.token_secret if alongside is not None else None
+        if hf_token is not None and alongside is None:
             token_secret = k8s.core.v1.Secret(
                 f"{name}-hf-token",
                 metadata=k8s.meta.v1.ObjectMetaArgs(
@@ -114,12 +114,16 @@ class ModelServing(pulumi.ComponentResource):
                 opts=after_namespace,
             )
         # One ResourceClaimTemplate per node group and claim shape: each pod gets its own claim
-        # on the devices of the node it lands on.
-        claim_templates = []
+        # on the devices of the node it lands on (shared by the models of one stack).
         shapes = {
             claim_template_name(r.node_group, r.claim): r.claim for r in plan.roles if r.claim is not None
         }
+        shared = alongside.claim_templates if alongside is not None else {}
+        claim_templates: list[pulumi.Resource] = [shared[n] for n in sorted(shapes) if n in shared]
+        self.claim_templates = dict(shared)
         for template_name, shape in sorted(shapes.items()):
+            if template_name in shared:
+                continue
             claim_templates.append(
                 k8s.resource.v1.ResourceClaimTemplate(
                     f"{name}-{template_name}",
@@ -135,8 +139,8 @@ class ModelServing(pulumi.ComponentResource):
                     opts=after_namespace,
                 )
             )
+            self.claim_templates[template_name] = claim_templates[-1]
         self.token_secret = token_secret
-        self.claim_templates = list(claim_templates)
         # With ModelExpress, its server comes first: pods that start without it load from the hub.
         self.modelexpress = None
         if serving.weight_loading == "modelexpress":
@@ -159,6 +163,33 @@ class ModelServing(pulumi.ComponentResource):
         self._declare_set(
             name, config, plan, args, namespace, token_secret, [*claim_templates, *gate], self.modelexpress
         )
+
+    def _declare_namespace(
+        self, name: str, config: StackConfig, child: pulumi.ResourceOptions
+    ) -> pulumi.Resource:
+        """The serving namespace (the first model's, or the only one)."""
+        serving = config.serving
+        namespace: pulumi.Resource = k8s.core.v1.Namespace(
+            f"{name}-namespace",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=serving.namespace,
+                # Pod Security `privileged`: the serving pods add IPC_LOCK and SYS_RAWIO, which
+                # `baseline` refuses (it admits only the runtime's default capabilities), and
+                # mount hostPath volumes for a local-NVMe KV tier and, on GKE, the TCPXO
+                # libraries, aperture devices and /sys. The router (EPP, tokenizer) and the
+                # gateway proxies share this namespace: the InferencePool, its EPP and the pods
+                # it selects live together. The router's own pods would pass `restricted`
+                # (tests/stacks/test_security.py), so moving it out needs no change to its pods.
+                # The simulator's pods pass `restricted`; the namespace stays at `baseline` for
+                # the gateway proxies the implementation creates here (not rendered).
+                labels={
+                    **common_labels("serving", serving.name),
+                    **pod_security_labels("privileged" if serving.engine == "vllm" else "baseline"),
+                },
+            ),
+            opts=child,
+        )
+        return namespace
 
     def _declare_set(
         self,

@@ -11,7 +11,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from llmd_fleet.config.model import ModelConfig, served_model_names
+from llmd_fleet.config.model import LoraAdapterConfig, ModelConfig, served_model_names
 from llmd_fleet.layers.serving.config import KvTierConfig, RoleConfig
 from llmd_fleet.plan.fleet import GIB, KV_EVENTS_PORT, NIXL_SIDE_CHANNEL_PORT, P2P_PORT, RolePlan
 
@@ -124,6 +124,58 @@ def kv_events_config(model: ModelConfig, plan: RolePlan) -> dict[str, Any]:
     }
 
 
+LORA_ROOT = f"{CACHE_PATH}/lora"
+"""Where the launch script puts each LoRA adapter at its pinned revision (`<root>/<name>`)."""
+
+
+def lora_adapter_path(adapter: LoraAdapterConfig) -> str:
+    return f"{LORA_ROOT}/{adapter.name}"
+
+
+def lora_argv(model: ModelConfig) -> list[str]:
+    """vLLM 0.33's LoRA settings for the model's adapters (none without adapters): LoRA on, one
+    GPU slot per adapter (--max-loras), slots sized for the largest rank (--max-lora-rank, one of
+    vllm/config/lora.py MaxLoRARanks), and each adapter as a --lora-modules JSON entry
+    (vllm/entrypoints/openai/models/protocol.py LoRAModulePath: name, path, base_model_name).
+    The path is the local directory the launch script downloads the adapter's pinned revision
+    to: given a repository id, vLLM 0.33 downloads its default branch, with no revision
+    (vllm/lora/utils.py get_adapter_absolute_path)."""
+    adapters = model.lora_adapters
+    if not adapters:
+        return []
+    base = served_model_names(model)[0]
+    return [
+        "--enable-lora",
+        "--max-loras",
+        str(len(adapters)),
+        "--max-lora-rank",
+        str(max(a.rank for a in adapters)),
+        "--lora-modules",
+        *(_json({"name": a.name, "path": lora_adapter_path(a), "base_model_name": base}) for a in adapters),
+    ]
+
+
+def lora_download_lines(model: ModelConfig) -> list[str]:
+    """Launch-script lines fetching each adapter at its pinned revision before vLLM starts (the
+    `hf` CLI of the image's huggingface_hub; HF_TOKEN from the pod's env when set)."""
+    if not model.lora_adapters:
+        return []
+    lines = ["# LoRA adapters at their pinned revisions (vLLM itself would take the default branch)."]
+    for adapter in model.lora_adapters:
+        words = [
+            "hf",
+            "download",
+            adapter.source,
+            "--revision",
+            adapter.revision,
+            "--local-dir",
+            lora_adapter_path(adapter),
+            "--quiet",
+        ]
+        lines.append(" ".join(shell_word(w) for w in words) + " >/dev/null")
+    return lines
+
+
 def vllm_serve_argv(
     model: ModelConfig, role: RoleConfig, plan: RolePlan, tier: KvTierConfig | None = None
 ) -> list[str]:
@@ -214,6 +266,7 @@ def vllm_serve_argv(
         # vLLM 0.33.0 registers this loader itself (model_executor/model_loader/__init__.py); it
         # delegates to the ModelExpress client the image installs.
         argv += ["--load-format", "modelexpress"]
+    argv += lora_argv(model)
     return argv
 
 
@@ -344,6 +397,7 @@ def launch_script(
             else []
         ),
         *(nic_pinning_lines() if nic_pinning_reason(plan) is None else []),
+        *lora_download_lines(model),
         "exec " + " \\\n  ".join(_argv_lines(argv)),
     ]
     return Launch(argv=tuple(argv), script="\n".join(lines) + "\n")

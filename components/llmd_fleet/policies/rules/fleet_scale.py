@@ -34,6 +34,7 @@ from llmd_fleet.policies.rules._k8s import (
     container,
     containers,
     env_literal,
+    index_by_name,
     pod_templates,
     router_templates,
 )
@@ -56,9 +57,9 @@ def _tiers(connectors: list[Any]) -> int:
 def _check_index_holders(resources: list[Resource], cfg: dict[str, Any], report: Report) -> None:
     # Autoscaled roles hold blocks on every rank they may grow to.
     resources = at_autoscaling_maxima(resources)
-    pools = {
-        (r.namespace, r.name): r for r in resources if r.is_kubernetes_object and r.kind == "InferencePool"
-    }
+    # By object name (the EPP's --pool-name), not Pulumi name: with several pools in a namespace
+    # each picker counts only the ranks its own pool selects.
+    pools = index_by_name(resources, "InferencePool")
     roles = serving_roles(resources)
     for router in router_templates(resources):
         producer = precise_producer(epp_config(router, resources))
