@@ -11,6 +11,10 @@ def camel_alias(field_name: str) -> str:
 
 
 class ConfigModel(BaseModel):
+    """A section of a stack file: strict types (no coercion from strings), frozen, unknown keys
+    refused, camelCase keys in YAML (`camel_alias`) with snake_case attributes in Python, and each
+    field's docstring its description in the configuration reference (docs/configuration.md)."""
+
     model_config = ConfigDict(
         extra="forbid",
         frozen=True,

@@ -411,23 +411,34 @@ def plan_router(config: StackConfig, roles: tuple["RolePlan", ...]) -> RouterPla
 
 @dataclass(frozen=True)
 class FleetPlan:
+    """What a stack asks of the fleet, derived from its config alone (`plan_fleet`): each serving
+    role's ranks, pods, nodes and ports, the node groups' use, the router's sizing, the model's
+    memory figures and, with `serving.canary`, the canary's. The layers render from it and
+    `llmd-fleet plan` prints it; it reads no cluster."""
+
     roles: tuple[RolePlan, ...]
+    """The serving roles (prefill, decode) in render order."""
     node_groups: tuple[NodeGroupUse, ...]
+    """Each node group's nodes and GPUs as the roles use them."""
     router: RouterPlan
+    """The endpoint pickers' and tokenizers' replicas, ports and resources."""
     model: ModelSizing | None = None
     """The model's sizing figures and their source (plan/memory.py model_sizing)."""
     canary: "CanaryPlan | None" = None
     """The canary revision's roles and weight, with `serving.canary` (plan/canary.py)."""
 
     def role(self, name: RoleName) -> RolePlan:
+        """The plan of the role called `name`."""
         return next(r for r in self.roles if r.name == name)
 
     @property
     def gpus(self) -> int:
+        """GPUs the serving roles take (the canary's surge not counted)."""
         return sum(r.gpus for r in self.roles)
 
     @property
     def nodes(self) -> int:
+        """Nodes the serving roles take (the canary's surge not counted)."""
         return sum(r.nodes for r in self.roles)
 
 
