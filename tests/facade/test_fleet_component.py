@@ -299,13 +299,13 @@ def test_nodejs_host_builds_against_its_own_sdk_pin():
     assert pinned.sdk == twin.pulumi_language_nodejs_sdk != twin.pulumi_cli
     assert pinned.commit == twin.pulumi_language_python  # the same snapshot commit
     committed = (REPO / "devtools" / "twin" / "gomod" / "nodejs-host" / "go.mod").read_text()
-    assert nodejs_host.wrapper_problems(pinned, committed) == []
+    assert nodejs_host.RECIPE.wrapper_problems(pinned, committed) == []
     assert parse_requires(committed)[PULUMI_CLI] == pinned.sdk
     upstream = (
         "replace (\n\tgithub.com/pulumi/pulumi/sdk/v3 => ../../..\n"
         "\tgithub.com/a/b => github.com/c/b v1.0.0\n)\n"
     )
-    generated = nodejs_host.wrapper_gomod(pinned, upstream)
+    generated = nodejs_host.RECIPE.wrapper_gomod(pinned, upstream)
     assert "github.com/a/b => github.com/c/b v1.0.0" in generated and "../../.." not in generated
     stale = committed.replace(pinned.sdk, twin.pulumi_cli)
-    assert nodejs_host.wrapper_problems(pinned, stale)
+    assert nodejs_host.RECIPE.wrapper_problems(pinned, stale)
