@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support import REPO
 
 PACKAGE = REPO / "components" / "llmd_fleet"
 TIER_NAMES = ("base", "config", "plan", "builders/components", "program", "cli")

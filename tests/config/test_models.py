@@ -11,10 +11,9 @@ import yaml
 from llmd_fleet.cli.main import run
 from llmd_fleet.config.parse import parse_config
 from llmd_fleet.config.stack import model_views
-from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.plan.fleet import PlanError
 from llmd_fleet.plan.models import plan_model_shares
-from tests.conftest import stack_raw_config
+from tests.support import problems_by_key, stack_raw_config
 
 MULTI = "onprem-h100-multimodel"
 
@@ -22,12 +21,6 @@ MULTI = "onprem-h100-multimodel"
 @pytest.fixture
 def multi_raw() -> dict[str, Any]:
     return copy.deepcopy(stack_raw_config(MULTI))
-
-
-def _problems(raw: dict[str, Any]) -> dict[str, str]:
-    with pytest.raises(ConfigError) as info:
-        parse_config(raw)
-    return dict(info.value.problems)
 
 
 def test_multimodel_stack_has_one_view_per_model(multi_raw):
@@ -136,7 +129,7 @@ def _entry(raw: dict[str, Any], index: int) -> dict[str, Any]:
 )
 def test_bad_models_entries_name_their_key(multi_raw, edit, key, words):
     edit(multi_raw)
-    problems = _problems(multi_raw)
+    problems = problems_by_key(multi_raw)
     assert key in problems, problems
     assert words in problems[key], problems[key]
 

@@ -43,7 +43,7 @@ from devtools.vllm_check.selftest import (
 )
 from llmd_fleet.cli.main import run
 from llmd_fleet.versions import versions
-from tests.conftest import REFERENCE_STACK, REPO, vllm_stacks
+from tests.support import REFERENCE_STACK, REPO, vllm_stacks
 
 # --- Kubernetes $(VAR) expansion and the container environment -----------------------------------
 

@@ -10,7 +10,7 @@ from typing import Any
 import pulumi
 import pytest
 from pulumi.provider.experimental.component import ComponentProvider
-from pulumi.runtime import mocks, set_mocks
+from pulumi.runtime import mocks
 
 from devtools.twin import components
 from llmd_fleet.cli.synth import RecordingMocks
@@ -19,7 +19,7 @@ from llmd_fleet.config.stack import KNOWN_KEYS, OBJECT_KEYS, OPTIONAL_OBJECT_KEY
 from llmd_fleet.core.problems import PROJECT, ConfigError
 from llmd_fleet.facade import inputs
 from llmd_fleet.facade.component import PACKAGE, TYPE, Fleet, validate
-from tests.conftest import REPO, stack_raw_config
+from tests.support import REPO, stack_raw_config, start_mock_engine
 
 GOLDEN_SCHEMA = REPO / "tests" / "golden" / "components" / "schema.json"
 STACK = "quickstart-h100"
@@ -182,8 +182,7 @@ def test_the_image_build_is_refused():
 def test_the_component_declares_the_stack_programs_objects():
     props = _properties()
     secrets = {"hfToken": "hf_test", "kubeconfig": "apiVersion: v1\nkind: Config\n"}
-    recorder = RecordingMocks()
-    set_mocks(recorder, project="llmd-fleet-yaml", stack=STACK, preview=False)
+    recorder = start_mock_engine(RecordingMocks(), project="llmd-fleet-yaml", stack=STACK)
     outputs: dict[str, Any] = {}
 
     def program() -> None:
@@ -211,8 +210,7 @@ def test_the_component_declares_the_stack_programs_objects():
 
 def test_secrets_are_secret_whatever_the_program_passed():
     props = _properties()
-    recorder = RecordingMocks()
-    set_mocks(recorder, project="llmd-fleet-yaml", stack=STACK, preview=False)
+    recorder = start_mock_engine(RecordingMocks(), project="llmd-fleet-yaml", stack=STACK)
 
     def program() -> None:
         Fleet("fleet", _wire({**props, "hfToken": "hf_plain"}))

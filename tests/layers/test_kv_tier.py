@@ -14,7 +14,7 @@ from llmd_fleet.layers.router.epp_config import CPU_APPROX_PRODUCER, build_epp_c
 from llmd_fleet.layers.serving.pod import PodInputs, disaggregated_set_spec, serving_pod_template
 from llmd_fleet.layers.serving.vllm import vllm_serve_argv
 from llmd_fleet.plan.fleet import GIB, P2P_PORT, PlanError, plan_fleet
-from tests.conftest import ENGINE_IMAGE, stack_raw_config
+from tests.support import ENGINE_IMAGE, stack_raw_config
 
 
 def _flag(argv, name):

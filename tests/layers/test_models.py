@@ -23,7 +23,7 @@ from llmd_fleet.layers.gateway.bbr import (
 from llmd_fleet.plan.lora import lora_elements_per_rank_unit, lora_gib_per_rank
 from llmd_fleet.plan.model_card import DEEPSEEK_V2_LITE_CHAT
 from llmd_fleet.versions import versions
-from tests.conftest import STACKS_DIR, stack_raw_config
+from tests.support import STACKS_DIR, stack_raw_config
 
 MULTI = "onprem-h100-multimodel"
 

@@ -13,8 +13,8 @@ from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.security.isolation import cluster_ranges, network_policy_specs, union
 from llmd_fleet.targets.eks.config import EksTarget
 from llmd_fleet.targets.gke.config import GkeTarget
-from tests.conftest import single_model_stacks, stack_raw_config
 from tests.netpol import Cluster, Endpoint
+from tests.support import single_model_stacks, stack_raw_config
 
 NAMESPACE = "llm-d"
 GATEWAY_LABEL = {"gateway.networking.k8s.io/gateway-name": "llm-d-inference-gateway"}

@@ -14,7 +14,7 @@ from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.plan.fleet import PlanError, plan_fleet
 from llmd_fleet.plan.memory import card_contradictions, routed_expert_params
 from llmd_fleet.plan.model_card import description_for
-from tests.conftest import all_stacks, stack_raw_config
+from tests.support import all_stacks, stack_raw_config
 
 EXACT = {
     "layers": ("layers", "num_hidden_layers"),

@@ -15,7 +15,7 @@ from llmd_fleet.plan.kernels import (
     moe_kernels,
 )
 from llmd_fleet.plan.model_card import DEEPSEEK_V2_LITE_CHAT, GLM_5_2_FP8, WeightQuantization
-from tests.conftest import STACKS_DIR
+from tests.support import STACKS_DIR
 
 
 def test_deep_gemm_runs_block_fp8_only():

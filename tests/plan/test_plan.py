@@ -11,7 +11,7 @@ from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.layers.serving.config import TEARDOWN_SECONDS
 from llmd_fleet.layers.serving.pod import PodInputs, disaggregated_set_spec
 from llmd_fleet.plan.fleet import PlanError, plan_fleet
-from tests.conftest import ENGINE_IMAGE, stack_raw_config
+from tests.support import ENGINE_IMAGE, stack_raw_config
 
 
 def _with_roles(raw, **changes):

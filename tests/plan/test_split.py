@@ -15,7 +15,7 @@ from llmd_fleet.plan.model_card import DEEPSEEK_V2_LITE_CHAT, GLM_5_2_FP8
 from llmd_fleet.plan.split import DECODE_KV, plan_splits, splits, stack_best_range
 from llmd_fleet.plan.throughput import kv_read_bytes, plan_throughput
 from llmd_fleet.plan.workload import DECODE_KV_HEADROOM, plan_workload, workload_problems
-from tests.conftest import stack_raw_config
+from tests.support import stack_raw_config
 
 
 def _plan(raw):

@@ -19,8 +19,8 @@ from llmd_fleet.plan.throughput import (
     plan_throughput,
     tokens_per_step_of,
 )
-from tests.conftest import stack_raw_config
 from tests.plan.calibration_runs import figures
+from tests.support import stack_raw_config
 
 LOW, HIGH = 0.75, 1.33
 
