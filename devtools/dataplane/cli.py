@@ -54,12 +54,18 @@ def main(argv: Sequence[str]) -> int:
     from devtools.dataplane.run import main_run
 
     models = _has_models(args[1])
-    if models and {"--long", "--broken", "--kv-events", "--broken-kv-events"} & set(args):
+    if models and {"--long", "--broken", "--broken-kv-events"} & set(args):
         print(
-            f"dataplane: {args[1]} sets llmd-fleet:models: its run takes --scaled and --ranks-per-pod=N "
-            "only (the replay's figures, failover and KV events are the single-model runs')"
+            f"dataplane: {args[1]} sets llmd-fleet:models: its run takes --scaled, --ranks-per-pod=N "
+            "and --kv-events only (the replay's figures and failover are the single-model runs')"
         )
         return 2
+    if models and "--kv-events" in args:
+        # `make dataplane-reference` passes it to whichever stack it runs.
+        print(
+            "dataplane: --kv-events: the multi-model run does not relay KV events "
+            "(the single-model reference run proves them)"
+        )
     try:
         if models:
             # One pool per model behind the body-based router (devtools/dataplane/multimodel.py).

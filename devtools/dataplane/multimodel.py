@@ -229,7 +229,15 @@ def tally(results: list[dict[str, Any]], models: list[Model], served: dict[str, 
             "misrouted": sum(misrouted(r, served) for r in not_served),
             "refused": sum(1 for r in not_served if r.get("outcome") == "no-route"),
         },
-        "model_list": {"pool": listing.get("pool", ""), "status": listing.get("status"), "listed": listed},
+        "model_list": {
+            "pool": listing.get("pool", ""),
+            "status": listing.get("status"),
+            "listed": listed,
+            # What the answering pool's engines serve: their served names and adapters.
+            "expected": sorted(
+                {n for v in served.values() if v.pool == listing.get("pool") for n in v.names | v.adapters}
+            ),
+        },
     }
 
 
@@ -297,8 +305,11 @@ def checks(result: dict[str, Any]) -> list[str]:
         failures.append(
             f"{NOT_SERVED_NAME} got statuses {ns['statuses']}, not the gateway's {NO_ROUTE_STATUS}"
         )
-    if t["model_list"]["status"] != 200:
-        failures.append(f"GET /v1/models answered {t['model_list']['status']}")
+    ml = t["model_list"]
+    if ml["status"] != 200:
+        failures.append(f"GET /v1/models answered {ml['status']}")
+    elif ml["listed"] != ml["expected"]:
+        failures.append(f"GET /v1/models listed {ml['listed']}, not pool {ml['pool']}'s {ml['expected']}")
     if "negative" in result:
         k, r = negative_counts(result["negative"])
         if k + r == 0:

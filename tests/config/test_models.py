@@ -173,14 +173,6 @@ def test_placeholder_adapters_are_refused_for_deploy(capsys):
         assert f"error: llmd-fleet:models[1].model.loraAdapters[{index}].source is a placeholder" in err
 
 
-def test_the_dataplane_twin_refuses_a_multi_model_stack(capsys):
-    from devtools.dataplane.cli import _has_models, main
-
-    assert main(["run", MULTI, "--scaled"]) == 2
-    assert "sets llmd-fleet:models: the data-plane twin runs one pool" in capsys.readouterr().out
-    assert not _has_models("onprem-h100")
-
-
 def test_adapters_need_a_model_the_plan_describes(multi_raw):
     model = _entry(multi_raw, 1)["model"]
     model["id"] = "example-org/undescribed-moe"
