@@ -95,6 +95,13 @@ def models_of(docs: list[dict[str, Any]]) -> list[Model]:
     return out
 
 
+def last_model_route(docs: list[dict[str, Any]]) -> str:
+    """The HTTPRoute whose header match routes the last model (pure)."""
+    base = models_of(docs)[-1].name
+    rules = route_rules(docs, {})["rules"]
+    return next(r["route"] for r in rules for m in r["matches"] for h in m["headers"] if h["value"] == base)
+
+
 def route_rules(docs: list[dict[str, Any]], pickers: dict[str, list[str]]) -> dict[str, Any]:
     """The gateway stand-in's routing table (gateway/routes.go): every rule of every rendered
     HTTPRoute to an InferencePool, its matches as rendered, routes in name order; and each pool's
@@ -536,7 +543,7 @@ def main_run(stack: str, root: Path, scaled_down: bool, ranks_per_pod: int | Non
     bins["bbr"] = build.ensure_bbr()
     # The route whose match the negative control removes: the last model's (the one with adapters
     # in the reference), so requests for names no model serves reach its pool.
-    negative_route = models_of(topology.load_manifests(render))[-1].pool
+    negative_route = last_model_route(topology.load_manifests(render))
     procs = single.Processes([])
     try:
         cluster.up(twin_stack, apiserver_only=True, root=root)

@@ -68,6 +68,7 @@ def test_models_and_routes_as_rendered() -> None:
         ("glm52", [], "/v1/models"),
         ("subagent", [{"name": "X-Gateway-Base-Model-Name", "value": SUB}], "/"),
     ]
+    assert multimodel.last_model_route(_docs()) == "subagent"
     negative = multimodel.without_header_match(table, "subagent")
     assert [r["matches"][0]["headers"] for r in negative["rules"]] == [
         [{"name": "X-Gateway-Base-Model-Name", "value": GLM}],
