@@ -99,7 +99,9 @@ def last_model_route(docs: list[dict[str, Any]]) -> str:
     """The HTTPRoute whose header match routes the last model (pure)."""
     base = models_of(docs)[-1].name
     rules = route_rules(docs, {})["rules"]
-    return next(r["route"] for r in rules for m in r["matches"] for h in m["headers"] if h["value"] == base)
+    return next(
+        str(r["route"]) for r in rules for m in r["matches"] for h in m["headers"] if h["value"] == base
+    )
 
 
 def route_rules(docs: list[dict[str, Any]], pickers: dict[str, list[str]]) -> dict[str, Any]:
