@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from devtools.dataplane import cli, multimodel, scaled, topology
-from tests.conftest import REPO
+from tests.support import REPO
 
 GOLDEN = REPO / "tests" / "golden" / "onprem-h100-multimodel"
 GLM = "zai-org/GLM-5.2-FP8"
