@@ -166,7 +166,7 @@ doctor-twin: ## llmd-fleet doctor on the quickstart's twin prepared as a real in
 	@start=$$(date +%s); $(UV) run --frozen python -m devtools.twin doctor $(DOCTOR_TWIN_ARGS); \
 	status=$$?; echo "doctor-twin: $$(( $$(date +%s) - start )) s"; exit $$status
 
-# Day two under traffic (docs/day-two-replay.md): the twin with the real LWS controller and a process
+# Day two under traffic (docs/day-two.md): the twin with the real LWS controller and a process
 # kubelet on the stack's serving nodes (simulators in per-pod network namespaces), the rendered
 # pickers behind the gateway stand-in, steady agent traffic, and a rolling upgrade with the rollout
 # screener on, then off (the negative control). Needs root and the LWS, router and simulator

@@ -1,4 +1,4 @@
-"""The day-two replay's figures and lines (docs/day-two-replay.md), from the gateway stand-in's
+"""The day-two replay's figures and lines (docs/day-two.md), from the gateway stand-in's
 per-request results and the process kubelet's addresses. Pure."""
 
 from collections.abc import Iterable, Mapping

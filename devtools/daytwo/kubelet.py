@@ -1,4 +1,4 @@
-"""The twin's process kubelet (docs/day-two-replay.md): the kubelet of the stack's simulated GPU
+"""The twin's process kubelet (docs/day-two.md): the kubelet of the stack's simulated GPU
 nodes, where kwok runs no pod (devtools/twin/cluster.py `without_pods_on`).
 
 For each pod the scheduler binds to one of those nodes (the real LWS controller and the
@@ -130,6 +130,7 @@ class ProcessKubelet:
     load_seconds: float
     kv_blocks: int | None = None
     say: Callable[[str], None] = print
+    clock: Callable[[], float] = time.monotonic
     endpoints: dict[str, Endpoint] = field(default_factory=dict)
     """Every address the kubelet gave out this run, kept after its pod is gone."""
     pods: dict[str, PodRun] = field(default_factory=dict)
@@ -203,7 +204,7 @@ class ProcessKubelet:
         netns.attach(name, ip, veth)
         procs = run.Processes([])
         run.start_pods(procs, replace(self.base, pods=[as_pod]), self.bins, self.logs)
-        state = PodRun(meta["uid"], name, ip, as_pod, procs, time.monotonic(), probe_targets(spec))
+        state = PodRun(meta["uid"], name, ip, as_pod, procs, self.clock(), probe_targets(spec))
         with self._lock:
             self.pods[state.uid] = state
             self.endpoints[ip] = Endpoint(name, role, labels.get(topology.DS_REVISION, ""))
@@ -221,7 +222,7 @@ class ProcessKubelet:
         )
 
     def _check_ready(self, kube: Kube, state: PodRun, pod: dict[str, Any]) -> None:
-        elapsed = time.monotonic() - state.started
+        elapsed = self.clock() - state.started
         if elapsed < self.load_seconds:
             return
         for path, port in state.probes:

@@ -1,4 +1,4 @@
-"""`make day-two` (docs/day-two-replay.md): day two under traffic in one replay, first slice: a
+"""`make day-two` (docs/day-two.md): day two under traffic in one replay, first slice: a
 rolling upgrade under steady agent traffic with the rollout screener on, then the same kind of
 upgrade with it off (the negative control).
 
@@ -49,7 +49,7 @@ DEFAULT_STACK = "day-two"
 # How long a new pod of the process kubelet loads before its readiness probe may pass: the
 # harness's figure, inside the stack's declared `serving.modelLoadMinutes` (1 minute on day-two),
 # and long enough that each rollout step keeps both revisions serving for the issue's 30 s.
-DEFAULT_LOAD_S = 35.0
+DEFAULT_LOAD_S = 40.0
 # The revisions: decode `maxNumSeqs` as rendered (a), then these (b, then c).
 NEXT_MAX_NUM_SEQS = (24, 16)
 # Traffic before each upgrade starts, and after its rollout ends, inside the measured window.

@@ -1,9 +1,10 @@
-"""The day-two replay's pure parts (docs/day-two-replay.md): the process kubelet's probes and
+"""The day-two replay's pure parts (docs/day-two.md): the process kubelet's probes and
 status, kwok kept off the kubelet's nodes, the upgrade figures and lines, the revisions' stack
 files and the rollout's settled state."""
 
 import copy
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -13,6 +14,7 @@ from devtools.daytwo import figures, kubelet
 from devtools.daytwo import run as daytwo
 from devtools.daytwo.kubelet import Endpoint
 from devtools.twin import cluster, nodes
+from devtools.twin.kube import Kube
 from tests.conftest import STACKS_DIR
 
 SIDECAR_SPEC: dict[str, Any] = {
@@ -237,6 +239,97 @@ def test_the_twin_puts_no_gpu_taint_on_a_node_group_without_gpus() -> None:
     config = stack_config(read_stack_file(STACKS_DIR, "day-two"))
     created = [o for o in nodes.twin_objects(config.fleet.node_groups) if o["kind"] == "Node"]
     kind = [o for o in created if o["metadata"]["labels"][nodes.NODE_GROUP_LABEL] == "kind"]
-    assert len(kind) == 8
+    assert len(kind) == 11
     assert all(not o["spec"].get("taints") for o in kind)
     assert all(o["metadata"]["labels"]["llm-d.ai/day-two"] == "true" for o in kind)
+
+
+class FakeKube:
+    """The API calls the process kubelet makes, recorded; its pods listed as set."""
+
+    def __init__(self) -> None:
+        self.pods: list[dict[str, Any]] = []
+        self.calls: list[tuple[str, str, Any]] = []
+
+    def list(self, api_version: str, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        return copy.deepcopy(self.pods)
+
+    def request(self, method: str, path: str, body: Any = None, content_type: str = "") -> Any:
+        self.calls.append((method, path, body))
+        return None
+
+
+def test_the_kubelet_starts_readies_after_the_load_and_finalizes_a_deleted_pod(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from devtools.dataplane import run as dataplane
+
+    events: list[str] = []
+    monkeypatch.setattr(
+        netns, "attach", lambda name, ip, index: events.append(f"attach {name} {ip} v{index}")
+    )
+    monkeypatch.setattr(netns, "detach", lambda name: events.append(f"detach {name}"))
+    monkeypatch.setattr(netns, "fetch", lambda name, url, timeout=5.0: "ok")
+    monkeypatch.setattr(
+        dataplane, "start_pods", lambda procs, topo, bins, logs: events.append(f"start {topo.pods[0].name}")
+    )
+    monkeypatch.setattr(kubelet, "SETTLE_S", 0.0)
+    clock = [100.0]
+    fake = FakeKube()
+    kube = cast(Kube, fake)
+    base = topology.Topology("llm-d", topology.Picker("epp", 1, (), ""), {}, [], [])
+    said: list[str] = []
+    k = kubelet.ProcessKubelet(
+        lambda: kube,
+        base,
+        frozenset({"kind-000"}),
+        {},
+        tmp_path,
+        40.0,
+        say=said.append,
+        clock=lambda: clock[0],
+    )
+    pod = {
+        "metadata": {
+            "name": "set-0-rev-decode-0",
+            "namespace": "llm-d",
+            "uid": "u1",
+            "labels": {topology.DS_ROLE: "decode", topology.DS_REVISION: "rev"},
+        },
+        "spec": {**copy.deepcopy(SIDECAR_SPEC), "nodeName": "kind-000"},
+    }
+    elsewhere = copy.deepcopy(pod)
+    elsewhere["metadata"] |= {"name": "other", "uid": "u2"}
+    elsewhere["spec"]["nodeName"] = "system-000"
+    fake.pods = [pod, elsewhere]
+    k.sync(kube)
+    assert events == [
+        f"attach set-0-rev-decode-0 10.244.0.{topology.FIRST_POD_HOST} v1000",
+        "start set-0-rev-decode-0",
+    ]
+    method, path, body = fake.calls[-1]
+    assert (method, path) == ("PATCH", "/api/v1/namespaces/llm-d/pods/set-0-rev-decode-0/status")
+    assert body["status"]["podIP"] == f"10.244.0.{topology.FIRST_POD_HOST}"
+    assert {c["type"]: c["status"] for c in body["status"]["conditions"]}["Ready"] == "False"
+    assert k.endpoints[f"10.244.0.{topology.FIRST_POD_HOST}"] == Endpoint(
+        "set-0-rev-decode-0", "decode", "rev"
+    )
+    clock[0] += 39.0
+    k.sync(kube)
+    assert len(fake.calls) == 1  # still loading
+    clock[0] += 1.5
+    k.sync(kube)
+    assert {c["type"]: c["status"] for c in fake.calls[-1][2]["status"]["conditions"]}["Ready"] == "True"
+    assert said[-1] == "kubelet: set-0-rev-decode-0 Ready 40.5 s after start"
+    fake.pods[0]["metadata"]["deletionTimestamp"] = "2026-12-06T00:00:00Z"
+    monkeypatch.setattr(k, "_idle", lambda state: True)
+    k.sync(kube)
+    for thread in k._threads:
+        thread.join(timeout=10)
+    assert events[-1] == "detach set-0-rev-decode-0"
+    assert fake.calls[-1] == (
+        "DELETE",
+        "/api/v1/namespaces/llm-d/pods/set-0-rev-decode-0",
+        {"gracePeriodSeconds": 0, "preconditions": {"uid": "u1"}},
+    )
+    assert k.pods == {}
