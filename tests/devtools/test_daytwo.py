@@ -333,3 +333,20 @@ def test_the_kubelet_starts_readies_after_the_load_and_finalizes_a_deleted_pod(
         {"gracePeriodSeconds": 0, "preconditions": {"uid": "u1"}},
     )
     assert k.pods == {}
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--load-seconds=soon"], "--load-seconds: 'soon' is not a positive number of seconds"),
+        (["--load-seconds=0"], "--load-seconds: '0' is not a positive number of seconds"),
+        (["--fast"], "unknown flag --fast (allowed: --load-seconds=S)"),
+        (["no-such-stack"], "no stack file stacks/Pulumi.no-such-stack.yaml"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(
+    argv: list[str], words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert daytwo.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == f"day-two: {words}\n"
