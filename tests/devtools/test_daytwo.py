@@ -15,7 +15,7 @@ from devtools.daytwo import run as daytwo
 from devtools.daytwo.kubelet import Endpoint
 from devtools.twin import cluster, nodes
 from devtools.twin.kube import Kube
-from tests.conftest import STACKS_DIR
+from tests.support import STACKS_DIR
 
 SIDECAR_SPEC: dict[str, Any] = {
     "initContainers": [

@@ -160,7 +160,7 @@ def test_a_simulator_engine_may_declare_a_load_under_five_minutes(minutes):
 
 
 def test_no_engine_declares_a_load_under_one_minute():
-    problems = _problems(_set(stack_raw_config(STACK), "serving.modelLoadMinutes", 0))
+    problems = config_problems(_set(stack_raw_config(STACK), "serving.modelLoadMinutes", 0))
     assert any(p == "llmd-fleet:serving.modelLoadMinutes" and ">= 1" in m for p, m in problems), problems
 
 
