@@ -41,6 +41,9 @@ SETTLE_S = 2.0
 SYNC_S = 0.5
 # veth indexes of pods the kubelet adds, above those `netns.setup` gave the run's fixed namespaces.
 FIRST_VETH = 1000
+# The last host address of the run's /24 pod network (.255 is its broadcast address); addresses
+# are never reused in a run, so the replay's figures can name the pod behind every address.
+LAST_POD_HOST = 254
 RUNNING = "vllm:num_requests_running"
 # The nodes' address as kwok reports it (devtools/twin/cluster.py, `--node-ip`).
 HOST_IP = "127.0.0.1"
@@ -191,12 +194,15 @@ class ProcessKubelet:
         meta, spec = pod["metadata"], pod["spec"]
         labels = meta.get("labels", {})
         with self._lock:
+            if self._next_host > LAST_POD_HOST:
+                self.errors.append(
+                    f"kubelet: {meta['name']} not started: the run's pod network has no address left"
+                )
+                return
             ip = f"{topology.POD_SUBNET}.{self._next_host}"
             self._next_host += 1
             veth = self._next_veth
             self._next_veth += 1
-        if self._next_host > 254:
-            raise RuntimeError("the run's pod network (/24) has no address left")
         name = meta["name"]
         role = labels.get(topology.DS_ROLE, "")
         containers = topology.pod_containers(spec, self.kv_blocks)

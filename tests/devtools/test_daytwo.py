@@ -350,3 +350,24 @@ def test_bad_arguments_exit_2_with_one_line(
     assert daytwo.main(argv) == 2
     err = capsys.readouterr().err
     assert err == f"day-two: {words}\n"
+
+
+def test_the_kubelet_starts_no_pod_when_the_pod_network_is_used_up(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    attached: list[str] = []
+    monkeypatch.setattr(netns, "attach", lambda name, ip, index: attached.append(name))
+    fake = FakeKube()
+    kube = cast(Kube, fake)
+    base = topology.Topology("llm-d", topology.Picker("epp", 1, (), ""), {}, [], [])
+    k = kubelet.ProcessKubelet(lambda: kube, base, frozenset({"kind-000"}), {}, tmp_path, 1.0, say=print)
+    k._next_host = kubelet.LAST_POD_HOST + 1
+    fake.pods = [
+        {
+            "metadata": {"name": "p", "namespace": "llm-d", "uid": "u", "labels": {}},
+            "spec": {**copy.deepcopy(SIDECAR_SPEC), "nodeName": "kind-000"},
+        }
+    ]
+    k.sync(kube)
+    assert attached == [] and fake.calls == [] and k.pods == {}
+    assert k.errors == ["kubelet: p not started: the run's pod network has no address left"]
