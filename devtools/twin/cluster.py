@@ -256,10 +256,9 @@ def up(
     apiserver_only: bool = False,
     root: Path = PROJECT_ROOT,
     kubelet_nodes: Sequence[str] = (),
-    stacks_dir: Path | None = None,
 ) -> State:
-    """Start the twin with `stack`'s nodes (from `stacks_dir`, default the checkout's stacks/);
-    kwok runs no pod on `kubelet_nodes` (their pods are another kubelet's, `without_pods_on`)."""
+    """Start the twin with `stack`'s nodes; kwok runs no pod on `kubelet_nodes` (their pods are
+    another kubelet's, `without_pods_on`)."""
     from llmd_fleet.cli.stack_file import read_stack_file, stack_config
 
     directory = twin_dir(root)
@@ -268,7 +267,7 @@ def up(
         if any(_alive(pid, old.binaries.get(n, "")) for n, pid in old.pids.items()):
             raise TwinError("the twin is already up: `make twin-down` first")
         state_path(root).unlink()
-    config = stack_config(read_stack_file(stacks_dir or root / "stacks", stack))
+    config = stack_config(read_stack_file(root / "stacks", stack))
     found, problems = binaries(apiserver_only)
     for problem in problems:
         print(f"twin: {problem}", file=sys.stderr)
