@@ -164,15 +164,25 @@ def test_a_full_node_group_replaces_decode_in_place_instead_of_stalling(raw_conf
         assert (role.max_surge, role.max_unavailable) == (0, 1), role.name
 
 
-@pytest.mark.parametrize(("spare", "decode_rollout"), [(7, (0, 1)), (8, (1, 0)), (20, (1, 0))])
-def test_decode_surges_only_into_a_whole_spare_instance(raw_config, spare, decode_rollout):
+@pytest.mark.parametrize(
+    ("spare", "decode_rollout", "prefill_rollout"),
+    [
+        (7, (0, 1), (0, 1)),  # room for a prefill instance (4 nodes) but not decode's 8: nothing surges
+        (8, (1, 0), (0, 1)),  # decode's surge instance only
+        (11, (1, 0), (0, 1)),  # decode's 8 leave 3, short of a prefill instance
+        (12, (1, 0), (1, 0)),  # both surge instances at once (the LWS planner scales roles up together)
+        (20, (1, 0), (1, 0)),
+    ],
+)
+def test_roles_surge_only_into_whole_spare_instances_decode_first(
+    raw_config, spare, decode_rollout, prefill_rollout
+):
     raw_config["fleet"]["nodeGroups"]["h100"]["count"] = 68 + spare
     plan = plan_fleet(parse_config(raw_config))
-    decode = plan.role("decode")
-    assert decode.nodes_per_instance == 8
+    decode, prefill = plan.role("decode"), plan.role("prefill")
+    assert (decode.nodes_per_instance, prefill.nodes_per_instance) == (8, 4)
     assert (decode.max_surge, decode.max_unavailable) == decode_rollout
-    # Prefill instances span nodes and always replace in place.
-    assert (plan.role("prefill").max_surge, plan.role("prefill").max_unavailable) == (0, 1)
+    assert (prefill.max_surge, prefill.max_unavailable) == prefill_rollout
 
 
 def test_the_drain_reaches_every_role(raw_config):

@@ -43,7 +43,7 @@ def test_serving_registers_a_disaggregated_set_under_the_component(engine, raw_c
             "maxSurge": 0,
             "maxUnavailable": 1,
         }
-        # All 68 nodes are in use: decode cannot surge (llmd_fleet/plan/fleet.py rollout_for).
+        # All 68 nodes are in use: decode cannot surge (llmd_fleet/plan/fleet.py rollouts_for).
         assert roles["decode"]["rolloutStrategy"]["rollingUpdateConfiguration"] == {
             "maxSurge": 0,
             "maxUnavailable": 1,

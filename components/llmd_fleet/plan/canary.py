@@ -5,7 +5,7 @@ The canary's roles are the stable roles with the canary's instances: same node g
 instance, parallelism and pods, so each canary instance needs exactly what a stable instance of
 its role needs. Its nodes must be spare: what a group has left once every stable role runs its
 most instances (`RolePlan.max_instances`, the autoscaling ceiling included). The stable roles'
-own rollout surge (`rollout_for`) then counts only what the canary leaves.
+own rollout surge (`rollouts_for`) then counts only what the canary leaves.
 """
 
 from collections.abc import Mapping, Sequence

@@ -11,7 +11,7 @@ and a rank's KV room is the simulator's emulated prefix cache (`simulator.kvCach
 """
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal, TypedDict
 
@@ -232,7 +232,7 @@ class RolePlan:
     """vLLM `--shutdown-timeout`: in-flight requests finish within this after SIGTERM."""
     max_surge: int = 0
     """Rolling update: instances created above `instances` while replacing (1 only when the node
-    group has a whole spare instance's nodes, see `rollout_for`)."""
+    group has a whole spare instance's nodes, see `rollouts_for`)."""
     max_unavailable: int = 1
     """Rolling update: instances taken down at once (0 when surging)."""
     local_prefill_tokens: int = 0
@@ -720,8 +720,9 @@ def plan_fleet(config: StackConfig) -> FleetPlan:
     # than its threshold (layers/router/config.py).
     threshold = non_cached_tokens(config.router)
     local_prefill = threshold - 1 if threshold is not None else 0
+    rollouts = rollouts_for(roles, spare)
     for i, r in enumerate(roles):
-        surge, unavailable = rollout_for(r, spare[r.node_group])
+        surge, unavailable = rollouts[r.name]
         roles[i] = replace(
             r,
             max_surge=surge,
@@ -773,13 +774,32 @@ def plan_fleet(config: StackConfig) -> FleetPlan:
 
 
 def rollout_for(role: RolePlan, spare_nodes: int) -> tuple[int, int]:
-    """(maxSurge, maxUnavailable) of a role's rolling update.
+    """(maxSurge, maxUnavailable) of one role with `spare_nodes` of its group left to it: surge
+    one instance when its nodes fit, else replace one at a time (a surge instance that could
+    never schedule would stall a maxUnavailable-0 rollout for good)."""
+    if spare_nodes >= role.nodes_per_instance:
+        return 1, 0
+    return 0, 1
+
+
+def rollouts_for(roles: Sequence[RolePlan], spare: Mapping[str, int]) -> dict[str, tuple[int, int]]:
+    """(maxSurge, maxUnavailable) of each role's rolling update, from its node group's spare nodes.
 
     Decode surges first (a new instance becomes ready before an old one goes, so decode capacity
     never drops; llm-d's P/D rollout) when its node group has the nodes of one more instance to
-    spare. Otherwise a surge instance could never schedule and, with maxUnavailable 0, the rollout
-    would stall for good, so decode is replaced one instance at a time like prefill, whose
-    instances span nodes and always replace in place."""
-    if role.name == "decode" and spare_nodes >= role.nodes_per_instance:
-        return 1, 0
-    return 0, 1
+    spare. Prefill surges too only when decode does and what decode's surge leaves of prefill's
+    group holds a prefill instance: the LWS v0.10.0 DisaggregatedSet planner scales every role up
+    in the same step (`pkg/controllers/disaggregatedset/planner.go` `tryScaleUp`), so both surge
+    instances exist at once. Unless every role surges, the planner's last step scales the new
+    revision to its target and drains the old one to zero in one reconcile (`tryForceDrain` and
+    `applyOrphanPrevention` count the replicas still being created), so for one model load a
+    surging role serves one instance short: decode when prefill replaces in place
+    (docs/day-two.md), prefill if it surged alone, which would cost the spare nodes and keep
+    nothing. With both roles surging every drain waits for new instances that are Ready."""
+    left = dict(spare)
+    out: dict[str, tuple[int, int]] = {}
+    for r in sorted(roles, key=lambda r: r.name != "decode"):
+        surges = r.name == "decode" or out.get("decode") == (1, 0)
+        out[r.name] = rollout_for(r, left[r.node_group]) if surges else (0, 1)
+        left[r.node_group] -= out[r.name][0] * r.nodes_per_instance
+    return out

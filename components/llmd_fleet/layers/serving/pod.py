@@ -330,7 +330,7 @@ def disaggregated_set_spec(
                     },
                     "rolloutStrategy": {
                         "type": "RollingUpdate",
-                        # From the plan: decode surges only into spare nodes (plan.rollout_for).
+                        # From the plan: roles surge only into spare nodes (plan.rollouts_for).
                         "rollingUpdateConfiguration": {
                             "maxSurge": plan.max_surge,
                             "maxUnavailable": plan.max_unavailable,
