@@ -2,10 +2,12 @@
 per-request results and the process kubelet's addresses. Pure."""
 
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
 from devtools.dataplane import replay
+from devtools.dataplane import report as replay_report
 from devtools.daytwo.kubelet import Endpoint
 
 # What an upgrade must show to count as two revisions serving together (issue 52).
@@ -181,3 +183,122 @@ def steady(
                 }
             )
     return sorted(out, key=lambda e: (e["at_ms"], e["id"]))
+
+
+# Faults under the same steady traffic (docs/day-two.md, "Faults under traffic"): each scenario's
+# figures come from the requests of one gateway stand-in's results, in the scenario's window.
+
+
+def failover_line(fo: dict[str, Any]) -> str:
+    """`failover: <F> failed, <S> s[ (limit: upstream <reference>)]`: the data-plane twin's
+    measurement (devtools/dataplane/report.py `failover`) over the replay's requests."""
+    if fo.get("failed") is None:
+        return "failover: not run"
+    resumed = "never resumed" if fo.get("resume_s") is None else f"{fo['resume_s']:.1f} s"
+    return f"failover: {fo['failed']} failed, {resumed}{replay_report.failover_limit(fo)}"
+
+
+def failover_failures(fo: dict[str, Any]) -> list[str]:
+    """A failover fails the run when no picker routed again, or when it lost requests for a
+    cause the pinned versions do not explain (the endpoint's own failure)."""
+    if fo.get("failed") is None:
+        return ["failover: the leader picker was never stopped"]
+    out = []
+    if fo.get("resume_s") is None:
+        out.append("failover: no request was routed by the standby picker after the leader stopped")
+    unexplained = (fo.get("causes") or {}).get("endpoint", 0)
+    if unexplained:
+        out.append(f"failover: {unexplained} requests failed at their endpoint, not at the picker hand-over")
+    return out
+
+
+@dataclass(frozen=True)
+class Loss:
+    """A lost group under traffic: a node (node loss) or a device (GPU loss)."""
+
+    what: str
+    """The node or device lost."""
+    group_s: float
+    """From the loss until the group was recreated, Ready (node loss) or on another node (GPU loss)."""
+    failed: int
+    requests: int
+    in_flight: int
+    """Requests that were on the lost group's addresses when it went (routed before, not done)."""
+    routed_after: int
+    """Requests the picker sent to the lost addresses after the loss (before it dropped them)."""
+    failed_elsewhere: int
+    """Failed requests of the window that were not on the lost group (the goal: none)."""
+    stopped_routing_s: float
+    """From the loss to the last request the picker sent to a lost address (0: none after)."""
+
+
+def loss(
+    what: str,
+    at_ms: float,
+    until_ms: float,
+    results: list[dict[str, Any]],
+    lost: AbstractSet[str],
+    group_s: float,
+) -> Loss:
+    """Requests started in [at_ms, until_ms] and those in flight on the `lost` addresses at
+    `at_ms` (the replay's clock). Pure."""
+
+    def routed_ms(r: dict[str, Any]) -> float:
+        return float(r["start_ms"]) + float(r.get("pick_ms") or 0)
+
+    def on_lost(r: dict[str, Any]) -> bool:
+        return bool(r.get("destination")) and (
+            _address(r["destination"]) in lost or _address(r.get("prefill") or "") in lost
+        )
+
+    in_flight = [
+        r
+        for r in results
+        if on_lost(r) and routed_ms(r) <= at_ms < float(r["start_ms"]) + float(r.get("total_ms") or 0)
+    ]
+    window = [r for r in results if at_ms <= r["start_ms"] <= until_ms]
+    after = [r for r in results if on_lost(r) and routed_ms(r) > at_ms]
+    counted = {r["id"]: r for r in window + in_flight}
+    failed = [r for r in counted.values() if r["outcome"] != "served"]
+    return Loss(
+        what,
+        group_s,
+        len(failed),
+        len(counted),
+        len(in_flight),
+        len(after),
+        sum(1 for r in failed if not on_lost(r)),
+        max((routed_ms(r) - at_ms) / 1000 for r in after) if after else 0.0,
+    )
+
+
+def node_loss_line(x: Loss) -> str:
+    return (
+        f"node loss: {x.what} under traffic: group recreated in {x.group_s:.1f} s, {x.failed} failed of "
+        f"{x.requests} requests, picker stopped routing to it in {x.stopped_routing_s:.1f} s"
+    )
+
+
+def gpu_loss_line(x: Loss) -> str:
+    return (
+        f"gpu loss: {x.what} tainted: group moved in {x.group_s:.1f} s, {x.failed} failed of "
+        f"{x.requests} requests"
+    )
+
+
+def loss_detail(kind: str, x: Loss) -> str:
+    """What the contract line leaves out: what the lost group held."""
+    return (
+        f"day-two: {kind}: {x.in_flight} requests in flight on the lost group when it went, "
+        f"{x.routed_after} routed to it before the picker dropped it, {x.failed_elsewhere} failed elsewhere"
+    )
+
+
+def loss_failures(kind: str, x: Loss) -> list[str]:
+    """The goal: a lost group fails at most what was in flight on it, read as the requests it
+    held when it went and those the picker handed it before it could know (until the pods'
+    deletion reached its watch, `stopped_routing_s`): every failed request of the window must
+    have been on the lost group; one anywhere else fails the run."""
+    if not x.failed_elsewhere:
+        return []
+    return [f"{kind}: {x.failed_elsewhere} requests failed that were not on the lost group"]

@@ -67,6 +67,7 @@ class PodRun:
     procs: run.Processes
     started: float
     probes: list[tuple[str, int]]
+    node: str = ""
     ready_s: float | None = None
     draining: bool = False
 
@@ -138,6 +139,8 @@ class ProcessKubelet:
     """Every address the kubelet gave out this run, kept after its pod is gone."""
     pods: dict[str, PodRun] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    lost: set[str] = field(default_factory=set)
+    """Nodes that died (`lose_node`): their pods are no longer this kubelet's."""
     _next_host: int = topology.FIRST_POD_HOST
     _next_veth: int = FIRST_VETH
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -163,7 +166,7 @@ class ProcessKubelet:
         seen = set()
         for pod in listed:
             meta, spec = pod["metadata"], pod["spec"]
-            if spec.get("nodeName") not in self.nodes:
+            if spec.get("nodeName") not in self.nodes or spec.get("nodeName") in self.lost:
                 continue
             uid = meta["uid"]
             seen.add(uid)
@@ -210,7 +213,9 @@ class ProcessKubelet:
         netns.attach(name, ip, veth)
         procs = run.Processes([])
         run.start_pods(procs, replace(self.base, pods=[as_pod]), self.bins, self.logs)
-        state = PodRun(meta["uid"], name, ip, as_pod, procs, self.clock(), probe_targets(spec))
+        state = PodRun(
+            meta["uid"], name, ip, as_pod, procs, self.clock(), probe_targets(spec), spec["nodeName"]
+        )
         with self._lock:
             self.pods[state.uid] = state
             self.endpoints[ip] = Endpoint(name, role, labels.get(topology.DS_REVISION, ""))
@@ -286,6 +291,20 @@ class ProcessKubelet:
         except ApiError as error:
             if error.code not in (404, 409):
                 self.errors.append(f"kubelet: deleting {name}: {error}")
+
+    def lose_node(self, node: str) -> list[str]:
+        """The node dies: its pods' processes stop at once (no drain) and this kubelet no longer
+        acts for it, as a kubelet that is gone (its pods are left to the control plane). Returns
+        the addresses its pods had."""
+        with self._lock:
+            self.lost.add(node)
+            victims = [p for p in self.pods.values() if p.node == node]
+            for p in victims:
+                p.draining = True
+        for p in victims:
+            self._stop_pod(p)
+            self.say(f"kubelet: {p.name} on {node} at {p.ip}: killed with its node")
+        return [p.ip for p in victims]
 
     def stop(self) -> None:
         self._stop.set()

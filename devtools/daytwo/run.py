@@ -1,6 +1,6 @@
-"""`make day-two` (docs/day-two.md): day two under traffic in one replay, first slice: a
-rolling upgrade under steady agent traffic with the rollout screener on, then the same kind of
-upgrade with it off (the negative control).
+"""`make day-two` (docs/day-two.md): day two under traffic in one replay: a rolling upgrade
+under steady agent traffic with the rollout screener on, then the same kind of upgrade with it
+off (the negative control), then faults under steady traffic.
 
     python -m devtools.daytwo [STACK] [--load-seconds=S]
 
@@ -20,6 +20,9 @@ upgrade with it off (the negative control).
 6. The pickers restart with the rollout screener's revision gating off
    (devtools/router_check/check.py `without_gating`) and revision c is rolled out the same way.
    The `upgrade (screener off):` line.
+7. Faults under one steady traffic stream (`Replay.faults`, one method per scenario): the leader
+   picker stopped (`failover:`), a decode worker's node lost (`node loss:`), a decode node
+   drained in place of a GPU device taint the stack's DRA-less nodes cannot carry (`gpu loss:`).
 
 The upgrade is applied as rendered manifests, not through `pulumi up` (the engine run,
 devtools/twin/engine.py, is not wired into this replay yet).
@@ -28,8 +31,10 @@ devtools/twin/engine.py, is not wired into this replay yet).
 import json
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +42,7 @@ import yaml
 
 from devtools import source_snapshot
 from devtools.dataplane import build, netns, replay, topology
+from devtools.dataplane import report as replay_report
 from devtools.dataplane import run as dataplane
 from devtools.daytwo import figures
 from devtools.daytwo.kubelet import ProcessKubelet
@@ -57,6 +63,13 @@ LEAD_S = 8.0
 TAIL_S = 5.0
 # The longest a rollout may take before the run fails (every step waits a load).
 ROLLOUT_TIMEOUT_S = 600.0
+# Faults under traffic: steady traffic before the first fault and between two (each fault's
+# window ends when its scenario has recovered), how long the failover window runs, and the longest
+# a lost group may take to come back (one simulated load plus scheduling).
+FAULT_GAP_S = 8.0
+FAILOVER_WINDOW_S = 20.0
+RECOVERY_TIMEOUT_S = 240.0
+FAULT_TRAFFIC_S = 900.0
 
 
 def variant(text: str, max_num_seqs: int) -> str:
@@ -146,6 +159,46 @@ def read_results(out: Path) -> list[dict[str, Any]]:
         except ValueError:  # the line being written when the stand-in stopped
             continue
     return rows
+
+
+@dataclass(frozen=True)
+class Window:
+    """One fault on the fault replay's clock (ms from the gateway stand-in's start)."""
+
+    what: str
+    """The stopped picker's address, or the lost node."""
+    at_ms: float
+    until_ms: float
+    addresses: frozenset[str]
+    """The lost group's pod addresses (node loss)."""
+    recovered_s: float
+
+
+def failover_figures(results: list[dict[str, Any]], w: Window) -> dict[str, Any]:
+    """The data-plane twin's failover figures (devtools/dataplane/report.py `failover`) over the
+    requests started in the failover window only (later faults are not its)."""
+    inside = [r for r in results if r["start_ms"] <= w.until_ms]
+    return replay_report.failover(inside, w.at_ms, w.what)
+
+
+def not_ready_status() -> dict[str, Any]:
+    """A Node status whose Ready condition is Unknown, as the node lifecycle controller marks a
+    node whose kubelet stopped posting (`NodeStatusUnknown`)."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return {
+        "status": {
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "Unknown",
+                    "reason": "NodeStatusUnknown",
+                    "message": "Kubelet stopped posting node status.",
+                    "lastHeartbeatTime": stamp,
+                    "lastTransitionTime": stamp,
+                }
+            ]
+        }
+    }
 
 
 class Replay:
@@ -345,6 +398,185 @@ class Replay:
             seconds,
         )
 
+    # --- Faults under steady agent traffic (docs/day-two.md, "Faults under traffic"): one gateway
+    # stand-in, one traffic stream; each scenario is one method that injects its fault, waits for
+    # the recovery and returns its window on the gateway's clock. `faults` runs them in order.
+
+    def faults(self) -> tuple[list[str], list[str]]:
+        """The pickers restart with the rendered config (rollout screener on); steady traffic
+        runs through every fault scenario in turn. Returns (contract lines, failures)."""
+        assert self.kubelet is not None
+        pickers = self.pickers(self.topo.picker.config, "faults")
+        entries = figures.steady(self.model(), self.bands(), FAULT_TRAFFIC_S)
+        replay_file = self.run_dir / "replay-faults.jsonl"
+        replay_file.write_text(replay.write(entries))
+        out = self.run_dir / "faults"
+        out.mkdir(parents=True, exist_ok=True)
+        argv = dataplane.gateway_argv(
+            self.bins,
+            pickers,
+            self.topo.picker,
+            f"--replay={replay_file}",
+            f"--out={out}",
+            "--pick-deadline=15s",
+        )
+        self.procs.start("gateway-faults", argv, self.logs)
+        clock = out / "start_unix_ms"
+        wait_for("the fault replay's clock", clock.exists, 30, 0.1)
+        start_ms = float(clock.read_text())
+
+        def now_ms() -> float:
+            return time.time() * 1000 - start_ms
+
+        time.sleep(FAULT_GAP_S)
+        failover = self.failover_fault(pickers, now_ms)
+        time.sleep(FAULT_GAP_S)
+        node = self.node_loss_fault(now_ms)
+        time.sleep(FAULT_GAP_S)
+        gpu = self.gpu_loss_fault(now_ms)
+        time.sleep(FAULT_GAP_S)
+        self.procs.stop("gateway-faults")
+        results = read_results(out)
+        (self.run_dir / "faults-endpoints.json").write_text(
+            json.dumps({ip: vars(e) for ip, e in self.kubelet.endpoints.items()}, indent=2) + "\n"
+        )
+        lines: list[str] = []
+        failures: list[str] = []
+        fo = failover_figures(results, failover)
+        lines.append(figures.failover_line(fo))
+        failures += figures.failover_failures(fo)
+        lost = figures.loss(node.what, node.at_ms, node.until_ms, results, node.addresses, node.recovered_s)
+        lines.append(figures.node_loss_line(lost))
+        lines.append(figures.loss_detail("node loss", lost))
+        failures += figures.loss_failures("node loss", lost)
+        moved = figures.loss(gpu.what, gpu.at_ms, gpu.until_ms, results, gpu.addresses, gpu.recovered_s)
+        lines.append(figures.gpu_loss_line(moved))
+        lines.append(figures.loss_detail("gpu loss", moved))
+        lines.append(
+            f"day-two: gpu loss: not a DeviceTaintRule: the {self.stack} stack's nodes publish no DRA "
+            f"device (acceleratorAllocation none), so {gpu.what}'s decode pod was drained instead "
+            "(cordon, then the Eviction API)"
+        )
+        failures += figures.loss_failures("gpu loss", moved)
+        return lines, failures
+
+    def failover_fault(self, pickers: list[str], now_ms: Callable[[], float]) -> "Window":
+        """The leader endpoint picker is stopped (SIGTERM, as a rollout or an eviction stops it;
+        devtools/dataplane/run.py does the same in the data-plane twin); the standby takes over.
+        The window runs FAILOVER_WINDOW_S."""
+        who = dataplane.leader(self.kube, self.topo.namespace)
+        index = next(
+            (i for i in range(self.topo.picker.replicas) if who == f"{self.topo.picker.name}-{i}"), None
+        )
+        if index is None:
+            raise cluster.TwinError(f"failover: no picker holds the leader lease (holder {who!r})")
+        at_ms = now_ms()
+        stopping = threading.Thread(target=self.procs.stop, args=(f"picker-{index}-",), daemon=True)
+        stopping.start()
+        time.sleep(FAILOVER_WINDOW_S)
+        return Window(pickers[index], at_ms, now_ms(), frozenset(), FAILOVER_WINDOW_S)
+
+    def node_loss_fault(self, now_ms: Callable[[], float]) -> "Window":
+        """A decode worker's node dies: its processes stop at once (the process kubelet no longer
+        acts for it), the Node turns NotReady and is cordoned, and its pod is deleted as the
+        node lifecycle controller's eviction does (here at once, not after the pods' 300 s
+        unreachable toleration); once the LWS controller has restarted the group the pod is
+        force-deleted with the Node (no kubelet will ever finish it). The window ends when the
+        group is back with new pods, all Ready."""
+        assert self.kubelet is not None
+        pods = serving_pods(self.kube, self.topo.namespace, self.set_name)
+        decode = [
+            p
+            for p in pods
+            if p["metadata"]["labels"].get(topology.DS_ROLE) == "decode"
+            and p["metadata"]["labels"].get(lws_checks.WORKER_INDEX, "0") != "0"
+            and lws_checks.is_ready(p)
+        ]
+        victim = sorted(decode, key=lambda p: p["metadata"]["name"])[-1]
+        key = lws_checks.group_key(victim)
+        members = lws_checks.groups(pods)[key]
+        old = {p["metadata"]["uid"] for p in members}
+        addresses = frozenset(str(p["status"]["podIP"]) for p in members)
+        node = str(victim["spec"]["nodeName"])
+        meta = victim["metadata"]
+        at_ms = now_ms()
+        began = time.monotonic()
+        self.kubelet.lose_node(node)
+        merge = "application/merge-patch+json"
+        self.kube.request("PATCH", f"/api/v1/nodes/{node}", {"spec": {"unschedulable": True}}, merge)
+        self.kube.request("PATCH", f"/api/v1/nodes/{node}/status", not_ready_status(), merge)
+        path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
+        self.kube.request("DELETE", path)
+        leader = lws_checks.group_name(key)
+
+        def leader_going() -> bool:
+            try:
+                found = self.kube.get(f"/api/v1/namespaces/{meta['namespace']}/pods/{leader}")
+            except ApiError as error:
+                return error.code == 404
+            return bool(found["metadata"]["uid"] not in old or found["metadata"].get("deletionTimestamp"))
+
+        wait_for(f"node loss: the LWS controller restarting group {leader}", leader_going, 60, 0.2)
+        self.kube.request("DELETE", path, {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}})
+        self.kube.request("DELETE", f"/api/v1/nodes/{node}")
+
+        def back() -> bool:
+            now = lws_checks.groups(serving_pods(self.kube, self.topo.namespace, self.set_name)).get(key, [])
+            return (
+                len(now) == len(members)
+                and not ({p["metadata"]["uid"] for p in now} & old)
+                and all(map(lws_checks.is_ready, now))
+            )
+
+        wait_for(f"node loss: group {leader} back and Ready", back, RECOVERY_TIMEOUT_S, 0.5)
+        return Window(node, at_ms, now_ms(), addresses, time.monotonic() - began)
+
+    def gpu_loss_fault(self, now_ms: Callable[[], float]) -> "Window":
+        """A decode node's GPU goes bad. A DRA DeviceTaintRule needs devices the pods claim, and
+        this stack's nodes publish none (acceleratorAllocation none), so the node is drained as
+        an operator does with a failed GPU: cordoned (the node.kubernetes.io/unschedulable taint),
+        its decode pod evicted through the Eviction API (retried while the role's
+        PodDisruptionBudget refuses). The window ends when the group is back with new pods, all
+        Ready, none on that node."""
+        pods = serving_pods(self.kube, self.topo.namespace, self.set_name)
+        decode = [
+            p
+            for p in pods
+            if p["metadata"]["labels"].get(topology.DS_ROLE) == "decode"
+            and p["metadata"]["labels"].get(lws_checks.WORKER_INDEX, "0") != "0"
+            and lws_checks.is_ready(p)
+        ]
+        victim = sorted(decode, key=lambda p: p["metadata"]["name"])[0]
+        key = lws_checks.group_key(victim)
+        members = lws_checks.groups(pods)[key]
+        old = {p["metadata"]["uid"] for p in members}
+        addresses = frozenset(str(p["status"]["podIP"]) for p in members)
+        node = str(victim["spec"]["nodeName"])
+        at_ms = now_ms()
+        began = time.monotonic()
+        merge = "application/merge-patch+json"
+        self.kube.request("PATCH", f"/api/v1/nodes/{node}", {"spec": {"unschedulable": True}}, merge)
+        wait_for(
+            f"gpu loss: {victim['metadata']['name']} evicted",
+            lambda: lws_checks.eviction(self.kube, victim)[0] in (200, 201, 404),
+            RECOVERY_TIMEOUT_S,
+            1.0,
+        )
+
+        def back() -> bool:
+            now = lws_checks.groups(serving_pods(self.kube, self.topo.namespace, self.set_name)).get(key, [])
+            return (
+                len(now) == len(members)
+                and not ({p["metadata"]["uid"] for p in now} & old)
+                and all(map(lws_checks.is_ready, now))
+                and all(p["spec"].get("nodeName") != node for p in now)
+            )
+
+        wait_for(
+            f"gpu loss: group {lws_checks.group_name(key)} moved and Ready", back, RECOVERY_TIMEOUT_S, 0.5
+        )
+        return Window(node, at_ms, now_ms(), addresses, time.monotonic() - began)
+
 
 def main(argv: Sequence[str]) -> int:
     positional = [a for a in argv if not a.startswith("--")]
@@ -389,6 +621,10 @@ def main(argv: Sequence[str]) -> int:
         print(figures.screener_off_line(off))
         print(figures.detail_line("screener off", off))
         failures += figures.screener_off_failures(off)
+        fault_lines, fault_failures = run.faults()
+        for line in fault_lines:
+            print(line)
+        failures += fault_failures
         if run.kubelet is not None:
             failures += run.kubelet.errors
     except (cluster.TwinError, build.BuildError, TimeoutError, ApiError) as error:

@@ -395,7 +395,7 @@ def rollout(fleet: Fleet, report: Reporter, role: str = "decode") -> None:
     )
 
 
-def _eviction(kube: Kube, pod: dict[str, Any], dry_run: bool = False) -> tuple[int, str]:
+def eviction(kube: Kube, pod: dict[str, Any], dry_run: bool = False) -> tuple[int, str]:
     """Evict `pod` through the Eviction API (policy/v1, as `kubectl drain` and the clouds' node
     upgrades do): the HTTP status and, when refused, the server's reason."""
     meta = pod["metadata"]
@@ -474,7 +474,7 @@ def disruption(fleet: Fleet, report: Reporter, role: str = "decode") -> None:
         "PATCH", path, {"metadata": {"finalizers": [*meta.get("finalizers", []), GRACE_FINALIZER]}}, merge
     )
     started = time.monotonic()
-    code, why = _eviction(kube, first)
+    code, why = eviction(kube, first)
     report.check(code == 201, f"disruption: the first eviction in {role} was refused ({code}: {why})")
     if code != 201:
         kube.request("PATCH", path, {"metadata": {"finalizers": meta.get("finalizers") or None}}, merge)
@@ -496,8 +496,8 @@ def disruption(fleet: Fleet, report: Reporter, role: str = "decode") -> None:
         kube.request("PATCH", path, {"metadata": {"finalizers": meta.get("finalizers") or None}}, merge)
     # While that group is down: a pod of another group of the role, and one of each other role.
     second = _victim(fleet, role, {key})
-    refused, refusal = _eviction(kube, second)
-    allowed_others = {r: _eviction(kube, _ready_pod(fleet, r), dry_run=True)[0] for r in others}
+    refused, refusal = eviction(kube, second)
+    allowed_others = {r: eviction(kube, _ready_pod(fleet, r), dry_run=True)[0] for r in others}
     closed = (fleet.budget(role) or {}).get("status") or {}
 
     def back() -> bool:
@@ -515,7 +515,7 @@ def disruption(fleet: Fleet, report: Reporter, role: str = "decode") -> None:
     except TimeoutError as error:
         report.check(False, str(error))
     seconds = time.monotonic() - started
-    again, _ = _eviction(kube, second, dry_run=True)
+    again, _ = eviction(kube, second, dry_run=True)
     report.figure(
         f"Eviction of {second['metadata']['name']} while {group_name(key)} was down",
         f"HTTP {refused}: {refusal}",

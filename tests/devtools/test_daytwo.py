@@ -239,7 +239,7 @@ def test_the_twin_puts_no_gpu_taint_on_a_node_group_without_gpus() -> None:
     config = stack_config(read_stack_file(STACKS_DIR, "day-two"))
     created = [o for o in nodes.twin_objects(config.fleet.node_groups) if o["kind"] == "Node"]
     kind = [o for o in created if o["metadata"]["labels"][nodes.NODE_GROUP_LABEL] == "kind"]
-    assert len(kind) == 11
+    assert len(kind) == 12
     assert all(not o["spec"].get("taints") for o in kind)
     assert all(o["metadata"]["labels"]["llm-d.ai/day-two"] == "true" for o in kind)
 
@@ -371,3 +371,143 @@ def test_the_kubelet_starts_no_pod_when_the_pod_network_is_used_up(
     k.sync(kube)
     assert attached == [] and fake.calls == [] and k.pods == {}
     assert k.errors == ["kubelet: p not started: the run's pod network has no address left"]
+
+
+def _request(
+    rid: str,
+    start_ms: float,
+    outcome: str = "served",
+    decode: str = "",
+    total_ms: float = 1000.0,
+    **more: Any,
+) -> dict[str, Any]:
+    return {
+        "id": rid,
+        "outcome": outcome,
+        "start_ms": start_ms,
+        "pick_ms": 10.0,
+        "total_ms": total_ms,
+        "destination": f"{decode}:8000" if decode else "",
+        "prefill": "",
+        "picker": more.pop("picker", "10.0.0.2:9002"),
+        **more,
+    }
+
+
+def test_a_lost_group_counts_its_in_flight_requests_and_the_last_one_routed_to_it() -> None:
+    lost = {"10.244.0.30", "10.244.0.31"}
+    results = [
+        _request("before", 1_000, decode="10.244.0.30"),  # done before the loss
+        _request("flight", 9_500, "failed", decode="10.244.0.31"),  # on the group when it went
+        _request("after-lost", 10_400, "failed", decode="10.244.0.30"),  # routed there 0.4 s after
+        _request("after-ok", 11_000, decode="10.244.0.40"),
+        _request("late", 90_000, decode="10.244.0.40"),  # after the window
+    ]
+    x = figures.loss("kind-007", 10_000, 60_000, results, lost, 52.34)
+    assert (x.in_flight, x.routed_after, x.failed, x.requests) == (1, 1, 2, 3)
+    assert x.stopped_routing_s == pytest.approx(0.41)
+    assert figures.node_loss_line(x) == (
+        "node loss: kind-007 under traffic: group recreated in 52.3 s, 2 failed of 3 requests, "
+        "picker stopped routing to it in 0.4 s"
+    )
+    assert (
+        figures.gpu_loss_line(x)
+        == "gpu loss: kind-007 tainted: group moved in 52.3 s, 2 failed of 3 requests"
+    )
+    # Both failures were on the lost group: the one it held and the one handed it before the
+    # picker could know.
+    assert figures.loss_failures("node loss", x) == []
+    assert figures.loss_detail("node loss", x) == (
+        "day-two: node loss: 1 requests in flight on the lost group when it went, 1 routed to it "
+        "before the picker dropped it, 0 failed elsewhere"
+    )
+    clean = figures.loss("kind-007", 10_000, 60_000, results[:2] + results[3:], lost, 52.34)
+    assert (clean.failed, clean.in_flight, clean.stopped_routing_s) == (1, 1, 0.0)
+    assert figures.loss_failures("node loss", clean) == []
+    # A request that failed on a healthy pod is not the lost group's: the run fails.
+    elsewhere = figures.loss(
+        "kind-007",
+        10_000,
+        60_000,
+        [*results, _request("bad", 12_000, "failed", decode="10.244.0.40")],
+        lost,
+        1.0,
+    )
+    assert figures.loss_failures("node loss", elsewhere) == [
+        "node loss: 1 requests failed that were not on the lost group"
+    ]
+
+
+def test_failover_reads_only_its_own_window_and_names_the_upstream_limit() -> None:
+    killed = "10.0.0.1:9002"
+    results = [
+        _request("ok", 1_000, decode="10.244.0.40", picker=killed),
+        _request("refused", 5_200, "rejected", picker=killed, reason="rejected-shutting-down"),
+        _request("standby", 6_000, decode="10.244.0.40"),
+        _request("node-loss", 40_000, "failed", decode="10.244.0.30"),  # a later fault's
+    ]
+    w = daytwo.Window(killed, 5_000, 25_000, frozenset(), 20.0)
+    fo = daytwo.failover_figures(results, w)
+    assert (fo["failed"], fo["causes"]) == (1, {"shutting-down": 1})
+    assert fo["resume_s"] == pytest.approx(1.01)
+    line = figures.failover_line(fo)
+    assert line.startswith("failover: 1 failed, 1.0 s (limit: upstream llm-d-router ")
+    assert line.endswith(
+        "pkg/epp/requestcontrol/admission.go: flow control stops at SIGTERM while the picker drains)"
+    )
+    assert figures.failover_failures(fo) == []
+    assert (
+        figures.failover_line(daytwo.failover_figures(results[:1] + results[2:3], w))
+        == "failover: 0 failed, 1.0 s"
+    )
+    endpoint = {"failed": 1, "resume_s": 1.0, "causes": {"endpoint": 1}}
+    assert figures.failover_failures(endpoint) == [
+        "failover: 1 requests failed at their endpoint, not at the picker hand-over"
+    ]
+    assert figures.failover_failures({"failed": 0, "resume_s": None}) == [
+        "failover: no request was routed by the standby picker after the leader stopped"
+    ]
+
+
+def test_a_lost_node_kills_its_pods_at_once_and_the_kubelet_leaves_them_alone(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from devtools.dataplane import run as dataplane
+
+    events: list[str] = []
+    monkeypatch.setattr(netns, "attach", lambda name, ip, index: None)
+    monkeypatch.setattr(netns, "detach", lambda name: events.append(f"detach {name}"))
+    monkeypatch.setattr(dataplane, "start_pods", lambda procs, topo, bins, logs: None)
+    fake = FakeKube()
+    kube = cast(Kube, fake)
+    base = topology.Topology("llm-d", topology.Picker("epp", 1, (), ""), {}, [], [])
+    k = kubelet.ProcessKubelet(
+        lambda: kube, base, frozenset({"kind-000", "kind-001"}), {}, tmp_path, 40.0, say=events.append
+    )
+    pods = []
+    for i, node in enumerate(("kind-000", "kind-001")):
+        pods.append(
+            {
+                "metadata": {"name": f"pod-{i}", "namespace": "llm-d", "uid": f"u{i}", "labels": {}},
+                "spec": {**copy.deepcopy(SIDECAR_SPEC), "nodeName": node},
+            }
+        )
+    fake.pods = pods
+    k.sync(kube)
+    assert k.lose_node("kind-001") == [f"10.244.0.{topology.FIRST_POD_HOST + 1}"]
+    assert "detach pod-1" in events and "detach pod-0" not in events
+    assert [p.name for p in k.pods.values()] == ["pod-0"]
+    # Marked for deletion afterwards: nobody on that node finalizes it (no kubelet there).
+    fake.pods[1]["metadata"]["deletionTimestamp"] = "2026-12-06T00:00:00Z"
+    calls = len(fake.calls)
+    k.sync(kube)
+    assert len(fake.calls) == calls
+
+
+def test_a_node_lost_is_reported_with_its_ready_condition_unknown() -> None:
+    condition = daytwo.not_ready_status()["status"]["conditions"][0]
+    assert (condition["type"], condition["status"], condition["reason"]) == (
+        "Ready",
+        "Unknown",
+        "NodeStatusUnknown",
+    )

@@ -457,14 +457,14 @@ class _EvictingKube:
 def test_an_eviction_is_posted_to_the_pod_s_eviction_subresource_and_a_refusal_read() -> None:
     pod = {"metadata": {"name": "glm52-decode-3-5", "namespace": "llm-d"}}
     kube: Any = _EvictingKube(refuse=True)
-    code, why = lws_checks._eviction(kube, pod)
+    code, why = lws_checks.eviction(kube, pod)
     assert code == 429
     assert why == "Cannot evict pod as it would violate the pod's disruption budget.; needs 39 healthy pods"
     ((method, path, body),) = kube.sent
     assert (method, path) == ("POST", "/api/v1/namespaces/llm-d/pods/glm52-decode-3-5/eviction")
     assert body["apiVersion"] == "policy/v1" and body["kind"] == "Eviction" and "deleteOptions" not in body
     kube = _EvictingKube(refuse=False)
-    assert lws_checks._eviction(kube, pod, dry_run=True) == (201, "")
+    assert lws_checks.eviction(kube, pod, dry_run=True) == (201, "")
     assert kube.sent[0][2]["deleteOptions"] == {"dryRun": ["All"]}
 
 
