@@ -181,6 +181,17 @@ def failover_figures(results: list[dict[str, Any]], w: Window) -> dict[str, Any]
     return replay_report.failover(inside, w.at_ms, w.what)
 
 
+def groups_on(pods: list[dict[str, Any]], node: str) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """Every live group with a pod on `node`, with all its members (a lost node takes each whole
+    group down: `RecreateGroupOnPodRestart`). Pure."""
+    by_group = lws_checks.groups(pods)
+    return {
+        k: members
+        for k, members in by_group.items()
+        if any(p["spec"].get("nodeName") == node for p in members)
+    }
+
+
 def not_ready_status() -> dict[str, Any]:
     """A Node status whose Ready condition is Unknown, as the node lifecycle controller marks a
     node whose kubelet stopped posting (`NodeStatusUnknown`)."""
@@ -477,12 +488,12 @@ class Replay:
         return Window(pickers[index], at_ms, now_ms(), frozenset(), FAILOVER_WINDOW_S)
 
     def node_loss_fault(self, now_ms: Callable[[], float]) -> "Window":
-        """A decode worker's node dies: its processes stop at once (the process kubelet no longer
-        acts for it), the Node turns NotReady and is cordoned, and its pod is deleted as the
-        node lifecycle controller's eviction does (here at once, not after the pods' 300 s
-        unreachable toleration); once the LWS controller has restarted the group the pod is
-        force-deleted with the Node (no kubelet will ever finish it). The window ends when the
-        group is back with new pods, all Ready."""
+        """A decode worker's node dies: the processes of every serving pod on it stop at once (the
+        process kubelet no longer acts for it), the Node turns NotReady and is cordoned, and its
+        pods are deleted as the node lifecycle controller's eviction does (here at once, not
+        after the pods' 300 s unreachable toleration); once the LWS controller has restarted
+        their groups the pods are force-deleted with the Node (no kubelet will ever finish them).
+        The window ends when every group that had a pod there is back with new pods, all Ready."""
         assert self.kubelet is not None
         pods = serving_pods(self.kube, self.topo.namespace, self.set_name)
         decode = [
@@ -493,42 +504,56 @@ class Replay:
             and lws_checks.is_ready(p)
         ]
         victim = sorted(decode, key=lambda p: p["metadata"]["name"])[-1]
-        key = lws_checks.group_key(victim)
-        members = lws_checks.groups(pods)[key]
-        old = {p["metadata"]["uid"] for p in members}
-        addresses = frozenset(str(p["status"]["podIP"]) for p in members)
         node = str(victim["spec"]["nodeName"])
-        meta = victim["metadata"]
+        # Every serving pod on the node dies with it (with no GPUs the scheduler may put a
+        # prefill pod beside the decode worker), and with each its whole group.
+        on_node = [p for p in pods if p["spec"].get("nodeName") == node]
+        members = groups_on(pods, node)
+        keys = sorted(members)
+        old = {p["metadata"]["uid"] for group in members.values() for p in group}
+        addresses = frozenset(str(p["status"]["podIP"]) for group in members.values() for p in group)
+        namespace = victim["metadata"]["namespace"]
         at_ms = now_ms()
         began = time.monotonic()
         self.kubelet.lose_node(node)
         merge = "application/merge-patch+json"
         self.kube.request("PATCH", f"/api/v1/nodes/{node}", {"spec": {"unschedulable": True}}, merge)
         self.kube.request("PATCH", f"/api/v1/nodes/{node}/status", not_ready_status(), merge)
-        path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
-        self.kube.request("DELETE", path)
-        leader = lws_checks.group_name(key)
+        for p in on_node:
+            self.kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{p['metadata']['name']}")
 
-        def leader_going() -> bool:
-            try:
-                found = self.kube.get(f"/api/v1/namespaces/{meta['namespace']}/pods/{leader}")
-            except ApiError as error:
-                return error.code == 404
-            return bool(found["metadata"]["uid"] not in old or found["metadata"].get("deletionTimestamp"))
+        def leaders_going() -> bool:
+            for k in keys:
+                try:
+                    found = self.kube.get(f"/api/v1/namespaces/{namespace}/pods/{lws_checks.group_name(k)}")
+                except ApiError as error:
+                    if error.code == 404:
+                        continue
+                    raise
+                if found["metadata"]["uid"] in old and not found["metadata"].get("deletionTimestamp"):
+                    return False
+            return True
 
-        wait_for(f"node loss: the LWS controller restarting group {leader}", leader_going, 60, 0.2)
-        self.kube.request("DELETE", path, {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}})
+        names = ", ".join(lws_checks.group_name(k) for k in keys)
+        wait_for(f"node loss: the LWS controller restarting {names}", leaders_going, 60, 0.2)
+        for p in on_node:
+            self.kube.request(
+                "DELETE",
+                f"/api/v1/namespaces/{namespace}/pods/{p['metadata']['name']}",
+                {"gracePeriodSeconds": 0, "preconditions": {"uid": p["metadata"]["uid"]}},
+            )
         self.kube.request("DELETE", f"/api/v1/nodes/{node}")
 
         def back() -> bool:
-            now = lws_checks.groups(serving_pods(self.kube, self.topo.namespace, self.set_name)).get(key, [])
-            return (
-                len(now) == len(members)
-                and not ({p["metadata"]["uid"] for p in now} & old)
-                and all(map(lws_checks.is_ready, now))
+            now = lws_checks.groups(serving_pods(self.kube, self.topo.namespace, self.set_name))
+            return all(
+                len(now.get(k, [])) == len(members[k])
+                and not ({p["metadata"]["uid"] for p in now.get(k, [])} & old)
+                and all(map(lws_checks.is_ready, now.get(k, [])))
+                for k in keys
             )
 
-        wait_for(f"node loss: group {leader} back and Ready", back, RECOVERY_TIMEOUT_S, 0.5)
+        wait_for(f"node loss: {names} back and Ready", back, RECOVERY_TIMEOUT_S, 0.5)
         return Window(node, at_ms, now_ms(), addresses, time.monotonic() - began)
 
     def gpu_loss_fault(self, now_ms: Callable[[], float]) -> "Window":

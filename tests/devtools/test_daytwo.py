@@ -511,3 +511,19 @@ def test_a_node_lost_is_reported_with_its_ready_condition_unknown() -> None:
         "Unknown",
         "NodeStatusUnknown",
     )
+
+
+def test_a_lost_node_takes_down_every_group_with_a_pod_on_it() -> None:
+    def pod(name: str, lws: str, group: str, node: str) -> dict[str, Any]:
+        labels = {"leaderworkerset.sigs.k8s.io/name": lws, "leaderworkerset.sigs.k8s.io/group-index": group}
+        return {"metadata": {"name": name, "labels": labels}, "spec": {"nodeName": node}}
+
+    pods = [
+        pod("decode-2", "set-decode", "2", "kind-001"),
+        pod("decode-2-1", "set-decode", "2", "kind-008"),
+        pod("prefill-1", "set-prefill", "1", "kind-008"),  # no GPUs: packed beside the worker
+        pod("decode-0", "set-decode", "0", "kind-002"),
+    ]
+    lost = daytwo.groups_on(pods, "kind-008")
+    assert sorted(lost) == [("set-decode", "2"), ("set-prefill", "1")]
+    assert [p["metadata"]["name"] for p in lost[("set-decode", "2")]] == ["decode-2", "decode-2-1"]
