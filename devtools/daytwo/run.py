@@ -38,7 +38,7 @@ import yaml
 from devtools import source_snapshot
 from devtools.dataplane import build, netns, replay, topology
 from devtools.dataplane import run as dataplane
-from devtools.daytwo import figures
+from devtools.daytwo import alerts, figures, prometheus
 from devtools.daytwo.kubelet import ProcessKubelet
 from devtools.router_check.check import without_gating
 from devtools.twin import cluster, lws_checks, manifests, nodes
@@ -160,8 +160,11 @@ class Replay:
         self.forwarder: netns.Forwarder | None = None
         self.kubelet: ProcessKubelet | None = None
         self.failures: list[str] = []
+        self.monitor: prometheus.Monitor | None = None  # Prometheus and alerts (alerts.py)
 
     def close(self) -> None:
+        if self.monitor is not None:
+            self.monitor.stop()
         if self.kubelet is not None:
             self.kubelet.stop()
         self.procs.stop()
@@ -379,6 +382,8 @@ def main(argv: Sequence[str]) -> int:
     try:
         run.start()
         print(f"day-two: simulated model load per pod: {load_seconds:.1f} s (process kubelet)")
+        # Prometheus and alerts (devtools/daytwo/alerts.py): scraping from here to the end.
+        run.monitor = alerts.start(run)
         pickers = run.pickers(run.topo.picker.config, "screener-on")
         on = run.upgrade("screener-on", pickers, run.revision_a, 1)
         print(figures.upgrade_line(on))
@@ -389,9 +394,15 @@ def main(argv: Sequence[str]) -> int:
         print(figures.screener_off_line(off))
         print(figures.detail_line("screener off", off))
         failures += figures.screener_off_failures(off)
+        # Prometheus and alerts: the fault that fires the router's alerts, with no traffic running.
+        alert_lines, alert_failures = alerts.pickers_down(
+            run, run.monitor, without_gating(run.topo.picker.config)
+        )
+        print("\n".join(alert_lines))
+        failures += alert_failures
         if run.kubelet is not None:
             failures += run.kubelet.errors
-    except (cluster.TwinError, build.BuildError, TimeoutError, ApiError) as error:
+    except (cluster.TwinError, build.BuildError, prometheus.BuildError, TimeoutError, ApiError) as error:
         print(f"day-two: failed: {error}", file=sys.stderr)
         return 1
     finally:

@@ -109,3 +109,5 @@ def test_prebuild_lanes_cover_every_go_tool_the_checks_build() -> None:
     # The host right after the CLI: it compiles against the same pkg/v3 and sdk/v3 packages.
     assert go_lane.index("Python language host") == go_lane.index("Pulumi CLI") + 1
     assert {"data-plane router", "simulator", "vLLM parser environment", "checkov environment"} <= set(names)
+    # make day-two's Prometheus, after promtool: the same Prometheus module, so its packages are built.
+    assert go_lane.index("Prometheus") > go_lane.index("promtool")
