@@ -7,16 +7,19 @@ started again until they resolve.
 
 The fault's alerts are the rendered ones whose `for` (and windows) fit it: `EppLeaderMissing`
 and `EppNoReadyEndpoints` (`for: 2m`). Any alert that fires before the fault is a failure of the
-run (a rendered alert that fires on a healthy fleet). Every other rendered alert is listed as not
-evaluated live.
+run (a rendered alert that fires on a healthy fleet). Every other rendered alert's expression is
+evaluated by promtool over the series this run scraped (`Monitor.evaluate_offline`), one line
+each: at how many evaluations it held, the longest it held, and whether its `for` was reached.
 """
 
 import base64
+import subprocess
 import time
 from typing import TYPE_CHECKING, Any
 
 from devtools.dataplane import run as dataplane
 from devtools.daytwo import prometheus
+from devtools.promtool import build as promtool
 from devtools.twin.kube import ApiError
 
 if TYPE_CHECKING:
@@ -128,8 +131,9 @@ def pickers_down(run: "Replay", monitor: prometheus.Monitor, config_text: str) -
             )
     live = set(FAULT_ALERTS)
     others = [a for a in prometheus.live_rules(monitor.rules, lambda r: True) if a not in live]
-    lines.append(
-        "day-two: alerts not evaluated live (their `for` or windows do not fit the replay): "
-        + ", ".join(others)
-    )
+    try:
+        lines += monitor.evaluate_offline(promtool.ensure(), others, time.time())
+    except (subprocess.CalledProcessError, promtool.BuildError) as error:
+        detail = getattr(error, "stderr", "") or str(error)
+        failures.append(f"promtool could not evaluate {', '.join(others)}: {detail.strip()[-300:]}")
     return lines, failures

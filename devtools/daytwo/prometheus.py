@@ -457,6 +457,7 @@ class Monitor:
             tmp.replace(file)
 
     def start(self) -> None:
+        self.started = time.time()
         self.write_targets()
         netns.attach(NS, IP, VETH)
         self.procs.start(
@@ -504,9 +505,112 @@ class Monitor:
             out[job] = (up + (t["health"] == "up"), total + 1)
         return out
 
+    def evaluate_offline(self, promtool_bin: Path, names: list[str], end: float) -> list[str]:
+        """The named alerts' expressions evaluated by promtool over the series this run scraped,
+        from Prometheus' start to `end` (Unix seconds) at the evaluation interval, timestamps as
+        scraped; one line per alert, in the order given."""
+        interval_s = duration_s(OPERATOR_DEFAULT_INTERVAL)
+        out = self.dir / "offline"
+        rules_file = self.dir / "offline-rules.yaml"
+        rules_file.write_text(offline_rules_text(self.rules, names, OPERATOR_DEFAULT_INTERVAL))
+        subprocess.run(
+            [
+                *netns.exec_prefix(NS),
+                str(promtool_bin),
+                "tsdb",
+                "create-blocks-from",
+                "rules",
+                "--quiet",
+                f"--url=http://{IP}:{PORT}",
+                f"--start={int(self.started)}",
+                f"--end={int(end)}",
+                f"--output-dir={out}",
+                str(rules_file),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        (out / "wal").mkdir(exist_ok=True)  # `tsdb dump` opens the blocks as a database
+        dump = subprocess.run(
+            [str(promtool_bin), "tsdb", "dump", f'--match={{__name__=~"{OFFLINE_PREFIX}.*"}}', str(out)],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        steps = held_steps(dump)
+        evaluations = int((int(end) - int(self.started)) // interval_s) + 1
+        fors = {
+            r["alert"]: str(r.get("for", ""))
+            for obj in self.rules
+            for g in obj["spec"].get("groups") or []
+            for r in g["rules"]
+            if "alert" in r
+        }
+        return [offline_line(n, fors[n], steps.get(n, []), evaluations, interval_s) for n in names]
+
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
         self.procs.stop()
         netns.detach(NS)
+
+
+# --- the other rules, by promtool over the run's series ---------------------------------------
+
+OFFLINE_PREFIX = "llmd_fleet_alert_expr:"
+
+
+def offline_rules_text(rules: Iterable[dict[str, Any]], names: Iterable[str], interval: str) -> str:
+    """Each named alert's expression as a recording rule, for `promtool tsdb create-blocks-from
+    rules` (it evaluates recording rules only) at the rule evaluation interval."""
+    wanted = set(names)
+    records = [
+        {"record": OFFLINE_PREFIX + r["alert"], "expr": r["expr"]}
+        for obj in rules
+        for g in obj["spec"].get("groups") or []
+        for r in g["rules"]
+        if r.get("alert") in wanted
+    ]
+    return str(yaml.safe_dump({"groups": [{"name": "offline", "interval": interval, "rules": records}]}))
+
+
+def held_steps(dump: str) -> dict[str, list[int]]:
+    """Per alert, the evaluation timestamps (ms) at which its expression returned anything, from
+    `promtool tsdb dump` output (`{__name__="...", ...} <value> <timestamp>` lines)."""
+    steps: dict[str, set[int]] = {}
+    for line in dump.splitlines():
+        match = re.match(r'\{__name__="' + re.escape(OFFLINE_PREFIX) + r'([^"]+)".*\} \S+ (\d+)$', line)
+        if match:
+            steps.setdefault(match[1], set()).add(int(match[2]))
+    return {name: sorted(ts) for name, ts in steps.items()}
+
+
+def duration_s(text: str) -> float:
+    """A Prometheus duration (`2m`, `1h30m`, `15s`) in seconds."""
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+    parts = re.findall(r"(\d+)(ms|s|m|h|d|w|y)", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ValueError(f"not a Prometheus duration: {text!r}")
+    return sum(int(n) * units[u] for n, u in parts)
+
+
+def longest_hold_s(steps: list[int], interval_s: float) -> float:
+    """The longest time the expression held across consecutive evaluations (0 for one alone)."""
+    longest, start = 0.0, None
+    for i, t in enumerate(steps):
+        if i == 0 or t - steps[i - 1] > interval_s * 1000 * 1.5:
+            start = t
+        assert start is not None
+        longest = max(longest, (t - start) / 1000)
+    return longest
+
+
+def offline_line(name: str, for_: str, steps: list[int], evaluations: int, interval_s: float) -> str:
+    held = longest_hold_s(steps, interval_s)
+    fires = bool(steps) and held >= duration_s(for_ or "0s")
+    return (
+        f"day-two: promtool: {name} (for {for_ or '0s'}): expression held at {len(steps)} of "
+        f"{evaluations} evaluations, longest {held:.0f} s: {'would fire' if fires else 'would not fire'}"
+    )

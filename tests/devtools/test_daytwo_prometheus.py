@@ -239,3 +239,61 @@ def test_ensure_refuses_a_wrapper_of_another_version(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(promtool, "module_version", lambda: "v0.399.0")
     with pytest.raises(prometheus.BuildError, match=r"\[tools\].promtool"):
         prometheus.ensure()
+
+
+def test_offline_rules_are_the_alerts_expressions_as_recording_rules() -> None:
+    rule = {
+        "kind": "PrometheusRule",
+        "spec": {
+            "groups": [
+                {
+                    "name": "g",
+                    "rules": [
+                        {"alert": "A", "expr": "up < 1", "for": "17m"},
+                        {"alert": "B", "expr": "vector(1)"},
+                        {"record": "r", "expr": "up"},
+                    ],
+                }
+            ]
+        },
+    }
+    doc = yaml.safe_load(prometheus.offline_rules_text([rule], ["A"], "30s"))
+    assert doc == {
+        "groups": [
+            {
+                "name": "offline",
+                "interval": "30s",
+                "rules": [{"record": "llmd_fleet_alert_expr:A", "expr": "up < 1"}],
+            }
+        ]
+    }
+
+
+def test_held_steps_and_the_offline_line() -> None:
+    dump = "\n".join(
+        [
+            '{__name__="llmd_fleet_alert_expr:A", role="decode"} 2 1000000',
+            '{__name__="llmd_fleet_alert_expr:A"} 0 1030000',
+            '{__name__="llmd_fleet_alert_expr:A"} 0 1060000',
+            '{__name__="llmd_fleet_alert_expr:A"} 0 1150000',  # after a gap: a new hold
+            '{__name__="other"} 1 1000000',
+        ]
+    )
+    steps = prometheus.held_steps(dump)
+    assert steps == {"A": [1000000, 1030000, 1060000, 1150000]}
+    assert prometheus.longest_hold_s(steps["A"], 30) == 60.0
+    assert prometheus.offline_line("A", "2m", steps["A"], 20, 30) == (
+        "day-two: promtool: A (for 2m): expression held at 4 of 20 evaluations, longest 60 s: would not fire"
+    )
+    assert prometheus.offline_line("A", "1m", steps["A"], 20, 30).endswith("would fire")
+    assert prometheus.offline_line("B", "", [], 20, 30).endswith(
+        "held at 0 of 20 evaluations, longest 0 s: would not fire"
+    )
+    assert prometheus.offline_line("B", "", [5], 20, 30).endswith(": would fire")
+
+
+def test_durations() -> None:
+    assert prometheus.duration_s("17m") == 1020
+    assert prometheus.duration_s("1h30m") == 5400
+    with pytest.raises(ValueError, match="not a Prometheus duration"):
+        prometheus.duration_s("2 minutes")
