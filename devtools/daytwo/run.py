@@ -20,6 +20,10 @@ upgrade with it off (the negative control).
 6. The pickers restart with the rollout screener's revision gating off
    (devtools/router_check/check.py `without_gating`) and revision c is rolled out the same way.
    The `upgrade (screener off):` line.
+7. A real Prometheus (devtools/daytwo/prometheus.py, alerts.py) scrapes from step 3's end on; at
+   the end both pickers are stopped until the router's alerts fire and restarted until they
+   resolve (the `alert:` lines), and promtool evaluates the other rendered alerts over the
+   series the run scraped.
 
 The upgrade is applied as rendered manifests, not through `pulumi up` (the engine run,
 devtools/twin/engine.py, is not wired into this replay yet).
