@@ -30,6 +30,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -540,14 +541,30 @@ class Monitor:
         ).stdout
         steps = held_steps(dump)
         evaluations = int((int(end) - int(self.started)) // interval_s) + 1
-        fors = {
-            r["alert"]: str(r.get("for", ""))
+        by_name = {
+            r["alert"]: r
             for obj in self.rules
             for g in obj["spec"].get("groups") or []
             for r in g["rules"]
             if "alert" in r
         }
-        return [offline_line(n, fors[n], steps.get(n, []), evaluations, interval_s) for n in names]
+        return [
+            offline_line(
+                n,
+                str(by_name[n].get("for", "")),
+                steps.get(n, []),
+                evaluations,
+                interval_s,
+                [m for m in annotated_metrics(by_name[n]) if not self.has_series(m, end)],
+            )
+            for n in names
+        ]
+
+    def has_series(self, metric: str, end: float) -> bool:
+        """Prometheus holds a series of `metric` scraped in this run."""
+        match = urllib.parse.quote(f'{{__name__="{metric}"}}')
+        text = self.query(f"/api/v1/series?match[]={match}&start={int(self.started)}&end={int(end)}")
+        return text is not None and bool(json.loads(text)["data"])
 
     def stop(self) -> None:
         self._stop.set()
@@ -607,10 +624,22 @@ def longest_hold_s(steps: list[int], interval_s: float) -> float:
     return longest
 
 
-def offline_line(name: str, for_: str, steps: list[int], evaluations: int, interval_s: float) -> str:
+def offline_line(
+    name: str, for_: str, steps: list[int], evaluations: int, interval_s: float, absent: Iterable[str] = ()
+) -> str:
+    """One alert's promtool evaluation; `absent` names the metrics of its `metric` annotation the
+    run scraped no series of (its expression then holds only through an `or vector(0)`, or never)."""
     held = longest_hold_s(steps, interval_s)
     fires = bool(steps) and held >= duration_s(for_ or "0s")
+    missing = list(absent)
     return (
         f"day-two: promtool: {name} (for {for_ or '0s'}): expression held at {len(steps)} of "
         f"{evaluations} evaluations, longest {held:.0f} s: {'would fire' if fires else 'would not fire'}"
+        + (f" (no series scraped of {', '.join(missing)})" if missing else "")
     )
+
+
+def annotated_metrics(rule: dict[str, Any]) -> list[str]:
+    """The metric names a rendered alert's `metric` annotation lists (histograms by their name)."""
+    text = str((rule.get("annotations") or {}).get("metric", ""))
+    return [m.strip() for m in text.split(",") if m.strip()]

@@ -290,6 +290,12 @@ def test_held_steps_and_the_offline_line() -> None:
         "held at 0 of 20 evaluations, longest 0 s: would not fire"
     )
     assert prometheus.offline_line("B", "", [5], 20, 30).endswith(": would fire")
+    assert prometheus.offline_line("B", "", [], 20, 30, ["vllm:num_preemptions_total"]).endswith(
+        "would not fire (no series scraped of vllm:num_preemptions_total)"
+    )
+    rule = {"alert": "B", "annotations": {"metric": "llm_d_epp_request_error_total, llm_d_epp_request_total"}}
+    assert prometheus.annotated_metrics(rule) == ["llm_d_epp_request_error_total", "llm_d_epp_request_total"]
+    assert prometheus.annotated_metrics({"alert": "C"}) == []
 
 
 def test_durations() -> None:
