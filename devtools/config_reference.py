@@ -21,7 +21,8 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from llmd_fleet.cli.paths import CHECKOUT
-from llmd_fleet.config import stack
+from llmd_fleet.stack import model as stack
+from llmd_fleet.stack import registry
 from llmd_fleet.targets.base import TargetBase
 
 ROOT = CHECKOUT
@@ -138,8 +139,8 @@ def render() -> str:
         "every value is checked before anything is rendered or deployed (docs/bad-input.md).",
         "",
     ]
-    sections = [(key, True) for key in stack.OBJECT_KEYS] + [
-        (key, False) for key in stack.OPTIONAL_OBJECT_KEYS
+    sections = [(key, True) for key in registry.OBJECT_KEYS] + [
+        (key, False) for key in registry.OPTIONAL_OBJECT_KEYS
     ]
     for key, required in sections:
         models = _nested_models(stack.StackConfig.model_fields[key].annotation)
@@ -177,7 +178,7 @@ def render() -> str:
 def _models_section() -> list[str]:
     """`llmd-fleet:models`: the entry's own keys; its sections are those documented above (each
     row of `model`, `serving`, `router` and `workload` applies below `models[].<section>`)."""
-    from llmd_fleet.config.models import ModelEntryConfig
+    from llmd_fleet.stack.models import ModelEntryConfig
 
     fields = ModelEntryConfig.model_fields
     rows = _field_rows("name", fields["name"], "models[]")

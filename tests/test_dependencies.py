@@ -63,6 +63,9 @@ SLICE_FILE_TIERS = {
 pod.py, ...) declares resources or builds them: tier 3."""
 SLICE_ROOT_TIERS = {"base": 1, "rules": 1, "specs": 1, "declared": 3}
 """Files at the root of `targets/`: `base` (TargetBase, TargetSpec) and `specs` (SPECS) are config."""
+STACK_TIERS = {"model": 1, "models": 1}
+"""Modules of `llmd_fleet.stack` by name: the stack's model is config; the registry and parsing
+sit above the rules and flows they collect (tier 2)."""
 PURE = 2  # tiers up to this one import no Pulumi and no cloud SDK
 
 
@@ -84,6 +87,10 @@ def tier(module: str) -> int:
             return SLICE_FILE_TIERS.get(parts[-1], 3)
     if parts[1:2] == ["images"] and parts[-1] in ("config", "rules"):
         return 1
+    if parts[1:2] == ["stack"]:
+        # The whole stack's model over every section's (config), the registry over the rules and
+        # flows it derives its tables from (plan tier: flows read the plan).
+        return STACK_TIERS.get(parts[-1], 0 if len(parts) == 2 else 2)
     if len(parts) >= 2 and parts[1] in AREAS:
         return AREAS[parts[1]]
     raise AssertionError(f"{module} has no tier: add it to BASE or AREAS in tests/test_dependencies.py")
@@ -168,7 +175,7 @@ def test_pure_tiers_import_without_the_sdks():
     import sys
 
     code = (
-        "import sys, llmd_fleet.core.netpol, llmd_fleet.config.parse, llmd_fleet.plan.fleet,"
+        "import sys, llmd_fleet.core.netpol, llmd_fleet.stack.parse, llmd_fleet.plan.fleet,"
         " llmd_fleet.plan.observability;"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('pulumi', 'pulumi_kubernetes'));"
         "print(bad); sys.exit(1 if bad else 0)"
@@ -247,7 +254,7 @@ def area(module: str) -> str:
     if slice_of(module) is not None or parts[1:2] == ["images"]:
         owner = slice_of(module) or "llmd_fleet.images"
         return f"{owner}:{ROLES.get(parts[-1], TIER_NAMES[tier(module)])}"
-    if parts[1:2] in (["config"], ["targets"]):
+    if parts[1:2] in (["config"], ["targets"], ["stack"]):
         return module
     return ".".join(parts[:2])
 

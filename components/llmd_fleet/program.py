@@ -23,8 +23,6 @@ import pulumi_kubernetes as k8s
 
 from llmd_fleet.config.deploy_secrets import placeholder_secret_problems
 from llmd_fleet.config.model import client_model_name
-from llmd_fleet.config.parse import check_stack_secrets, parse_config, read_pulumi_config
-from llmd_fleet.config.stack import StackConfig, model_views
 from llmd_fleet.core.problems import PROJECT, ConfigError
 from llmd_fleet.images.build import ImageBuild, ImageBuildArgs, serving_image
 from llmd_fleet.images.spec import variant_for
@@ -44,6 +42,8 @@ from llmd_fleet.platform.accelerators import AcceleratorPlatform, AcceleratorPla
 from llmd_fleet.platform.dra import DRANET_RDMA_CLASS, DRANET_RDMA_SELECTOR
 from llmd_fleet.platform.lws import LeaderWorkerSetController
 from llmd_fleet.security.isolation import NetworkIsolation
+from llmd_fleet.stack.model import StackConfig, model_views
+from llmd_fleet.stack.parse import check_stack_secrets, parse_config, read_pulumi_config
 from llmd_fleet.targets.declared import DeclaredTarget, SecretSource
 from llmd_fleet.targets.extras import MissingExtraError, require_image_build_extra, require_target_extra
 from llmd_fleet.targets.onprem.cluster import OnPremCluster

@@ -9,11 +9,11 @@ import pytest
 import yaml
 
 from llmd_fleet.cli.main import run
-from llmd_fleet.config.parse import parse_config
-from llmd_fleet.config.stack import model_views
 from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.plan.fleet import PlanError
 from llmd_fleet.plan.models import plan_model_shares
+from llmd_fleet.stack.model import model_views
+from llmd_fleet.stack.parse import parse_config
 from tests.conftest import stack_raw_config
 
 MULTI = "onprem-h100-multimodel"

@@ -11,7 +11,6 @@ import yaml
 
 from devtools.metrics_catalogue.catalogue import catalogue
 from llmd_fleet.cli.check import CrdSchemas
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.layers.autoscaling.component import (
     decode_kv_query,
@@ -20,6 +19,7 @@ from llmd_fleet.layers.autoscaling.component import (
 )
 from llmd_fleet.layers.router.epp_config import _index_size, build_epp_config, epp_cpus
 from llmd_fleet.plan.fleet import plan_fleet
+from llmd_fleet.stack.parse import parse_config
 from llmd_fleet.versions import versions
 from tests.conftest import CRD_DIR, stack_raw_config
 

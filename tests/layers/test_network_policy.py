@@ -7,10 +7,10 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.security.isolation import cluster_ranges, network_policy_specs, union
+from llmd_fleet.stack.parse import parse_config
 from llmd_fleet.targets.eks.config import EksTarget
 from llmd_fleet.targets.gke.config import GkeTarget
 from tests.conftest import single_model_stacks, stack_raw_config

@@ -4,7 +4,6 @@ import dataclasses
 
 import pytest
 
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.layers.serving.vllm import engine_env, vllm_serve_argv
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.plan.kernels import (
@@ -15,6 +14,7 @@ from llmd_fleet.plan.kernels import (
     moe_kernels,
 )
 from llmd_fleet.plan.model_card import DEEPSEEK_V2_LITE_CHAT, GLM_5_2_FP8, WeightQuantization
+from llmd_fleet.stack.parse import parse_config
 from tests.conftest import STACKS_DIR
 
 

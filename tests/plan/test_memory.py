@@ -4,7 +4,6 @@ import copy
 
 import pytest
 
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.plan.fleet import PlanError, plan_fleet
 from llmd_fleet.plan.memory import (
     FP8_DS_MLA_BYTES,
@@ -16,6 +15,7 @@ from llmd_fleet.plan.memory import (
     weights_per_rank,
 )
 from llmd_fleet.plan.model_card import GLM_5_2_FP8, SOURCES, description_for, unsourced_fields
+from llmd_fleet.stack.parse import parse_config
 
 
 def test_every_field_of_the_description_names_its_source():

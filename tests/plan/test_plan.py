@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.layers.serving.config import TEARDOWN_SECONDS
 from llmd_fleet.layers.serving.pod import PodInputs, disaggregated_set_spec
 from llmd_fleet.plan.fleet import PlanError, plan_fleet
+from llmd_fleet.stack.parse import parse_config
 from tests.conftest import ENGINE_IMAGE, stack_raw_config
 
 

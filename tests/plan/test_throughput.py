@@ -6,7 +6,6 @@ import math
 
 import pytest
 
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.plan.memory import kv_bytes_per_token, weights_per_rank
 from llmd_fleet.plan.model_card import DEEPSEEK_V3, GLM_5_2_FP8, KIMI_K2_INSTRUCT
@@ -19,6 +18,7 @@ from llmd_fleet.plan.throughput import (
     plan_throughput,
     tokens_per_step_of,
 )
+from llmd_fleet.stack.parse import parse_config
 from tests.conftest import stack_raw_config
 from tests.plan.calibration_runs import figures
 

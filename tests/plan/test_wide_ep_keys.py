@@ -11,12 +11,12 @@ import pytest
 import yaml
 
 from llmd_fleet.cli.main import run
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.layers.serving.vllm import vllm_serve_argv
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.plan.memory import sparse_prefill_workspace_gib
 from llmd_fleet.plan.throughput import plan_throughput
+from llmd_fleet.stack.parse import parse_config
 from tests.conftest import REFERENCE_STACK, stack_raw_config
 
 KEY = "llmd-fleet:serving.roles.decode"

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.conventions import GPU_RESOURCE
 from llmd_fleet.platform.dra import GPU_DEVICE_CLASS
+from llmd_fleet.stack.model import StackConfig
 
 
 @dataclass(frozen=True)

@@ -51,8 +51,8 @@ if TYPE_CHECKING:
     from llmd_fleet.cli.policy_check import PolicyPackProcess
     from llmd_fleet.cli.stack_file import StackFile
     from llmd_fleet.cli.synth import Synthesis
-    from llmd_fleet.config.stack import StackConfig
     from llmd_fleet.plan.fleet import FleetPlan
+    from llmd_fleet.stack.model import StackConfig
 
 EXIT_OK, EXIT_INVALID_OUTPUT, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -169,7 +169,7 @@ def _status(args: argparse.Namespace, stacks_dir: Path) -> int:
     except ClusterError as exc:
         _error(exc)
         return exc.exit_code
-    from llmd_fleet.config.stack import model_views
+    from llmd_fleet.stack.model import model_views
 
     try:
         with client:
@@ -446,8 +446,8 @@ def _plan_models(args: argparse.Namespace, config: "StackConfig") -> int:
     from llmd_fleet.cli.plan_output import cost_line, fit_tables, hourly_cost, plan_json, throughput_json
     from llmd_fleet.cli.plan_sections import memory_section, workload_section
     from llmd_fleet.cli.render import plan_table
-    from llmd_fleet.config.stack import model_views
     from llmd_fleet.plan.models import plan_model_shares
+    from llmd_fleet.stack.model import model_views
 
     shares = plan_model_shares(config)
     views = model_views(config)

@@ -3,9 +3,9 @@ table of its own, printed after the role table, each figure beside what confirms
 
 from dataclasses import replace
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.plan.fleet import FleetPlan
 from llmd_fleet.plan.memory import KV_INDEXER_CONSERVATIVE
+from llmd_fleet.stack.model import StackConfig
 
 
 def _nodes(n: int) -> str:

@@ -398,8 +398,8 @@ def _diagram(synthesis: Synthesis) -> str:
 
 def _models_summary(synthesis: Synthesis, counts: Counter[str]) -> str:
     """The summary of a stack with `llmd-fleet:models`: the totals, then each model's plan."""
-    from llmd_fleet.config.stack import model_views
     from llmd_fleet.plan.models import plan_model_shares
+    from llmd_fleet.stack.model import model_views
 
     config = synthesis.config
     shares = plan_model_shares(config)

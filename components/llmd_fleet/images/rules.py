@@ -1,8 +1,8 @@
 """The images section's rules against the target. Pure."""
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.problems import Problem, key
 from llmd_fleet.images.config import images_config_problems
+from llmd_fleet.stack.model import StackConfig
 
 
 def images_problems(config: StackConfig) -> list[Problem]:

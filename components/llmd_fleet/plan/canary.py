@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.problems import PROJECT
+from llmd_fleet.stack.model import StackConfig
 
 if TYPE_CHECKING:
     from llmd_fleet.plan.fleet import RolePlan

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal, TypedDict
 
 from llmd_fleet.config.fleet import HBM_MIB, NodeGroupConfig
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.fabric import Fabric
 from llmd_fleet.core.problems import PROJECT, Problem
 from llmd_fleet.layers.autoscaling.rules import autoscaling_max_instances
@@ -37,6 +36,7 @@ from llmd_fleet.plan.memory import (
 from llmd_fleet.plan.model_card import description_for
 from llmd_fleet.plan.router import RouterPlan, plan_router
 from llmd_fleet.plan.system_nodes import system_node_problems
+from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.targets.specs import fabric_for
 
 if TYPE_CHECKING:

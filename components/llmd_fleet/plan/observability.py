@@ -11,8 +11,8 @@ import math
 from dataclasses import dataclass
 
 from llmd_fleet.config.grammar import url_port
-from llmd_fleet.config.stack import MODEL_SCOPE_LABEL, StackConfig
 from llmd_fleet.plan.fleet import GIB, FleetPlan, RoleName, RolePlan
+from llmd_fleet.stack.model import MODEL_SCOPE_LABEL, StackConfig
 
 # vLLM 0.33.0 observes vllm:nixl_xfer_time_seconds into buckets up to 5 s
 # (distributed/kv_transfer/kv_connector/v1/nixl/stats.py); a p90 beyond the top bucket reads as

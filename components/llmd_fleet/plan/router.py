@@ -5,7 +5,6 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.layers.router.config import expected_prompt_tokens
 from llmd_fleet.layers.router.specs import (
     AdmissionPlan,
@@ -15,6 +14,7 @@ from llmd_fleet.layers.router.specs import (
     plan_fairness,
 )
 from llmd_fleet.plan.epp import EPP_BASELINE_GIB, EPP_BYTES_PER_TOKEN_PER_RPS, GIB
+from llmd_fleet.stack.model import StackConfig
 
 if TYPE_CHECKING:
     from llmd_fleet.plan.fleet import RolePlan

@@ -8,8 +8,8 @@ are the cluster's own and unknown offline: nothing is checked there. Pure.
 import re
 from dataclasses import dataclass
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.problems import Key, Problem, key
+from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.targets.eks.config import EksTarget
 from llmd_fleet.targets.gke.config import GkeTarget
 

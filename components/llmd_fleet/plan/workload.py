@@ -14,11 +14,11 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.config.workload import Percentile
 from llmd_fleet.core.problems import key
 from llmd_fleet.layers.router.config import expected_prompt_tokens
 from llmd_fleet.plan.epp import EPP_BASELINE_GIB, EPP_BYTES_PER_TOKEN_PER_RPS, GIB
+from llmd_fleet.stack.model import StackConfig
 
 if TYPE_CHECKING:
     from llmd_fleet.plan.fleet import FleetPlan, RolePlan

@@ -16,7 +16,7 @@ from llmd_fleet.layers.observability.config import PrometheusMode
 from llmd_fleet.versions import version_tuple, versions
 
 if TYPE_CHECKING:
-    from llmd_fleet.config.stack import StackConfig
+    from llmd_fleet.stack.model import StackConfig
 
 PlatformMode = Literal["install", "preinstalled"]
 

@@ -2,9 +2,9 @@
 
 import ipaddress
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.netpol import ClusterRanges
 from llmd_fleet.core.problems import Problem, key
+from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.targets.onprem.config import OnPremTargetConfig
 
 

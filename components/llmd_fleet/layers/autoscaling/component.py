@@ -50,7 +50,6 @@ from typing import Any, TypedDict
 import pulumi
 import pulumi_kubernetes as k8s
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.pod_context import pod_security_labels
 from llmd_fleet.labels import common_labels
 from llmd_fleet.layers.autoscaling.flows import keda_namespace_flows
@@ -63,6 +62,7 @@ from llmd_fleet.layers.serving.config import TEARDOWN_SECONDS
 from llmd_fleet.plan.fleet import FleetPlan, RoleName, RolePlan
 from llmd_fleet.plan.observability import plan_observability, prometheus_address
 from llmd_fleet.platform.helm import pinned_release
+from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.versions import versions
 
 KEDA_CHART = "keda"

@@ -27,7 +27,6 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from llmd_fleet.config.model import client_model_name
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.netpol import API_SERVER_PORTS, PolicySpec, pods, tcp
 from llmd_fleet.core.pod_context import (
     IMAGE_BY_TAG,
@@ -42,6 +41,7 @@ from llmd_fleet.layers.gateway.component import GKE_IMPLEMENTATIONS, pool_ref
 from llmd_fleet.layers.gateway.config import MANAGED_IMPLEMENTATIONS
 from llmd_fleet.layers.gateway.specs import GATEWAY_NAME, GATEWAY_NAME_LABEL, gateway_peers
 from llmd_fleet.security.isolation import cluster_ranges
+from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.versions import versions
 
 BBR_NAME = "body-based-router"

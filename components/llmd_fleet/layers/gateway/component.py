@@ -8,7 +8,6 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pulumi_kubernetes import _utilities as k8s_utilities
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.conventions import POOL_GROUP
 from llmd_fleet.core.pod_context import pod_security_labels
 from llmd_fleet.labels import common_labels
@@ -16,6 +15,7 @@ from llmd_fleet.layers.gateway.config import MANAGED_IMPLEMENTATIONS, GatewayCon
 from llmd_fleet.layers.gateway.specs import GATEWAY_NAME, IMPLEMENTATION_NAMESPACE
 from llmd_fleet.layers.serving.config import CANARY_SUFFIX
 from llmd_fleet.platform.helm import pinned_release
+from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.versions import versions
 
 GATEWAY_CLASS = {"agentgateway": "agentgateway", "istio": "istio", "gke-l7-rilb": "gke-l7-rilb"}

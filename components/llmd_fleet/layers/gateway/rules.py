@@ -1,7 +1,7 @@
 """The gateway section's rules. Pure."""
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.problems import Problem, key
+from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.versions import version_tuple, versions
 
 AGENTGATEWAY_MULTI_PORT_POOLS = (1, 2, 0)

@@ -1,8 +1,8 @@
 """The Gateway's names and traffic sources other layers refer to (pure)."""
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.netpol import ClusterRanges, Peer, pods
 from llmd_fleet.layers.gateway.config import MANAGED_IMPLEMENTATIONS
+from llmd_fleet.stack.model import StackConfig
 
 GATEWAY_NAME = "llm-d-inference-gateway"
 IMPLEMENTATION_NAMESPACE = {"agentgateway": "agentgateway-system", "istio": "istio-system"}

@@ -15,7 +15,6 @@ from typing import Any, TypedDict
 import pulumi
 import pulumi_kubernetes as k8s
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.pod_context import (
     TOKENIZER_SKIPS,
     restricted_container_context,
@@ -25,6 +24,7 @@ from llmd_fleet.core.pod_context import (
 from llmd_fleet.labels import common_labels
 from llmd_fleet.layers.modelexpress.specs import COMPONENT, server_address, server_name, server_selector
 from llmd_fleet.plan.fleet import MX_SERVER_PORT
+from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.versions import versions
 
 CRD_MANIFEST = "modelexpress-crds"

@@ -1,7 +1,7 @@
 """ModelExpress' rules. Pure."""
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.problems import Problem, key
+from llmd_fleet.stack.model import StackConfig
 
 
 def weight_loading_problems(config: StackConfig) -> list[Problem]:

@@ -1,7 +1,7 @@
 """The ModelExpress server's names other layers refer to (pure)."""
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.plan.fleet import MX_SERVER_PORT
+from llmd_fleet.stack.model import StackConfig
 
 COMPONENT = "modelexpress"
 

@@ -30,7 +30,6 @@ from typing import Any, TypedDict
 import pulumi
 import pulumi_kubernetes as k8s
 
-from llmd_fleet.config.stack import MODEL_SCOPE_LABEL, StackConfig
 from llmd_fleet.core.pod_context import pod_security_labels
 from llmd_fleet.labels import common_labels
 from llmd_fleet.layers.observability.alerts import rule_groups
@@ -47,6 +46,7 @@ from llmd_fleet.layers.router.specs import (
 from llmd_fleet.plan.fleet import FleetPlan, RoleName
 from llmd_fleet.plan.observability import ObservabilityPlan, plan_observability
 from llmd_fleet.platform.helm import pinned_release
+from llmd_fleet.stack.model import MODEL_SCOPE_LABEL, StackConfig
 from llmd_fleet.versions import versions
 
 PROMETHEUS_OPERATOR_API = "monitoring.coreos.com/v1"

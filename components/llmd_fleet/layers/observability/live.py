@@ -3,10 +3,10 @@ panel and query that show it live, so an operator knows what to expect before th
 
 from dataclasses import dataclass
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.layers.observability.dashboards import Dashboard, fleet_dashboards
 from llmd_fleet.plan.fleet import FleetPlan, context_tokens
 from llmd_fleet.plan.observability import gib, plan_observability
+from llmd_fleet.stack.model import StackConfig
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,6 @@ from typing import Any, TypedDict, cast
 import pulumi
 import pulumi_kubernetes as k8s
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.conventions import GPU_RESOURCE, PREFLIGHT_COMPONENT, RUNS_BEFORE_ANNOTATION
 from llmd_fleet.core.pod_context import (
     ENGINE_SKIPS,
@@ -44,6 +43,7 @@ from llmd_fleet.layers.preflight import probe
 from llmd_fleet.layers.preflight.specs import PORT, job_name, probe_selector
 from llmd_fleet.plan.fleet import FleetPlan, RolePlan
 from llmd_fleet.platform.dra import claim_template_name, container_claims, pod_claims
+from llmd_fleet.stack.model import StackConfig
 
 PROBE_FILE = Path(probe.__file__)
 PROBE_KEY = "probe.py"

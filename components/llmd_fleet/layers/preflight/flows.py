@@ -15,10 +15,10 @@ flows no NetworkPolicy here filters.
 | preflight pod | the other preflight pod | the probe's metadata port |
 """
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.netpol import ClusterRanges, PolicySpec, pods, tcp
 from llmd_fleet.layers.preflight.specs import PORT, probe_selector
 from llmd_fleet.plan.fleet import FleetPlan
+from llmd_fleet.stack.model import StackConfig
 
 
 def flows(config: StackConfig, plan: FleetPlan, ranges: ClusterRanges) -> dict[str, PolicySpec]:

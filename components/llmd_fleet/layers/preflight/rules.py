@@ -1,7 +1,7 @@
 """The preflight's rules. Pure."""
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.problems import Problem, key
+from llmd_fleet.stack.model import StackConfig
 
 
 def preflight_problems(config: StackConfig) -> list[Problem]:

@@ -28,7 +28,6 @@ from urllib.parse import quote
 import pulumi
 import pulumi_kubernetes as k8s
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.pod_context import (
     IMAGE_BY_TAG,
     PULL_IF_NOT_PRESENT,
@@ -60,6 +59,7 @@ from llmd_fleet.layers.responses.specs import (
     upstream_ready_timeout_seconds,
 )
 from llmd_fleet.platform.helm import pinned_release
+from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.versions import versions
 
 CNPG_RELEASE = "cnpg"

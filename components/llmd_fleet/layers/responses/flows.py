@@ -19,7 +19,6 @@ reached from.
 from typing import Any
 from urllib.parse import urlsplit
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.netpol import (
     API_SERVER_PORTS,
     ClusterRanges,
@@ -49,6 +48,7 @@ from llmd_fleet.layers.responses.specs import (
     is_managed_gateway,
 )
 from llmd_fleet.plan.fleet import FleetPlan
+from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.targets.eks.config import EksTarget
 from llmd_fleet.targets.gke.config import GkeTarget
 

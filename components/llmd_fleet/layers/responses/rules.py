@@ -3,9 +3,9 @@
 import ipaddress
 from urllib.parse import urlsplit
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.problems import Problem, key
 from llmd_fleet.layers.responses.config import S3BackupConfig, responses_section_problems
+from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.targets.gke.config import GkeTarget
 from llmd_fleet.targets.onprem.config import OnPremTarget, OnPremTargetConfig
 

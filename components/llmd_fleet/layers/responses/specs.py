@@ -7,9 +7,9 @@ Facts about the agentic API below were read from the pinned binary (`agentic-ser
 
 import math
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.layers.gateway.config import MANAGED_IMPLEMENTATIONS
 from llmd_fleet.layers.responses.config import ResponsesConfig
+from llmd_fleet.stack.model import StackConfig
 
 AGENTIC_API_PORT = 9000
 """The agentic API's HTTP port (llm-d guides/agentic-api manifests: containerPort and Service)."""

@@ -12,7 +12,6 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from llmd_fleet.config.model import served_model_names
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.conventions import POOL_GROUP
 from llmd_fleet.core.pod_context import (
     EPP_SKIPS,
@@ -34,6 +33,7 @@ from llmd_fleet.layers.router.specs import (
 )
 from llmd_fleet.layers.serving.specs import pool_selector
 from llmd_fleet.plan.fleet import FleetPlan
+from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.versions import versions
 
 TOKENIZER_REPLICAS = 2

@@ -12,11 +12,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmd_fleet.config.model import client_model_name
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.layers.router.config import RouterConfig, non_cached_tokens, pd_decider
 from llmd_fleet.layers.router.specs import INFLIGHT_PRODUCER, KV_CACHE_UTIL_THRESHOLD, QUEUE_DEPTH_THRESHOLD
 from llmd_fleet.plan.epp import epp_cpus_for
 from llmd_fleet.plan.fleet import KV_EVENTS_PORT, FleetPlan
+from llmd_fleet.stack.model import StackConfig
 
 
 class _Strict(BaseModel):

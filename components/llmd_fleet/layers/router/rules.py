@@ -1,8 +1,8 @@
 """The router's rules. Pure."""
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.problems import Problem, key
 from llmd_fleet.layers.router.config import non_cached_tokens
+from llmd_fleet.stack.model import StackConfig
 
 
 def router_problems(config: StackConfig) -> list[Problem]:

@@ -4,7 +4,7 @@ shedding curve derived from the plan (pure)."""
 import math
 from dataclasses import dataclass
 
-from llmd_fleet.config.stack import StackConfig
+from llmd_fleet.stack.model import StackConfig
 
 TOKENIZER_PORT = 8000
 GRPC_PORT = 9002

@@ -6,7 +6,6 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from llmd_fleet.config.model import served_model_names
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.pod_context import pod_security_labels
 from llmd_fleet.labels import common_labels, serving_labels
 from llmd_fleet.layers.modelexpress.component import ModelExpressServer
@@ -15,6 +14,7 @@ from llmd_fleet.layers.serving.pod import PodInputs, disaggregated_set_spec
 from llmd_fleet.layers.serving.specs import role_budget_name, role_budget_spec
 from llmd_fleet.plan.fleet import FleetPlan
 from llmd_fleet.platform.dra import claim_template_name, claim_template_spec
+from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.versions import versions
 
 HF_TOKEN_SECRET = "llm-d-hf-token"

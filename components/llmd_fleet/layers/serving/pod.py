@@ -8,7 +8,6 @@ from typing import Any
 import pulumi
 
 from llmd_fleet.config.fleet import NodeGroupConfig
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.conventions import GPU_RESOURCE as GPU_RESOURCE
 from llmd_fleet.core.pod_context import (
     ENGINE_SKIPS,
@@ -35,6 +34,7 @@ from llmd_fleet.layers.serving.vllm import (
 )
 from llmd_fleet.plan.fleet import FleetPlan, RolePlan
 from llmd_fleet.platform.dra import claim_template_name, container_claims, pod_claims
+from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.targets.gke.tcpxo_plan import RXDM_NAME
 from llmd_fleet.versions import versions
 

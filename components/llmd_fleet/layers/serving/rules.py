@@ -1,9 +1,9 @@
 """The `serving` section's cross-field rules: roles against node groups and the model, the KV
 tiers, and what the simulator can emulate. Pure."""
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.problems import Problem, key
 from llmd_fleet.layers.serving.config import CANARY_SUFFIX, RoleConfig, canary_name
+from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.targets.specs import fabric_for
 from llmd_fleet.versions import Image, versions
 

@@ -3,8 +3,8 @@
 from dataclasses import dataclass
 from typing import Any
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.plan.fleet import FleetPlan
+from llmd_fleet.stack.model import StackConfig
 
 
 @dataclass(frozen=True)

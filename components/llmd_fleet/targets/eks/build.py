@@ -5,9 +5,9 @@ from typing import Any
 
 import pulumi
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.layers.gateway.specs import aws_nlb_annotations
 from llmd_fleet.layers.responses.component import ManagedDatabase
+from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.targets.declared import DeclaredTarget, SecretSource
 from llmd_fleet.targets.eks.cluster import ADDONS, EksCluster
 from llmd_fleet.targets.eks.config import EksTarget

@@ -1,8 +1,8 @@
 """Kind eks's rules and cluster ranges. Pure."""
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.netpol import ClusterRanges
 from llmd_fleet.core.problems import Problem, key
+from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.targets.base import managed_cluster_problems
 from llmd_fleet.targets.eks.config import EksTarget, eks_problems
 from llmd_fleet.versions import versions

@@ -1,9 +1,9 @@
 """Kind gke's rules, defaults and cluster ranges. Pure."""
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.netpol import ClusterRanges
 from llmd_fleet.core.problems import Problem, key
 from llmd_fleet.layers.gateway.config import MANAGED_IMPLEMENTATIONS
+from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.targets.base import managed_cluster_problems
 from llmd_fleet.targets.gke.config import GkeTarget, gke_problems
 from llmd_fleet.versions import versions

@@ -2,8 +2,8 @@
 
 from llmd_fleet.config.fleet import Accelerator, NodeGroupConfig
 from llmd_fleet.config.rules import gpu_node_group_problems
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.problems import Problem, key
+from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.targets.rules import preinstalled_platform_problems, range_problems
 
 

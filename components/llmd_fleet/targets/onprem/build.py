@@ -4,8 +4,8 @@ from typing import Any
 
 import pulumi
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.layers.responses.component import ManagedDatabase
+from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.targets.declared import DeclaredTarget, SecretSource
 from llmd_fleet.targets.onprem.cluster import OnPremCluster
 

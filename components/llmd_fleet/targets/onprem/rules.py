@@ -1,7 +1,7 @@
 """Kind onprem's rules. Pure."""
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.problems import Problem
+from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.targets.rules import preinstalled_platform_problems, range_problems
 
 

@@ -26,7 +26,7 @@ from llmd_fleet.layers.serving.config import ServingConfig
 
 # The sections a `models` entry carries, which the single-model form sets at the top level.
 if TYPE_CHECKING:
-    from llmd_fleet.config.stack import StackConfig
+    from llmd_fleet.stack.model import StackConfig
 
 MODEL_SECTIONS = ("model", "serving", "router")
 MAX_MODELS = 8
