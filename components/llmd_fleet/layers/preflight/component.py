@@ -115,7 +115,7 @@ def job_annotations(config: StackConfig) -> dict[str, str]:
     annotations = {
         # What checkov reports on purpose (it reads them from the workload's own metadata): the
         # probe runs as the engine does, as root with IPC_LOCK and SYS_RAWIO, from a tag.
-        **skip_annotations((*ENGINE_SKIPS, *capability_skips(False))),
+        **skip_annotations((*ENGINE_SKIPS, *capability_skips())),
         REPLACE_UNREADY: "true",
         # The provider gives up waiting when the Job itself would.
         TIMEOUT_SECONDS: str(preflight.deadline_minutes * 60),
@@ -169,7 +169,6 @@ def probe_pod_template(config: StackConfig, plan: FleetPlan, image: pulumi.Input
         if group.rdma_resource:
             limits[group.rdma_resource] = str(group.rdma_resource_per_pod)
     resources.update({"requests": dict(limits), "limits": limits})
-    fabric_extra = role.fabric.extra
     container = {
         "name": CONTAINER_NAME,
         "image": image,
@@ -183,7 +182,7 @@ def probe_pod_template(config: StackConfig, plan: FleetPlan, image: pulumi.Input
         "volumeMounts": [
             {"name": "probe", "mountPath": PROBE_MOUNT, "readOnly": True},
             {"name": "tmp", "mountPath": "/tmp"},
-            *(dict(m) for m in fabric_extra.get("engine_volume_mounts", ())),
+            *(dict(m) for m in role.fabric.engine_volume_mounts),
         ],
     }
     spec: dict[str, Any] = {
@@ -209,7 +208,7 @@ def probe_pod_template(config: StackConfig, plan: FleetPlan, image: pulumi.Input
         "volumes": [
             {"name": "probe", "configMap": {"name": f"{job_name(config)}-probe"}},
             {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
-            *(dict(v) for v in fabric_extra.get("volumes", ())),
+            *(dict(v) for v in role.fabric.volumes),
         ],
     }
     if role.claim is not None:
