@@ -10,6 +10,8 @@ ranks and client ports are the same as vLLM's, each pod runs its ranks in one si
 and a rank's KV room is the simulator's emulated prefix cache (`simulator.kvCacheBlocks`).
 """
 
+from __future__ import annotations
+
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -36,11 +38,11 @@ from llmd_fleet.plan.memory import (
 from llmd_fleet.plan.model_card import description_for
 from llmd_fleet.plan.router import RouterPlan, plan_router
 from llmd_fleet.plan.system_nodes import system_node_problems
-from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.targets.specs import fabric_for
 
 if TYPE_CHECKING:
     from llmd_fleet.plan.canary import CanaryPlan
+    from llmd_fleet.stack.model import StackConfig
 
 Engine = Literal["vllm", "simulator"]
 
@@ -326,7 +328,7 @@ class FleetPlan:
     """The endpoint pickers' and tokenizers' replicas, ports and resources."""
     model: ModelSizing | None = None
     """The model's sizing figures and their source (plan/memory.py model_sizing)."""
-    canary: "CanaryPlan | None" = None
+    canary: CanaryPlan | None = None
     """The canary revision's roles and weight, with `serving.canary` (plan/canary.py)."""
 
     def role(self, name: RoleName) -> RolePlan:

@@ -5,13 +5,18 @@ node's allocatable CPU or memory stays Pending and the fleet has no router. On-p
 are the cluster's own and unknown offline: nothing is checked there. Pure.
 """
 
+from __future__ import annotations
+
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from llmd_fleet.core.problems import Key, Problem, key
-from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.targets.eks.config import EksTarget
 from llmd_fleet.targets.gke.config import GkeTarget
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 GIB_PER_GB = 1e9 / 1024**3
 

@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING
 from llmd_fleet.layers.router.config import non_cached_tokens
 from llmd_fleet.plan.memory import GIB, KvBytesPerToken, kv_bytes_per_token, param_counts, total_params
 from llmd_fleet.plan.model_card import ModelDescription
-from llmd_fleet.stack.model import StackConfig
 
 if TYPE_CHECKING:
     from llmd_fleet.plan.fleet import FleetPlan
+    from llmd_fleet.stack.model import StackConfig
 
 
 @dataclass(frozen=True)

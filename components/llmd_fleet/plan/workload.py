@@ -18,10 +18,10 @@ from llmd_fleet.config.workload import Percentile
 from llmd_fleet.core.problems import key
 from llmd_fleet.layers.router.config import expected_prompt_tokens
 from llmd_fleet.plan.epp import EPP_BASELINE_GIB, EPP_BYTES_PER_TOKEN_PER_RPS, GIB
-from llmd_fleet.stack.model import StackConfig
 
 if TYPE_CHECKING:
     from llmd_fleet.plan.fleet import FleetPlan, RolePlan
+    from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.plan.throughput import decode_answer_seconds, plan_throughput
 
 PERCENTILES: tuple[tuple[Percentile, float], ...] = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99))

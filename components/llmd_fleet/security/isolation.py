@@ -36,29 +36,27 @@ those pages; none is declared. On eth0, UCX needs nothing: the `tcpxo` fabric pi
 NICs (UCX_NET_DEVICES), and serving pods may reach each other on any port regardless.
 """
 
+from __future__ import annotations
+
 from collections.abc import Iterable, Mapping
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from llmd_fleet.core.netpol import (
-    ClusterRanges,
     PolicySpec,
     deny_all_but_dns,
 )
 from llmd_fleet.labels import common_labels
 from llmd_fleet.plan.fleet import FleetPlan
-from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.stack.registry import NAMESPACE_FLOWS
-from llmd_fleet.targets.specs import SPECS
+from llmd_fleet.targets.specs import cluster_ranges
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 RULE_LISTS = ("ingress", "egress")
-
-
-def cluster_ranges(config: StackConfig) -> ClusterRanges:
-    """The cluster's address ranges, from the target kind (llmd_fleet/targets/<kind>/rules.py)."""
-    return SPECS[config.target.kind].cluster_ranges(config)
 
 
 def union(contributions: Iterable[Mapping[str, PolicySpec]]) -> dict[str, PolicySpec]:

@@ -99,9 +99,6 @@ class StackConfig(ConfigModel):
     """Whether `llmd-fleet:responsesDbPassword` is set (as a secret)."""
 
 
-MODEL_SCOPE_LABEL = "llmd_fleet_model"
-"""The series label that tells models sharing a namespace apart (`StackConfig.model_scope`)."""
-
 # `llmd-fleet:models`, a list in place of the single-model sections (llmd_fleet/stack/models.py).
 MODELS_KEY = "models"
 MODELS_ADAPTER: TypeAdapter[Any] = TypeAdapter(ModelsConfig)

@@ -2,7 +2,10 @@
 imported only for a stack of that kind, so the on-prem path loads no cloud SDK). Adding a target is
 a folder under targets/ and one line in each table. Pure."""
 
+from typing import TYPE_CHECKING
+
 from llmd_fleet.core.fabric import Fabric
+from llmd_fleet.core.netpol import ClusterRanges
 from llmd_fleet.targets.base import TargetSpec
 from llmd_fleet.targets.eks import fabric as eks_fabric
 from llmd_fleet.targets.eks.rules import eks_cluster_ranges, eks_target_problems
@@ -13,6 +16,9 @@ from llmd_fleet.targets.local.rules import local_defaults, local_target_problems
 from llmd_fleet.targets.onprem import fabric as onprem_fabric
 from llmd_fleet.targets.onprem.rules import onprem_problems
 from llmd_fleet.targets.rules import existing_cluster_ranges
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 # The NIC line rates are per target: ConnectX-7 (400 GbE / NDR) on-prem; A3 Mega has 8 GPU NICs
 # for 1,600 Gb/s; p5.48xlarge has 32 EFA for 3,200 Gb/s (shared/reference/cluster.md). kind local
@@ -75,3 +81,8 @@ def fabric_for(target_kind: str, image_build: bool = True) -> Fabric:
     if target_kind == "eks" and not image_build:
         return eks_fabric.VPC_TCP
     return SPECS[target_kind].fabric
+
+
+def cluster_ranges(config: "StackConfig") -> ClusterRanges:
+    """The cluster's address ranges, from the target kind (llmd_fleet/targets/<kind>/rules.py)."""
+    return SPECS[config.target.kind].cluster_ranges(config)

@@ -45,7 +45,9 @@ Facts (read from source):
   the webhooks on 9443.
 """
 
-from typing import Any, TypedDict
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -62,8 +64,10 @@ from llmd_fleet.layers.serving.config import TEARDOWN_SECONDS
 from llmd_fleet.plan.fleet import FleetPlan, RoleName, RolePlan
 from llmd_fleet.plan.observability import plan_observability, prometheus_address
 from llmd_fleet.platform.helm import pinned_release
-from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.versions import versions
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 KEDA_CHART = "keda"
 KEDA_RELEASE = "keda"

@@ -20,8 +20,10 @@ These functions only build specs; the HTTPRoute per model is kept apart from the
 route (gateway/component.py) so the two evolve separately. Pure apart from `BodyBasedRouter`.
 """
 
+from __future__ import annotations
+
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -40,9 +42,11 @@ from llmd_fleet.labels import common_labels
 from llmd_fleet.layers.gateway.component import GKE_IMPLEMENTATIONS, pool_ref
 from llmd_fleet.layers.gateway.config import MANAGED_IMPLEMENTATIONS
 from llmd_fleet.layers.gateway.specs import GATEWAY_NAME, GATEWAY_NAME_LABEL, gateway_peers
-from llmd_fleet.security.isolation import cluster_ranges
-from llmd_fleet.stack.model import StackConfig
+from llmd_fleet.targets.specs import cluster_ranges
 from llmd_fleet.versions import versions
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 BBR_NAME = "body-based-router"
 # The router's ports and headers (gateway-api-inference-extension pkg/bbr/server/options.go

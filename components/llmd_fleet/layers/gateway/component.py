@@ -2,7 +2,9 @@
 Gateway + HTTPRoute that send every request through the endpoint picker to the InferencePool.
 On GKE's managed gateway also the two policies that configure the pool's backend service."""
 
-from typing import Any, NotRequired, TypedDict
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -15,8 +17,10 @@ from llmd_fleet.layers.gateway.config import MANAGED_IMPLEMENTATIONS, GatewayCon
 from llmd_fleet.layers.gateway.specs import GATEWAY_NAME, IMPLEMENTATION_NAMESPACE
 from llmd_fleet.layers.serving.config import CANARY_SUFFIX
 from llmd_fleet.platform.helm import pinned_release
-from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.versions import versions
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 GATEWAY_CLASS = {"agentgateway": "agentgateway", "istio": "istio", "gke-l7-rilb": "gke-l7-rilb"}
 CRD_MANIFESTS = ("gateway-api", "inference-extension", "llm-d-router-crds")

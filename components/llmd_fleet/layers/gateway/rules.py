@@ -1,8 +1,14 @@
 """The gateway section's rules. Pure."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from llmd_fleet.core.problems import Problem, key
-from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.versions import version_tuple, versions
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 AGENTGATEWAY_MULTI_PORT_POOLS = (1, 2, 0)
 """First agentgateway release whose InferencePool backends take every target port: PR #1445

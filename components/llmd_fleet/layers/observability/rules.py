@@ -1,8 +1,14 @@
 """The observability section's rules. Pure."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from llmd_fleet.core.problems import Problem, key, names
 from llmd_fleet.labels import common_labels
-from llmd_fleet.stack.model import StackConfig
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 # The recommended labels the fleet sets on every object it declares (labels.py common_labels).
 RESERVED_LABEL_PREFIX = "app.kubernetes.io/"

@@ -24,8 +24,10 @@ so a failed preflight runs again on the next `pulumi up`; `pulumi.com/timeoutSec
 long the provider waits. All read in pulumi/pulumi-kubernetes v4.32.0.
 """
 
+from __future__ import annotations
+
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -43,7 +45,9 @@ from llmd_fleet.layers.preflight import probe
 from llmd_fleet.layers.preflight.specs import PORT, job_name, probe_selector
 from llmd_fleet.plan.fleet import FleetPlan, RolePlan
 from llmd_fleet.platform.dra import claim_template_name, container_claims, pod_claims
-from llmd_fleet.stack.model import StackConfig
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 PROBE_FILE = Path(probe.__file__)
 PROBE_KEY = "probe.py"

@@ -21,8 +21,10 @@ Names derive from `responses.name`, never from serving settings: renaming the se
 replaces no part of the response store.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass, field
-from typing import Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 from urllib.parse import quote
 
 import pulumi
@@ -59,8 +61,10 @@ from llmd_fleet.layers.responses.specs import (
     upstream_ready_timeout_seconds,
 )
 from llmd_fleet.platform.helm import pinned_release
-from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.versions import versions
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 CNPG_RELEASE = "cnpg"
 CNPG_RELOAD_LABEL = "cnpg.io/reload"

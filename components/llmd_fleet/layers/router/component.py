@@ -6,7 +6,9 @@ options at the pinned tag; the chart itself is not used because it renders no PD
 anti-affinity, and the config file must come from the plan.
 """
 
-from typing import Any, NotRequired, TypedDict
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -33,8 +35,10 @@ from llmd_fleet.layers.router.specs import (
 )
 from llmd_fleet.layers.serving.specs import pool_selector
 from llmd_fleet.plan.fleet import FleetPlan
-from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.versions import versions
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 TOKENIZER_REPLICAS = 2
 # Failover (docs/day-two.md, "Failover"). On SIGTERM the EPP reports NotServing on readiness,

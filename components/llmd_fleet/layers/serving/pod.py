@@ -1,9 +1,11 @@
 """Serving pod templates and the DisaggregatedSet spec (pure builders, Kubernetes camelCase)."""
 
+from __future__ import annotations
+
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 
@@ -34,8 +36,10 @@ from llmd_fleet.layers.serving.vllm import (
 )
 from llmd_fleet.plan.fleet import FleetPlan, RolePlan
 from llmd_fleet.platform.dra import claim_template_name, container_claims, pod_claims
-from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.versions import versions
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 SIDECAR_NAME = "routing-proxy"
 ENGINE_NAME = "vllm"

@@ -1,11 +1,17 @@
 """Kind eks's rules and cluster ranges. Pure."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from llmd_fleet.core.netpol import ClusterRanges
 from llmd_fleet.core.problems import Problem, key
-from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.targets.base import managed_cluster_problems
 from llmd_fleet.targets.eks.config import EksTarget, eks_problems
 from llmd_fleet.versions import versions
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 EKS_SERVICE_RANGES = ("10.100.0.0/16", "172.20.0.0/16")
 """EKS assigns Service addresses from one of these when the cluster sets no serviceIpv4Cidr

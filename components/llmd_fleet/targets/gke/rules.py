@@ -1,12 +1,18 @@
 """Kind gke's rules, defaults and cluster ranges. Pure."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from llmd_fleet.core.netpol import ClusterRanges
 from llmd_fleet.core.problems import Problem, key
 from llmd_fleet.layers.gateway.config import MANAGED_IMPLEMENTATIONS
-from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.targets.base import managed_cluster_problems
 from llmd_fleet.targets.gke.config import GkeTarget, gke_problems
 from llmd_fleet.versions import versions
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 GCP_HEALTH_CHECK_RANGES = ("35.191.0.0/16", "130.211.0.0/22")
 """Google Cloud load-balancer health-check probes (Cloud Load Balancing "Firewall rules"); the
