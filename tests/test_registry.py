@@ -78,3 +78,24 @@ def test_every_build_is_a_component_of_its_layer():
         assert module.startswith(f"llmd_fleet.layers.{spec.name}."), spec.build
         component = getattr(import_module(module), name)
         assert issubclass(component, pulumi.ComponentResource), spec.build
+
+
+def test_every_build_module_keeps_the_target_contract():
+    """Each kind's Pulumi half has what the program calls (the type checker holds the signatures:
+    the assignments below are checked against `TargetBuild`)."""
+    from llmd_fleet.targets.declared import TargetBuild
+    from llmd_fleet.targets.eks import build as eks_build
+    from llmd_fleet.targets.gke import build as gke_build
+    from llmd_fleet.targets.onprem import build as onprem_build
+    from llmd_fleet.targets.specs import BUILDS
+
+    builds: dict[str, TargetBuild] = {
+        "llmd_fleet.targets.onprem.build": onprem_build,
+        "llmd_fleet.targets.gke.build": gke_build,
+        "llmd_fleet.targets.eks.build": eks_build,
+    }
+    assert set(BUILDS.values()) == set(builds)
+    for module in builds:
+        loaded = import_module(module)
+        for name in ("declare", "image_registry_args", "responses_database"):
+            assert callable(getattr(loaded, name)), f"{module}.{name}"

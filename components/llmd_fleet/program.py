@@ -15,8 +15,7 @@ target: the on-prem path imports no cloud SDK (docs/performance.md).
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from importlib import import_module
-from types import ModuleType
-from typing import TYPE_CHECKING, NotRequired, TypedDict
+from typing import TYPE_CHECKING, NotRequired, TypedDict, cast
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -44,7 +43,7 @@ from llmd_fleet.platform.lws import LeaderWorkerSetController
 from llmd_fleet.security.isolation import NetworkIsolation
 from llmd_fleet.stack.model import StackConfig, model_views
 from llmd_fleet.stack.parse import check_stack_secrets, parse_config, read_pulumi_config
-from llmd_fleet.targets.declared import DeclaredTarget, SecretSource
+from llmd_fleet.targets.declared import DeclaredTarget, SecretSource, TargetBuild
 from llmd_fleet.targets.extras import MissingExtraError, require_image_build_extra, require_target_extra
 from llmd_fleet.targets.onprem.cluster import OnPremCluster
 from llmd_fleet.targets.specs import BUILDS, fabric_for
@@ -359,16 +358,16 @@ class Fleet:
 
 def _declare_target(
     config: StackConfig, secrets: SecretSource, parent: pulumi.Resource | None
-) -> tuple[ModuleType, DeclaredTarget]:
+) -> tuple[TargetBuild, DeclaredTarget]:
     """The target kind's Pulumi half (imported only for that kind: the on-prem path loads no cloud
     SDK) and the cluster it declares."""
-    build = import_module(BUILDS[config.target.kind])
+    build = cast(TargetBuild, import_module(BUILDS[config.target.kind]))
     return build, build.declare(config, secrets, parent)
 
 
 def _image_build(
     config: StackConfig,
-    build: ModuleType,
+    build: TargetBuild,
     target: DeclaredTarget,
     secrets: SecretSource,
     parent: pulumi.Resource | None,

@@ -51,7 +51,7 @@ from llmd_fleet.core.netpol import (
 from llmd_fleet.labels import common_labels
 from llmd_fleet.plan.fleet import FleetPlan
 from llmd_fleet.stack.registry import NAMESPACE_FLOWS
-from llmd_fleet.targets.specs import cluster_ranges
+from llmd_fleet.targets.specs import cluster_ranges as cluster_ranges  # the ranges the policies use
 
 if TYPE_CHECKING:
     from llmd_fleet.stack.model import StackConfig

@@ -36,8 +36,8 @@ from llmd_fleet.layers.gateway.specs import (
     gateway_proxies,
 )
 from llmd_fleet.layers.serving.component import HF_TOKEN_SECRET
-from llmd_fleet.security.isolation import cluster_ranges
 from llmd_fleet.stack.model import StackConfig
+from llmd_fleet.targets.specs import cluster_ranges
 from llmd_fleet.versions import versions
 
 # --- The traffic shape (issue #23; shared/DESIGN.md: median request ~195k input tokens, ~317
