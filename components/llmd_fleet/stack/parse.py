@@ -29,11 +29,7 @@ from llmd_fleet.stack.models import (
     shared_problems,
 )
 from llmd_fleet.stack.registry import KNOWN_KEYS, OBJECT_KEYS, OPTIONAL_OBJECT_KEYS, RULES
-from llmd_fleet.targets.specs import BUILDS, SPECS
-
-# The target sections and the kinds that have them (a section under another kind is refused by
-# name, not as a bare unknown key).
-SECTION_KINDS = {"gke": "gke", "eks": "eks", "onprem": "onprem or local"}
+from llmd_fleet.targets.specs import BUILDS, SECTION_KINDS, SPECS
 
 
 def _section_problems(key: str, error: ValidationError, raw: Any) -> list[Problem]:

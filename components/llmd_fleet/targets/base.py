@@ -107,6 +107,18 @@ class TargetSpec:
     """The cluster's pod and Service ranges, and where gateway and health-check traffic comes from."""
     defaults: "Callable[[StackConfig], StackConfig]" = lambda config: config
     """The kind's defaults of other sections (an explicit value is always kept)."""
+    section: str | None = None
+    """The `target.<section>` key this kind reads (kinds may share one: local reads `onprem`)."""
+    platform_gateways: tuple[str, ...] = ()
+    """`gateway.implementation` values the kind's platform provides itself (GKE's managed gateway
+    class): refused under any other kind."""
+    platform_prometheus: tuple[tuple[str, str], ...] = ()
+    """(`observability.prometheus` value, what it is) the kind's platform provides itself (GKE's
+    Managed Service for Prometheus): refused under any other kind."""
+    simulated: bool = False
+    """Whether the kind runs CPU nodes and the engine simulator only (a laptop's kind cluster):
+    `serving.simulator` may be set without the simulator engine (the engine itself is refused
+    otherwise) and the router's tokenizer is sized for a try-out."""
 
 
 def kubernetes_version_problems(config: "StackConfig") -> list[Problem]:

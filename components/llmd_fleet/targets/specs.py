@@ -2,6 +2,7 @@
 imported only for a stack of that kind, so the on-prem path loads no cloud SDK). Adding a target is
 a folder under targets/ and one line in each table. Pure."""
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from llmd_fleet.core.fabric import Fabric
@@ -36,6 +37,7 @@ SPECS: dict[str, TargetSpec] = {
             prometheus="operator",
             problems=onprem_problems,
             cluster_ranges=existing_cluster_ranges,
+            section="onprem",
         ),
         TargetSpec(
             kind="local",
@@ -45,6 +47,8 @@ SPECS: dict[str, TargetSpec] = {
             problems=local_target_problems,
             cluster_ranges=existing_cluster_ranges,
             defaults=local_defaults,
+            section="onprem",
+            simulated=True,
         ),
         TargetSpec(
             kind="gke",
@@ -54,6 +58,9 @@ SPECS: dict[str, TargetSpec] = {
             problems=gke_target_problems,
             cluster_ranges=gke_cluster_ranges,
             defaults=gke_defaults,
+            section="gke",
+            platform_gateways=("gke-l7-rilb",),
+            platform_prometheus=(("gmp", "Managed Service for Prometheus"),),
         ),
         TargetSpec(
             kind="eks",
@@ -62,6 +69,7 @@ SPECS: dict[str, TargetSpec] = {
             prometheus="operator",
             problems=eks_target_problems,
             cluster_ranges=eks_cluster_ranges,
+            section="eks",
         ),
     )
 }
@@ -86,3 +94,21 @@ def fabric_for(target_kind: str, image_build: bool = True) -> Fabric:
 def cluster_ranges(config: "StackConfig") -> ClusterRanges:
     """The cluster's address ranges, from the target kind (llmd_fleet/targets/<kind>/rules.py)."""
     return SPECS[config.target.kind].cluster_ranges(config)
+
+
+def kinds_where(present: "Callable[[TargetSpec], bool]") -> tuple[str, ...]:
+    """The kinds, in registry order, whose spec satisfies `present`."""
+    return tuple(kind for kind, spec in SPECS.items() if present(spec))
+
+
+def _section_kinds() -> dict[str, str]:
+    owners: dict[str, list[str]] = {}
+    for kind, spec in SPECS.items():
+        if spec.section is not None:
+            owners.setdefault(spec.section, []).append(kind)
+    return {section: " or ".join(kinds) for section, kinds in owners.items()}
+
+
+SECTION_KINDS = _section_kinds()
+"""`target.<section>` -> the kinds that have it ("onprem or local"): a section under another kind
+is refused by name, not as a bare unknown key."""

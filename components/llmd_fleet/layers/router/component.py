@@ -35,6 +35,7 @@ from llmd_fleet.layers.router.specs import (
 )
 from llmd_fleet.layers.serving.specs import pool_selector
 from llmd_fleet.plan.fleet import FleetPlan
+from llmd_fleet.targets.specs import SPECS
 from llmd_fleet.versions import versions
 
 if TYPE_CHECKING:
@@ -277,7 +278,7 @@ def tokenizer_deployment_spec(config: StackConfig, hf_token_secret: str | None) 
         env.append(
             {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": hf_token_secret, "key": "HF_TOKEN"}}}
         )
-    local = config.target.kind == "local"
+    local = SPECS[config.target.kind].simulated
     # A laptop's kind cluster: one small tokenizer (it only tokenizes the try-out's prompts).
     resources = {"cpu": "1", "memory": "4Gi"} if local else {"cpu": "4", "memory": "12Gi"}
     return {

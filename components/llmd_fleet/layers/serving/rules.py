@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from llmd_fleet.core.problems import Problem, key
 from llmd_fleet.layers.serving.config import CANARY_SUFFIX, RoleConfig, canary_name
-from llmd_fleet.targets.specs import fabric_for
+from llmd_fleet.targets.specs import SPECS, fabric_for
 from llmd_fleet.versions import Image, versions
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ def simulator_problems(config: StackConfig) -> list[Problem]:
     problems: list[Problem] = []
     if serving.engine != "simulator":
         # On kind local the engine itself is refused already (_local_problems).
-        if "simulator" in serving.model_fields_set and config.target.kind != "local":
+        if "simulator" in serving.model_fields_set and not SPECS[config.target.kind].simulated:
             problems.append(Problem(key(config, "serving", "simulator"), "only for engine simulator"))
         return problems
     if config.router.prefix_routing == "precise":
