@@ -43,6 +43,7 @@ from llmd_fleet.core.problems import ConfigError, printable
 from llmd_fleet.plan.fleet import PlanError
 from llmd_fleet.plan.models import plan_models
 from llmd_fleet.targets.extras import MissingExtraError, require_image_build_extra, require_target_extra
+from llmd_fleet.targets.specs import SPECS
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -238,7 +239,7 @@ def _doctor(args: argparse.Namespace, stacks_dir: Path) -> int:
         stack_file = _read_stack(args, stacks_dir)
         config = stack_config(stack_file)
         plan = plan_models(config)[0]
-        if config.target.kind in ("gke", "eks") and not args.deployed:
+        if SPECS[config.target.kind].creates_cluster and not args.deployed:
             raise InputRefused(
                 f"doctor {args.stack}: target.kind {config.target.kind} creates its cluster, so there is "
                 f"nothing to check before pulumi up: run llmd-fleet doctor {args.stack} --deployed after it"

@@ -29,7 +29,7 @@ from llmd_fleet.stack.models import (
     shared_problems,
 )
 from llmd_fleet.stack.registry import KNOWN_KEYS, OBJECT_KEYS, OPTIONAL_OBJECT_KEYS, RULES
-from llmd_fleet.targets.specs import BUILDS, SECTION_KINDS, SPECS
+from llmd_fleet.targets.specs import SECTION_KINDS, SPECS, kinds_where
 
 
 def _section_problems(key: str, error: ValidationError, raw: Any) -> list[Problem]:
@@ -48,9 +48,7 @@ def _section_problems(key: str, error: ValidationError, raw: Any) -> list[Proble
 
 # Target kinds whose program reads the `kubeconfig` secret: those built by targets/onprem/build.py,
 # which reaches an existing cluster (the others create theirs and its credentials).
-KUBECONFIG_KINDS = tuple(
-    kind for kind, module in BUILDS.items() if module == "llmd_fleet.targets.onprem.build"
-)
+KUBECONFIG_KINDS = kinds_where(lambda spec: not spec.creates_cluster)
 
 
 def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset()) -> StackConfig:

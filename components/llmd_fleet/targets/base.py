@@ -21,6 +21,17 @@ if TYPE_CHECKING:
 PlatformMode = Literal["install", "preinstalled"]
 
 
+@dataclass(frozen=True)
+class SystemPool:
+    """The CPU nodes a target creates for the fleet's system pods (the endpoint pickers among
+    them): the keys and values of their machine type and count."""
+
+    machine_key: Key
+    machine_type: str
+    count_key: Key
+    count: int
+
+
 class TargetBase(ConfigModel):
     """Where the fleet runs. `kind` chooses the section that applies: `gke` for kind gke, `eks`
     for kind eks, `onprem` for kinds onprem and local (one model per kind, llmd_fleet/targets/<kind>/
@@ -115,6 +126,11 @@ class TargetSpec:
     platform_prometheus: tuple[tuple[str, str], ...] = ()
     """(`observability.prometheus` value, what it is) the kind's platform provides itself (GKE's
     Managed Service for Prometheus): refused under any other kind."""
+    creates_cluster: bool = False
+    """Whether the stack creates the cluster (and its credentials) rather than reaching an
+    existing one through a kubeconfig."""
+    system_pool: "Callable[[StackConfig], SystemPool | None]" = lambda config: None
+    """The CPU pool the stack creates for system pods, None where the cluster is not the stack's."""
     simulated: bool = False
     """Whether the kind runs CPU nodes and the engine simulator only (a laptop's kind cluster):
     `serving.simulator` may be set without the simulator engine (the engine itself is refused

@@ -9,9 +9,14 @@ from llmd_fleet.core.fabric import Fabric
 from llmd_fleet.core.netpol import ClusterRanges
 from llmd_fleet.targets.base import TargetSpec
 from llmd_fleet.targets.eks import fabric as eks_fabric
-from llmd_fleet.targets.eks.rules import eks_cluster_ranges, eks_target_problems
+from llmd_fleet.targets.eks.rules import eks_cluster_ranges, eks_system_pool, eks_target_problems
 from llmd_fleet.targets.gke import fabric as gke_fabric
-from llmd_fleet.targets.gke.rules import gke_cluster_ranges, gke_defaults, gke_target_problems
+from llmd_fleet.targets.gke.rules import (
+    gke_cluster_ranges,
+    gke_defaults,
+    gke_system_pool,
+    gke_target_problems,
+)
 from llmd_fleet.targets.local import fabric as local_fabric
 from llmd_fleet.targets.local.rules import local_defaults, local_target_problems
 from llmd_fleet.targets.onprem import fabric as onprem_fabric
@@ -59,6 +64,8 @@ SPECS: dict[str, TargetSpec] = {
             cluster_ranges=gke_cluster_ranges,
             defaults=gke_defaults,
             section="gke",
+            creates_cluster=True,
+            system_pool=gke_system_pool,
             platform_gateways=("gke-l7-rilb",),
             platform_prometheus=(("gmp", "Managed Service for Prometheus"),),
         ),
@@ -70,6 +77,8 @@ SPECS: dict[str, TargetSpec] = {
             problems=eks_target_problems,
             cluster_ranges=eks_cluster_ranges,
             section="eks",
+            creates_cluster=True,
+            system_pool=eks_system_pool,
         ),
     )
 }
