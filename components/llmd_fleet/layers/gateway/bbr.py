@@ -211,8 +211,9 @@ def model_list_route_spec(first: StackConfig) -> dict[str, Any]:
     """`GET /v1/models` has no body to route by, so no model's route takes it: this route matches
     it and its AgentgatewayPolicy (model_list_policy_spec) answers it with every model's names.
     The backend is the first model's pool only because a rule needs one; the policy answers before
-    any backend is called (agentgateway v1.2.1 crates/agentgateway/src/proxy/httpproxy.rs applies
-    a route's directResponse with its other request policies, before the backend call)."""
+    any backend is called (agentgateway, at the pinned release,
+    crates/agentgateway/src/proxy/httpproxy.rs applies a route's directResponse with its other
+    request policies, before the backend call)."""
     return {
         "parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": GATEWAY_NAME}],
         "rules": [
