@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from llmd_fleet.config.model import ModelConfig
 from llmd_fleet.core.problems import PROJECT
-from llmd_fleet.plan.model_card import ModelDescription, description_for
+from llmd_fleet.models import ModelDescription, card_home, description_for
 
 GIB = 1024**3
 
@@ -33,7 +33,7 @@ FP8_DS_MLA_BYTES = 656
 # rows of head_dim + head_dim // quant_block_size * 4 (128 fp8 + one float32 scale per 128), one
 # vector per token (DeepseekV32IndexerCache.get_kv_cache_spec: MLAAttentionSpec, head_size_v 0).
 INDEXER_QUANT_BLOCK = 128
-# Size the indexer cache as if vLLM built an indexer on every layer (see model_card SOURCES
+# Size the indexer cache as if vLLM built an indexer on every layer (see models/glm5 SOURCES
 # "indexer_layers"): DeepseekV32Attention.__init__ builds one only where `not skip_topk or
 # is_mtp_layer`, with skip_topk from the config's index_topk_freq / index_skip_topk_offset /
 # index_topk_pattern; a checkpoint whose config spells the schedule otherwise gets one on every
@@ -318,7 +318,7 @@ class ModelSizing:
     """What the plan sizes the model with, and where each figure comes from."""
 
     description: ModelDescription | None
-    """The committed description (plan/model_card.py), None for a model without one."""
+    """The committed description (models/), None for a model without one."""
     kv: KvBytesPerToken | None
     kv_bytes_per_token: int
     """Bytes per token the plan sizes KV with: the derived (conservative) figure with a
@@ -341,7 +341,7 @@ def card_contradictions(model: ModelConfig, description: ModelDescription) -> li
     committed description: integers and the weight format exactly, parameter counts within 1%.
     Each names the key and the card's value."""
     path = f"{PROJECT}:model"
-    source = f"{description.name}'s model card (plan/model_card.py)"
+    source = f"{description.name}'s model card ({card_home(model.id)})"
     exact: list[tuple[str, object, object, str]] = [
         ("weightDtype", model.weight_dtype.value, description.weight_dtype, "weight_dtype"),
         ("layers", model.layers, description.num_hidden_layers, "num_hidden_layers"),
@@ -396,7 +396,7 @@ def model_sizing(model: ModelConfig) -> tuple[ModelSizing, list[tuple[str, str]]
             (
                 f"{path}.maxContextTokens",
                 f"{model.max_context_tokens} is not {description.name}'s context window "
-                f"{description.max_position_embeddings} (max_position_embeddings, plan/model_card.py)",
+                f"{description.max_position_embeddings} (max_position_embeddings, {card_home(model.id)})",
             )
         )
     counted = total_params(description) / 1e9
