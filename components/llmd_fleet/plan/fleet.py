@@ -72,8 +72,11 @@ ROLE_NAMES: tuple[RoleName, RoleName] = ("prefill", "decode")
 # The plan counts KV in the stack's own declared turn (the workload's p50 input + its output),
 # never in a fixed reference context.
 def context_tokens(config: StackConfig) -> int:
-    """The declared typical turn a context holds: the workload's median input plus one answer."""
-    return config.workload.input_tokens_p50 + config.workload.output_tokens
+    """The declared typical turn a context holds: the workload's median input plus one answer, at
+    most the served window (the roles' smaller maxModelLen): a longer turn is refused, not held."""
+    roles = config.serving.roles
+    turn = config.workload.input_tokens_p50 + config.workload.output_tokens
+    return min(turn, roles.prefill.max_model_len, roles.decode.max_model_len)
 
 
 # Ports. vLLM's multi-port external load balancing gives every local DP rank its own API server
