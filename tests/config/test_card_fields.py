@@ -15,7 +15,7 @@ from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.models import CARDS
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.plan.throughput import plan_throughput
-from tests.conftest import STACKS_DIR, all_stacks, stack_raw_config
+from tests.support import STACKS_DIR, all_stacks, stack_raw_config
 
 KEYS = {
     "total_params_b": "totalParamsB",

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from llmd_fleet.cli.main import run
-from tests.conftest import STACKS_DIR
+from tests.support import STACKS_DIR
 
 BAD = [
     ("llmd-fleet:serving", ("roles", "decode", "mtpTokens"), 9, "must be <= 8 tokens (got 9)"),
