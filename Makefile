@@ -166,6 +166,18 @@ doctor-twin: ## llmd-fleet doctor on the quickstart's twin prepared as a real in
 	@start=$$(date +%s); $(UV) run --frozen python -m devtools.twin doctor $(DOCTOR_TWIN_ARGS); \
 	status=$$?; echo "doctor-twin: $$(( $$(date +%s) - start )) s"; exit $$status
 
+# Day two under traffic (docs/day-two.md): the twin with the real LWS controller and a process
+# kubelet on the stack's serving nodes (simulators in per-pod network namespaces), the rendered
+# pickers behind the gateway stand-in, steady agent traffic, and a rolling upgrade with the rollout
+# screener on, then off (the negative control). Needs root and the LWS, router and simulator
+# source snapshots ("not run" without them).
+DAYTWO_STACK ?= day-two
+
+.PHONY: day-two
+day-two: ## Rolling upgrade under steady agent traffic on the twin (real LWS controller, process kubelet, real pickers); screener-off negative control
+	@start=$$(date +%s); $(UV) run --frozen python -m devtools.daytwo $(DAYTWO_STACK); \
+	status=$$?; echo "day-two: $$(( $$(date +%s) - start )) s"; exit $$status
+
 # The data-plane twin (docs/twin.md): the twin's API server, the rendered router objects, the
 # simulators and routing sidecars in per-pod network namespaces, two picker replicas with the
 # rendered flags and config, and a replay through the gateway stand-in. Needs root (namespaces)

@@ -11,9 +11,12 @@ again with one route's header match removed (the negative control). What is coun
 - a request is misrouted when the pod that served it (the endpoint the picker named, and the
   prefill endpoint of P/D) belongs to a pool whose engines do not serve its model, or, for an
   adapter, whose engine was not started with that adapter in `--lora-modules`;
-- a request no route matches is refused with the gateway's no-route status (404).
-The rendered run passes only with 0 misrouted, every served request answered 200 and every
-not-served one refused; the negative control passes only if it misroutes or refuses some."""
+- a request no route matches is refused with the gateway's no-route status (404);
+- `GET /v1/models` is answered by the model-list route's AgentgatewayPolicy direct response, as
+  rendered, and must list every served name and adapter of every pool's engines.
+The rendered run passes only with 0 misrouted, every served request answered 200, every
+not-served one refused and the full model list; the negative control passes only if it misroutes
+or refuses some."""
 
 import json
 import time
@@ -104,10 +107,24 @@ def last_model_route(docs: list[dict[str, Any]]) -> str:
     )
 
 
+def direct_responses(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The rendered AgentgatewayPolicies' direct responses, by the HTTPRoute each targets (pure)."""
+    found: dict[str, dict[str, Any]] = {}
+    for policy in (d for d in docs if d.get("kind") == "AgentgatewayPolicy"):
+        direct = (policy["spec"].get("traffic") or {}).get("directResponse")
+        if not direct:
+            continue
+        for ref in policy["spec"].get("targetRefs", []):
+            if ref.get("kind") == "HTTPRoute":
+                found[ref["name"]] = {"status": int(direct["status"]), "body": str(direct.get("body", ""))}
+    return found
+
+
 def route_rules(docs: list[dict[str, Any]], pickers: dict[str, list[str]]) -> dict[str, Any]:
     """The gateway stand-in's routing table (gateway/routes.go): every rule of every rendered
-    HTTPRoute to an InferencePool, its matches as rendered, routes in name order; and each pool's
-    picker addresses (pure)."""
+    HTTPRoute to an InferencePool, its matches as rendered, routes in name order, with the direct
+    response an AgentgatewayPolicy sets on its route; and each pool's picker addresses (pure)."""
+    direct = direct_responses(docs)
     rules = []
     for route in sorted(
         (d for d in docs if d.get("kind") == "HTTPRoute"), key=lambda d: d["metadata"]["name"]
@@ -125,7 +142,10 @@ def route_rules(docs: list[dict[str, Any]], pickers: dict[str, list[str]]) -> di
                 }
                 for m in rule.get("matches", [])
             ]
-            rules.append({"route": route["metadata"]["name"], "pool": pools[0], "matches": matches})
+            name = route["metadata"]["name"]
+            rules.append({"route": name, "pool": pools[0], "matches": matches})
+            if name in direct:
+                rules[-1]["direct"] = direct[name]
     return {"rules": rules, "pickers": {pool: ",".join(addrs) for pool, addrs in pickers.items()}}
 
 
@@ -239,13 +259,13 @@ def tally(results: list[dict[str, Any]], models: list[Model], served: dict[str, 
             "refused": sum(1 for r in not_served if r.get("outcome") == "no-route"),
         },
         "model_list": {
+            "route": listing.get("route", ""),
             "pool": listing.get("pool", ""),
+            "direct": listing.get("outcome") == "direct",
             "status": listing.get("status"),
             "listed": listed,
-            # What the answering pool's engines serve: their served names and adapters.
-            "expected": sorted(
-                {n for v in served.values() if v.pool == listing.get("pool") for n in v.names | v.adapters}
-            ),
+            # What every pool's engines serve: their served names and adapters.
+            "expected": sorted({n for v in served.values() for n in v.names | v.adapters}),
         },
     }
 
@@ -273,10 +293,10 @@ def lines(result: dict[str, Any], models: list[Model]) -> list[str]:
         f"({NO_ROUTE_SOURCE}: {NO_ROUTE_STATUS})"
     )
     ml = t["model_list"]
-    every = sorted({m.name for m in models} | {a for m in models for a in m.adapters})
-    missing = [n for n in every if n not in ml["listed"]]
+    missing = [n for n in ml["expected"] if n not in ml["listed"]]
+    answerer = f"route {ml['route']}'s direct response" if ml["direct"] else f"pool {ml['pool'] or 'none'}"
     out.append(
-        f"models (GET /v1/models): pool {ml['pool'] or 'none'} answered {ml['status']}, listing "
+        f"models (GET /v1/models): {answerer} answered {ml['status']}, listing "
         f"{', '.join(ml['listed']) or 'nothing'}" + (f"; not listed: {', '.join(missing)}" if missing else "")
     )
     if "negative" in result:
@@ -318,7 +338,7 @@ def checks(result: dict[str, Any]) -> list[str]:
     if ml["status"] != 200:
         failures.append(f"GET /v1/models answered {ml['status']}")
     elif ml["listed"] != ml["expected"]:
-        failures.append(f"GET /v1/models listed {ml['listed']}, not pool {ml['pool']}'s {ml['expected']}")
+        failures.append(f"GET /v1/models listed {ml['listed']}, not every engine's {ml['expected']}")
     if "negative" in result:
         k, r = negative_counts(result["negative"])
         if k + r == 0:

@@ -330,6 +330,12 @@ def _containers(spec: dict[str, Any], kv_blocks: int | None = None) -> tuple[Con
     return tuple(out)
 
 
+def pod_containers(spec: dict[str, Any], kv_blocks: int | None = None) -> tuple[Container, ...]:
+    """A pod spec's data-path containers as the data plane runs them (`_containers`), for a pod
+    read from the API server rather than from the rendering (devtools/daytwo/kubelet.py)."""
+    return _containers(spec, kv_blocks)
+
+
 def picker(docs: list[dict[str, Any]], pool: dict[str, Any] | None = None) -> Picker:
     pool = pool or _one(docs, "InferencePool")
     name = pool["spec"]["endpointPickerRef"]["name"]

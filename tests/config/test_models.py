@@ -205,3 +205,24 @@ def test_every_models_picker_pair_must_fit_the_cpu_pool():
         gke, [("a", 2, 1, per_replica), ("b", 2, 1, per_replica)]
     )
     assert problem_key == where and "the models' endpoint pickers request" in message
+
+
+def test_a_model_list_longer_than_a_gateway_direct_response_is_refused(multi_raw):
+    # GET /v1/models is answered by the gateway from the rendered list (agentgateway's direct
+    # response takes at most 4096 bytes): 16 adapters with long names do not fit.
+    adapters = multi_raw["models"][1]["model"]["loraAdapters"]
+    template = adapters[0]
+    adapters[:] = [
+        {
+            **template,
+            "name": f"team-{i:02d}-" + "a" * 90,
+            "source": f"example-org/adapter-{i:02d}-" + "b" * 60,
+        }
+        for i in range(16)
+    ]
+    problems = problems_by_key(multi_raw)
+    assert list(problems) == ["llmd-fleet:models"]
+    assert "make a" in problems["llmd-fleet:models"] and "at most 4096 bytes" in problems["llmd-fleet:models"]
+    # Two adapters of the same shape fit.
+    adapters[2:] = []
+    parse_config(multi_raw)

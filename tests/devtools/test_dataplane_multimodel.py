@@ -54,6 +54,10 @@ def test_adapters_reach_the_simulator_with_its_own_base_model() -> None:
     assert glm.vllm is not None and glm.vllm.lora_modules == () and "--lora-modules" not in glm.args
 
 
+# Every served name and adapter of the stack's engines, in stack order (the rendered model list).
+EVERY_NAME = ["zai-org--GLM-5.2-FP8", GLM, SUB, "team-review", "team-sql"]
+
+
 def test_models_and_routes_as_rendered() -> None:
     models = multimodel.models_of(_docs())
     assert models == [
@@ -65,9 +69,13 @@ def test_models_and_routes_as_rendered() -> None:
     by_route = [(r["route"], r["matches"][0]["headers"], r["matches"][0]["path"]) for r in table["rules"]]
     assert by_route == [
         ("glm52", [{"name": "X-Gateway-Base-Model-Name", "value": GLM}], "/"),
-        ("glm52", [], "/v1/models"),
+        ("models-list", [], "/v1/models"),
         ("subagent", [{"name": "X-Gateway-Base-Model-Name", "value": SUB}], "/"),
     ]
+    # The model-list route carries its AgentgatewayPolicy's direct response, as rendered.
+    (direct,) = [r["direct"] for r in table["rules"] if "direct" in r]
+    assert direct["status"] == 200 and table["rules"][1]["route"] == "models-list"
+    assert [m["id"] for m in json.loads(direct["body"])["data"]] == EVERY_NAME
     assert multimodel.last_model_route(_docs()) == "subagent"
     negative = multimodel.without_header_match(table, "subagent")
     assert [r["matches"][0]["headers"] for r in negative["rules"]] == [
@@ -115,14 +123,23 @@ def _endpoint(pool: int, role: str) -> str:
 
 def _pass(glm_dest: str, lora_dest: str, unserved: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     sub = _endpoint(1, "decode")
-    listed = {"data": [{"id": "zai-org--GLM-5.2-FP8"}, {"id": GLM}]}
+    listed = {"data": [{"id": name} for name in EVERY_NAME]}
     return [
         _result("a", "model", GLM, glm_dest, "glm52", prefill=_endpoint(0, "prefill")),
         _result("b", "model", SUB, sub, "subagent"),
         _result("c", "lora", "team-review", lora_dest, "subagent"),
         _result("d", "lora", "team-sql", sub, "subagent"),
         unserved or _result("e", "not-served", multimodel.NOT_SERVED_NAME, "", "", status=404),
-        _result("f", "model-list", "", _endpoint(0, "decode"), "glm52", listed=json.dumps(listed)),
+        {
+            "id": "f",
+            "phase": "model-list",
+            "program": "",
+            "route": "models-list",
+            "pool": "glm52",
+            "status": 200,
+            "outcome": "direct",
+            "listed": json.dumps(listed),
+        },
     ]
 
 
@@ -141,9 +158,8 @@ def test_a_correct_pass_prints_the_lines_and_passes() -> None:
         "lora: team-review 1 requests on 1 endpoints, 0 misrouted",
         "lora: team-sql 1 requests on 1 endpoints, 0 misrouted",
         f"models (not served): no-such-model 1 requests -> status 404 ({multimodel.NO_ROUTE_SOURCE}: 404)",
-        "models (GET /v1/models): pool glm52 answered 200, listing zai-org--GLM-5.2-FP8, "
-        f"{GLM}; "
-        f"not listed: {SUB}, team-review, team-sql",
+        "models (GET /v1/models): route models-list's direct response answered 200, listing "
+        f"{', '.join(sorted(EVERY_NAME))}",
         "models (negative control): subagent removed: 1 misrouted, 0 refused",
     ]
     assert multimodel.checks(result) == []
@@ -173,16 +189,18 @@ def test_an_unserved_name_answered_or_a_toothless_negative_control_fails() -> No
     assert "the negative control (subagent removed) neither misrouted nor refused" in failures
 
 
-def test_a_model_list_other_than_the_answering_pools_fails() -> None:
+def test_a_model_list_short_of_any_engines_name_fails() -> None:
     models = multimodel.models_of(_docs())
     results = _pass(_endpoint(0, "decode"), _endpoint(1, "decode"))
-    results[-1]["listed"] = json.dumps({"data": [{"id": GLM}]})
+    # What one pool's engines answer (the first model's, as before the model-list route).
+    results[-1].update(outcome="served", route="glm52", listed=json.dumps({"data": [{"id": GLM}]}))
     t = multimodel.tally(results, models, _served())
-    assert t["model_list"]["expected"] == sorted([GLM, "zai-org--GLM-5.2-FP8"])
+    assert t["model_list"]["expected"] == sorted(EVERY_NAME)
     failures = multimodel.checks({"rendered": t})
-    assert failures == [
-        f"GET /v1/models listed {[GLM]}, not pool glm52's {sorted([GLM, 'zai-org--GLM-5.2-FP8'])}"
-    ]
+    assert failures == [f"GET /v1/models listed {[GLM]}, not every engine's {sorted(EVERY_NAME)}"]
+    assert multimodel.lines({"rendered": t}, models)[-1].startswith(
+        "models (GET /v1/models): pool glm52 answered 200, listing"
+    )
 
 
 def test_scaled_copy_of_a_models_stack_keeps_one_instance_per_role_per_model() -> None:

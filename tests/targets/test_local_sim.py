@@ -142,6 +142,8 @@ GPU_BAD_INPUTS = [
         ">= 64 GiB on GPU nodes",
     ),
     ("serving.simulator", {"kvCacheBlocks": 10}, "llmd-fleet:serving.simulator", "only for engine simulator"),
+    # The 5-minute floor stays for vLLM engines; only the simulator may declare less.
+    ("serving.modelLoadMinutes", 4, "llmd-fleet:serving.modelLoadMinutes", "must be >= 5 with engine vllm"),
 ]
 
 
@@ -149,6 +151,17 @@ GPU_BAD_INPUTS = [
 def test_gpu_stacks_refuse_the_local_only_values(path, value, key, words):
     problems = config_problems(_set(stack_raw_config(REFERENCE_STACK), path, value))
     assert any(p == key and words in m for p, m in problems), problems
+
+
+@pytest.mark.parametrize("minutes", [1, 4])
+def test_a_simulator_engine_may_declare_a_load_under_five_minutes(minutes):
+    raw = _set(stack_raw_config(STACK), "serving.modelLoadMinutes", minutes)
+    assert parse_config(raw).serving.model_load_minutes == minutes
+
+
+def test_no_engine_declares_a_load_under_one_minute():
+    problems = config_problems(_set(stack_raw_config(STACK), "serving.modelLoadMinutes", 0))
+    assert any(p == "llmd-fleet:serving.modelLoadMinutes" and ">= 1" in m for p, m in problems), problems
 
 
 def test_the_simulator_is_kind_locals_default_engine():

@@ -12,13 +12,14 @@ stack: the layers render a model from its view unchanged, which keeps the single
 byte-identical (its view is the config itself).
 """
 
-from typing import TYPE_CHECKING, Annotated
+import json
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
 from llmd_fleet.config.base import ConfigModel
 from llmd_fleet.config.grammar import DNS_LABEL, Pattern
-from llmd_fleet.config.model import ModelConfig, client_model_name
+from llmd_fleet.config.model import ModelConfig, client_model_name, served_model_names
 from llmd_fleet.config.workload import WorkloadConfig
 from llmd_fleet.core.problems import PROJECT, Problem, key
 from llmd_fleet.layers.router.config import RouterConfig
@@ -139,7 +140,8 @@ def lora_problems(config: "StackConfig") -> list[Problem]:
 def shared_problems(config: "StackConfig") -> list[Problem]:
     """What several models in one namespace cannot share yet (with `llmd-fleet:models`): one KEDA,
     one Prometheus install and one ModelExpress server per stack, and a route per model that only
-    an in-cluster gateway calls the body-based router for."""
+    an in-cluster gateway calls the body-based router for; and a model list (every served name
+    and adapter, which the gateway sends for `GET /v1/models`) that fits a direct response."""
     if not config.models:
         return []
     problems = []
@@ -148,6 +150,18 @@ def shared_problems(config: "StackConfig") -> list[Problem]:
             Problem(
                 f"{PROJECT}:observability.prometheus",
                 f"must not be install with {PROJECT}:models (use existing or none; got 'install')",
+            )
+        )
+    served = tuple(entry.model for entry in config.models)
+    size = len(model_list_body(served).encode())
+    if size > DIRECT_RESPONSE_MAX_BYTES:
+        names = len(model_list(served)["data"])
+        problems.append(
+            Problem(
+                f"{PROJECT}:models",
+                f"its {names} served names and adapters make a {size}-byte model list; the gateway "
+                f"answers GET /v1/models with at most {DIRECT_RESPONSE_MAX_BYTES} bytes (agentgateway's "
+                "directResponse body): serve fewer adapters or shorter names",
             )
         )
     if config.gateway.implementation != "agentgateway":
@@ -183,3 +197,31 @@ def shared_problems(config: "StackConfig") -> list[Problem]:
                 )
             )
     return problems
+
+
+# agentgateway's limit on a direct response's body (its AgentgatewayPolicy CRD at the pinned
+# release: spec.traffic.directResponse.body maxLength).
+DIRECT_RESPONSE_MAX_BYTES = 4096
+
+
+def model_list(models: tuple[ModelConfig, ...]) -> dict[str, Any]:
+    """What `GET /v1/models` through the gateway answers: every model's served names (vLLM's
+    --served-model-name list) and every LoRA adapter, in stack order, in the OpenAI list shape
+    vLLM's own /v1/models uses (`object`, `data[].id`, `owned_by`, `root`, `parent`: an
+    adapter's parent is its model's client name, as vLLM reports it)."""
+    data: list[dict[str, Any]] = []
+    for model in models:
+        for name in served_model_names(model):
+            data.append({"id": name, "object": "model", "owned_by": "llmd-fleet", "root": model.id})
+        parent = client_model_name(model)
+        for adapter in model.lora_adapters:
+            data.append(
+                {"id": adapter.name, "object": "model", "owned_by": "llmd-fleet", "root": adapter.source,
+                 "parent": parent}
+            )  # fmt: skip
+    return {"object": "list", "data": data}
+
+
+def model_list_body(models: tuple[ModelConfig, ...]) -> str:
+    """model_list as the bytes the gateway sends: compact JSON, the same for the same stack."""
+    return json.dumps(model_list(models), separators=(",", ":"))

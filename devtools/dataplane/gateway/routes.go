@@ -4,7 +4,9 @@
 // whose header mutation is applied; then the rendered HTTPRoutes' rules are matched against the
 // request with those headers, and the request goes to the picker pair of the InferencePool the
 // winning rule names. A request no rule matches gets the gateway's no-route answer: 404, "route
-// not found" (agentgateway crates/agentgateway/src/proxy/mod.rs, ProxyError::RouteNotFound).
+// not found" (agentgateway crates/agentgateway/src/proxy/mod.rs, ProxyError::RouteNotFound). A
+// rule whose route has an AgentgatewayPolicy with a direct response is answered with it, before
+// any backend, as agentgateway does (v1.2.1 crates/agentgateway/src/proxy/httpproxy.rs).
 package main
 
 import (
@@ -37,10 +39,17 @@ type routeMatch struct {
 	Headers  []headerMatch `json:"headers"`
 }
 
+// directResponse is a rendered AgentgatewayPolicy's spec.traffic.directResponse on the route.
+type directResponse struct {
+	Status int    `json:"status"`
+	Body   string `json:"body"`
+}
+
 type routeRule struct {
-	Route   string       `json:"route"`
-	Pool    string       `json:"pool"`
-	Matches []routeMatch `json:"matches"`
+	Route   string          `json:"route"`
+	Pool    string          `json:"pool"`
+	Matches []routeMatch    `json:"matches"`
+	Direct  *directResponse `json:"direct,omitempty"`
 }
 
 type routeTable struct {
@@ -203,6 +212,15 @@ func (g *routes) route(e *entry, start time.Time, client *http.Client, deadline 
 		return result{ID: e.ID, Phase: e.Phase, Session: e.Session, Program: e.Program,
 			StartMs: float64(began.Sub(start).Microseconds()) / 1000, Outcome: "no-route",
 			Status: http.StatusNotFound, Error: "route not found"}, nil
+	}
+	if d := rule.Direct; d != nil {
+		r := result{ID: e.ID, Phase: e.Phase, Session: e.Session, Program: e.Program,
+			StartMs: float64(began.Sub(start).Microseconds()) / 1000, Outcome: "direct",
+			Status: d.Status, Route: rule.Route, TotalMs: float64(time.Since(began).Microseconds()) / 1000}
+		if e.method() == http.MethodGet && e.path() == modelListPath {
+			r.Listed = d.Body
+		}
+		return r, nil
 	}
 	p, ok := g.pools[rule.Pool]
 	if !ok {
