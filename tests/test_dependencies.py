@@ -35,6 +35,8 @@ AREAS = {
     "core": 0,
     "config": 1,
     "plan": 2,
+    # the model cards, one folder per family: the standard library and their own modules only
+    "models": 0,
     **dict.fromkeys(("platform", "security", "images"), 3),
     "cli": 5,
     "policies": 5,

@@ -179,7 +179,7 @@ def test_adapters_need_a_model_the_plan_describes(multi_raw):
     with pytest.raises(PlanError) as info:
         plan_model_shares(parse_config(multi_raw))
     problems = dict(info.value.problems)
-    assert "the plan describes" in problems["llmd-fleet:models[1].model.loraAdapters"]
+    assert "only for a model with a card" in problems["llmd-fleet:models[1].model.loraAdapters"]
 
 
 def test_every_models_picker_pair_must_fit_the_cpu_pool():

@@ -20,8 +20,8 @@ from llmd_fleet.layers.gateway.bbr import (
     bbr_args,
     model_route_spec,
 )
+from llmd_fleet.models.deepseek_v2 import DEEPSEEK_V2_LITE_CHAT
 from llmd_fleet.plan.lora import lora_elements_per_rank_unit, lora_gib_per_rank
-from llmd_fleet.plan.model_card import DEEPSEEK_V2_LITE_CHAT
 from llmd_fleet.versions import versions
 from tests.support import STACKS_DIR, stack_raw_config
 

@@ -11,8 +11,8 @@ import yaml
 
 from llmd_fleet.cli.main import run
 from llmd_fleet.cli.plan_output import SCHEMA, fit_tables
+from llmd_fleet.models.kimi_k2 import KIMI_K2_INSTRUCT as K2
 from llmd_fleet.plan.memory import kv_bytes_per_token, param_counts, total_params
-from llmd_fleet.plan.model_card import KIMI_K2_INSTRUCT as K2
 from tests.support import REFERENCE_STACK, REPO, STACKS_DIR, all_stacks, stack_raw_config, vllm_stacks
 
 

@@ -163,8 +163,8 @@ def test_a_hand_entered_model_without_a_card_gets_one_line_naming_what_it_lacks(
     text = throughput_section(config, plan_fleet(config))
     assert text == (
         "throughput: not modelled: model.id example-org/Hand-Entered-MoE has no model card "
-        "(plan/model_card.py): the step times need its architecture (hidden size, heads, MLA ranks, "
-        "experts per layer), which totalParamsB and kvBytesPerToken do not give"
+        "(components/llmd_fleet/models/): the step times need its architecture (hidden size, heads, "
+        "MLA ranks, experts per layer), which totalParamsB and kvBytesPerToken do not give"
     )
     reference = parse_config(stack_raw_config())
     assert throughput_section(reference, plan_fleet(reference)).startswith("## Throughput and cost")
