@@ -166,6 +166,18 @@ doctor-twin: ## llmd-fleet doctor on the quickstart's twin prepared as a real in
 	@start=$$(date +%s); $(UV) run --frozen python -m devtools.twin doctor $(DOCTOR_TWIN_ARGS); \
 	status=$$?; echo "doctor-twin: $$(( $$(date +%s) - start )) s"; exit $$status
 
+# Day two under traffic (docs/day-two.md): the twin with the real LWS controller and a process
+# kubelet on the stack's serving nodes (simulators in per-pod network namespaces), the rendered
+# pickers behind the gateway stand-in, steady agent traffic, and a rolling upgrade with the rollout
+# screener on, then off (the negative control). Needs root and the LWS, router and simulator
+# source snapshots ("not run" without them).
+DAYTWO_STACK ?= day-two
+
+.PHONY: day-two
+day-two: ## Rolling upgrade under steady agent traffic on the twin (real LWS controller, process kubelet, real pickers); screener-off negative control
+	@start=$$(date +%s); $(UV) run --frozen python -m devtools.daytwo $(DAYTWO_STACK); \
+	status=$$?; echo "day-two: $$(( $$(date +%s) - start )) s"; exit $$status
+
 # The data-plane twin (docs/twin.md): the twin's API server, the rendered router objects, the
 # simulators and routing sidecars in per-pod network namespaces, two picker replicas with the
 # rendered flags and config, and a replay through the gateway stand-in. Needs root (namespaces)
@@ -191,10 +203,21 @@ dataplane-precise: ## Precise (KV-event) prefix routing: one simulator per rank,
 DATAPLANE_REFERENCE_STACK ?= onprem-h100
 DATAPLANE_REFERENCE_RANKS ?= 2
 
-dataplane-reference: ## Scaled-down reference stack with precise prefix routing and KV events (in CI)
+# ...and, in the same step, the multi-model reference scaled the same way (one instance per role per
+# model): routing by model through the body-based router, the `models:` and `lora:` lines and the
+# negative control (docs/multi-model.md). Empty, or the same as the stack above, runs it once.
+DATAPLANE_MODELS_STACK ?= onprem-h100-multimodel
+
+dataplane-reference: ## Scaled-down reference stack with precise prefix routing and KV events, then the multi-model reference (in CI)
 	@start=$$(date +%s); $(UV) run --frozen python -m devtools.dataplane run $(DATAPLANE_REFERENCE_STACK) \
 	  --scaled --ranks-per-pod=$(DATAPLANE_REFERENCE_RANKS) --kv-events; \
-	status=$$?; echo "dataplane-reference: $$(( $$(date +%s) - start )) s"; exit $$status
+	status=$$?; echo "dataplane-reference: $(DATAPLANE_REFERENCE_STACK): $$(( $$(date +%s) - start )) s"; \
+	if [ -n "$(DATAPLANE_MODELS_STACK)" ] && [ "$(DATAPLANE_MODELS_STACK)" != "$(DATAPLANE_REFERENCE_STACK)" ]; then \
+	  models_start=$$(date +%s); $(UV) run --frozen python -m devtools.dataplane run $(DATAPLANE_MODELS_STACK) \
+	    --scaled --ranks-per-pod=$(DATAPLANE_REFERENCE_RANKS); models_status=$$?; \
+	  echo "dataplane-reference: $(DATAPLANE_MODELS_STACK): $$(( $$(date +%s) - models_start )) s"; \
+	  if [ $$status -eq 0 ]; then status=$$models_status; fi; fi; \
+	echo "dataplane-reference: $$(( $$(date +%s) - start )) s"; exit $$status
 
 # The reason the broken run must fail with: without tokens from the render service the picker has no
 # prefix match information, so nothing but chance sends a new session's first turn (or a sub-agent)

@@ -112,7 +112,18 @@ def _nested_models(annotation: Any) -> list[type[BaseModel]]:
 
 
 def _rows(model: type[BaseModel], prefix: str) -> list[str]:
-    return [row for name, field in model.model_fields.items() for row in _field_rows(name, field, prefix)]
+    from llmd_fleet.config.model import CARD_FIELDS, ModelConfig
+
+    rows = [row for name, field in model.model_fields.items() for row in _field_rows(name, field, prefix)]
+    if model is ModelConfig:  # the architecture keys: a model with a card takes them from it
+        keys = {f"| `{prefix}.{ModelConfig.model_fields[name].alias}` |" for name in CARD_FIELDS}
+        rows = [
+            row.replace(" | required | ", " | the model card's (required without one) | ", 1)
+            if row.startswith(tuple(keys))
+            else row
+            for row in rows
+        ]
+    return rows
 
 
 def _field_rows(name: str, field: FieldInfo, prefix: str) -> list[str]:

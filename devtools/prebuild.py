@@ -66,6 +66,8 @@ def _dataplane(which: str) -> Callable[[], object]:
     def build() -> object:
         from devtools.dataplane import build as dataplane
 
+        if which == "bbr":
+            return dataplane.ensure_bbr()
         return dataplane.ensure(dataplane.ROUTER if which == "router" else dataplane.SIMULATOR)
 
     return build
@@ -108,6 +110,8 @@ def _go_tools() -> list[Build]:
         ("Node.js language host", _nodejs_host),
         ("data-plane router", _dataplane("router")),
         ("simulator", _dataplane("simulator")),
+        # `make dataplane-reference`'s multi-model run (docs/multi-model.md).
+        ("body-based router", _dataplane("bbr")),
     ]
 
 

@@ -1,7 +1,7 @@
-"""Shared fixtures: the repository's stacks, raw config of the reference stack, a clean engine."""
+"""Shared fixtures: raw config of the reference stack, the CRD folder, a clean Pulumi config, the
+mock engine, rendered stacks. What tests share besides fixtures is in tests/support.py."""
 
 import copy
-import os
 from pathlib import Path
 from typing import Any
 
@@ -9,54 +9,8 @@ import pulumi
 import pytest
 import yaml
 
-from llmd_fleet.core.problems import PROJECT
-from llmd_fleet.versions import versions
-
-REPO = Path(__file__).resolve().parent.parent
-STACKS_DIR = REPO / "stacks"
-REFERENCE_STACK = "onprem-h100"
-# Every CRD schema the check needs is vendored in the repository (schemas/crds/SOURCES.md);
-# LLMD_CRD_DIR points the tests at another copy to cross-check.
-CRD_DIR = Path(os.environ.get("LLMD_CRD_DIR", REPO / "schemas" / "crds"))
-# The engine image pure pod builders get in tests (the program passes serving_image()'s answer).
-ENGINE_IMAGE = versions().image("vllm").ref
-
-
-def all_stacks() -> list[str]:
-    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in STACKS_DIR.glob("Pulumi.*.yaml"))
-
-
-def single_model_stacks() -> list[str]:
-    """The stacks in the single-model form (no `llmd-fleet:models`)."""
-    return [s for s in all_stacks() if "models" not in stack_raw_config(s)]
-
-
-def _serving(stack: str) -> dict[str, Any]:
-    return dict(stack_raw_config(stack).get("serving") or {})
-
-
-def vllm_stacks() -> list[str]:
-    """The GPU stacks: every stack but those whose serving pods run the simulator
-    (`serving.engine: simulator`, kind local only; tests/targets/test_local_sim.py covers them)."""
-    simulated = {s for s in all_stacks() if _serving(s).get("engine") == "simulator"}
-    return [s for s in all_stacks() if s not in simulated]
-
-
-def responses_stacks() -> list[str]:
-    """The stacks with the Responses layer (`llmd-fleet:responses`)."""
-    return [s for s in all_stacks() if "responses" in stack_raw_config(s)]
-
-
-def stack_raw_config(stack: str = REFERENCE_STACK) -> dict[str, Any]:
-    """The stack file's settings as parse_config takes them (keys without the namespace). Its
-    `secure:` values are left out: they are secrets, which a program reads apart from the
-    settings (the stack files' ciphertexts are placeholders)."""
-    document = yaml.safe_load((STACKS_DIR / f"Pulumi.{stack}.yaml").read_text())
-    return {
-        key.split(":", 1)[1]: value
-        for key, value in document["config"].items()
-        if not (isinstance(value, dict) and set(value) == {"secure"})
-    }
+from llmd_fleet.cli.synth import RecordingMocks
+from tests.support import CRD_DIR, stack_raw_config, start_mock_engine
 
 
 @pytest.fixture
@@ -78,18 +32,11 @@ def reset_pulumi_config():
     pulumi.runtime.set_all_config({}, [])
 
 
-def set_stack_config(raw: dict[str, Any], secrets: dict[str, str] | None = None) -> None:
-    """Put raw config (and secret values) into the Pulumi runtime as the CLI would."""
-    import json
-
-    values = {
-        f"{PROJECT}:{k}": json.dumps(v) if isinstance(v, dict | list) else str(v) for k, v in raw.items()
-    }
-    secret_keys = []
-    for key, value in (secrets or {}).items():
-        values[f"{PROJECT}:{key}"] = value
-        secret_keys.append(f"{PROJECT}:{key}")
-    pulumi.runtime.set_all_config(values, secret_keys)
+@pytest.fixture
+def mock_engine() -> RecordingMocks:
+    """Pulumi's mock engine for this test (project llmd-fleet, stack test), recording every resource
+    registered; `mock_engine.created` is what was."""
+    return start_mock_engine(RecordingMocks())
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,7 @@ import re
 import tomllib
 from typing import Any
 
-from tests.conftest import REPO
+from tests.support import REPO
 
 MATRIX = REPO / "images" / "versions.toml"
 NOT_VERSIONS = {"chart", "repository", "url", "base_repository", "cuda_arch"}

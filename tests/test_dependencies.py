@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support import REPO
 
 PACKAGE = REPO / "components" / "llmd_fleet"
 TIER_NAMES = ("base", "config", "plan", "builders/components", "program", "cli")
@@ -35,6 +35,8 @@ AREAS = {
     "core": 0,
     "config": 1,
     "plan": 2,
+    # the model cards, one folder per family: the standard library and their own modules only
+    "models": 0,
     **dict.fromkeys(("platform", "security", "images"), 3),
     "cli": 5,
     "policies": 5,

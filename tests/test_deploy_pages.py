@@ -4,7 +4,7 @@ block of its recipe in deploy.md, command for command."""
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support import REPO
 
 
 def _bash_block_after(page: str, heading: str) -> list[str]:

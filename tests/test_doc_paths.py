@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support import REPO
 
 OWN_FOLDERS = ("components", "devtools", "docs", "stacks", "tests")
 _NAMED = re.compile(r"`((?:" + "|".join(OWN_FOLDERS) + r")/[^`\s]*)`")

@@ -5,7 +5,7 @@ cluster's credentials and must not be committed by `git add -A`."""
 import re
 import subprocess
 
-from tests.conftest import REPO
+from tests.support import REPO
 
 _BLOCK = re.compile(r"```(?:bash|sh|console)\n(.*?)```", re.S)
 # A redirection: `>` or `>>` after whitespace (not `->`, `2>&1`, or the end of a `<placeholder>`).

@@ -3,7 +3,7 @@ quickstart deploy, links that resolve, and no talk of the machines the checks ru
 
 import re
 
-from tests.conftest import REPO
+from tests.support import REPO
 
 README = REPO / "README.md"
 USER_PAGES = ("README.md", "docs/quickstart.md", "docs/deploy.md", "docs/install.md", "docs/verification.md")

@@ -8,7 +8,7 @@ import pulumi
 
 from llmd_fleet.stack import registry
 from llmd_fleet.stack.model import StackConfig
-from tests.conftest import REPO
+from tests.support import REPO
 
 PACKAGE = REPO / "components" / "llmd_fleet"
 # StackConfig fields that are not sections: the several-models form (its own key), the model

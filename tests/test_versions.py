@@ -12,8 +12,8 @@ import pytest
 
 from llmd_fleet.images.spec import build_args
 from llmd_fleet.versions import VersionMatrix, matrix_path, version_tuple, versions
-from tests.conftest import REPO
 from tests.helpers import MATRIX, VERSION_SHAPE, matrix_raw, matrix_versions, version_pattern
+from tests.support import REPO
 
 # Where a version must never be written down: everything that is code or config, except the matrix.
 SCANNED_DIRS = ("components", "infra", "policies", "stacks", "tests", "examples")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, STACKS_DIR
+from tests.support import REPO, STACKS_DIR
 
 pytestmark = pytest.mark.slow
 

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from devtools import source_snapshot
+from devtools.dataplane.build import BuildError as DataplaneBuildError
 from devtools.twin.build import BuildError
 from devtools.twin.cluster import PROJECT_ROOT, TwinError
 
@@ -52,14 +53,25 @@ def main(argv: Sequence[str]) -> int:
             ranks = int(value)
     from devtools.dataplane.run import main_run
 
-    if _has_models(args[1]):
-        # Several pools, the body-based router and LoRA are not in the twin yet (docs/multi-model.md).
+    models = _has_models(args[1])
+    if models and {"--long", "--broken", "--broken-kv-events"} & set(args):
         print(
-            f"dataplane: error: {args[1]} sets llmd-fleet:models: the data-plane twin runs one pool; "
-            "its multi-model run (body-based routing, LoRA) is not built yet"
+            f"dataplane: {args[1]} sets llmd-fleet:models: its run takes --scaled, --ranks-per-pod=N "
+            "and --kv-events only (the replay's figures and failover are the single-model runs')"
         )
         return 2
+    if models and "--kv-events" in args:
+        # `make dataplane-reference` passes it to whichever stack it runs.
+        print(
+            "dataplane: --kv-events: the multi-model run does not relay KV events "
+            "(the single-model reference run proves them)"
+        )
     try:
+        if models:
+            # One pool per model behind the body-based router (devtools/dataplane/multimodel.py).
+            from devtools.dataplane import multimodel
+
+            return multimodel.main_run(args[1], PROJECT_ROOT, "--scaled" in args, ranks)
         return main_run(
             args[1],
             "--long" in args,
@@ -76,6 +88,11 @@ def main(argv: Sequence[str]) -> int:
     except ValueError as exc:  # a rendering the run cannot take (topology.MappingError too)
         print(f"dataplane: error: {exc}")
         return 2
-    except (TwinError, TimeoutError, BuildError) as exc:  # the twin or a build, not the rendering
+    except (
+        TwinError,
+        TimeoutError,
+        BuildError,
+        DataplaneBuildError,
+    ) as exc:  # the twin or a build, not the rendering
         print(f"dataplane: failed: {exc}", file=sys.stderr)
         return 1

@@ -45,17 +45,23 @@ def setup_commands(namespaces: Iterable[tuple[str, str]], prefix_len: int = 24) 
         ["ip", "-n", BRIDGE_NS, "link", "set", "br0", "up"],
     ]
     for index, (name, address) in enumerate(namespaces):
-        ns = ns_name(name)
-        port = f"v{index}"
-        commands += [
-            ["ip", "netns", "add", ns],
-            ["ip", "-n", ns, "link", "set", "lo", "up"],
-            ["ip", "-n", BRIDGE_NS, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns],
-            ["ip", "-n", BRIDGE_NS, "link", "set", port, "master", "br0", "up"],
-            ["ip", "-n", ns, "addr", "add", f"{address}/{prefix_len}", "dev", "eth0"],
-            ["ip", "-n", ns, "link", "set", "eth0", "up"],
-        ]
+        commands += attach_commands(name, address, index, prefix_len)
     return commands
+
+
+def attach_commands(name: str, address: str, index: int, prefix_len: int = 24) -> list[list[str]]:
+    """The `ip` commands that add one namespace with `address`, wired to the bridge by the veth
+    `v<index>` (an index no other namespace of the run has). Pure."""
+    ns = ns_name(name)
+    port = f"v{index}"
+    return [
+        ["ip", "netns", "add", ns],
+        ["ip", "-n", ns, "link", "set", "lo", "up"],
+        ["ip", "-n", BRIDGE_NS, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns],
+        ["ip", "-n", BRIDGE_NS, "link", "set", port, "master", "br0", "up"],
+        ["ip", "-n", ns, "addr", "add", f"{address}/{prefix_len}", "dev", "eth0"],
+        ["ip", "-n", ns, "link", "set", "eth0", "up"],
+    ]
 
 
 def _alive(pid: int) -> bool:
@@ -114,6 +120,17 @@ def setup(namespaces: list[tuple[str, str]]) -> None:
     teardown()
     for command in setup_commands(namespaces):
         subprocess.run(command, check=True)
+
+
+def attach(name: str, address: str, index: int) -> None:
+    """Add one namespace to the running network (after `setup`), as a pod that starts later."""
+    for command in attach_commands(name, address, index):
+        subprocess.run(command, check=True)
+
+
+def detach(name: str) -> None:
+    """Delete one namespace (its processes stopped first); its veth goes with it."""
+    subprocess.run(["ip", "netns", "del", ns_name(name)], check=False)
 
 
 def exec_prefix(name: str, hostname: str | None = None) -> list[str]:

@@ -8,6 +8,11 @@ What changes, and why:
   holds the agents' decode contexts to the decode ranks and refuses the reference's 3,000
   agents on one decode instance;
 - each GPU node group's `count` becomes the nodes the kept instances use (roles' `nodesPerInstance`).
+
+With `llmd-fleet:models` the same holds per entry: each entry's roles keep one instance, an entry's
+own `workload.agents` is scaled by its decode share, the stack's `llmd-fleet:workload` (the one
+entries without their own use) by the smallest share among those entries, and the node groups'
+counts add the nodes of every entry's kept instances.
 """
 
 import math
@@ -22,28 +27,55 @@ SUFFIX = "-scaled"
 DEFAULT_AGENTS = 3000
 
 
-def scaled_config(document: dict[str, Any]) -> dict[str, Any]:
-    """The stack file's document with one instance per role (pure; raises ValueError on a stack
-    without serving roles)."""
-    config = dict(document.get("config") or {})
-    serving = dict(config.get("llmd-fleet:serving") or {})
+def _one_instance(serving: dict[str, Any], nodes: dict[str, int], where: str) -> tuple[dict[str, Any], int]:
+    """`serving` with one instance per role, the kept nodes added to `nodes`; and the decode
+    role's rendered instances."""
     roles = serving.get("roles") or {}
     if not roles:
-        raise ValueError("the stack has no llmd-fleet:serving.roles to scale down")
-    decode_instances = int((roles.get("decode") or {}).get("instances", 1))
+        raise ValueError(f"the stack has no {where}.roles to scale down")
     new_roles = {}
-    nodes: dict[str, int] = {}
     for name, role in roles.items():
         new_roles[name] = {**role, "instances": 1}
         group = role.get("nodeGroup")
         if group:
             nodes[group] = nodes.get(group, 0) + int(role.get("nodesPerInstance", 1))
-    serving["roles"] = new_roles
-    config["llmd-fleet:serving"] = serving
-    workload = dict(config.get("llmd-fleet:workload") or {})
+    return {**serving, "roles": new_roles}, int((roles.get("decode") or {}).get("instances", 1))
+
+
+def _scaled_workload(workload: dict[str, Any] | None, decode_instances: int) -> dict[str, Any]:
+    workload = dict(workload or {})
     agents = int(workload.get("agents", DEFAULT_AGENTS))
     workload["agents"] = max(1, math.floor(agents / decode_instances))
-    config["llmd-fleet:workload"] = workload
+    return workload
+
+
+def scaled_config(document: dict[str, Any]) -> dict[str, Any]:
+    """The stack file's document with one instance per role (pure; raises ValueError on a stack
+    without serving roles)."""
+    config = dict(document.get("config") or {})
+    nodes: dict[str, int] = {}
+    entries = config.get("llmd-fleet:models")
+    if entries:
+        shared_share = 1
+        new_entries = []
+        for index, entry in enumerate(entries):
+            serving, decode = _one_instance(
+                dict(entry.get("serving") or {}), nodes, f"llmd-fleet:models[{index}].serving"
+            )
+            entry = {**entry, "serving": serving}
+            if entry.get("workload") is not None:
+                entry["workload"] = _scaled_workload(entry["workload"], decode)
+            else:
+                shared_share = max(shared_share, decode)
+            new_entries.append(entry)
+        config["llmd-fleet:models"] = new_entries
+        config["llmd-fleet:workload"] = _scaled_workload(config.get("llmd-fleet:workload"), shared_share)
+    else:
+        serving, decode = _one_instance(
+            dict(config.get("llmd-fleet:serving") or {}), nodes, "llmd-fleet:serving"
+        )
+        config["llmd-fleet:serving"] = serving
+        config["llmd-fleet:workload"] = _scaled_workload(config.get("llmd-fleet:workload"), decode)
     fleet = dict(config.get("llmd-fleet:fleet") or {})
     groups = dict(fleet.get("nodeGroups") or {})
     for group, count in nodes.items():

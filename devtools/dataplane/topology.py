@@ -142,6 +142,10 @@ class VllmServe:
     kv_role: str | None
     """The NIXL connector's `kv_role` in `--kv-transfer-config` (kv_producer on prefill,
     kv_consumer on decode), None without one."""
+    lora_modules: tuple[str, ...] = ()
+    """`--lora-modules` as rendered: one JSON object a word (vLLM 0.33's form, which the
+    simulator reads the same way, llm-d-inference-sim v0.10.2 pkg/common/parser.go)."""
+    max_loras: int | None = None
 
 
 def _serve_words(container: dict[str, Any]) -> list[str] | None:
@@ -165,8 +169,9 @@ def _serve_words(container: dict[str, Any]) -> list[str] | None:
 
 
 # vLLM flags that take one or more words (argparse nargs="+"): their values are joined with ",",
-# the simulator's list form.
-LIST_FLAGS = frozenset({"served-model-name"})
+# the simulator's list form; `--lora-modules` words are JSON objects, joined with "\n" instead.
+LIST_FLAGS = frozenset({"served-model-name", "lora-modules"})
+_JOINERS = {"lora-modules": "\n"}
 
 
 def _options(words: list[str]) -> tuple[list[str], dict[str, str]]:
@@ -186,7 +191,7 @@ def _options(words: list[str]) -> tuple[list[str], dict[str, str]]:
                     i += 1
                     if name not in LIST_FLAGS:
                         break
-                value = ",".join(values) if values else "true"
+                value = _JOINERS.get(name, ",").join(values) if values else "true"
             options[name] = value
         else:
             positional.append(word)
@@ -230,7 +235,20 @@ def vllm_serve(container: dict[str, Any]) -> VllmServe | None:
         block_size=_int(options, "block-size", name),
         kv_events='"enable_kv_cache_events":true' in options.get("kv-events-config", "").replace(" ", ""),
         kv_role=kv_role,
+        lora_modules=tuple(options["lora-modules"].split("\n")) if "lora-modules" in options else (),
+        max_loras=_int(options, "max-loras", name),
     )
+
+
+def lora_names(serve: VllmServe) -> list[str]:
+    """The adapter names the engine loads (each `--lora-modules` object's `name`)."""
+    names = []
+    for word in serve.lora_modules:
+        try:
+            names.append(str(json.loads(word)["name"]))
+        except (ValueError, KeyError, TypeError):
+            raise MappingError(f"--lora-modules {word!r} is not a JSON object with a name") from None
+    return names
 
 
 def served_name_args(served: str) -> list[str]:
@@ -271,7 +289,27 @@ def simulator_args(serve: VllmServe, kv_blocks: int | None, zmq_endpoint: str = 
     args += [f"--zmq-endpoint={zmq_endpoint}", "--force-dummy-tokenizer=true"]
     if serve.max_num_seqs:
         args.append(f"--max-num-seqs={serve.max_num_seqs}")
+    if serve.lora_modules:
+        # Last: the simulator reads every word after the flag up to the next flag.
+        if serve.max_loras:
+            args.append(f"--max-loras={serve.max_loras}")
+        args += ["--lora-modules", *simulator_lora_modules(serve)]
     return args
+
+
+def simulator_lora_modules(serve: VllmServe) -> list[str]:
+    """The rendered `--lora-modules` objects for the simulator: the same names and paths, with
+    `base_model_name` set to the engine's `--model`. vLLM shows that name as the adapter's
+    `parent` in /v1/models (vllm/entrypoints/openai/serving_models.py, show_available_models;
+    the rendering names the served name there), while llm-d-inference-sim v0.10.2 refuses any
+    name other than its `--model` (pkg/common/config.go, validate: "unknown base model")."""
+    out = []
+    for word in serve.lora_modules:
+        module = json.loads(word)
+        if module.get("base_model_name"):
+            module["base_model_name"] = serve.model
+        out.append(json.dumps(module, separators=(",", ":")))
+    return out
 
 
 def _containers(spec: dict[str, Any], kv_blocks: int | None = None) -> tuple[Container, ...]:
@@ -292,8 +330,14 @@ def _containers(spec: dict[str, Any], kv_blocks: int | None = None) -> tuple[Con
     return tuple(out)
 
 
-def picker(docs: list[dict[str, Any]]) -> Picker:
-    pool = _one(docs, "InferencePool")
+def pod_containers(spec: dict[str, Any], kv_blocks: int | None = None) -> tuple[Container, ...]:
+    """A pod spec's data-path containers as the data plane runs them (`_containers`), for a pod
+    read from the API server rather than from the rendering (devtools/daytwo/kubelet.py)."""
+    return _containers(spec, kv_blocks)
+
+
+def picker(docs: list[dict[str, Any]], pool: dict[str, Any] | None = None) -> Picker:
+    pool = pool or _one(docs, "InferencePool")
     name = pool["spec"]["endpointPickerRef"]["name"]
     deployment = next(d for d in docs if d.get("kind") == "Deployment" and d["metadata"]["name"] == name)
     spec = deployment["spec"]["template"]["spec"]
@@ -333,16 +377,21 @@ def kv_blocks_per_rank(config_text: str) -> int | None:
     return None
 
 
-def serving_pods(docs: list[dict[str, Any]], kv_blocks: int | None = None) -> list[Pod]:
+def serving_pods(
+    docs: list[dict[str, Any]],
+    kv_blocks: int | None = None,
+    ds: dict[str, Any] | None = None,
+    first_host: int = FIRST_POD_HOST,
+) -> list[Pod]:
     """One Pod per role instance and pod of its group (LeaderWorkerSet size), with its address in
     the run's pod network. Leader and worker templates are taken as the LWS controller does, and
     labelled as it labels them (LWS name and group index). Rendered vLLM engines become simulators
     (`_containers`)."""
-    ds = _one(docs, "DisaggregatedSet")
+    ds = ds or _one(docs, "DisaggregatedSet")
     set_name = ds["metadata"]["name"]
     revision = ds_revision(ds)
     pods: list[Pod] = []
-    host = FIRST_POD_HOST
+    host = first_host
     for role in ds["spec"]["roles"]:
         template = role["spec"]["leaderWorkerTemplate"]
         for instance in range(int(role["spec"].get("replicas", 1))):
@@ -461,6 +510,47 @@ def topology(render_dir: Path) -> Topology:
         _one(docs, "DisaggregatedSet"),
         _one(docs, "Gateway"),
     )
+
+
+def pool_topologies(render_dir: Path) -> list[Topology]:
+    """One Topology per rendered InferencePool (`llmd-fleet:models`: one pool, picker,
+    DisaggregatedSet and objectives per model), in the rendering's order of pools: the set is
+    the one whose pods the pool selects, the objectives those whose poolRef names it. Pod
+    addresses run on across pools, so no two pods of the run share one."""
+    docs = load_manifests(render_dir)
+    pools = [d for d in docs if d.get("kind") == "InferencePool"]
+    sets = [d for d in docs if d.get("kind") == "DisaggregatedSet"]
+    out: list[Topology] = []
+    host = FIRST_POD_HOST
+    for pool in pools:
+        name = pool["metadata"]["name"]
+        pick = picker(docs, pool)
+        blocks = kv_blocks_per_rank(pick.config)
+        owned = [ds for ds in sets if selected(pool, serving_pods(docs, blocks, ds, host))]
+        if len(owned) != 1:
+            raise ValueError(
+                f"InferencePool {name} selects the pods of {len(owned)} DisaggregatedSets, not one"
+            )
+        pods = serving_pods(docs, blocks, owned[0], host)
+        host += len(pods)
+        objectives = [
+            d
+            for d in docs
+            if d.get("kind") == "InferenceObjective" and d["spec"].get("poolRef", {}).get("name") == name
+        ]
+        out.append(
+            Topology(
+                pool["metadata"]["namespace"],
+                pick,
+                pool,
+                objectives,
+                pods,
+                renderer(docs, pick.config),
+                owned[0],
+                _one(docs, "Gateway"),
+            )
+        )
+    return out
 
 
 def with_ranks_per_pod(topo: Topology, ranks: int) -> Topology:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import requests
+import yaml
 
 from devtools.twin import build, nodes
 from devtools.twin.kube import ApiError, Kube, wait_for
@@ -188,10 +189,28 @@ def command_lines(state: State, directory: Path, pki: Pki, kwok_config: Path | N
     return lines
 
 
-def kwok_stages(kwok_module_dir: Path) -> str:
+def kwok_stages(kwok_module_dir: Path, kubelet_nodes: Sequence[str] = ()) -> str:
     """kwok's default stages as one multi-document YAML (read from the module, never copied into
-    the repository)."""
-    return "\n---\n".join((kwok_module_dir / rel).read_text() for rel in KWOK_STAGE_FILES)
+    the repository), its pod stages kept off the pods of `kubelet_nodes` (`without_pods_on`)."""
+    text = "\n---\n".join((kwok_module_dir / rel).read_text() for rel in KWOK_STAGE_FILES)
+    return without_pods_on(text, kubelet_nodes) if kubelet_nodes else text
+
+
+def without_pods_on(stages: str, node_names: Sequence[str]) -> str:
+    """The stages with every Pod stage's selector also requiring `.spec.nodeName` not in
+    `node_names` (a kwok selector key is a jq expression; kwok v0.8.0
+    pkg/apis/v1alpha1/stage_types.go SelectorRequirement): kwok keeps those nodes Ready and their
+    leases fresh, while another kubelet (devtools/daytwo/kubelet.py) runs, readies and deletes
+    their pods. Pure."""
+    docs = [d for d in yaml.safe_load_all(stages) if d]
+    for doc in docs:
+        if doc.get("kind") != "Stage" or doc["spec"]["resourceRef"].get("kind") != "Pod":
+            continue
+        selector = doc["spec"].setdefault("selector", {})
+        selector.setdefault("matchExpressions", []).append(
+            {"key": ".spec.nodeName", "operator": "NotIn", "values": list(node_names)}
+        )
+    return "\n---\n".join(yaml.safe_dump(d, sort_keys=False) for d in docs)
 
 
 def _module_dir(wrapper_dir: Path, module: str) -> Path:
@@ -232,7 +251,14 @@ def _launch(name: str, argv: list[str], logs: Path) -> "subprocess.Popen[bytes]"
         )
 
 
-def up(stack: str = DEFAULT_STACK, apiserver_only: bool = False, root: Path = PROJECT_ROOT) -> State:
+def up(
+    stack: str = DEFAULT_STACK,
+    apiserver_only: bool = False,
+    root: Path = PROJECT_ROOT,
+    kubelet_nodes: Sequence[str] = (),
+) -> State:
+    """Start the twin with `stack`'s nodes; kwok runs no pod on `kubelet_nodes` (their pods are
+    another kubelet's, `without_pods_on`)."""
     from llmd_fleet.cli.stack_file import read_stack_file, stack_config
 
     directory = twin_dir(root)
@@ -260,7 +286,8 @@ def up(stack: str = DEFAULT_STACK, apiserver_only: bool = False, root: Path = PR
     if "kwok" in components:
         kwok_config = directory / "kwok-stages.yaml"
         kwok_wrapper = wrappers()["kwok"]
-        kwok_config.write_text(kwok_stages(_module_dir(kwok_wrapper.directory, kwok_wrapper.module)))
+        kwok_module = _module_dir(kwok_wrapper.directory, kwok_wrapper.module)
+        kwok_config.write_text(kwok_stages(kwok_module, kubelet_nodes))
     started = time.monotonic()
     paths = {k: str(v) for k, v in found.items()}
     for attempt in range(1, CONTROL_PLANE_ATTEMPTS + 1):

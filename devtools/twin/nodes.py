@@ -140,7 +140,9 @@ def node_object(node: FakeNode) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": node.name, "labels": labels, "annotations": dict(KWOK_ANNOTATION)},
-        "spec": {"taints": [dict(GPU_TAINT)]},
+        # GPU nodes carry the GPU taint; a group without accelerators (kind local's workers,
+        # docs/local-sim.md) has none, as its kind nodes have none.
+        "spec": {"taints": [dict(GPU_TAINT)]} if cfg.gpus_per_node else {},
         "status": {
             "capacity": {
                 "cpu": str(cfg.cpus_per_node),

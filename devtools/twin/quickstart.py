@@ -532,7 +532,7 @@ def walk(keep: bool = False, keep_twin: bool = False) -> int:
     # `pulumi up` of this project needs the Python language host: no stand-in takes its place, so
     # without its source nothing is built or started.
     try:
-        python_host.snapshot(python_host.pins())
+        python_host.RECIPE.snapshot(python_host.pins())
     except python_host.SnapshotMissing as missing:
         print(f"quickstart: not run: no Python language host ({missing})", flush=True)
         return 0

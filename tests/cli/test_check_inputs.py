@@ -16,7 +16,7 @@ from llmd_fleet.cli.check import CrdDirError, CrdSchemas
 from llmd_fleet.cli.main import run
 from llmd_fleet.cli.policy_check import PolicyConfigError, load_policy_config, validate_policy_config
 from llmd_fleet.policies.pack import all_policies
-from tests.conftest import REFERENCE_STACK
+from tests.support import REFERENCE_STACK
 
 POLICY_NAMES = [p.name for p in all_policies()]
 LEVELS = ["advisory", "mandatory", "remediate", "disabled"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REFERENCE_STACK, REPO
+from tests.support import REFERENCE_STACK, REPO
 
 
 def _children(pid: int) -> list[int]:

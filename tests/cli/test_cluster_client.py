@@ -25,7 +25,7 @@ from llmd_fleet.cluster.client import (
     load_client,
     redact_url,
 )
-from tests.conftest import REFERENCE_STACK, STACKS_DIR
+from tests.support import REFERENCE_STACK, STACKS_DIR
 
 SECRET = "tok-SECRET-8f2b"
 Answer = tuple[int, bytes, dict[str, str]]

@@ -21,7 +21,7 @@ from llmd_fleet.cli.stack_file import read_stack_file, stack_config
 from llmd_fleet.cluster.client import Forbidden
 from llmd_fleet.platform.dra import PCIE_ROOT
 from llmd_fleet.versions import versions
-from tests.conftest import REPO, STACKS_DIR
+from tests.support import REPO, STACKS_DIR
 
 STACK = "quickstart-h100"
 CHECK_ORDER = [

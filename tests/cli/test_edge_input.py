@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from llmd_fleet.cli.main import guarded_run
 from llmd_fleet.core.problems import ConfigError, clip, names, printable, quote
-from tests.conftest import REFERENCE_STACK, STACKS_DIR
+from tests.support import REFERENCE_STACK, STACKS_DIR
 
 REFERENCE = (STACKS_DIR / f"Pulumi.{REFERENCE_STACK}.yaml").read_text()
 
@@ -192,7 +192,7 @@ def test_a_non_string_key_anywhere_in_a_section_is_refused(key, tmp_path, capsys
 )
 def test_monitor_labels_never_replace_the_fleets_own(label):
     from llmd_fleet.stack.parse import parse_config
-    from tests.conftest import stack_raw_config
+    from tests.support import stack_raw_config
 
     raw = stack_raw_config()
     raw["observability"] = {**raw.get("observability", {}), "monitorLabels": {label: "helm", "team": "a"}}
@@ -216,7 +216,7 @@ def test_monitor_labels_never_replace_the_fleets_own(label):
 )
 def test_an_onprem_backup_store_inside_the_cluster_ranges_is_refused(endpoint, inside):
     from llmd_fleet.stack.parse import parse_config
-    from tests.conftest import stack_raw_config
+    from tests.support import stack_raw_config
 
     raw = stack_raw_config()
     raw["responses"]["backup"]["endpoint"] = endpoint
@@ -232,7 +232,7 @@ def test_an_onprem_backup_store_inside_the_cluster_ranges_is_refused(endpoint, i
 @pytest.mark.parametrize("stack", ["gke-h100", "eks-h100"])
 def test_a_kubeconfig_secret_the_target_never_reads_is_refused(stack):
     from llmd_fleet.stack.parse import parse_config
-    from tests.conftest import stack_raw_config
+    from tests.support import stack_raw_config
 
     raw = {**stack_raw_config(stack), "kubeconfig": "apiVersion: v1"}
     with pytest.raises(ConfigError) as caught:
@@ -244,6 +244,6 @@ def test_a_kubeconfig_secret_the_target_never_reads_is_refused(stack):
 @pytest.mark.parametrize("stack", [REFERENCE_STACK, "local-sim"])
 def test_a_kubeconfig_secret_is_read_on_an_existing_cluster(stack):
     from llmd_fleet.stack.parse import parse_config
-    from tests.conftest import stack_raw_config
+    from tests.support import stack_raw_config
 
     parse_config({**stack_raw_config(stack), "kubeconfig": "apiVersion: v1"}, frozenset({"kubeconfig"}))

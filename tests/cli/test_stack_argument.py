@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from llmd_fleet.cli.main import run
 from llmd_fleet.cli.stack_file import MAX_STACK_NAME, StackArgumentError, resolve_stack
 from llmd_fleet.core.problems import quote
-from tests.conftest import STACKS_DIR
+from tests.support import STACKS_DIR
 
 _NAME_CHARS = string.ascii_letters + string.digits + "_.-"
 _FEW = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -29,7 +29,7 @@ from llmd_fleet.layers.preflight.specs import job_name
 from llmd_fleet.layers.router.specs import RouterNames
 from llmd_fleet.layers.serving.specs import pool_selector
 from llmd_fleet.stack.model import StackConfig
-from tests.conftest import REFERENCE_STACK, STACKS_DIR
+from tests.support import REFERENCE_STACK, STACKS_DIR
 
 NOW = datetime(2026, 10, 1, 12, 0, 0, tzinfo=UTC)
 SIZES = {"prefill": 2, "decode": 4}

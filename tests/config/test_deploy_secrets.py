@@ -8,7 +8,7 @@ from llmd_fleet.cli.main import run
 from llmd_fleet.config.deploy_secrets import is_placeholder, placeholder_secret_problems
 from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.program import refuse_placeholder_secrets
-from tests.conftest import STACKS_DIR, set_stack_config
+from tests.support import STACKS_DIR, set_stack_config
 
 STACK_TEXT = (STACKS_DIR / "Pulumi.onprem-h100.yaml").read_text()
 

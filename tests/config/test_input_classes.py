@@ -41,19 +41,13 @@ from llmd_fleet.core.problems import PROJECT, ConfigError, Problem, printable
 from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.stack.parse import near_project, parse_config, read_pulumi_config
 from llmd_fleet.stack.registry import KNOWN_KEYS
-from tests.conftest import REFERENCE_STACK, STACKS_DIR, stack_raw_config
+from tests.support import REFERENCE_STACK, STACKS_DIR, config_problems, stack_raw_config
 
 _FEW = settings(
     max_examples=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-
-
-def _problems(raw: dict[str, Any]) -> list[Problem]:
-    with pytest.raises(ConfigError) as caught:
-        parse_config(raw)
-    return caught.value.problems
 
 
 def _flatten(annotation: Any) -> list[Any]:
@@ -152,7 +146,7 @@ def test_a_value_outside_its_pattern_is_refused_naming_the_key(stack, path, valu
     for name in path[:-1]:
         node = node.setdefault(name, {})
     node[path[-1]] = value
-    problems = _problems(raw)
+    problems = config_problems(raw)
     wanted = "llmd-fleet:" + ".".join(path)
     assert any(where.startswith(wanted) for where, _ in problems), problems
 
@@ -162,7 +156,7 @@ def test_a_node_group_name_with_a_trailing_newline_is_refused():
     raw["fleet"]["nodeGroups"] = {"h100\n": raw["fleet"]["nodeGroups"].pop("h100")}
     for role in raw["serving"]["roles"].values():
         role["nodeGroup"] = "h100\n"
-    assert any("DNS-1123 label" in message for _, message in _problems(raw))
+    assert any("DNS-1123 label" in message for _, message in config_problems(raw))
 
 
 _REGISTRY_PART = st.from_regex(r"[a-z0-9]{1,8}", fullmatch=True)
@@ -213,7 +207,7 @@ def test_every_url_field_refuses_a_port_out_of_range(path, port):
     for name in path[:-1]:
         node = node.setdefault(name, {})
     node[path[-1]] = f"http://collector.example:{port}"
-    problems = _problems(raw)
+    problems = config_problems(raw)
     wanted = "llmd-fleet:" + ".".join(path)
     assert any(where == wanted and "1-65535" in message for where, message in problems), problems
 
@@ -295,7 +289,7 @@ def test_a_reserved_header_is_refused_in_every_header_field(name, field):
     raw = copy.deepcopy(stack_raw_config())
     affinity = raw.setdefault("router", {}).setdefault("sessionAffinity", {})
     affinity[field] = [name] if field == "agentHeaders" else name
-    problems = _problems(raw)
+    problems = config_problems(raw)
     assert any(
         where.startswith(f"llmd-fleet:router.sessionAffinity.{field}") and "is reserved" in message
         for where, message in problems
@@ -336,7 +330,7 @@ def test_a_kubernetes_namespace_is_refused_in_every_namespace_field(namespace, p
     for name in path[:-1]:
         node = node.setdefault(name, {})
     node[path[-1]] = namespace
-    problems = _problems(raw)
+    problems = config_problems(raw)
     wanted = "llmd-fleet:" + ".".join(path)
     assert any(where == wanted and "Kubernetes owns" in message for where, message in problems), problems
 
@@ -703,7 +697,7 @@ def test_a_host_path_outside_the_data_roots_is_refused(base, tail):
     if any(path.startswith(f"{p}/") for p in HOST_DATA_PARENTS) and path.count("/") >= 3:
         return  # e.g. /mnt/a/b: below a data root
     assert host_path_problem(path) is not None
-    problems = _problems(_secondary(copy.deepcopy(stack_raw_config()), path=path))
+    problems = config_problems(_secondary(copy.deepcopy(stack_raw_config()), path=path))
     assert any(p.key == "llmd-fleet:serving.kvTier.secondary.path" for p in problems)
 
 
@@ -725,7 +719,9 @@ def test_a_dedicated_directory_below_the_configured_root_is_the_only_host_path(p
     assert parse_config(raw).serving.kv_tier.secondary is not None
     # The root itself, or a directory beside it (/mnt/local -> /mnt/localx/x), is not below it.
     for outside in (host_root, f"{host_root}{other}/x"):
-        problems = _problems(_secondary(copy.deepcopy(stack_raw_config()), hostRoot=host_root, path=outside))
+        problems = config_problems(
+            _secondary(copy.deepcopy(stack_raw_config()), hostRoot=host_root, path=outside)
+        )
         assert {p.key for p in problems} == {"llmd-fleet:serving.kvTier.secondary.path"}, problems
         assert all("must be a dedicated directory below" in p.message for p in problems)
 
@@ -736,7 +732,9 @@ def test_a_data_root_outside_the_data_parents_is_refused(base, tail):
     root = "/".join([base.rstrip("/"), *tail])
     if _data_parent_of(root):
         return
-    problems = _problems(_secondary(copy.deepcopy(stack_raw_config()), hostRoot=root, path=f"{root}/kv"))
+    problems = config_problems(
+        _secondary(copy.deepcopy(stack_raw_config()), hostRoot=root, path=f"{root}/kv")
+    )
     assert "llmd-fleet:serving.kvTier.secondary.hostRoot" in [p.key for p in problems]
 
 

@@ -34,7 +34,7 @@ from llmd_fleet.layers.serving.vllm import SCRIPT_VARIABLES, launch_script, vllm
 from llmd_fleet.plan.fleet import KV_EVENTS_PORT, plan_fleet
 from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.stack.parse import parse_config
-from tests.conftest import REFERENCE_STACK, REPO, STACKS_DIR, stack_raw_config
+from tests.support import REFERENCE_STACK, REPO, STACKS_DIR, config_problems, stack_raw_config
 
 # --- One message per class of bad input, naming the key -------------------------------------------
 
@@ -42,9 +42,7 @@ from tests.conftest import REFERENCE_STACK, REPO, STACKS_DIR, stack_raw_config
 def _problems(edit) -> list[Problem]:
     raw = copy.deepcopy(stack_raw_config())
     edit(raw)
-    with pytest.raises(ConfigError) as caught:
-        parse_config(raw)
-    return caught.value.problems
+    return config_problems(raw)
 
 
 def _set(path: str, value: Any):

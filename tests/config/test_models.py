@@ -9,12 +9,11 @@ import pytest
 import yaml
 
 from llmd_fleet.cli.main import run
-from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.plan.fleet import PlanError
 from llmd_fleet.plan.models import plan_model_shares
 from llmd_fleet.stack.model import model_views
 from llmd_fleet.stack.parse import parse_config
-from tests.conftest import stack_raw_config
+from tests.support import problems_by_key, stack_raw_config
 
 MULTI = "onprem-h100-multimodel"
 
@@ -22,12 +21,6 @@ MULTI = "onprem-h100-multimodel"
 @pytest.fixture
 def multi_raw() -> dict[str, Any]:
     return copy.deepcopy(stack_raw_config(MULTI))
-
-
-def _problems(raw: dict[str, Any]) -> dict[str, str]:
-    with pytest.raises(ConfigError) as info:
-        parse_config(raw)
-    return dict(info.value.problems)
 
 
 def test_multimodel_stack_has_one_view_per_model(multi_raw):
@@ -136,7 +129,7 @@ def _entry(raw: dict[str, Any], index: int) -> dict[str, Any]:
 )
 def test_bad_models_entries_name_their_key(multi_raw, edit, key, words):
     edit(multi_raw)
-    problems = _problems(multi_raw)
+    problems = problems_by_key(multi_raw)
     assert key in problems, problems
     assert words in problems[key], problems[key]
 
@@ -180,21 +173,13 @@ def test_placeholder_adapters_are_refused_for_deploy(capsys):
         assert f"error: llmd-fleet:models[1].model.loraAdapters[{index}].source is a placeholder" in err
 
 
-def test_the_dataplane_twin_refuses_a_multi_model_stack(capsys):
-    from devtools.dataplane.cli import _has_models, main
-
-    assert main(["run", MULTI, "--scaled"]) == 2
-    assert "sets llmd-fleet:models: the data-plane twin runs one pool" in capsys.readouterr().out
-    assert not _has_models("onprem-h100")
-
-
 def test_adapters_need_a_model_the_plan_describes(multi_raw):
     model = _entry(multi_raw, 1)["model"]
     model["id"] = "example-org/undescribed-moe"
     with pytest.raises(PlanError) as info:
         plan_model_shares(parse_config(multi_raw))
     problems = dict(info.value.problems)
-    assert "the plan describes" in problems["llmd-fleet:models[1].model.loraAdapters"]
+    assert "only for a model with a card" in problems["llmd-fleet:models[1].model.loraAdapters"]
 
 
 def test_every_models_picker_pair_must_fit_the_cpu_pool():
@@ -220,3 +205,24 @@ def test_every_models_picker_pair_must_fit_the_cpu_pool():
         gke, [("a", 2, 1, per_replica), ("b", 2, 1, per_replica)]
     )
     assert problem_key == where and "the models' endpoint pickers request" in message
+
+
+def test_a_model_list_longer_than_a_gateway_direct_response_is_refused(multi_raw):
+    # GET /v1/models is answered by the gateway from the rendered list (agentgateway's direct
+    # response takes at most 4096 bytes): 16 adapters with long names do not fit.
+    adapters = multi_raw["models"][1]["model"]["loraAdapters"]
+    template = adapters[0]
+    adapters[:] = [
+        {
+            **template,
+            "name": f"team-{i:02d}-" + "a" * 90,
+            "source": f"example-org/adapter-{i:02d}-" + "b" * 60,
+        }
+        for i in range(16)
+    ]
+    problems = problems_by_key(multi_raw)
+    assert list(problems) == ["llmd-fleet:models"]
+    assert "make a" in problems["llmd-fleet:models"] and "at most 4096 bytes" in problems["llmd-fleet:models"]
+    # Two adapters of the same shape fit.
+    adapters[2:] = []
+    parse_config(multi_raw)

@@ -19,7 +19,7 @@ from llmd_fleet.config.placeholders import (
     value_placeholders,
 )
 from llmd_fleet.core.problems import PROJECT
-from tests.conftest import STACKS_DIR
+from tests.support import STACKS_DIR
 
 _MANY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -6,7 +6,7 @@ import pytest
 from llmd_fleet.cli.main import run
 from llmd_fleet.cli.stack_file import read_stack_file, stack_config
 from llmd_fleet.config.remote_code import remote_code_problem
-from tests.conftest import STACKS_DIR, all_stacks
+from tests.support import STACKS_DIR, all_stacks
 
 SECRET = "v1:AAABAKxh3nF1c2VyLXNlY3JldA=="
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

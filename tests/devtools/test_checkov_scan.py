@@ -14,7 +14,7 @@ from devtools.checkov_scan.cli import checkov_command
 from devtools.checkov_scan.extract import pod_templates, strip_skips, write_scan_dir
 from devtools.checkov_scan.report import NO_REASON, figures, parse, problems
 from llmd_fleet.versions import versions
-from tests.conftest import REPO
+from tests.support import REPO
 
 LWS = {
     "apiVersion": "leaderworkerset.x-k8s.io/v1",

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from devtools.dataplane import netns, relay, replay, report, run, scaled, topology
-from tests.conftest import REPO
+from tests.support import REPO
 
 GOLDEN = REPO / "tests" / "golden" / "local-sim"
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from devtools.dataplane import mend, responses, run
-from tests.conftest import REPO
+from tests.support import REPO
 
 GOLDEN = REPO / "tests" / "golden"
 

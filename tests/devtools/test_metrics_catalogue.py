@@ -16,7 +16,7 @@ from llmd_fleet.layers.observability.alerts import fleet_alerts
 from llmd_fleet.layers.observability.dashboards import dashboard_queries, fleet_dashboards
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.plan.observability import plan_observability
-from tests.conftest import STACKS_DIR, all_stacks
+from tests.support import STACKS_DIR, all_stacks
 
 
 @pytest.mark.parametrize(

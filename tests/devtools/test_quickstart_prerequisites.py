@@ -14,7 +14,7 @@ import yaml
 from devtools import quickstart_prerequisites as prerequisites
 from devtools.twin import quickstart as walk
 from llmd_fleet.cli.synth import synthesize
-from tests.conftest import STACKS_DIR
+from tests.support import STACKS_DIR
 
 PAGE = prerequisites.DOC.read_text(encoding="utf-8")
 _HELM = re.compile(

@@ -16,7 +16,7 @@ from llmd_fleet.cli.stack_file import read_stack_file, stack_config
 from llmd_fleet.config.fleet import NodeGroupConfig
 from llmd_fleet.platform.dra import PCIE_ROOT
 from llmd_fleet.versions import versions
-from tests.conftest import REFERENCE_STACK, STACKS_DIR
+from tests.support import REFERENCE_STACK, STACKS_DIR
 
 
 @pytest.fixture(scope="module")

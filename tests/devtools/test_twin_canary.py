@@ -13,7 +13,7 @@ from llmd_fleet.cli.stack_file import read_stack_file
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.stack.model import SECRET_KEYS
 from llmd_fleet.stack.parse import parse_config
-from tests.conftest import STACKS_DIR
+from tests.support import STACKS_DIR
 
 
 def _config(stack: str) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from devtools.twin.kube import ApiError
 from devtools.twin.nodes import twin_objects
 from llmd_fleet.cli.stack_file import read_stack_file, stack_config
 from llmd_fleet.platform.dra import PCIE_ROOT
-from tests.conftest import STACKS_DIR
+from tests.support import STACKS_DIR
 
 
 class FakeKube:

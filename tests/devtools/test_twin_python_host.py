@@ -39,9 +39,10 @@ def test_the_host_builds_against_the_clis_sdk_and_pkg_from_the_pinned_commit():
     twin = versions().twin
     pinned = python_host.pins()
     assert pinned.sdk == twin.pulumi_cli
-    assert pinned.tarball == f"pulumi-language-python-{twin.pulumi_language_python[:7]}.tar.gz"
+    tarball = f"pulumi-language-python-{twin.pulumi_language_python[:7]}.tar.gz"
+    assert python_host.RECIPE.tarball(pinned) == tarball
     committed = (modules.GOMOD_DIR / python_host.NAME / "go.mod").read_text()
-    assert python_host.wrapper_problems(pinned, committed) == []
+    assert python_host.RECIPE.wrapper_problems(pinned, committed) == []
     requires = modules.parse_requires(committed)
     assert requires[modules.PULUMI_CLI] == requires[python_host.PULUMI_SDK] == twin.pulumi_cli
     assert (modules.GOMOD_DIR / python_host.NAME / "go.sum").read_text().strip()
@@ -55,7 +56,7 @@ def test_the_host_reports_its_sources_version_not_the_clis():
 
 def test_the_wrapper_drops_upstreams_local_replaces_and_keeps_its_fork():
     pinned = python_host.Pins("0123456789abcdef0123456789abcdef01234567", "9.8.0-dev", "v3.999.0")
-    gomod = python_host.wrapper_gomod(pinned, UPSTREAM_GOMOD)
+    gomod = python_host.RECIPE.wrapper_gomod(pinned, UPSTREAM_GOMOD)
     assert modules.parse_replaces(gomod) == {
         "github.com/atotto/clipboard": (
             "github.com/tgummerer/clipboard",
@@ -66,13 +67,13 @@ def test_the_wrapper_drops_upstreams_local_replaces_and_keeps_its_fork():
         modules.PULUMI_CLI: "v3.999.0",
         python_host.PULUMI_SDK: "v3.999.0",
     }
-    assert python_host.wrapper_problems(pinned, gomod) == []
+    assert python_host.RECIPE.wrapper_problems(pinned, gomod) == []
 
 
 def test_a_wrapper_left_at_another_version_is_named():
     pinned = python_host.Pins("0123456789abcdef0123456789abcdef01234567", "9.8.0-dev", "v3.999.0")
-    stale = python_host.wrapper_gomod(pinned, UPSTREAM_GOMOD).replace("v3.999.0", "v3.998.0")
-    problems = python_host.wrapper_problems(pinned, stale)
+    stale = python_host.RECIPE.wrapper_gomod(pinned, UPSTREAM_GOMOD).replace("v3.999.0", "v3.998.0")
+    problems = python_host.RECIPE.wrapper_problems(pinned, stale)
     assert problems == [
         f"python-host: requires {modules.PULUMI_CLI} v3.998.0, the matrix pins v3.999.0",
         f"python-host: requires {python_host.PULUMI_SDK} v3.998.0, the matrix pins v3.999.0",
@@ -103,7 +104,9 @@ ABOUT = {
         "version": "3.11.7",
     },
 }
-HOST = python_host.Host(Path("/cache/bin"), "9.8.0-dev", "0123456789abcdef0123456789abcdef01234567", None)
+HOST = python_host.Host(
+    Path("/cache/bin"), python_host.BINARY, "9.8.0-dev", "0123456789abcdef0123456789abcdef01234567", None
+)
 PROJECT = {"toolchain": "uv", "virtualenv": ".venv", "typechecker": "mypy"}
 
 

@@ -17,7 +17,7 @@ from llmd_fleet.cli.check import (
 )
 from llmd_fleet.cli.render import render_files
 from llmd_fleet.cli.synth import synthesize
-from tests.conftest import STACKS_DIR, all_stacks
+from tests.support import STACKS_DIR, all_stacks
 
 CRD_DIR = project_crd_dir()
 SOURCES = CRD_DIR / "SOURCES.md"

@@ -10,7 +10,7 @@ from typing import Any
 import pulumi
 import pytest
 from pulumi.provider.experimental.component import ComponentProvider
-from pulumi.runtime import mocks, set_mocks
+from pulumi.runtime import mocks
 
 from devtools.twin import components
 from llmd_fleet.cli.synth import RecordingMocks
@@ -20,7 +20,7 @@ from llmd_fleet.facade.component import PACKAGE, TYPE, Fleet, validate
 from llmd_fleet.stack.model import SECRET_KEYS
 from llmd_fleet.stack.parse import parse_config
 from llmd_fleet.stack.registry import KNOWN_KEYS, OBJECT_KEYS, OPTIONAL_OBJECT_KEYS
-from tests.conftest import REPO, stack_raw_config
+from tests.support import REPO, stack_raw_config, start_mock_engine
 
 GOLDEN_SCHEMA = REPO / "tests" / "golden" / "components" / "schema.json"
 STACK = "quickstart-h100"
@@ -183,8 +183,7 @@ def test_the_image_build_is_refused():
 def test_the_component_declares_the_stack_programs_objects():
     props = _properties()
     secrets = {"hfToken": "hf_test", "kubeconfig": "apiVersion: v1\nkind: Config\n"}
-    recorder = RecordingMocks()
-    set_mocks(recorder, project="llmd-fleet-yaml", stack=STACK, preview=False)
+    recorder = start_mock_engine(RecordingMocks(), project="llmd-fleet-yaml", stack=STACK)
     outputs: dict[str, Any] = {}
 
     def program() -> None:
@@ -212,8 +211,7 @@ def test_the_component_declares_the_stack_programs_objects():
 
 def test_secrets_are_secret_whatever_the_program_passed():
     props = _properties()
-    recorder = RecordingMocks()
-    set_mocks(recorder, project="llmd-fleet-yaml", stack=STACK, preview=False)
+    recorder = start_mock_engine(RecordingMocks(), project="llmd-fleet-yaml", stack=STACK)
 
     def program() -> None:
         Fleet("fleet", _wire({**props, "hfToken": "hf_plain"}))
@@ -300,13 +298,13 @@ def test_nodejs_host_builds_against_its_own_sdk_pin():
     assert pinned.sdk == twin.pulumi_language_nodejs_sdk != twin.pulumi_cli
     assert pinned.commit == twin.pulumi_language_python  # the same snapshot commit
     committed = (REPO / "devtools" / "twin" / "gomod" / "nodejs-host" / "go.mod").read_text()
-    assert nodejs_host.wrapper_problems(pinned, committed) == []
+    assert nodejs_host.RECIPE.wrapper_problems(pinned, committed) == []
     assert parse_requires(committed)[PULUMI_CLI] == pinned.sdk
     upstream = (
         "replace (\n\tgithub.com/pulumi/pulumi/sdk/v3 => ../../..\n"
         "\tgithub.com/a/b => github.com/c/b v1.0.0\n)\n"
     )
-    generated = nodejs_host.wrapper_gomod(pinned, upstream)
+    generated = nodejs_host.RECIPE.wrapper_gomod(pinned, upstream)
     assert "github.com/a/b => github.com/c/b v1.0.0" in generated and "../../.." not in generated
     stale = committed.replace(pinned.sdk, twin.pulumi_cli)
-    assert nodejs_host.wrapper_problems(pinned, stale)
+    assert nodejs_host.RECIPE.wrapper_problems(pinned, stale)

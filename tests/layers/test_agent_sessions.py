@@ -22,7 +22,7 @@ from llmd_fleet.layers.router.epp_config import (
 from llmd_fleet.layers.router.specs import RouterNames
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.stack.parse import parse_config
-from tests.conftest import all_stacks, stack_raw_config
+from tests.support import all_stacks, stack_raw_config
 
 TOKENIZER = "http://glm52-tokenizer.llm-d.svc:8000"
 

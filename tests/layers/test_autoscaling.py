@@ -11,7 +11,6 @@ import yaml
 
 from devtools.metrics_catalogue.catalogue import catalogue
 from llmd_fleet.cli.check import CrdSchemas
-from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.layers.autoscaling.component import (
     decode_kv_query,
     prefill_backlog_query,
@@ -21,7 +20,7 @@ from llmd_fleet.layers.router.epp_config import _index_size, build_epp_config, e
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.stack.parse import parse_config
 from llmd_fleet.versions import versions
-from tests.conftest import CRD_DIR, stack_raw_config
+from tests.support import CRD_DIR, problems_by_key, stack_raw_config
 
 STACK = "onprem-h100-autoscale"
 
@@ -39,12 +38,6 @@ def _set(raw: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
         node = node.setdefault(part, {})
     node[leaf] = value
     return raw
-
-
-def _problems(raw: dict[str, Any]) -> dict[str, str]:
-    with pytest.raises(ConfigError) as caught:
-        parse_config(raw)
-    return dict(caught.value.problems)
 
 
 A = "llmd-fleet:serving.autoscaling"
@@ -96,7 +89,7 @@ def test_bad_autoscaling_input_names_the_key(raw, path, value, key, words):
     if path == "router.mode":
         raw = _set(raw, "router.prefixRouting", "precise")
         raw = _set(raw, "router.flowControl", False)
-    problems = _problems(_set(raw, path, value))
+    problems = problems_by_key(_set(raw, path, value))
     assert key in problems, problems
     assert words in problems[key], problems[key]
 
@@ -271,7 +264,7 @@ def test_keda_is_installed_pinned_unless_preinstalled(raw, tmp_path: Path):
 
 def _synthesize(tmp_path: Path, edit: Any) -> Any:
     from llmd_fleet.cli.synth import synthesize
-    from tests.conftest import STACKS_DIR
+    from tests.support import STACKS_DIR
 
     document = yaml.safe_load((STACKS_DIR / f"Pulumi.{STACK}.yaml").read_text())
     edit(document["config"]["llmd-fleet:serving"]["autoscaling"])

@@ -16,7 +16,7 @@ from llmd_fleet.layers.serving.canary import canary_config, canary_image
 from llmd_fleet.plan.fleet import PlanError, plan_fleet
 from llmd_fleet.stack.parse import parse_config
 from llmd_fleet.versions import versions
-from tests.conftest import STACKS_DIR, stack_raw_config
+from tests.support import STACKS_DIR, stack_raw_config
 
 BASE = "local-sim"
 DOCS = STACKS_DIR.parent / "docs"

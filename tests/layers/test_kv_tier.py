@@ -14,7 +14,7 @@ from llmd_fleet.layers.serving.pod import PodInputs, disaggregated_set_spec, ser
 from llmd_fleet.layers.serving.vllm import vllm_serve_argv
 from llmd_fleet.plan.fleet import GIB, P2P_PORT, PlanError, plan_fleet
 from llmd_fleet.stack.parse import parse_config
-from tests.conftest import ENGINE_IMAGE, stack_raw_config
+from tests.support import ENGINE_IMAGE, stack_raw_config
 
 
 def _flag(argv, name):

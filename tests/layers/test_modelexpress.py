@@ -23,7 +23,7 @@ from llmd_fleet.plan.fleet import (
 from llmd_fleet.policies.rules import serving as serving_rules
 from llmd_fleet.stack.parse import parse_config
 from llmd_fleet.versions import versions
-from tests.conftest import REPO, STACKS_DIR, stack_raw_config
+from tests.support import REPO, STACKS_DIR, stack_raw_config
 
 MX_STACK = "eks-h100"
 

@@ -18,12 +18,12 @@ from llmd_fleet.layers.gateway.bbr import (
     bbr_args,
     model_route_spec,
 )
+from llmd_fleet.models.deepseek_v2 import DEEPSEEK_V2_LITE_CHAT
 from llmd_fleet.plan.lora import lora_elements_per_rank_unit, lora_gib_per_rank
-from llmd_fleet.plan.model_card import DEEPSEEK_V2_LITE_CHAT
 from llmd_fleet.stack.model import model_views
 from llmd_fleet.stack.parse import parse_config
 from llmd_fleet.versions import versions
-from tests.conftest import STACKS_DIR, stack_raw_config
+from tests.support import STACKS_DIR, stack_raw_config
 
 MULTI = "onprem-h100-multimodel"
 
@@ -70,17 +70,34 @@ def test_what_models_share_is_declared_once(resources):
 
 def test_routes_match_the_base_model_header_the_body_based_router_sets(resources):
     routes = _objects(resources, "HTTPRoute")
-    assert set(routes) == {"glm52", "subagent"}
+    assert set(routes) == {"glm52", "subagent", "models-list"}
     subagent = routes["subagent"]["spec"]["rules"][0]
     assert subagent["matches"][0]["headers"] == [
         {"type": "Exact", "name": BASE_MODEL_HEADER, "value": "deepseek-v2-lite-chat"}
     ]
     assert subagent["backendRefs"][0]["name"] == "subagent"
-    # GET /v1/models carries no body: the first model's pool answers it.
-    assert len(routes["subagent"]["spec"]["rules"]) == 1
-    listing = routes["glm52"]["spec"]["rules"][1]
+    # GET /v1/models carries no body: no model's route takes it; its own route does, and the
+    # AgentgatewayPolicy on that route answers it with every model's names and adapters.
+    assert len(routes["subagent"]["spec"]["rules"]) == len(routes["glm52"]["spec"]["rules"]) == 1
+    (listing,) = routes["models-list"]["spec"]["rules"]
     assert listing["matches"] == [{"path": {"type": "Exact", "value": "/v1/models"}, "method": "GET"}]
-    assert listing["backendRefs"][0]["name"] == "glm52"
+    policy = _objects(resources, "AgentgatewayPolicy")["models-list"]["spec"]
+    assert policy["targetRefs"] == [
+        {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": "models-list"}
+    ]
+    direct = policy["traffic"]["directResponse"]
+    assert direct["status"] == 200
+    listed = json.loads(direct["body"])["data"]
+    assert [(m["id"], m.get("parent")) for m in listed] == [
+        ("zai-org--GLM-5.2-FP8", None),
+        ("zai-org/GLM-5.2-FP8", None),
+        ("deepseek-v2-lite-chat", None),
+        ("team-review", "deepseek-v2-lite-chat"),
+        ("team-sql", "deepseek-v2-lite-chat"),
+    ]
+    assert policy["traffic"]["headerModifiers"]["response"]["set"] == [
+        {"name": "content-type", "value": "application/json"}
+    ]
     config_maps = _objects(resources, "ConfigMap")
     adapters = config_maps["subagent-adapters"]
     assert adapters["metadata"]["labels"]["inference.networking.k8s.io/bbr-managed"] == "true"
@@ -92,7 +109,7 @@ def test_routes_match_the_base_model_header_the_body_based_router_sets(resources
     container = bbr["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == versions().image("body-based-router").ref
     assert container["args"] == bbr_args()
-    (ext_proc,) = _objects(resources, "AgentgatewayPolicy").values()
+    ext_proc = _objects(resources, "AgentgatewayPolicy")["body-based-router"]
     assert ext_proc["spec"]["targetRefs"][0]["kind"] == "Gateway"
     assert ext_proc["spec"]["traffic"] == {
         "phase": "PreRouting",

@@ -19,7 +19,7 @@ from llmd_fleet.layers.serving.vllm import (
     nic_pinning_reason,
 )
 from llmd_fleet.plan.fleet import plan_fleet
-from tests.conftest import STACKS_DIR
+from tests.support import STACKS_DIR
 
 
 def _quickstart():

@@ -28,7 +28,7 @@ from llmd_fleet.plan.observability import NIXL_XFER_TIME_TOP_BUCKET_S, plan_obse
 from llmd_fleet.stack.parse import parse_config
 from llmd_fleet.targets.specs import SPECS
 from llmd_fleet.versions import versions
-from tests.conftest import REPO, all_stacks, stack_raw_config, vllm_stacks
+from tests.support import REPO, all_stacks, stack_raw_config, vllm_stacks
 
 
 def _config(stack: str = "onprem-h100", **observability: Any):

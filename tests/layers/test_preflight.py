@@ -6,7 +6,6 @@ import copy
 import json
 from typing import Any
 
-import pulumi
 import pytest
 from pulumi.runtime import mocks
 
@@ -17,7 +16,7 @@ from llmd_fleet.layers.preflight.component import PROBE_FILE
 from llmd_fleet.layers.serving.component import ModelServing
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.stack.parse import parse_config
-from tests.conftest import ENGINE_IMAGE, stack_raw_config, vllm_stacks
+from tests.support import ENGINE_IMAGE, stack_raw_config, start_mock_engine, vllm_stacks
 
 # The fabric of each stack's target and its NICs (stacks/*.yaml, targets/<kind>/fabric.py,
 # SPECS[kind].nic_gbps).
@@ -208,7 +207,7 @@ def _serve(settings: dict[str, Any]) -> dict[str, list[str]]:
     plan = plan_fleet(config)
     recorder = RecordingMocks()
     monitor = DependencyMonitor(recorder)
-    pulumi.runtime.set_mocks(recorder, project="llmd-fleet", stack="test", preview=False, monitor=monitor)
+    start_mock_engine(recorder, monitor=monitor)
 
     def build() -> None:
         ModelServing(

@@ -16,7 +16,6 @@ import yaml
 from llmd_fleet.cli.main import run
 from llmd_fleet.cli.render import render_files
 from llmd_fleet.cli.synth import _SECRET_SIG, _SECRET_SIG_KEY, RecordingMocks, Synthesis, clean, synthesize
-from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.layers.gateway.specs import GATEWAY_NAME_LABEL
 from llmd_fleet.layers.responses.component import database_url
 from llmd_fleet.layers.responses.config import (
@@ -33,9 +32,16 @@ from llmd_fleet.stack.parse import parse_config
 from llmd_fleet.targets.eks.config import EksTarget
 from llmd_fleet.targets.gke.config import GkeTarget
 from llmd_fleet.versions import version_tuple, versions
-from tests.conftest import STACKS_DIR, responses_stacks, stack_raw_config, vllm_stacks
 from tests.helpers import restricted_violations
 from tests.httproutes import route_request
+from tests.support import (
+    STACKS_DIR,
+    problems_by_key,
+    responses_stacks,
+    stack_raw_config,
+    start_mock_engine,
+    vllm_stacks,
+)
 
 GATEWAY = "llm-d-inference-gateway"
 POOL = "glm52"
@@ -60,12 +66,6 @@ DATABASE_TYPES = {
 
 def _raw(stack: str) -> dict[str, Any]:
     return copy.deepcopy(stack_raw_config(stack))
-
-
-def _problems(raw: dict[str, Any]) -> dict[str, str]:
-    with pytest.raises(ConfigError) as caught:
-        parse_config(raw)
-    return dict(caught.value.problems)
 
 
 def _document(stack: str) -> dict[str, Any]:
@@ -133,13 +133,13 @@ def test_responses_is_on_in_every_reference_stack_with_a_backup_choice_on_prem()
 def test_on_prem_needs_an_explicit_backup_choice():
     raw = _raw("onprem-h100")
     del raw["responses"]["backup"]
-    problem = _problems(raw)["llmd-fleet:responses.backup"]
+    problem = problems_by_key(raw)["llmd-fleet:responses.backup"]
     assert "required on kind onprem" in problem and "`none`" in problem
     raw["responses"]["backup"] = "none"
     config = parse_config(raw)
     assert config.responses is not None and config.responses.backup == "none"
     raw["responses"]["backup"] = "off"
-    assert "must be `none` or a mapping" in _problems(raw)["llmd-fleet:responses.backup"]
+    assert "must be `none` or a mapping" in problems_by_key(raw)["llmd-fleet:responses.backup"]
 
 
 @pytest.mark.parametrize(
@@ -195,7 +195,7 @@ def test_on_prem_needs_an_explicit_backup_choice():
 def test_cross_field_rules_name_the_key(stack, edit, key, words):
     raw = _raw(stack)
     edit(raw["responses"])
-    problems = _problems(raw)
+    problems = problems_by_key(raw)
     assert words in problems[f"llmd-fleet:responses.{key}"], problems
 
 
@@ -203,7 +203,7 @@ def test_a_gateway_address_needs_the_managed_gateway():
     raw = _raw("gke-h100")
     raw["gateway"] = {"implementation": "istio"}
     raw["responses"]["database"]["gke"]["gatewayAddress"] = "10.0.15.200"
-    assert "gke-l7-rilb" in _problems(raw)["llmd-fleet:responses.database.gke.gatewayAddress"]
+    assert "gke-l7-rilb" in problems_by_key(raw)["llmd-fleet:responses.database.gke.gatewayAddress"]
 
 
 @pytest.mark.parametrize(
@@ -229,7 +229,7 @@ def test_a_gateway_address_needs_the_managed_gateway():
 def test_field_rules_name_the_key(edit, key, words):
     raw = _raw("onprem-h100")
     edit(raw["responses"])
-    problems = _problems(raw)
+    problems = problems_by_key(raw)
     assert words in problems[f"llmd-fleet:responses.{key}"], problems
 
 
@@ -486,8 +486,7 @@ def test_eks_rds_is_multi_az_encrypted_private_and_protected():
 def test_the_rds_security_group_admits_the_clusters_security_group():
     from llmd_fleet.targets.eks.database import EksResponses
 
-    mocks = RecordingMocks()
-    pulumi.runtime.set_mocks(mocks, project="llmd-fleet", stack="test", preview=False)
+    mocks = start_mock_engine(RecordingMocks())
     config = parse_config(_raw("eks-h100"))
     assert isinstance(config.target, EksTarget) and config.responses is not None
     store = EksResponses(
@@ -515,7 +514,7 @@ def test_the_rds_security_group_admits_the_clusters_security_group():
 def test_the_cloud_sql_instance_is_protected_in_pulumi():
     from llmd_fleet.targets.gke.database import GkeResponses
 
-    pulumi.runtime.set_mocks(RecordingMocks(), project="llmd-fleet", stack="test", preview=False)
+    start_mock_engine(RecordingMocks())
     config = parse_config(_raw("gke-h100"))
     assert isinstance(config.target, GkeTarget) and config.responses is not None
     store = GkeResponses(

@@ -23,7 +23,7 @@ from llmd_fleet.layers.serving.specs import pool_selector
 from llmd_fleet.layers.serving.vllm import vllm_serve_argv
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.stack.parse import parse_config
-from tests.conftest import ENGINE_IMAGE
+from tests.support import ENGINE_IMAGE, start_mock_engine
 
 TOKENIZER = "http://glm52-tokenizer.llm-d.svc:8000"
 
@@ -143,8 +143,7 @@ def test_route_timeout_and_backend(reference):
 
 @pulumi.runtime.test
 def test_router_component_registers_ha_objects(reference):
-    mocks = RecordingMocks()
-    pulumi.runtime.set_mocks(mocks, project="llmd-fleet", stack="test", preview=False)
+    mocks = start_mock_engine(RecordingMocks())
     config, plan = reference
     router = Router("router", {"config": config, "plan": plan, "hf_token_secret": None})
 
@@ -178,8 +177,7 @@ def test_router_component_registers_ha_objects(reference):
 
 @pulumi.runtime.test
 def test_istio_gateway_opts_in_to_ext_proc(raw_config):
-    mocks = RecordingMocks()
-    pulumi.runtime.set_mocks(mocks, project="llmd-fleet", stack="test", preview=False)
+    mocks = start_mock_engine(RecordingMocks())
     raw_config["gateway"] = {"implementation": "istio"}
     config = parse_config(raw_config)
     layer = GatewayLayer("gateway", {"config": config, "pool_name": "glm52", "install_crds": False})

@@ -25,8 +25,8 @@ from llmd_fleet.plan.fleet import GIB, PlanError, plan_fleet
 from llmd_fleet.platform.dra import dra_driver_values
 from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.stack.parse import parse_config
-from tests.conftest import REFERENCE_STACK, STACKS_DIR, stack_raw_config
 from tests.policies.helpers import DSET, edited, one, pod_container, role_pod, violations
+from tests.support import REFERENCE_STACK, STACKS_DIR, stack_raw_config
 
 TOKENIZER_URL = "http://tokenizer:8000"
 

@@ -11,13 +11,12 @@ import pytest
 import yaml
 
 from llmd_fleet.cli.main import run
-from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.layers.serving.vllm import vllm_serve_argv
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.plan.memory import sparse_prefill_workspace_gib
 from llmd_fleet.plan.throughput import plan_throughput
 from llmd_fleet.stack.parse import parse_config
-from tests.conftest import REFERENCE_STACK, stack_raw_config
+from tests.support import REFERENCE_STACK, problems_by_key, stack_raw_config
 
 KEY = "llmd-fleet:serving.roles.decode"
 
@@ -33,12 +32,6 @@ def _nine_node_decode(**changes: Any) -> dict[str, Any]:
     experts do not split over 72 ranks."""
     # 7 x 4 prefill + 4 x 9 decode nodes: 64 of the reference stack's 68.
     return _decode(nodesPerInstance=9, dataParallel=72, expertParallel=72, instances=4, **changes)
-
-
-def _problems(raw: dict[str, Any]) -> dict[str, str]:
-    with pytest.raises(ConfigError) as caught:
-        parse_config(raw)
-    return dict(caught.value.problems)
 
 
 def _argv(raw: dict[str, Any]) -> list[str]:
@@ -64,7 +57,7 @@ def test_dual_batch_overlap_renders_enable_dbo() -> None:
 
 
 def test_an_ep_size_that_does_not_divide_the_experts_is_refused_with_the_redundant_counts_that_fit() -> None:
-    problems = _problems(_nine_node_decode())
+    problems = problems_by_key(_nine_node_decode())
     message = problems[f"{KEY}.expertParallel"]
     assert "must divide the model's 256 experts; got 72" in message
     assert "redundantExperts: allowed: 32, 104, 176" in message
@@ -81,7 +74,7 @@ def test_ep72_with_32_redundant_experts_is_accepted_and_rendered() -> None:
 
 @pytest.mark.parametrize("redundant", [31, 33, 1])
 def test_a_redundant_count_that_leaves_an_uneven_split_is_refused_naming_the_key(redundant: int) -> None:
-    message = _problems(_nine_node_decode(redundantExperts=redundant))[f"{KEY}.redundantExperts"]
+    message = problems_by_key(_nine_node_decode(redundantExperts=redundant))[f"{KEY}.redundantExperts"]
     assert f"256 experts plus {redundant} redundant must divide by expertParallel (72)" in message
     assert "allowed: 32, 104, 176" in message
 
@@ -96,7 +89,7 @@ def test_a_redundant_count_that_leaves_an_uneven_split_is_refused_naming_the_key
     ],
 )
 def test_bad_values_are_refused_naming_the_key(key: str, value: object, words: str) -> None:
-    message = _problems(_decode(**{key: value}))[f"{KEY}.{key}"]
+    message = problems_by_key(_decode(**{key: value}))[f"{KEY}.{key}"]
     assert words in message, message
 
 
@@ -117,7 +110,7 @@ def test_a_bad_value_exits_2_with_one_line_naming_the_key(
 def test_the_simulator_refuses_both_keys() -> None:
     raw = copy.deepcopy(stack_raw_config("local-sim"))
     raw["serving"]["roles"]["decode"].update(redundantExperts=0, dualBatchOverlap=True)
-    problems = _problems(raw)
+    problems = problems_by_key(raw)
     assert "no experts to balance" in problems[f"{KEY}.redundantExperts"]
     assert "no all-to-all to overlap" in problems[f"{KEY}.dualBatchOverlap"]
 
@@ -170,8 +163,8 @@ def test_a_hand_entered_model_without_a_card_gets_one_line_naming_what_it_lacks(
     text = throughput_section(config, plan_fleet(config))
     assert text == (
         "throughput: not modelled: model.id example-org/Hand-Entered-MoE has no model card "
-        "(plan/model_card.py): the step times need its architecture (hidden size, heads, MLA ranks, "
-        "experts per layer), which totalParamsB and kvBytesPerToken do not give"
+        "(components/llmd_fleet/models/): the step times need its architecture (hidden size, heads, "
+        "MLA ranks, experts per layer), which totalParamsB and kvBytesPerToken do not give"
     )
     reference = parse_config(stack_raw_config())
     assert throughput_section(reference, plan_fleet(reference)).startswith("## Throughput and cost")

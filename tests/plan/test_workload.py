@@ -126,7 +126,7 @@ def test_refused_share_interpolates_in_log_tokens():
 
 
 def test_the_simulator_is_not_sized_against_the_workload():
-    from tests.conftest import stack_raw_config
+    from tests.support import stack_raw_config
 
     config, plan = _plan(stack_raw_config("local-sim"))
     assert plan_workload(config, plan) is None

@@ -23,7 +23,7 @@ from llmd_fleet.platform.dra import (
 )
 from llmd_fleet.stack.parse import parse_config
 from llmd_fleet.versions import versions
-from tests.conftest import ENGINE_IMAGE, REFERENCE_STACK, vllm_stacks
+from tests.support import ENGINE_IMAGE, REFERENCE_STACK, start_mock_engine, vllm_stacks
 
 
 def _pairs(spec):
@@ -153,8 +153,7 @@ def test_every_claim_a_pod_names_exists(stack, tmp_path):
 
 @pulumi.runtime.test
 def test_platform_installs_drivers_with_device_plugin_off():
-    mocks = RecordingMocks()
-    pulumi.runtime.set_mocks(mocks, project="llmd-fleet", stack="test", preview=False)
+    mocks = start_mock_engine(RecordingMocks())
     platform = AcceleratorPlatform(
         "accelerators",
         {
@@ -190,8 +189,7 @@ def test_platform_installs_drivers_with_device_plugin_off():
 
 @pulumi.runtime.test
 def test_serving_shares_one_claim_template_per_node_group(raw_config):
-    mocks = RecordingMocks()
-    pulumi.runtime.set_mocks(mocks, project="llmd-fleet", stack="test", preview=False)
+    mocks = start_mock_engine(RecordingMocks())
     config = parse_config(raw_config)
     serving = ModelServing(
         "glm52",

@@ -10,7 +10,7 @@ from llmd_fleet.cli.policy_check import (
     load_policy_config,
 )
 from llmd_fleet.cli.synth import Recorded, synthesize
-from tests.conftest import REFERENCE_STACK, REPO, STACKS_DIR
+from tests.support import REFERENCE_STACK, REPO, STACKS_DIR
 
 
 @pytest.fixture(scope="session")

@@ -9,11 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
-import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 from google.protobuf import json_format, struct_pb2  # type: ignore[import-untyped]
-from pulumi.runtime import mocks
 from pulumi_policy import (
     PolicyCustomTimeouts,
     PolicyResource,
@@ -29,12 +27,12 @@ from pulumi_policy.proxy import unknown_checking_proxy
 from llmd_fleet.cli.policy_check import (
     resource_urn,
 )
-from llmd_fleet.cli.synth import Recorded, RecordingMocks
-from llmd_fleet.core.problems import PROJECT
+from llmd_fleet.cli.synth import Recorded
 from llmd_fleet.policies.pack import all_policies
 from llmd_fleet.policies.rules import _k8s
 from llmd_fleet.versions import versions
-from tests.conftest import REFERENCE_STACK, STACKS_DIR
+from tests.support import REFERENCE_STACK, STACKS_DIR
+from tests.support import record as record  # the policy tests take it from here with the rest
 
 # The cloud SDKs are loaded at run time: they are large enough that type-checking them would
 # dominate `make test`, and these tests only register their resources under mocks.
@@ -103,14 +101,6 @@ def violations(name: str, resources: list[Recorded], config: dict[str, Any] | No
             )
             policy.validate(args, report)
     return found
-
-
-def record(build: Callable[[], None]) -> list[Recorded]:
-    """Register real Pulumi resources under the mock engine and return what was recorded."""
-    recorder = RecordingMocks()
-    pulumi.runtime.set_mocks(recorder, project=PROJECT, stack="test", preview=False)
-    mocks.test(build)()
-    return list(recorder.created)
 
 
 def one(resources: list[Recorded], type_suffix: str, name: str | None = None) -> Recorded:

@@ -11,7 +11,6 @@ import pytest
 
 from llmd_fleet.cli.synth import synthesize
 from llmd_fleet.policies.rules import _k8s
-from tests.conftest import REFERENCE_STACK
 from tests.policies.helpers import (
     DSET,
     PINNED,
@@ -26,6 +25,7 @@ from tests.policies.helpers import (
     violations,
     without,
 )
+from tests.support import REFERENCE_STACK
 
 # The cloud SDKs are loaded at run time: they are large enough that type-checking them would
 # dominate `make test`, and these tests only register their resources under mocks.

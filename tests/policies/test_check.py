@@ -19,7 +19,6 @@ from llmd_fleet.cli.policy_check import (
 from llmd_fleet.cli.synth import Recorded, synthesize
 from llmd_fleet.policies.pack import PACK_NAME, all_policies
 from llmd_fleet.versions import Image, versions
-from tests.conftest import REFERENCE_STACK, STACKS_DIR
 from tests.policies.helpers import (
     DSET,
     edit_script,
@@ -29,6 +28,7 @@ from tests.policies.helpers import (
     violations,
     without,
 )
+from tests.support import REFERENCE_STACK, STACKS_DIR
 
 
 def _analyzer_info() -> Any:

@@ -2,7 +2,6 @@
 
 from llmd_fleet.cli.synth import synthesize
 from llmd_fleet.policies.rules import _k8s
-from tests.conftest import STACKS_DIR
 from tests.policies.helpers import (
     DSET,
     edited,
@@ -11,6 +10,7 @@ from tests.policies.helpers import (
     role_pod,
     violations,
 )
+from tests.support import STACKS_DIR
 
 
 def test_every_serving_role_runs_an_engine_the_pack_reads(reference):

@@ -15,11 +15,11 @@ from llmd_fleet.cli.policy_check import (
 from llmd_fleet.cli.synth import synthesize
 from llmd_fleet.policies.pack import all_policies
 from llmd_fleet.policies.rules import _k8s
-from tests.conftest import REPO, STACKS_DIR, all_stacks
 from tests.policies.helpers import (
     POLICIES,
     violations,
 )
+from tests.support import REPO, STACKS_DIR, all_stacks
 
 
 def test_every_policy_is_documented_with_an_explicit_level():

@@ -7,7 +7,6 @@ import pytest
 
 from llmd_fleet.cli.synth import synthesize
 from llmd_fleet.policies.rules import _k8s
-from tests.conftest import REFERENCE_STACK, STACKS_DIR
 from tests.policies.helpers import (
     DSET,
     PINNED,
@@ -19,6 +18,7 @@ from tests.policies.helpers import (
     role_pod,
     violations,
 )
+from tests.support import REFERENCE_STACK, STACKS_DIR
 
 
 @pytest.mark.usefixtures("decode_dp_48")

@@ -2,7 +2,6 @@
 
 from llmd_fleet.cli.synth import synthesize
 from llmd_fleet.policies.rules import _k8s
-from tests.conftest import REFERENCE_STACK
 from tests.policies.helpers import (
     DSET,
     PINNED,
@@ -16,6 +15,7 @@ from tests.policies.helpers import (
     stack_dir,
     violations,
 )
+from tests.support import REFERENCE_STACK
 
 
 def test_privileged_and_host_network_only_for_drivers():

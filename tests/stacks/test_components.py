@@ -9,13 +9,12 @@ from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.platform.lws import LeaderWorkerSetController
 from llmd_fleet.stack.parse import parse_config
 from llmd_fleet.versions import versions
-from tests.conftest import ENGINE_IMAGE, set_stack_config
+from tests.support import ENGINE_IMAGE, set_stack_config, start_mock_engine
 
 
 @pytest.fixture
 def engine():
-    mocks = RecordingMocks()
-    pulumi.runtime.set_mocks(mocks, project="llmd-fleet", stack="test", preview=False)
+    mocks = start_mock_engine(RecordingMocks())
     return mocks
 
 

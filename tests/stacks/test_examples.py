@@ -11,7 +11,7 @@ from pulumi.runtime import MockResourceArgs
 from examples.existing_cluster import add_llmd_serving
 from llmd_fleet.cli.synth import RecordingMocks
 from llmd_fleet.core.problems import ConfigError
-from tests.conftest import stack_raw_config
+from tests.support import stack_raw_config, start_mock_engine
 
 
 class ProviderMocks(RecordingMocks):
@@ -29,8 +29,7 @@ class ProviderMocks(RecordingMocks):
 
 @pytest.fixture
 def engine() -> ProviderMocks:
-    mocks = ProviderMocks()
-    pulumi.runtime.set_mocks(mocks, project="platform", stack="test", preview=False)
+    mocks = start_mock_engine(ProviderMocks(), project="platform")
     return mocks
 
 
@@ -111,7 +110,7 @@ def test_the_example_imports_only_the_public_api():
     import ast
 
     import llmd_fleet
-    from tests.conftest import REPO
+    from tests.support import REPO
 
     tree = ast.parse((REPO / "examples" / "existing_cluster.py").read_text())
     imported = []

@@ -46,8 +46,8 @@ from llmd_fleet.images.spec import (
 from llmd_fleet.targets.gke.config import GkeTarget
 from llmd_fleet.targets.onprem.fabric import INFINIBAND
 from llmd_fleet.versions import versions
-from tests.conftest import REPO, STACKS_DIR, vllm_stacks
 from tests.helpers import matrix_raw, matrix_versions, version_pattern
+from tests.support import REPO, STACKS_DIR, start_mock_engine, vllm_stacks
 
 IMAGES = REPO / "images"
 DOCKERFILE_PATH = IMAGES / DOCKERFILE
@@ -238,8 +238,7 @@ class CloudMocks(RecordingMocks):
 
 @pytest.fixture
 def engine():
-    mocks = CloudMocks()
-    pulumi.runtime.set_mocks(mocks, project="llmd-fleet", stack="test", preview=False)
+    mocks = start_mock_engine(CloudMocks())
     return mocks
 
 

@@ -18,7 +18,7 @@ from llmd_fleet.cli.render import object_identity_problems
 from llmd_fleet.cli.stack_file import read_stack_file, stack_config
 from llmd_fleet.cli.synth import Synthesis, synthesize_validated
 from llmd_fleet.plan.fleet import plan_fleet
-from tests.conftest import REPO, STACKS_DIR
+from tests.support import REPO, STACKS_DIR
 
 # The stack with the most sections: autoscaling (KEDA installed) and the Responses layer.
 STACK = "onprem-h100-autoscale"

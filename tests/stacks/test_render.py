@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from llmd_fleet.cli.main import run
-from tests.conftest import REFERENCE_STACK, REPO, STACKS_DIR, all_stacks
+from tests.support import REFERENCE_STACK, REPO, STACKS_DIR, all_stacks
 
 
 def _tree(root: Path) -> dict[str, bytes]:

@@ -12,7 +12,7 @@ from llmd_fleet.cli import render_key
 from llmd_fleet.cli.main import run
 from llmd_fleet.cli.outdir import OUTPUT_MARKER, read_output, recorded_key
 from llmd_fleet.cli.stack_file import read_stack_file
-from tests.conftest import STACKS_DIR
+from tests.support import STACKS_DIR
 
 STACK = "quickstart-h100"
 

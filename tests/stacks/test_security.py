@@ -14,8 +14,8 @@ from llmd_fleet.layers.router.component import epp_args, epp_rbac_rules
 from llmd_fleet.layers.router.specs import RouterNames
 from llmd_fleet.stack.parse import parse_config
 from llmd_fleet.versions import versions
-from tests.conftest import STACKS_DIR, all_stacks, stack_raw_config, vllm_stacks
 from tests.helpers import baseline_violations, restricted_violations
+from tests.support import STACKS_DIR, all_stacks, stack_raw_config, vllm_stacks
 
 PSA = "pod-security.kubernetes.io"
 LEVELS = ("restricted", "baseline", "privileged")

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support import REPO
 
 # A fresh interpreter per case: what a render imports is only visible in a new process. The
 # generated SDK types of a service module live in its `_inputs` module, loaded on first use.

@@ -5,7 +5,7 @@ with llmd-fleet 0.1.0 holds; every later rendering must still answer to each of 
 import pytest
 
 from devtools import golden
-from tests.conftest import REPO
+from tests.support import REPO
 
 STATE_DIR = REPO / "tests" / "fixtures" / "state"
 RELEASED = sorted(p.stem for p in STATE_DIR.glob("*.txt"))

@@ -3,7 +3,7 @@
 
 import re
 
-from tests.conftest import REPO
+from tests.support import REPO
 
 PACKAGE = REPO / "components" / "llmd_fleet"
 DEPLOY = REPO / "docs" / "deploy.md"

@@ -34,7 +34,7 @@ from llmd_fleet.targets.eks.config import (
 )
 from llmd_fleet.targets.specs import fabric_for
 from llmd_fleet.versions import versions
-from tests.conftest import STACKS_DIR, stack_raw_config
+from tests.support import STACKS_DIR, stack_raw_config, start_mock_engine
 
 STACK = "eks-h100"
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -361,8 +361,7 @@ def test_changing_serving_settings_changes_no_cluster_or_node_group_input(synthe
 
 @pytest.fixture
 def engine() -> RecordingMocks:
-    mocks = RecordingMocks()
-    pulumi.runtime.set_mocks(mocks, project="llmd-fleet", stack="test", preview=False)
+    mocks = start_mock_engine(RecordingMocks())
     return mocks
 
 

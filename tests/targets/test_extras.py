@@ -13,7 +13,7 @@ from llmd_fleet.targets.extras import (
     require_image_build_extra,
     require_target_extra,
 )
-from tests.conftest import REPO, STACKS_DIR
+from tests.support import REPO, STACKS_DIR
 
 
 def test_core_dependencies_pull_no_cloud_sdk() -> None:

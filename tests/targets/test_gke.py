@@ -14,12 +14,11 @@ import yaml
 from llmd_fleet.cli.check import CrdSchemas, check_object, crd_directories, project_crd_dir, schema_version
 from llmd_fleet.cli.render import kubernetes_object, render_files
 from llmd_fleet.cli.synth import Recorded, RecordingMocks, Synthesis, clean, synthesize
-from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.layers.gateway.component import GatewayLayer, gke_backend_policy_spec
 from llmd_fleet.stack.parse import parse_config
 from llmd_fleet.targets.gke.config import GkeNodePoolConfig, GkeTarget, compact_placement
 from llmd_fleet.versions import versions
-from tests.conftest import STACKS_DIR, stack_raw_config
+from tests.support import STACKS_DIR, problems_by_key, stack_raw_config, start_mock_engine
 
 STACK = "gke-h100"
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -28,12 +27,6 @@ CLUSTER = "gcp:container/cluster:Cluster"
 
 def _raw() -> dict[str, Any]:
     return copy.deepcopy(stack_raw_config(STACK))
-
-
-def _problems(raw: dict[str, Any]) -> dict[str, str]:
-    with pytest.raises(ConfigError) as info:
-        parse_config(raw)
-    return dict(info.value.problems)
 
 
 def _pool(raw: dict[str, Any]) -> dict[str, Any]:
@@ -94,7 +87,7 @@ def test_an_explicit_gateway_choice_is_kept_on_gke():
 def test_mutually_exclusive_capacity_options_name_the_key(edit, key, words):
     raw = _raw()
     edit(_pool(raw))
-    problems = _problems(raw)
+    problems = problems_by_key(raw)
     assert words in problems[f"llmd-fleet:target.gke.{key}"]
 
 
@@ -103,16 +96,16 @@ def test_gke_specific_rules():
     raw["fleet"]["nodeGroups"]["h100"]["nicDeviceClass"] = "rdma-nic.llmd-fleet.io"
     raw["target"]["gke"]["network"] = {"podCidr": "10.0.0.0/14"}
     raw["target"]["gke"]["nodePools"]["extra"] = {}
-    problems = _problems(raw)
+    problems = problems_by_key(raw)
     assert "must be null on gke" in problems["llmd-fleet:fleet.nodeGroups.h100.nicDeviceClass"]
     assert "overlaps nodeCidr" in problems["llmd-fleet:target.gke.network.podCidr"]
     assert "not a fleet node group" in problems["llmd-fleet:target.gke.nodePools.extra"]
     raw = _raw()
     del raw["target"]["gke"]
-    assert _problems(raw) == {"llmd-fleet:target.gke": "required for kind gke"}
+    assert problems_by_key(raw) == {"llmd-fleet:target.gke": "required for kind gke"}
     onprem = stack_raw_config("onprem-h100")
     onprem["gateway"] = {"implementation": "gke-l7-rilb"}
-    assert "only on kind gke" in _problems(onprem)["llmd-fleet:gateway.implementation"]
+    assert "only on kind gke" in problems_by_key(onprem)["llmd-fleet:gateway.implementation"]
 
 
 def test_compact_placement_is_automatic_except_with_queued_provisioning_or_a_block():
@@ -175,7 +168,7 @@ def test_the_cluster_resource_is_protected():
     from llmd_fleet.targets.gke.cluster import GkeCluster
 
     config = parse_config(_raw())
-    pulumi.runtime.set_mocks(RecordingMocks(), project="llmd-fleet", stack="test", preview=False)
+    start_mock_engine(RecordingMocks())
     seen: list[bool] = []
 
     @pulumi.runtime.test
@@ -394,8 +387,7 @@ def test_gke_backend_timeout_is_the_route_timeout_and_requests_are_logged(synthe
 @pytest.mark.parametrize("implementation", ["agentgateway", "istio"])
 @pulumi.runtime.test
 def test_other_gateways_render_no_gke_policies(implementation):
-    mocks = RecordingMocks()
-    pulumi.runtime.set_mocks(mocks, project="llmd-fleet", stack="test", preview=False)
+    mocks = start_mock_engine(RecordingMocks())
     raw = _raw()
     raw["gateway"] = {"implementation": implementation}
     config = parse_config(raw)
@@ -514,7 +506,7 @@ def test_a_maintenance_window_is_rendered_from_its_days_start_and_length():
 def test_a_window_gke_would_refuse_names_its_key(window, key, words):
     raw = _raw()
     raw["target"]["gke"]["maintenanceWindow"] = window
-    problems = _problems(raw)
+    problems = problems_by_key(raw)
     assert words in problems[f"llmd-fleet:target.gke.{key}"], problems
 
 

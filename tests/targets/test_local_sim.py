@@ -12,12 +12,12 @@ import pytest
 
 from devtools.vllm_check import cli
 from devtools.vllm_check.extract import stack_command_lines
-from llmd_fleet.core.problems import ConfigError, Problem
+from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.layers.serving.simulator import SIMULATOR_FLAGS, SIMULATOR_METRICS
 from llmd_fleet.plan.fleet import PlanError, plan_fleet
 from llmd_fleet.stack.parse import parse_config
 from llmd_fleet.versions import versions
-from tests.conftest import REFERENCE_STACK, STACKS_DIR, stack_raw_config
+from tests.support import REFERENCE_STACK, STACKS_DIR, config_problems, stack_raw_config
 
 STACK = "local-sim"
 GROUP = "fleet.nodeGroups.kind"
@@ -31,12 +31,6 @@ def _set(raw: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
         node = node.setdefault(part, {})
     node[leaf] = value
     return raw
-
-
-def _problems(raw: dict[str, Any]) -> list[Problem]:
-    with pytest.raises(ConfigError) as caught:
-        parse_config(raw)
-    return caught.value.problems
 
 
 # (path, value, key the error names, words of its message)
@@ -115,7 +109,7 @@ LOCAL_BAD_INPUTS = [
 
 @pytest.mark.parametrize(("path", "value", "key", "words"), LOCAL_BAD_INPUTS)
 def test_bad_local_input_names_its_key(path, value, key, words):
-    problems = _problems(_set(stack_raw_config(STACK), path, value))
+    problems = config_problems(_set(stack_raw_config(STACK), path, value))
     assert any(p == key and words in m for p, m in problems), problems
 
 
@@ -148,13 +142,26 @@ GPU_BAD_INPUTS = [
         ">= 64 GiB on GPU nodes",
     ),
     ("serving.simulator", {"kvCacheBlocks": 10}, "llmd-fleet:serving.simulator", "only for engine simulator"),
+    # The 5-minute floor stays for vLLM engines; only the simulator may declare less.
+    ("serving.modelLoadMinutes", 4, "llmd-fleet:serving.modelLoadMinutes", "must be >= 5 with engine vllm"),
 ]
 
 
 @pytest.mark.parametrize(("path", "value", "key", "words"), GPU_BAD_INPUTS)
 def test_gpu_stacks_refuse_the_local_only_values(path, value, key, words):
-    problems = _problems(_set(stack_raw_config(REFERENCE_STACK), path, value))
+    problems = config_problems(_set(stack_raw_config(REFERENCE_STACK), path, value))
     assert any(p == key and words in m for p, m in problems), problems
+
+
+@pytest.mark.parametrize("minutes", [1, 4])
+def test_a_simulator_engine_may_declare_a_load_under_five_minutes(minutes):
+    raw = _set(stack_raw_config(STACK), "serving.modelLoadMinutes", minutes)
+    assert parse_config(raw).serving.model_load_minutes == minutes
+
+
+def test_no_engine_declares_a_load_under_one_minute():
+    problems = config_problems(_set(stack_raw_config(STACK), "serving.modelLoadMinutes", 0))
+    assert any(p == "llmd-fleet:serving.modelLoadMinutes" and ">= 1" in m for p, m in problems), problems
 
 
 def test_the_simulator_is_kind_locals_default_engine():
@@ -383,7 +390,7 @@ def test_kind_local_scrapes_nothing_unless_asked():
 
 
 def test_vllm_on_kind_local_is_one_clear_error():
-    problems = _problems(_set(stack_raw_config(STACK), "serving.engine", "vllm"))
+    problems = config_problems(_set(stack_raw_config(STACK), "serving.engine", "vllm"))
     assert [p for p, _ in problems] == ["llmd-fleet:serving.engine"], problems
 
 

@@ -259,7 +259,11 @@ def plan_table(plan: FleetPlan) -> str:
             else []
         ),
         ("nodes per instance (LWS size)", *(str(r.lws_size) for r in plan.roles)),
-        ("GPUs per instance", *(str(r.gpus_per_instance) for r in plan.roles)),
+        *(  # no row of zeros: the simulator's pods hold no GPU
+            [("GPUs per instance", *(str(r.gpus_per_instance) for r in plan.roles))]
+            if any(r.gpus_per_instance for r in plan.roles)
+            else []
+        ),
         (
             "TP / DP / EP",
             *(f"{r.tensor_parallel} / {r.data_parallel} / {r.expert_parallel}" for r in plan.roles),

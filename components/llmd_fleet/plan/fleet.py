@@ -23,6 +23,7 @@ from llmd_fleet.core.problems import PROJECT, Problem
 from llmd_fleet.layers.autoscaling.rules import autoscaling_max_instances
 from llmd_fleet.layers.router.config import expected_prompt_tokens, non_cached_tokens
 from llmd_fleet.layers.serving.config import RoleConfig
+from llmd_fleet.models import description_for
 from llmd_fleet.plan.epp import epp_cpus_for
 from llmd_fleet.plan.kernels import MoeKernels, moe_kernels
 from llmd_fleet.plan.lora import lora_gib_per_rank
@@ -35,7 +36,6 @@ from llmd_fleet.plan.memory import (
     reserves,
     weights_per_rank,
 )
-from llmd_fleet.plan.model_card import description_for
 from llmd_fleet.plan.router import RouterPlan, plan_router
 from llmd_fleet.plan.system_nodes import system_node_problems
 from llmd_fleet.targets.specs import fabric_for
@@ -74,8 +74,11 @@ ROLE_NAMES: tuple[RoleName, RoleName] = ("prefill", "decode")
 # The plan counts KV in the stack's own declared turn (the workload's p50 input + its output),
 # never in a fixed reference context.
 def context_tokens(config: StackConfig) -> int:
-    """The declared typical turn a context holds: the workload's median input plus one answer."""
-    return config.workload.input_tokens_p50 + config.workload.output_tokens
+    """The declared typical turn a context holds: the workload's median input plus one answer, at
+    most the served window (the roles' smaller maxModelLen): a longer turn is refused, not held."""
+    roles = config.serving.roles
+    turn = config.workload.input_tokens_p50 + config.workload.output_tokens
+    return min(turn, roles.prefill.max_model_len, roles.decode.max_model_len)
 
 
 # Ports. vLLM's multi-port external load balancing gives every local DP rank its own API server

@@ -106,7 +106,7 @@ def plan_workload(config: StackConfig, plan: FleetPlan) -> WorkloadPlan | None:
         ("p99", w.input_tokens_p99),
     )
     first = next((name for name, tokens in percentiles if tokens + w.output_tokens > window), None)
-    context = w.input_tokens_p50 + w.output_tokens
+    context = min(w.input_tokens_p50 + w.output_tokens, window)  # a longer turn is refused, not held
     decode_s = decode_answer_seconds(config, plan)
     needed = w.agents * decode_s / (decode_s + w.tool_gap_seconds)
     held, whole, cpu_held = _decode_capacity(plan.role("decode"), context)

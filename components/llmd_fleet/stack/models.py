@@ -18,7 +18,13 @@ from pydantic import Field
 
 from llmd_fleet.config.base import ConfigModel
 from llmd_fleet.config.grammar import DNS_LABEL, Pattern
-from llmd_fleet.config.model import ModelConfig, client_model_name
+from llmd_fleet.config.model import (
+    DIRECT_RESPONSE_MAX_BYTES,
+    ModelConfig,
+    client_model_name,
+    model_list,
+    model_list_body,
+)
 from llmd_fleet.config.workload import WorkloadConfig
 from llmd_fleet.core.problems import PROJECT, Problem, key
 from llmd_fleet.layers.router.config import RouterConfig
@@ -139,7 +145,8 @@ def lora_problems(config: "StackConfig") -> list[Problem]:
 def shared_problems(config: "StackConfig") -> list[Problem]:
     """What several models in one namespace cannot share yet (with `llmd-fleet:models`): one KEDA,
     one Prometheus install and one ModelExpress server per stack, and a route per model that only
-    an in-cluster gateway calls the body-based router for."""
+    an in-cluster gateway calls the body-based router for; and a model list (every served name
+    and adapter, which the gateway sends for `GET /v1/models`) that fits a direct response."""
     if not config.models:
         return []
     problems = []
@@ -148,6 +155,18 @@ def shared_problems(config: "StackConfig") -> list[Problem]:
             Problem(
                 f"{PROJECT}:observability.prometheus",
                 f"must not be install with {PROJECT}:models (use existing or none; got 'install')",
+            )
+        )
+    served = tuple(entry.model for entry in config.models)
+    size = len(model_list_body(served).encode())
+    if size > DIRECT_RESPONSE_MAX_BYTES:
+        names = len(model_list(served)["data"])
+        problems.append(
+            Problem(
+                f"{PROJECT}:models",
+                f"its {names} served names and adapters make a {size}-byte model list; the gateway "
+                f"answers GET /v1/models with at most {DIRECT_RESPONSE_MAX_BYTES} bytes (agentgateway's "
+                "directResponse body): serve fewer adapters or shorter names",
             )
         )
     if config.gateway.implementation != "agentgateway":

@@ -43,10 +43,11 @@ type entry struct {
 	Program string            `json:"program"`
 	Headers map[string]string `json:"headers"`
 	Body    json.RawMessage   `json:"body"`
-	// Serve mode only: the request's own method, path and host (a replay is chat completions).
-	Method string `json:"-"`
-	Path   string `json:"-"`
-	Host   string `json:"-"`
+	// The request's own method, path and host: serve mode's, or a replay entry's own (a replay
+	// entry without them is a chat completion).
+	Method string `json:"method,omitempty"`
+	Path   string `json:"path,omitempty"`
+	Host   string `json:"host,omitempty"`
 }
 
 // What happened to it, read by devtools/dataplane/report.py.
@@ -76,6 +77,11 @@ type result struct {
 	// cache (usage.prompt_tokens_details.cached_tokens). Absent when the response has no usage.
 	PromptTokens *int `json:"prompt_tokens,omitempty"`
 	CachedTokens *int `json:"cached_tokens,omitempty"`
+	// With --routes: the HTTPRoute and InferencePool the request went to (empty: no route
+	// matched), and the body of a GET /v1/models answer.
+	Route  string `json:"route,omitempty"`
+	Pool   string `json:"pool,omitempty"`
+	Listed string `json:"listed,omitempty"`
 }
 
 // usageOf reads the last usage object of an OpenAI-style event stream (or JSON body).
@@ -308,6 +314,12 @@ func respond(s extproc.ExternalProcessor_ProcessClient, status int, contentType 
 
 // route sends one request through the picker to the endpoint it names: what happened, and the
 // endpoint's response (status, content type, body; nil when no endpoint answered).
+// router sends one request on its way: one picker pair (a single pool), or the body-based router
+// and the rendered HTTPRoutes in front of one picker pair per pool (routes.go).
+type router interface {
+	route(e *entry, start time.Time, client *http.Client, deadline time.Duration) (result, *answer)
+}
+
 func (p *picker) route(e *entry, start time.Time, client *http.Client, deadline time.Duration) (result, *answer) {
 	r := result{ID: e.ID, Phase: e.Phase, Session: e.Session, Turn: e.Turn, Band: e.Band, Program: e.Program,
 		StartMs: float64(time.Since(start).Microseconds()) / 1000, Method: e.Method, Path: e.Path, Host: e.Host}
@@ -387,6 +399,9 @@ func (p *picker) route(e *entry, start time.Time, client *http.Client, deadline 
 	r.TotalMs = float64(time.Since(sent).Microseconds()) / 1000
 	r.Outcome = "served"
 	r.PromptTokens, r.CachedTokens = usageOf(all.Bytes())
+	if e.method() == http.MethodGet && e.path() == modelListPath {
+		r.Listed = all.String()
+	}
 	if resp.StatusCode >= 300 {
 		r.Outcome = "failed"
 		r.Error = strings.TrimSpace(all.String())
@@ -527,19 +542,31 @@ func main() {
 	probeFailures := flag.Int("probe-failures", 3, "readiness probe failure threshold")
 	seriesPeriod := flag.Duration("series-period", 0, "scrape the metrics URLs this often into series.jsonl (0: off)")
 	listen := flag.String("listen", "", "serve requests on this address until stopped, instead of a replay")
+	routesFile := flag.String("routes", "", "route by the rendered HTTPRoutes (JSON, devtools/dataplane/multimodel.py) instead of --pickers")
+	bbrAddr := flag.String("bbr", "", "ext_proc address of the body-based router (with --routes)")
 	flag.Parse()
 	if (*listen == "") == (*replay == "") {
 		fmt.Fprintln(os.Stderr, "gateway: give exactly one of --replay and --listen")
 		os.Exit(2)
 	}
-	p, err := connect(*pickers, *health, *probePeriod, *probeFailures, *deadline)
+	if (*routesFile == "") != (*bbrAddr == "") || (*routesFile != "" && *listen != "") {
+		fmt.Fprintln(os.Stderr, "gateway: --routes and --bbr go together, with --replay")
+		os.Exit(2)
+	}
+	var p router
+	var err error
+	if *routesFile != "" {
+		p, err = connectRoutes(*routesFile, *bbrAddr, *deadline)
+	} else {
+		p, err = connect(*pickers, *health, *probePeriod, *probeFailures, *deadline)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	client := &http.Client{Timeout: 120 * time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}}
 	if *listen != "" {
-		fmt.Fprintln(os.Stderr, p.serve(*listen, client, *deadline))
+		fmt.Fprintln(os.Stderr, p.(*picker).serve(*listen, client, *deadline))
 		os.Exit(1)
 	}
 	data, err := os.ReadFile(*replay)

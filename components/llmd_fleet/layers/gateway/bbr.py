@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from llmd_fleet.config.model import client_model_name
+from llmd_fleet.config.model import client_model_name, model_list_body
 from llmd_fleet.core.netpol import API_SERVER_PORTS, PolicySpec, pods, tcp
 from llmd_fleet.core.pod_context import (
     IMAGE_BY_TAG,
@@ -185,14 +185,12 @@ def adapters_config_map_data(view: StackConfig) -> dict[str, str]:
 
 
 MODEL_LIST_PATH = "/v1/models"
+MODEL_LIST_NAME = "models-list"
 
 
-def model_route_spec(view: StackConfig, answers_model_list: bool = False) -> dict[str, Any]:
+def model_route_spec(view: StackConfig) -> dict[str, Any]:
     """One model's HTTPRoute: requests whose base model (the header the body-based router sets)
-    is this model's client name go to its InferencePool. With `answers_model_list` (the first
-    model's route) also `GET /v1/models`, which has no body to route by: that pool's engines
-    answer it, listing their own served names and LoRA adapters (vLLM's /v1/models), not the
-    other models'."""
+    is this model's client name go to its InferencePool."""
     rule: dict[str, Any] = {
         "matches": [
             {
@@ -206,17 +204,39 @@ def model_route_spec(view: StackConfig, answers_model_list: bool = False) -> dic
     }
     if view.gateway.implementation not in GKE_IMPLEMENTATIONS:
         rule["timeouts"] = {"request": f"{view.gateway.request_timeout_seconds}s"}
-    rules = [rule]
-    if answers_model_list:
-        rules.append(
-            {
-                "matches": [{"path": {"type": "Exact", "value": MODEL_LIST_PATH}, "method": "GET"}],
-                "backendRefs": [pool_ref(view.serving.name)],
-            }
-        )
     return {
         "parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": GATEWAY_NAME}],
-        "rules": rules,
+        "rules": [rule],
+    }
+
+
+def model_list_route_spec(first: StackConfig) -> dict[str, Any]:
+    """`GET /v1/models` has no body to route by, so no model's route takes it: this route matches
+    it and its AgentgatewayPolicy (model_list_policy_spec) answers it with every model's names.
+    The backend is the first model's pool only because a rule needs one; the policy answers before
+    any backend is called (agentgateway, at the pinned release,
+    crates/agentgateway/src/proxy/httpproxy.rs applies a route's directResponse with its other
+    request policies, before the backend call)."""
+    return {
+        "parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": GATEWAY_NAME}],
+        "rules": [
+            {
+                "matches": [{"path": {"type": "Exact", "value": MODEL_LIST_PATH}, "method": "GET"}],
+                "backendRefs": [pool_ref(first.serving.name)],
+            }
+        ],
+    }
+
+
+def model_list_policy_spec(views: tuple[StackConfig, ...]) -> dict[str, Any]:
+    """agentgateway's AgentgatewayPolicy on the model-list route: a direct response, status 200,
+    JSON, listing every model and adapter (model_list)."""
+    return {
+        "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": MODEL_LIST_NAME}],
+        "traffic": {
+            "directResponse": {"status": 200, "body": model_list_body(tuple(view.model for view in views))},
+            "headerModifiers": {"response": {"set": [{"name": "content-type", "value": "application/json"}]}},
+        },
     }
 
 
@@ -324,9 +344,25 @@ class BodyBasedRouter(pulumi.ComponentResource):
                 api_version="gateway.networking.k8s.io/v1",
                 kind="HTTPRoute",
                 metadata=meta(view.serving.name, common_labels("gateway", view.serving.name)),
-                spec=model_route_spec(view, answers_model_list=index == 0),
+                spec=model_route_spec(view),
                 opts=child,
             )
-            for index, view in enumerate(views)
+            for view in views
         }
+        list_route = k8s.apiextensions.CustomResource(
+            f"{name}-route-{MODEL_LIST_NAME}",
+            api_version="gateway.networking.k8s.io/v1",
+            kind="HTTPRoute",
+            metadata=meta(MODEL_LIST_NAME, common_labels("gateway", MODEL_LIST_NAME)),
+            spec=model_list_route_spec(views[0]),
+            opts=child,
+        )
+        k8s.apiextensions.CustomResource(
+            f"{name}-{MODEL_LIST_NAME}",
+            api_version=AGENTGATEWAY_POLICY_API,
+            kind="AgentgatewayPolicy",
+            metadata=meta(MODEL_LIST_NAME, common_labels("gateway", MODEL_LIST_NAME)),
+            spec=model_list_policy_spec(views),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[list_route]),
+        )
         self.register_outputs({})

@@ -216,9 +216,10 @@ class ServingConfig(_Model):
     """Name of the DisaggregatedSet; pod names are derived from it."""
     namespace: ManagedNamespace = "llm-d"
     """Namespace of the serving objects."""
-    model_load_minutes: Annotated[int, Field(ge=5, le=240)] = 45
+    model_load_minutes: Annotated[int, Field(ge=1, le=240)] = 45
     """Longest time a pod may take from start to serving (image pull excluded); the startup
-    probe allows exactly this long."""
+    probe allows exactly this long. At least 5 with engine vllm (a model load and compile take
+    minutes); from 1 with engine simulator, which loads nothing."""
     drain_seconds: Annotated[int, Field(ge=0, le=7200)] = 600
     """How long a pod being replaced or deleted keeps serving its in-flight requests after
     SIGTERM (vLLM `--shutdown-timeout`; 0 aborts them at once). The pod's grace period adds a

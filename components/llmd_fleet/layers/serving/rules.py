@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 # sizes its prefix cache accepts ("token block size should be one of ... 8, 16, 32, 64, 128").
 SIMULATOR_MAX_RANKS = 8
 SIMULATOR_BLOCK_SIZES = (8, 16, 32, 64, 128)
+# The least `serving.modelLoadMinutes` a vLLM engine may declare: weights from the hub, the
+# compile and the CUDA graphs take minutes. Only the simulator, which loads nothing, goes lower.
+VLLM_MIN_LOAD_MINUTES = 5
 
 
 def simulator_problems(config: StackConfig) -> list[Problem]:
@@ -25,6 +28,14 @@ def simulator_problems(config: StackConfig) -> list[Problem]:
     serving = config.serving
     problems: list[Problem] = []
     if serving.engine != "simulator":
+        if serving.model_load_minutes < VLLM_MIN_LOAD_MINUTES:
+            problems.append(
+                Problem(
+                    key(config, "serving", "model_load_minutes"),
+                    f"must be >= {VLLM_MIN_LOAD_MINUTES} with engine {serving.engine} (a model load "
+                    "and compile take minutes); only engine simulator may declare less",
+                )
+            )
         # On kind local the engine itself is refused already (_local_problems).
         if "simulator" in serving.model_fields_set and not SPECS[config.target.kind].simulated:
             problems.append(Problem(key(config, "serving", "simulator"), "only for engine simulator"))

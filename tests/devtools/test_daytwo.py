@@ -1,0 +1,373 @@
+"""The day-two replay's pure parts (docs/day-two.md): the process kubelet's probes and
+status, kwok kept off the kubelet's nodes, the upgrade figures and lines, the revisions' stack
+files and the rollout's settled state."""
+
+import copy
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+import yaml
+
+from devtools.dataplane import netns, topology
+from devtools.daytwo import figures, kubelet
+from devtools.daytwo import run as daytwo
+from devtools.daytwo.kubelet import Endpoint
+from devtools.twin import cluster, nodes
+from devtools.twin.kube import Kube
+from tests.support import STACKS_DIR
+
+SIDECAR_SPEC: dict[str, Any] = {
+    "initContainers": [
+        {
+            "name": "routing-proxy",
+            "restartPolicy": "Always",
+            "ports": [{"name": "http", "containerPort": 8000}],
+            "readinessProbe": {"httpGet": {"path": "/health", "port": 8000}},
+        }
+    ],
+    "containers": [
+        {
+            "name": "simulator",
+            "image": "sim:v1",
+            "ports": [
+                {"name": "vllm-rank0", "containerPort": 8200},
+                {"name": "vllm-rank1", "containerPort": 8201},
+            ],
+            "readinessProbe": {"httpGet": {"path": "/health/ready", "port": "vllm-rank0"}},
+            "startupProbe": {"httpGet": {"path": "/health", "port": "vllm-rank0"}},
+        }
+    ],
+}
+
+
+def test_the_kubelet_probes_every_readiness_probe_with_named_ports_resolved() -> None:
+    assert kubelet.probe_targets(SIDECAR_SPEC) == [("/health", 8000), ("/health/ready", 8200)]
+    bare = copy.deepcopy(SIDECAR_SPEC)
+    del bare["containers"][0]["readinessProbe"]
+    assert kubelet.probe_targets(bare) == [("/health", 8000)]
+
+
+@pytest.mark.parametrize("ready", [False, True])
+def test_the_kubelet_writes_a_running_pod_with_its_address_and_readiness(ready: bool) -> None:
+    status = kubelet.running_status("10.244.0.12", "127.0.0.1", SIDECAR_SPEC, ready)["status"]
+    assert status["phase"] == "Running"
+    assert status["podIP"] == "10.244.0.12" and status["podIPs"] == [{"ip": "10.244.0.12"}]
+    conditions = {c["type"]: c["status"] for c in status["conditions"]}
+    want = "True" if ready else "False"
+    assert conditions == {
+        "PodScheduled": "True",
+        "Initialized": "True",
+        "ContainersReady": want,
+        "Ready": want,
+    }
+    assert [c["ready"] for c in status["containerStatuses"]] == [ready]
+
+
+KWOK_STAGES = """\
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: node-initialize
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Node
+  selector:
+    matchExpressions:
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: 'NotIn'
+      values: ['True']
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-delete
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'Exists'
+  next:
+    delete: true
+"""
+
+
+def test_kwok_runs_no_pod_on_the_kubelets_nodes_but_keeps_managing_the_nodes() -> None:
+    docs = list(yaml.safe_load_all(cluster.without_pods_on(KWOK_STAGES, ["kind-000", "kind-001"])))
+    node, pod = docs
+    assert node == yaml.safe_load(KWOK_STAGES.split("---")[0])
+    assert pod["spec"]["selector"]["matchExpressions"] == [
+        {"key": ".metadata.deletionTimestamp", "operator": "Exists"},
+        {"key": ".spec.nodeName", "operator": "NotIn", "values": ["kind-000", "kind-001"]},
+    ]
+    assert pod["spec"]["next"] == {"delete": True}
+
+
+def test_a_pod_namespace_added_later_gets_its_own_veth_on_the_bridge() -> None:
+    flat = [" ".join(c) for c in netns.attach_commands("pod-a", "10.244.0.40", 1003)]
+    assert flat[0] == f"ip netns add {netns.ns_name('pod-a')}"
+    assert f"ip -n {netns.BRIDGE_NS} link set v1003 master br0 up" in flat
+    assert f"ip -n {netns.ns_name('pod-a')} addr add 10.244.0.40/24 dev eth0" in flat
+    # The run's first namespaces are wired by the same commands.
+    assert netns.setup_commands([("pod-a", "10.244.0.40")])[3:] == netns.attach_commands(
+        "pod-a", "10.244.0.40", 0
+    )
+
+
+ENDPOINTS = {
+    "10.244.0.10": Endpoint("p-a", "prefill", "aaaa"),
+    "10.244.0.11": Endpoint("d-a", "decode", "aaaa"),
+    "10.244.0.20": Endpoint("p-b", "prefill", "bbbb"),
+    "10.244.0.21": Endpoint("d-b", "decode", "bbbb"),
+}
+
+
+def _served(start_ms: float, decode: str, prefill: str = "") -> dict[str, Any]:
+    return {"outcome": "served", "start_ms": start_ms, "destination": f"{decode}:8000", "prefill": prefill}
+
+
+def test_an_upgrade_counts_failures_cross_revision_pairs_and_the_overlap() -> None:
+    results = [
+        _served(0, "10.244.0.11", "10.244.0.10:8000"),
+        _served(10_000, "10.244.0.21", "10.244.0.20:8000"),  # b first serves
+        _served(20_000, "10.244.0.11", "10.244.0.20:8001"),  # a cross-revision pair
+        _served(45_000, "10.244.0.11"),  # a last serves
+        {"outcome": "failed", "start_ms": 30_000, "destination": "", "prefill": ""},
+        _served(50_000, "10.244.0.21"),
+    ]
+    u = figures.upgrade("day-two", "aaaa", "bbbb", results, ENDPOINTS, [2, 2, 1, 2], 2, 2, 61.24)
+    assert (u.requests, u.failed, u.cross_pairs, u.disaggregated) == (6, 1, 1, 3)
+    assert (u.overlap_s, u.overlap_requests, u.min_ready_decode, u.unknown) == (35.0, 4, 1, 0)
+    assert figures.upgrade_line(u) == (
+        "upgrade: day-two revision aaaa -> bbbb: 1 failed of 6 requests, 1 cross-revision pairs, "
+        "ready decode >= 1/2 throughout (61.2 s)"
+    )
+    problems = figures.upgrade_failures(u)
+    assert len(problems) == 4  # failed, cross pair, decode down, overlap too short
+    assert figures.screener_off_line(u) == "upgrade (screener off): day-two: 1 cross-revision pairs"
+    assert figures.screener_off_failures(u) == []
+
+
+def test_a_clean_upgrade_passes_and_a_clean_screener_off_run_fails() -> None:
+    results = [_served(t * 100.0, "10.244.0.11", "10.244.0.10:8000") for t in range(150)]
+    results += [_served(t * 100.0 + 5_000, "10.244.0.21", "10.244.0.20:8000") for t in range(400)]
+    short = figures.upgrade("day-two", "aaaa", "bbbb", results, ENDPOINTS, [2, 2], 2, 2, 80.0)
+    assert (short.cross_pairs, short.overlap_s) == (0, 9.9)
+    assert figures.upgrade_failures(short) == [
+        "upgrade: two revisions served together for 9.9 s and 200 requests, less than 30 s and 200"
+    ]
+    both = figures.upgrade(
+        "day-two", "aaaa", "bbbb", [*results, _served(45_000, "10.244.0.11")], ENDPOINTS, [2, 2], 2, 2, 80.0
+    )
+    assert both.cross_pairs == 0 and both.overlap_s == 40.0 and both.overlap_requests >= 200
+    assert figures.upgrade_failures(both) == []
+    assert figures.screener_off_failures(both) != []
+
+
+def test_a_request_served_by_an_address_no_pod_had_fails_the_upgrade() -> None:
+    u = figures.upgrade("s", "aaaa", "bbbb", [_served(0, "10.244.0.99")], ENDPOINTS, [2], 2, 2, 1.0)
+    assert u.unknown == 1
+    assert any("no pod had" in p for p in figures.upgrade_failures(u))
+
+
+def test_the_steady_traffic_runs_in_segments_of_new_sessions() -> None:
+    bands = {"interactive": "i", "subagent": "s", "batch": "b"}
+    entries = figures.steady("m", bands, 13)
+    assert len({e["id"] for e in entries}) == len(entries)
+    segments = {e["session"].split("-", 1)[0] for e in entries}
+    assert segments == {"s0", "s1"}
+    assert max(e["at_ms"] for e in entries) > figures.SEGMENT_MS
+    # Each session's header names the session itself (the picker's session key).
+    agent = next(e for e in entries if e["session"].startswith("s1-") and e["phase"] == "agent")
+    assert agent["session"] in agent["headers"].values()
+
+
+def test_each_revision_is_the_stack_with_decode_max_num_seqs_changed() -> None:
+    text = (STACKS_DIR / "Pulumi.day-two.yaml").read_text()
+    changed = yaml.safe_load(daytwo.variant(text, 24))
+    original = yaml.safe_load(text)
+    assert changed["config"]["llmd-fleet:serving"]["roles"]["decode"]["maxNumSeqs"] == 24
+    changed["config"]["llmd-fleet:serving"]["roles"]["decode"]["maxNumSeqs"] = original["config"][
+        "llmd-fleet:serving"
+    ]["roles"]["decode"]["maxNumSeqs"]
+    assert changed == original
+
+
+def _pod(role: str, revision: str, ready: bool, group: str = "0", deleting: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "labels": {
+            topology.DS_ROLE: role,
+            topology.DS_REVISION: revision,
+            topology.LWS_NAME: f"set-{revision}-{role}",
+            topology.LWS_GROUP_INDEX: group,
+        }
+    }
+    if deleting:
+        meta["deletionTimestamp"] = "2026-12-06T00:00:00Z"
+    return {"metadata": meta, "status": {"conditions": [{"type": "Ready", "status": str(ready)}]}}
+
+
+def test_a_rollout_is_settled_only_with_one_revision_all_ready_and_nothing_terminating() -> None:
+    want = {"prefill": 1, "decode": 2}
+    pods = [_pod("prefill", "bbbb", True), _pod("decode", "bbbb", True), _pod("decode", "bbbb", True, "1")]
+    assert daytwo.settled(pods, want) == "bbbb"
+    assert daytwo.settled([*pods, _pod("decode", "aaaa", True, deleting=True)], want) is None
+    assert daytwo.settled([*pods[:2], _pod("decode", "aaaa", True, "1")], want) is None
+    assert daytwo.settled([*pods[:2], _pod("decode", "bbbb", False, "1")], want) is None
+    assert daytwo.settled(pods[:2], want) is None
+
+
+def test_ready_decode_counts_whole_groups_of_any_revision() -> None:
+    pods = [
+        _pod("decode", "aaaa", True, "0"),
+        _pod("decode", "aaaa", True, "0"),
+        _pod("decode", "bbbb", True, "0"),
+        _pod("decode", "bbbb", False, "0"),
+        _pod("prefill", "bbbb", True),
+    ]
+    assert daytwo.ready_decode(pods, 2) == 1
+    assert daytwo.ready_decode(pods[:1], 2) == 0
+
+
+def test_the_twin_puts_no_gpu_taint_on_a_node_group_without_gpus() -> None:
+    from llmd_fleet.cli.stack_file import read_stack_file, stack_config
+
+    config = stack_config(read_stack_file(STACKS_DIR, "day-two"))
+    created = [o for o in nodes.twin_objects(config.fleet.node_groups) if o["kind"] == "Node"]
+    kind = [o for o in created if o["metadata"]["labels"][nodes.NODE_GROUP_LABEL] == "kind"]
+    assert len(kind) == 11
+    assert all(not o["spec"].get("taints") for o in kind)
+    assert all(o["metadata"]["labels"]["llm-d.ai/day-two"] == "true" for o in kind)
+
+
+class FakeKube:
+    """The API calls the process kubelet makes, recorded; its pods listed as set."""
+
+    def __init__(self) -> None:
+        self.pods: list[dict[str, Any]] = []
+        self.calls: list[tuple[str, str, Any]] = []
+
+    def list(self, api_version: str, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        return copy.deepcopy(self.pods)
+
+    def request(self, method: str, path: str, body: Any = None, content_type: str = "") -> Any:
+        self.calls.append((method, path, body))
+        return None
+
+
+def test_the_kubelet_starts_readies_after_the_load_and_finalizes_a_deleted_pod(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from devtools.dataplane import run as dataplane
+
+    events: list[str] = []
+    monkeypatch.setattr(
+        netns, "attach", lambda name, ip, index: events.append(f"attach {name} {ip} v{index}")
+    )
+    monkeypatch.setattr(netns, "detach", lambda name: events.append(f"detach {name}"))
+    monkeypatch.setattr(netns, "fetch", lambda name, url, timeout=5.0: "ok")
+    monkeypatch.setattr(
+        dataplane, "start_pods", lambda procs, topo, bins, logs: events.append(f"start {topo.pods[0].name}")
+    )
+    monkeypatch.setattr(kubelet, "SETTLE_S", 0.0)
+    clock = [100.0]
+    fake = FakeKube()
+    kube = cast(Kube, fake)
+    base = topology.Topology("llm-d", topology.Picker("epp", 1, (), ""), {}, [], [])
+    said: list[str] = []
+    k = kubelet.ProcessKubelet(
+        lambda: kube,
+        base,
+        frozenset({"kind-000"}),
+        {},
+        tmp_path,
+        40.0,
+        say=said.append,
+        clock=lambda: clock[0],
+    )
+    pod = {
+        "metadata": {
+            "name": "set-0-rev-decode-0",
+            "namespace": "llm-d",
+            "uid": "u1",
+            "labels": {topology.DS_ROLE: "decode", topology.DS_REVISION: "rev"},
+        },
+        "spec": {**copy.deepcopy(SIDECAR_SPEC), "nodeName": "kind-000"},
+    }
+    elsewhere = copy.deepcopy(pod)
+    elsewhere["metadata"] |= {"name": "other", "uid": "u2"}
+    elsewhere["spec"]["nodeName"] = "system-000"
+    fake.pods = [pod, elsewhere]
+    k.sync(kube)
+    assert events == [
+        f"attach set-0-rev-decode-0 10.244.0.{topology.FIRST_POD_HOST} v1000",
+        "start set-0-rev-decode-0",
+    ]
+    method, path, body = fake.calls[-1]
+    assert (method, path) == ("PATCH", "/api/v1/namespaces/llm-d/pods/set-0-rev-decode-0/status")
+    assert body["status"]["podIP"] == f"10.244.0.{topology.FIRST_POD_HOST}"
+    assert {c["type"]: c["status"] for c in body["status"]["conditions"]}["Ready"] == "False"
+    assert k.endpoints[f"10.244.0.{topology.FIRST_POD_HOST}"] == Endpoint(
+        "set-0-rev-decode-0", "decode", "rev"
+    )
+    clock[0] += 39.0
+    k.sync(kube)
+    assert len(fake.calls) == 1  # still loading
+    clock[0] += 1.5
+    k.sync(kube)
+    assert {c["type"]: c["status"] for c in fake.calls[-1][2]["status"]["conditions"]}["Ready"] == "True"
+    assert said[-1] == "kubelet: set-0-rev-decode-0 Ready 40.5 s after start"
+    fake.pods[0]["metadata"]["deletionTimestamp"] = "2026-12-06T00:00:00Z"
+    monkeypatch.setattr(k, "_idle", lambda state: True)
+    k.sync(kube)
+    for thread in k._threads:
+        thread.join(timeout=10)
+    assert events[-1] == "detach set-0-rev-decode-0"
+    assert fake.calls[-1] == (
+        "DELETE",
+        "/api/v1/namespaces/llm-d/pods/set-0-rev-decode-0",
+        {"gracePeriodSeconds": 0, "preconditions": {"uid": "u1"}},
+    )
+    assert k.pods == {}
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--load-seconds=soon"], "--load-seconds: 'soon' is not a positive number of seconds"),
+        (["--load-seconds=0"], "--load-seconds: '0' is not a positive number of seconds"),
+        (["--fast"], "unknown flag --fast (allowed: --load-seconds=S)"),
+        (["no-such-stack"], "no stack file stacks/Pulumi.no-such-stack.yaml"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(
+    argv: list[str], words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert daytwo.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == f"day-two: {words}\n"
+
+
+def test_the_kubelet_starts_no_pod_when_the_pod_network_is_used_up(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    attached: list[str] = []
+    monkeypatch.setattr(netns, "attach", lambda name, ip, index: attached.append(name))
+    fake = FakeKube()
+    kube = cast(Kube, fake)
+    base = topology.Topology("llm-d", topology.Picker("epp", 1, (), ""), {}, [], [])
+    k = kubelet.ProcessKubelet(lambda: kube, base, frozenset({"kind-000"}), {}, tmp_path, 1.0, say=print)
+    k._next_host = kubelet.LAST_POD_HOST + 1
+    fake.pods = [
+        {
+            "metadata": {"name": "p", "namespace": "llm-d", "uid": "u", "labels": {}},
+            "spec": {**copy.deepcopy(SIDECAR_SPEC), "nodeName": "kind-000"},
+        }
+    ]
+    k.sync(kube)
+    assert attached == [] and fake.calls == [] and k.pods == {}
+    assert k.errors == ["kubelet: p not started: the run's pod network has no address left"]
