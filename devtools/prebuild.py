@@ -117,11 +117,11 @@ def _go_tools() -> list[Build]:
         ("Node.js language host", _nodejs_host),
         ("data-plane router", _dataplane("router")),
         ("simulator", _dataplane("simulator")),
-        # `make day-two`'s Prometheus (devtools/daytwo/prometheus.py): the promtool module's
-        # packages are compiled by then, so most of its build is cached.
-        ("Prometheus", _prometheus),
         # `make dataplane-reference`'s multi-model run (docs/multi-model.md).
         ("body-based router", _dataplane("bbr")),
+        # `make day-two`'s Prometheus (devtools/daytwo/prometheus.py), last: no CI step needs it
+        # yet, and the promtool module's packages are compiled by then, so most of it is cached.
+        ("Prometheus", _prometheus),
     ]
 
 
