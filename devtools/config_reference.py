@@ -21,7 +21,8 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from llmd_fleet.cli.paths import CHECKOUT
-from llmd_fleet.config import stack
+from llmd_fleet.stack import model as stack
+from llmd_fleet.stack import registry
 from llmd_fleet.targets.base import TargetBase
 
 ROOT = CHECKOUT
@@ -111,7 +112,18 @@ def _nested_models(annotation: Any) -> list[type[BaseModel]]:
 
 
 def _rows(model: type[BaseModel], prefix: str) -> list[str]:
-    return [row for name, field in model.model_fields.items() for row in _field_rows(name, field, prefix)]
+    from llmd_fleet.config.model import CARD_FIELDS, ModelConfig
+
+    rows = [row for name, field in model.model_fields.items() for row in _field_rows(name, field, prefix)]
+    if model is ModelConfig:  # the architecture keys: a model with a card takes them from it
+        keys = {f"| `{prefix}.{ModelConfig.model_fields[name].alias}` |" for name in CARD_FIELDS}
+        rows = [
+            row.replace(" | required | ", " | the model card's (required without one) | ", 1)
+            if row.startswith(tuple(keys))
+            else row
+            for row in rows
+        ]
+    return rows
 
 
 def _field_rows(name: str, field: FieldInfo, prefix: str) -> list[str]:
@@ -138,8 +150,8 @@ def render() -> str:
         "every value is checked before anything is rendered or deployed (docs/bad-input.md).",
         "",
     ]
-    sections = [(key, True) for key in stack.OBJECT_KEYS] + [
-        (key, False) for key in stack.OPTIONAL_OBJECT_KEYS
+    sections = [(key, True) for key in registry.OBJECT_KEYS] + [
+        (key, False) for key in registry.OPTIONAL_OBJECT_KEYS
     ]
     for key, required in sections:
         models = _nested_models(stack.StackConfig.model_fields[key].annotation)
@@ -177,7 +189,7 @@ def render() -> str:
 def _models_section() -> list[str]:
     """`llmd-fleet:models`: the entry's own keys; its sections are those documented above (each
     row of `model`, `serving`, `router` and `workload` applies below `models[].<section>`)."""
-    from llmd_fleet.config.models import ModelEntryConfig
+    from llmd_fleet.stack.models import ModelEntryConfig
 
     fields = ModelEntryConfig.model_fields
     rows = _field_rows("name", fields["name"], "models[]")

@@ -11,8 +11,9 @@ and the tool builds (downloads most of all) fill it. Two lanes run side by side:
 - the Go tools, one at a time, in the order the checks need them (promtool, the router checker,
   the control-plane twin's binaries, the LWS controller, the engine run's Pulumi CLI, Python
   language host and Kubernetes provider, the YAML and Node.js language hosts of `make
-  components`, the data plane's router and simulator), all sharing one module cache and one
-  build cache, so a package two of them need at one version compiles once
+  components`, the data plane's router and simulator, the day-two replay's Prometheus), all
+  sharing one module cache and one build cache, so a package two of them need at one version
+  compiles once
   (the host right after the CLI: it needs the same sdk/v3 and pkg/v3 packages).
 
 Every build goes through the tool cache's file lock (devtools/tool_cache.py): a step that needs a
@@ -73,6 +74,12 @@ def _dataplane(which: str) -> Callable[[], object]:
     return build
 
 
+def _prometheus() -> object:
+    from devtools.daytwo import prometheus
+
+    return prometheus.ensure()  # prints its cold build's time itself
+
+
 def _python_envs() -> list[Build]:
     from devtools.agentic_check import env as agentic
     from devtools.bench import env as bench
@@ -112,6 +119,9 @@ def _go_tools() -> list[Build]:
         ("simulator", _dataplane("simulator")),
         # `make dataplane-reference`'s multi-model run (docs/multi-model.md).
         ("body-based router", _dataplane("bbr")),
+        # `make day-two`'s Prometheus (devtools/daytwo/prometheus.py), last: no CI step needs it
+        # yet, and the promtool module's packages are compiled by then, so most of it is cached.
+        ("Prometheus", _prometheus),
     ]
 
 

@@ -14,8 +14,8 @@ import yaml
 from pulumi.runtime import Mocks, mocks
 
 from llmd_fleet.cli.synth import Recorded, RecordingMocks
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.core.problems import PROJECT, ConfigError, Problem
+from llmd_fleet.stack.parse import parse_config
 from llmd_fleet.versions import versions
 
 REPO = Path(__file__).resolve().parent.parent

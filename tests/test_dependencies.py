@@ -35,6 +35,8 @@ AREAS = {
     "core": 0,
     "config": 1,
     "plan": 2,
+    # the model cards, one folder per family: the standard library and their own modules only
+    "models": 0,
     **dict.fromkeys(("platform", "security", "images"), 3),
     "cli": 5,
     "policies": 5,
@@ -63,6 +65,9 @@ SLICE_FILE_TIERS = {
 pod.py, ...) declares resources or builds them: tier 3."""
 SLICE_ROOT_TIERS = {"base": 1, "rules": 1, "specs": 1, "declared": 3}
 """Files at the root of `targets/`: `base` (TargetBase, TargetSpec) and `specs` (SPECS) are config."""
+STACK_TIERS = {"model": 1, "models": 1}
+"""Modules of `llmd_fleet.stack` by name: the stack's model is config; the registry and parsing
+sit above the rules and flows they collect (tier 2)."""
 PURE = 2  # tiers up to this one import no Pulumi and no cloud SDK
 
 
@@ -84,6 +89,10 @@ def tier(module: str) -> int:
             return SLICE_FILE_TIERS.get(parts[-1], 3)
     if parts[1:2] == ["images"] and parts[-1] in ("config", "rules"):
         return 1
+    if parts[1:2] == ["stack"]:
+        # The whole stack's model over every section's (config), the registry over the rules and
+        # flows it derives its tables from (plan tier: flows read the plan).
+        return STACK_TIERS.get(parts[-1], 0 if len(parts) == 2 else 2)
     if len(parts) >= 2 and parts[1] in AREAS:
         return AREAS[parts[1]]
     raise AssertionError(f"{module} has no tier: add it to BASE or AREAS in tests/test_dependencies.py")
@@ -168,7 +177,7 @@ def test_pure_tiers_import_without_the_sdks():
     import sys
 
     code = (
-        "import sys, llmd_fleet.core.netpol, llmd_fleet.config.parse, llmd_fleet.plan.fleet,"
+        "import sys, llmd_fleet.core.netpol, llmd_fleet.stack.parse, llmd_fleet.plan.fleet,"
         " llmd_fleet.plan.observability;"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('pulumi', 'pulumi_kubernetes'));"
         "print(bad); sys.exit(1 if bad else 0)"
@@ -247,7 +256,7 @@ def area(module: str) -> str:
     if slice_of(module) is not None or parts[1:2] == ["images"]:
         owner = slice_of(module) or "llmd_fleet.images"
         return f"{owner}:{ROLES.get(parts[-1], TIER_NAMES[tier(module)])}"
-    if parts[1:2] in (["config"], ["targets"]):
+    if parts[1:2] in (["config"], ["targets"], ["stack"]):
         return module
     return ".".join(parts[:2])
 
@@ -300,33 +309,82 @@ def test_slices_meet_only_through_their_specs():
                 )
 
 
-PURE_FILES = ("flows", "specs", "config", "rules", "fabric", "tcpxo_plan", "probe")
-"""Files of a slice that build data only; `component.py` and the like declare resources."""
+LOADS_AN_SDK = frozenset(
+    {
+        "llmd_fleet.checks",
+        "llmd_fleet.cli.bench.report",
+        "llmd_fleet.cli.bench.workload",
+        "llmd_fleet.cli.main",
+        "llmd_fleet.cli.plan_sections",
+        "llmd_fleet.cli.policy_check",
+        "llmd_fleet.cli.render",
+        "llmd_fleet.cli.synth",
+        "llmd_fleet.facade.component",
+        "llmd_fleet.images.build",
+        "llmd_fleet.layers.autoscaling.component",
+        "llmd_fleet.layers.gateway.bbr",
+        "llmd_fleet.layers.gateway.component",
+        "llmd_fleet.layers.modelexpress.component",
+        "llmd_fleet.layers.observability.component",
+        "llmd_fleet.layers.observability.dashboards",
+        "llmd_fleet.layers.observability.live",
+        "llmd_fleet.layers.preflight.component",
+        "llmd_fleet.layers.responses.component",
+        "llmd_fleet.layers.router.component",
+        "llmd_fleet.layers.serving.component",
+        "llmd_fleet.layers.serving.pod",
+        "llmd_fleet.platform.accelerators",
+        "llmd_fleet.platform.helm",
+        "llmd_fleet.platform.lws",
+        "llmd_fleet.program",
+        "llmd_fleet.security.isolation",
+        "llmd_fleet.targets.declared",
+        "llmd_fleet.targets.eks.build",
+        "llmd_fleet.targets.eks.cluster",
+        "llmd_fleet.targets.eks.database",
+        "llmd_fleet.targets.gke.build",
+        "llmd_fleet.targets.gke.cluster",
+        "llmd_fleet.targets.gke.database",
+        "llmd_fleet.targets.gke.tcpxo",
+        "llmd_fleet.targets.onprem.build",
+        "llmd_fleet.targets.onprem.cluster",
+    }
+)
+"""The modules that load Pulumi, a cloud SDK or grafana-foundation-sdk, themselves or through
+another module (the policy pack, `llmd_fleet.policies`, runs under the policy SDK and is all of
+it). Every other module is pure, whatever its file is called: a new module is pure until it is
+listed here, and a listed module that no longer loads an SDK fails until it is taken off (the
+list only shrinks)."""
 
 
-def is_pure(module: str) -> bool:
-    return tier(module) <= PURE or (slice_of(module) is not None and module.rsplit(".", 1)[-1] in PURE_FILES)
-
-
-def test_pure_files_import_no_pulumi_module():
-    """The config, the plan, the base and every slice's flows and specs load no Pulumi or cloud SDK,
-    not even through another module of the package (they are tested and reused without one)."""
+def sdk_modules() -> set[str]:
+    """The package's modules that reach an SDK at run time (inside functions too)."""
     graph = package_graph()
-    sdk = {
+    direct = {
         module
         for module in graph
         if any(m.startswith(("pulumi", "grafana")) for m in imports(PACKAGE.parent / module_path(module)))
     }
-    pure = [m for m in graph if is_pure(m)]
-    assert "llmd_fleet.layers.router.flows" in pure
-    for module in pure:
-        reached: set[str] = set()
+    found = set()
+    for module in graph:
+        reached = {module}
         todo = [module]
         while todo:
             for imported in graph[todo.pop()] - reached:
                 reached.add(imported)
                 todo.append(imported)
-        assert not reached & sdk, f"{module} is pure but imports {sorted(reached & sdk)}, which load Pulumi"
+        if reached & direct:
+            found.add(module)
+    return found
+
+
+def test_purity_is_by_module():
+    """Only the listed modules load an SDK; the pure builders among them the file names missed
+    (the vLLM command line, the endpoint picker's config) are pure."""
+    loads = {m for m in sdk_modules() if not m.startswith("llmd_fleet.policies")}
+    assert {"llmd_fleet.layers.serving.vllm", "llmd_fleet.layers.router.epp_config"}.isdisjoint(loads)
+    assert sorted(loads - LOADS_AN_SDK) == [], "pure until listed in LOADS_AN_SDK"
+    assert sorted(LOADS_AN_SDK - loads) == [], "pure now: take it off LOADS_AN_SDK"
 
 
 def module_path(module: str) -> Path:
@@ -410,3 +468,75 @@ def test_no_import_cycle_between_devtools_modules():
     assert {"devtools.twin.e2e", "devtools.twin.pods", "devtools.twin.manifests"} <= set(graph)
     assert "devtools.twin.pods" in graph["devtools.twin.e2e"]
     assert cycles(graph) == []
+
+
+AREA_ORDER = (
+    "versions",
+    "conventions",
+    "labels",
+    "models",
+    "core",
+    "config",
+    "images",
+    "targets",
+    "plan",
+    "platform",
+    "layers",
+    "stack",
+    "security",
+    "program",
+    "cluster",
+    "facade",
+    "policies",
+    "cli",
+    "checks",
+)
+"""The library's top-level areas (its folders and top-level modules), bottom first: an area
+imports only areas below it, but for `UPWARD`."""
+UPWARD = {
+    ("images", "targets"): "images/build.py tells eks's upstream-image TCP fabric by its name",
+    ("plan", "layers"): "sizing reads the serving, router and autoscaling sections' models and helpers",
+    ("plan", "stack"): "plan/models.py plans each model's view (stack/model.py model_views)",
+    ("targets", "layers"): (
+        "a target's default Prometheus mode and gateway rules name the layers' sections; its "
+        "Pulumi half hands the Responses layer its managed database"
+    ),
+}
+"""The area imports that still point up, each with why: the list only shrinks (a pair that no
+longer imports up fails until it is taken off)."""
+
+
+def area_edges() -> dict[tuple[str, str], list[tuple[str, str]]]:
+    """(area, area) -> the module imports between them (`llmd_fleet` itself left out)."""
+    edges: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for module, imported in package_graph().items():
+        for other in imported:
+            pair = (module.split(".")[1], other.split(".")[1]) if module != "llmd_fleet" else None
+            if pair is not None and pair[0] != pair[1]:
+                edges.setdefault(pair, []).append((module, other))
+    return edges
+
+
+def upward(edges: dict[tuple[str, str], list[tuple[str, str]]]) -> set[tuple[str, str]]:
+    return {(a, b) for a, b in edges if AREA_ORDER.index(a) < AREA_ORDER.index(b)}
+
+
+def test_areas_form_layers():
+    """The top-level areas are ordered, every import points down but the listed ones, and with
+    those the areas have no cycle but the ones they close."""
+    edges = area_edges()
+    assert {a for pair in edges for a in pair} <= set(AREA_ORDER)
+    assert sorted(upward(edges) - set(UPWARD)) == [], "an area imports one above it"
+    assert sorted(set(UPWARD) - upward(edges)) == [], "no longer upward: take it off UPWARD"
+    graph: dict[str, set[str]] = {}
+    for a, b in edges:
+        if (a, b) not in UPWARD:
+            graph.setdefault(a, set()).add(b)
+            graph.setdefault(b, set())
+    assert cycles(graph) == []
+
+
+def test_the_area_order_sees_an_upward_import():
+    """The check is not vacuous: config importing a layer points up."""
+    planted = {("config", "layers"): [("llmd_fleet.config.x", "llmd_fleet.layers.serving.config")]}
+    assert upward(planted) == {("config", "layers")}

@@ -33,8 +33,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from llmd_fleet.checks import check_settings
-    from llmd_fleet.config.parse import parse_config
-    from llmd_fleet.config.stack import StackConfig
     from llmd_fleet.core.fabric import Fabric
     from llmd_fleet.core.problems import ConfigError
     from llmd_fleet.images.build import ImageBuild, ImageBuildArgs, serving_image
@@ -54,6 +52,8 @@ if TYPE_CHECKING:
         add_serving_layers,
     )
     from llmd_fleet.security.isolation import NetworkIsolation, NetworkIsolationArgs
+    from llmd_fleet.stack.model import StackConfig
+    from llmd_fleet.stack.parse import parse_config
     from llmd_fleet.targets.eks.cluster import (
         EksCluster,
         EksClusterArgs,
@@ -83,8 +83,8 @@ if TYPE_CHECKING:
 # Public name -> the module that defines it.
 _EXPORTS: dict[str, str] = {
     "ConfigError": "llmd_fleet.core.problems",
-    "StackConfig": "llmd_fleet.config.stack",
-    "parse_config": "llmd_fleet.config.parse",
+    "StackConfig": "llmd_fleet.stack.model",
+    "parse_config": "llmd_fleet.stack.parse",
     "check_settings": "llmd_fleet.checks",
     "FleetPlan": "llmd_fleet.plan.fleet",
     "PlanError": "llmd_fleet.plan.fleet",

@@ -65,3 +65,7 @@ def prefer_separate_nodes(selector: dict[str, str]) -> dict[str, object]:
             ]
         }
     }
+
+
+MODEL_SCOPE_LABEL = "llmd_fleet_model"
+"""The series label that tells models sharing a namespace apart (`StackConfig.model_scope`)."""

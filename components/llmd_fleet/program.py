@@ -15,16 +15,13 @@ target: the on-prem path imports no cloud SDK (docs/performance.md).
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from importlib import import_module
-from types import ModuleType
-from typing import TYPE_CHECKING, NotRequired, TypedDict
+from typing import TYPE_CHECKING, NotRequired, TypedDict, cast
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from llmd_fleet.config.deploy_secrets import placeholder_secret_problems
 from llmd_fleet.config.model import client_model_name
-from llmd_fleet.config.parse import check_stack_secrets, parse_config, read_pulumi_config
-from llmd_fleet.config.stack import StackConfig, model_views
 from llmd_fleet.core.problems import PROJECT, ConfigError
 from llmd_fleet.images.build import ImageBuild, ImageBuildArgs, serving_image
 from llmd_fleet.images.spec import variant_for
@@ -44,7 +41,9 @@ from llmd_fleet.platform.accelerators import AcceleratorPlatform, AcceleratorPla
 from llmd_fleet.platform.dra import DRANET_RDMA_CLASS, DRANET_RDMA_SELECTOR
 from llmd_fleet.platform.lws import LeaderWorkerSetController
 from llmd_fleet.security.isolation import NetworkIsolation
-from llmd_fleet.targets.declared import DeclaredTarget, SecretSource
+from llmd_fleet.stack.model import StackConfig, model_views
+from llmd_fleet.stack.parse import check_stack_secrets, parse_config, read_pulumi_config
+from llmd_fleet.targets.declared import DeclaredTarget, SecretSource, TargetBuild
 from llmd_fleet.targets.extras import MissingExtraError, require_image_build_extra, require_target_extra
 from llmd_fleet.targets.onprem.cluster import OnPremCluster
 from llmd_fleet.targets.specs import BUILDS, fabric_for
@@ -359,16 +358,16 @@ class Fleet:
 
 def _declare_target(
     config: StackConfig, secrets: SecretSource, parent: pulumi.Resource | None
-) -> tuple[ModuleType, DeclaredTarget]:
+) -> tuple[TargetBuild, DeclaredTarget]:
     """The target kind's Pulumi half (imported only for that kind: the on-prem path loads no cloud
     SDK) and the cluster it declares."""
-    build = import_module(BUILDS[config.target.kind])
+    build = cast(TargetBuild, import_module(BUILDS[config.target.kind]))
     return build, build.declare(config, secrets, parent)
 
 
 def _image_build(
     config: StackConfig,
-    build: ModuleType,
+    build: TargetBuild,
     target: DeclaredTarget,
     secrets: SecretSource,
     parent: pulumi.Resource | None,

@@ -23,6 +23,10 @@ off (the negative control), then faults under steady traffic.
 7. Faults under one steady traffic stream (`Replay.faults`, one method per scenario): the leader
    picker stopped (`failover:`), a decode worker's node lost (`node loss:`), a decode node
    drained in place of a GPU device taint the stack's DRA-less nodes cannot carry (`gpu loss:`).
+8. A real Prometheus (devtools/daytwo/prometheus.py, alerts.py) scrapes from step 3's end on; at
+   the end both pickers are stopped until the router's alerts fire and restarted until they
+   resolve (the `alert:` lines), and promtool evaluates the other rendered alerts over the
+   series the run scraped.
 
 The upgrade is applied as rendered manifests, not through `pulumi up` (the engine run,
 devtools/twin/engine.py, is not wired into this replay yet).
@@ -44,7 +48,7 @@ from devtools import source_snapshot
 from devtools.dataplane import build, netns, replay, topology
 from devtools.dataplane import report as replay_report
 from devtools.dataplane import run as dataplane
-from devtools.daytwo import figures
+from devtools.daytwo import alerts, figures, prometheus
 from devtools.daytwo.kubelet import ProcessKubelet
 from devtools.router_check.check import without_gating
 from devtools.twin import cluster, lws_checks, manifests, nodes
@@ -224,8 +228,11 @@ class Replay:
         self.forwarder: netns.Forwarder | None = None
         self.kubelet: ProcessKubelet | None = None
         self.failures: list[str] = []
+        self.monitor: prometheus.Monitor | None = None  # Prometheus and alerts (alerts.py)
 
     def close(self) -> None:
+        if self.monitor is not None:
+            self.monitor.stop()
         if self.kubelet is not None:
             self.kubelet.stop()
         self.procs.stop()
@@ -636,6 +643,8 @@ def main(argv: Sequence[str]) -> int:
     try:
         run.start()
         print(f"day-two: simulated model load per pod: {load_seconds:.1f} s (process kubelet)")
+        # Prometheus and alerts (devtools/daytwo/alerts.py): scraping from here to the end.
+        run.monitor = alerts.start(run)
         pickers = run.pickers(run.topo.picker.config, "screener-on")
         on = run.upgrade("screener-on", pickers, run.revision_a, 1)
         print(figures.upgrade_line(on))
@@ -650,9 +659,15 @@ def main(argv: Sequence[str]) -> int:
         for line in fault_lines:
             print(line)
         failures += fault_failures
+        # Prometheus and alerts: the fault that fires the router's alerts, with no traffic running.
+        alert_lines, alert_failures = alerts.pickers_down(
+            run, run.monitor, without_gating(run.topo.picker.config)
+        )
+        print("\n".join(alert_lines))
+        failures += alert_failures
         if run.kubelet is not None:
             failures += run.kubelet.errors
-    except (cluster.TwinError, build.BuildError, TimeoutError, ApiError) as error:
+    except (cluster.TwinError, build.BuildError, prometheus.BuildError, TimeoutError, ApiError) as error:
         print(f"day-two: failed: {error}", file=sys.stderr)
         return 1
     finally:

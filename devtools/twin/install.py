@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from devtools.twin.nodes import twin_objects
-from llmd_fleet.config.stack import StackConfig
+from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.versions import versions
 
 GATEWAY_NAMESPACE = "agentgateway-system"

@@ -15,7 +15,7 @@ Per engine (one `vllm serve` argv + env as the extraction renders it; the DP sup
 child, whose arguments vLLM derives itself):
 
 1. the serve parser and `EngineArgs.from_cli_args`, the model replaced by the vendored
-   `config.json` directory (components/llmd_fleet/models/<model>/), the tokenizer not loaded and
+   `config.json` directory (components/llmd_fleet/models/<family>/<model>/), the tokenizer not loaded and
    the reasoning parser left out (its token ids need the tokenizer);
 2. `EngineArgs.create_engine_config()`: ModelConfig (architecture resolved with
    trust_remote_code as rendered), CacheConfig, ParallelConfig, SchedulerConfig,

@@ -191,7 +191,7 @@ def test_a_non_string_key_anywhere_in_a_section_is_refused(key, tmp_path, capsys
     "label", ["app.kubernetes.io/managed-by", "app.kubernetes.io/part-of", "app.kubernetes.io/name"]
 )
 def test_monitor_labels_never_replace_the_fleets_own(label):
-    from llmd_fleet.config.parse import parse_config
+    from llmd_fleet.stack.parse import parse_config
     from tests.support import stack_raw_config
 
     raw = stack_raw_config()
@@ -215,7 +215,7 @@ def test_monitor_labels_never_replace_the_fleets_own(label):
     ],
 )
 def test_an_onprem_backup_store_inside_the_cluster_ranges_is_refused(endpoint, inside):
-    from llmd_fleet.config.parse import parse_config
+    from llmd_fleet.stack.parse import parse_config
     from tests.support import stack_raw_config
 
     raw = stack_raw_config()
@@ -231,7 +231,7 @@ def test_an_onprem_backup_store_inside_the_cluster_ranges_is_refused(endpoint, i
 
 @pytest.mark.parametrize("stack", ["gke-h100", "eks-h100"])
 def test_a_kubeconfig_secret_the_target_never_reads_is_refused(stack):
-    from llmd_fleet.config.parse import parse_config
+    from llmd_fleet.stack.parse import parse_config
     from tests.support import stack_raw_config
 
     raw = {**stack_raw_config(stack), "kubeconfig": "apiVersion: v1"}
@@ -243,7 +243,7 @@ def test_a_kubeconfig_secret_the_target_never_reads_is_refused(stack):
 
 @pytest.mark.parametrize("stack", [REFERENCE_STACK, "local-sim"])
 def test_a_kubeconfig_secret_is_read_on_an_existing_cluster(stack):
-    from llmd_fleet.config.parse import parse_config
+    from llmd_fleet.stack.parse import parse_config
     from tests.support import stack_raw_config
 
     parse_config({**stack_raw_config(stack), "kubeconfig": "apiVersion: v1"}, frozenset({"kubeconfig"}))

@@ -25,10 +25,10 @@ from llmd_fleet.cli.status import (
     watch,
 )
 from llmd_fleet.cluster.client import ClusterError, KubeconfigError, kubeconfig_paths, load_client
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.layers.preflight.specs import job_name
 from llmd_fleet.layers.router.specs import RouterNames
 from llmd_fleet.layers.serving.specs import pool_selector
+from llmd_fleet.stack.model import StackConfig
 from tests.support import REFERENCE_STACK, STACKS_DIR
 
 NOW = datetime(2026, 10, 1, 12, 0, 0, tzinfo=UTC)
@@ -455,7 +455,7 @@ def test_pending_pods_say_why_without_their_disaggregatedset() -> None:
 def test_each_model_of_a_multi_model_stack_has_its_own_lines() -> None:
     """`llmd-fleet:models`: status reads each model's view; one model's pods never count for the
     other's groups or pool, though they share the namespace."""
-    from llmd_fleet.config.stack import model_views
+    from llmd_fleet.stack.model import model_views
 
     glm, sub = model_views(_config("onprem-h100-multimodel"))
     ready, loading = FakeApi(glm, DESIRED), FakeApi(sub, {"prefill": 0, "decode": 1}, job=None)

@@ -5,8 +5,8 @@ from typing import Any
 
 import pytest
 
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.core.problems import ConfigError
+from llmd_fleet.stack.parse import parse_config
 
 
 def test_reference_stack_parses(raw_config):

@@ -37,9 +37,10 @@ from llmd_fleet.config.grammar import (
     service_url_problem,
     url_port,
 )
-from llmd_fleet.config.parse import near_project, parse_config, read_pulumi_config
-from llmd_fleet.config.stack import KNOWN_KEYS, StackConfig
 from llmd_fleet.core.problems import PROJECT, ConfigError, Problem, printable
+from llmd_fleet.stack.model import StackConfig
+from llmd_fleet.stack.parse import near_project, parse_config, read_pulumi_config
+from llmd_fleet.stack.registry import KNOWN_KEYS
 from tests.support import REFERENCE_STACK, STACKS_DIR, config_problems, stack_raw_config
 
 _FEW = settings(

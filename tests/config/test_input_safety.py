@@ -28,12 +28,12 @@ from llmd_fleet.config.grammar import (
     served_name_problem,
 )
 from llmd_fleet.config.model import ModelConfig
-from llmd_fleet.config.parse import parse_config
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.config.vllm_registry import REASONING_PARSERS, TOOL_CALL_PARSERS
 from llmd_fleet.core.problems import ConfigError, Problem
 from llmd_fleet.layers.serving.vllm import SCRIPT_VARIABLES, launch_script, vllm_serve_argv
 from llmd_fleet.plan.fleet import KV_EVENTS_PORT, plan_fleet
+from llmd_fleet.stack.model import StackConfig
+from llmd_fleet.stack.parse import parse_config
 from tests.support import REFERENCE_STACK, REPO, STACKS_DIR, config_problems, stack_raw_config
 
 # --- One message per class of bad input, naming the key -------------------------------------------

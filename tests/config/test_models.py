@@ -9,10 +9,10 @@ import pytest
 import yaml
 
 from llmd_fleet.cli.main import run
-from llmd_fleet.config.parse import parse_config
-from llmd_fleet.config.stack import model_views
 from llmd_fleet.plan.fleet import PlanError
 from llmd_fleet.plan.models import plan_model_shares
+from llmd_fleet.stack.model import model_views
+from llmd_fleet.stack.parse import parse_config
 from tests.support import problems_by_key, stack_raw_config
 
 MULTI = "onprem-h100-multimodel"
@@ -179,7 +179,7 @@ def test_adapters_need_a_model_the_plan_describes(multi_raw):
     with pytest.raises(PlanError) as info:
         plan_model_shares(parse_config(multi_raw))
     problems = dict(info.value.problems)
-    assert "the plan describes" in problems["llmd-fleet:models[1].model.loraAdapters"]
+    assert "only for a model with a card" in problems["llmd-fleet:models[1].model.loraAdapters"]
 
 
 def test_every_models_picker_pair_must_fit_the_cpu_pool():

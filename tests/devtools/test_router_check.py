@@ -29,9 +29,9 @@ from devtools.router_check.check import (
 )
 from devtools.router_check.check import main as check_main
 from devtools.source_snapshot import SnapshotError, SnapshotMissing
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.layers.router.epp_config import build_epp_config
 from llmd_fleet.plan.fleet import plan_fleet
+from llmd_fleet.stack.parse import parse_config
 
 TOKENIZER = "http://glm52-tokenizer.llm-d.svc:8000"
 

@@ -8,7 +8,7 @@ import pytest
 from devtools import tool_cache
 
 
-def test_build_once_builds_marks_complete_and_then_reuses(tmp_path):
+def test_build_once_builds_marks_complete_and_then_reuses(tmp_path: Path) -> None:
     target = tmp_path / "tool-abc"
     built: list[Path] = []
 
@@ -23,7 +23,7 @@ def test_build_once_builds_marks_complete_and_then_reuses(tmp_path):
     assert built == [target]
 
 
-def test_an_interrupted_or_failed_build_leaves_nothing_and_is_redone(tmp_path):
+def test_an_interrupted_or_failed_build_leaves_nothing_and_is_redone(tmp_path: Path) -> None:
     target = tmp_path / "tool-abc"
     target.mkdir()
     (target / "half-written").write_text("x")  # an earlier run died here, unmarked
@@ -39,12 +39,14 @@ def test_an_interrupted_or_failed_build_leaves_nothing_and_is_redone(tmp_path):
     assert tool_cache.is_complete(target)
 
 
-def test_keys_separate_their_parts():
+def test_keys_separate_their_parts() -> None:
     assert tool_cache.cache_key(b"ab", b"c") != tool_cache.cache_key(b"a", b"bc")
     assert len(tool_cache.cache_key(b"x")) == 16
 
 
-def test_build_announced_builds_once_and_says_what_and_how_long(tmp_path, capsys):
+def test_build_announced_builds_once_and_says_what_and_how_long(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     target = tmp_path / "env"
     built: list[Path] = []
 
@@ -60,7 +62,9 @@ def test_build_announced_builds_once_and_says_what_and_how_long(tmp_path, capsys
     assert built == [target] and capsys.readouterr().err == ""
 
 
-def test_print_path_main_prints_the_path_or_the_error_and_exits_1(tmp_path, capsys):
+def test_print_path_main_prints_the_path_or_the_error_and_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert tool_cache.print_path_main(lambda: tmp_path, ValueError) == 0
     assert capsys.readouterr().out.strip() == str(tmp_path)
 
@@ -109,3 +113,5 @@ def test_prebuild_lanes_cover_every_go_tool_the_checks_build() -> None:
     # The host right after the CLI: it compiles against the same pkg/v3 and sdk/v3 packages.
     assert go_lane.index("Python language host") == go_lane.index("Pulumi CLI") + 1
     assert {"data-plane router", "simulator", "vLLM parser environment", "checkov environment"} <= set(names)
+    # make day-two's Prometheus, after promtool: the same Prometheus module, so its packages are built.
+    assert go_lane.index("Prometheus") > go_lane.index("promtool")

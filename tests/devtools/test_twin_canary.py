@@ -10,9 +10,9 @@ import pytest
 from devtools.twin import canary
 from devtools.twin.engine import engine_config
 from llmd_fleet.cli.stack_file import read_stack_file
-from llmd_fleet.config.parse import parse_config
-from llmd_fleet.config.stack import SECRET_KEYS
 from llmd_fleet.plan.fleet import plan_fleet
+from llmd_fleet.stack.model import SECRET_KEYS
+from llmd_fleet.stack.parse import parse_config
 from tests.support import STACKS_DIR
 
 

@@ -785,8 +785,7 @@ def test_the_drafter_may_be_unquantized_unless_the_config_lists_it():
 def test_vendored_configs_agree_with_the_model_cards_and_name_every_source():
     from dataclasses import fields
 
-    from llmd_fleet.models import FOLDERS, vendored_config
-    from llmd_fleet.plan.model_card import ModelDescription, description_for
+    from llmd_fleet.models import FOLDERS, ModelDescription, description_for, vendored_config
 
     card_keys = {f.name for f in fields(ModelDescription)}
     for model_id in FOLDERS:
@@ -817,8 +816,8 @@ def test_vendored_configs_agree_with_the_model_cards_and_name_every_source():
 
 
 def test_every_card_is_vendored_or_says_why_not():
+    from llmd_fleet.models import CARDS as DESCRIPTIONS
     from llmd_fleet.models import FOLDERS, NOT_VENDORED
-    from llmd_fleet.plan.model_card import DESCRIPTIONS
 
     assert set(DESCRIPTIONS) == set(FOLDERS) | set(NOT_VENDORED)
     assert not set(FOLDERS) & set(NOT_VENDORED)

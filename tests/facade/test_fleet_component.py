@@ -14,11 +14,12 @@ from pulumi.runtime import mocks
 
 from devtools.twin import components
 from llmd_fleet.cli.synth import RecordingMocks
-from llmd_fleet.config.parse import parse_config
-from llmd_fleet.config.stack import KNOWN_KEYS, OBJECT_KEYS, OPTIONAL_OBJECT_KEYS, SECRET_KEYS
 from llmd_fleet.core.problems import PROJECT, ConfigError
 from llmd_fleet.facade import inputs
 from llmd_fleet.facade.component import PACKAGE, TYPE, Fleet, validate
+from llmd_fleet.stack.model import SECRET_KEYS
+from llmd_fleet.stack.parse import parse_config
+from llmd_fleet.stack.registry import KNOWN_KEYS, OBJECT_KEYS, OPTIONAL_OBJECT_KEYS
 from tests.support import REPO, stack_raw_config, start_mock_engine
 
 GOLDEN_SCHEMA = REPO / "tests" / "golden" / "components" / "schema.json"

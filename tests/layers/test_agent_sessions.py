@@ -11,7 +11,6 @@ import re
 import pytest
 
 from devtools.metrics_catalogue.catalogue import catalogue
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.layers.router.component import epp_args
 from llmd_fleet.layers.router.config import expected_prompt_tokens
@@ -22,6 +21,7 @@ from llmd_fleet.layers.router.epp_config import (
 )
 from llmd_fleet.layers.router.specs import RouterNames
 from llmd_fleet.plan.fleet import plan_fleet
+from llmd_fleet.stack.parse import parse_config
 from tests.support import all_stacks, stack_raw_config
 
 TOKENIZER = "http://glm52-tokenizer.llm-d.svc:8000"

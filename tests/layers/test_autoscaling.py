@@ -11,7 +11,6 @@ import yaml
 
 from devtools.metrics_catalogue.catalogue import catalogue
 from llmd_fleet.cli.check import CrdSchemas
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.layers.autoscaling.component import (
     decode_kv_query,
     prefill_backlog_query,
@@ -19,6 +18,7 @@ from llmd_fleet.layers.autoscaling.component import (
 )
 from llmd_fleet.layers.router.epp_config import _index_size, build_epp_config, epp_cpus
 from llmd_fleet.plan.fleet import plan_fleet
+from llmd_fleet.stack.parse import parse_config
 from llmd_fleet.versions import versions
 from tests.support import CRD_DIR, problems_by_key, stack_raw_config
 

@@ -12,9 +12,9 @@ import yaml
 
 from llmd_fleet.cli.main import guarded_run, run
 from llmd_fleet.cli.status import read_status
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.layers.serving.canary import canary_config, canary_image
 from llmd_fleet.plan.fleet import PlanError, plan_fleet
+from llmd_fleet.stack.parse import parse_config
 from llmd_fleet.versions import versions
 from tests.support import STACKS_DIR, stack_raw_config
 

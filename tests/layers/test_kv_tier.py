@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.layers.router.epp_config import CPU_APPROX_PRODUCER, build_epp_config
 from llmd_fleet.layers.serving.pod import PodInputs, disaggregated_set_spec, serving_pod_template
 from llmd_fleet.layers.serving.vllm import vllm_serve_argv
 from llmd_fleet.plan.fleet import GIB, P2P_PORT, PlanError, plan_fleet
+from llmd_fleet.stack.parse import parse_config
 from tests.support import ENGINE_IMAGE, stack_raw_config
 
 

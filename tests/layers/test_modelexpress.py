@@ -13,7 +13,6 @@ from llmd_fleet.cli.check import check_manifests
 from llmd_fleet.cli.policy_check import load_policy_config, run_policy_pack
 from llmd_fleet.cli.render import render_files
 from llmd_fleet.cli.synth import Synthesis, synthesize
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.layers.serving.vllm import engine_env, startup_budget_seconds, vllm_serve_argv
 from llmd_fleet.plan.fleet import (
@@ -22,6 +21,7 @@ from llmd_fleet.plan.fleet import (
     plan_fleet,
 )
 from llmd_fleet.policies.rules import serving as serving_rules
+from llmd_fleet.stack.parse import parse_config
 from llmd_fleet.versions import versions
 from tests.support import REPO, STACKS_DIR, stack_raw_config
 

@@ -10,8 +10,6 @@ import pytest
 import yaml
 
 from llmd_fleet.cli.synth import Recorded, synthesize
-from llmd_fleet.config.parse import parse_config
-from llmd_fleet.config.stack import model_views
 from llmd_fleet.layers.gateway.bbr import (
     BASE_MODEL_HEADER,
     BBR_GRPC_PORT,
@@ -20,8 +18,10 @@ from llmd_fleet.layers.gateway.bbr import (
     bbr_args,
     model_route_spec,
 )
+from llmd_fleet.models.deepseek_v2 import DEEPSEEK_V2_LITE_CHAT
 from llmd_fleet.plan.lora import lora_elements_per_rank_unit, lora_gib_per_rank
-from llmd_fleet.plan.model_card import DEEPSEEK_V2_LITE_CHAT
+from llmd_fleet.stack.model import model_views
+from llmd_fleet.stack.parse import parse_config
 from llmd_fleet.versions import versions
 from tests.support import STACKS_DIR, stack_raw_config
 

@@ -7,14 +7,14 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.security.isolation import cluster_ranges, network_policy_specs, union
+from llmd_fleet.stack.parse import parse_config
 from llmd_fleet.targets.eks.config import EksTarget
 from llmd_fleet.targets.gke.config import GkeTarget
 from tests.netpol import Cluster, Endpoint
-from tests.support import single_model_stacks, stack_raw_config
+from tests.support import all_stacks, single_model_stacks, stack_raw_config, vllm_stacks
 
 NAMESPACE = "llm-d"
 GATEWAY_LABEL = {"gateway.networking.k8s.io/gateway-name": "llm-d-inference-gateway"}
@@ -37,6 +37,7 @@ NETWORK = {
     "onprem-h100-autoscale": Network("10.244.", "10.96.0.10", "192.168.10.5", 6443),
     # kind: its default pod and Service ranges, the control-plane container on kind's Docker network.
     "local-sim": Network("10.244.", "10.96.0.10", "172.18.0.2", 6443),
+    "day-two": Network("10.244.", "10.96.0.10", "172.18.0.2", 6443),
     "quickstart-h100": Network("10.244.", "10.96.0.10", "192.168.10.5", 6443),
     # The 2-node cloud stacks keep their 68-node siblings' address plans.
     "gke-h100-2node": Network("10.64.", "10.96.0.10", "172.16.0.2", 443),
@@ -51,6 +52,7 @@ DATABASE = {
     "eks-h100": "rds",
     "onprem-h100-autoscale": "postgres",
     "local-sim": None,
+    "day-two": None,
     "quickstart-h100": None,
     "gke-h100-2node": None,
     "eks-h100-2node": None,
@@ -61,6 +63,7 @@ SCRAPERS = {
     "eks-h100": "monitoring",
     "onprem-h100-autoscale": "monitoring",
     "local-sim": "monitoring",
+    "day-two": "monitoring",
     "quickstart-h100": "monitoring",
     "gke-h100-2node": "monitoring",
     "eks-h100-2node": "monitoring",
@@ -68,7 +71,7 @@ SCRAPERS = {
 # Stacks that install KEDA (serving.autoscaling with keda: install) into this namespace.
 KEDA = {"onprem-h100-autoscale": "keda"}
 # Stacks whose serving pods run the simulator (serving.engine simulator): their own flow table.
-SIMULATOR_STACKS = {"local-sim"}
+SIMULATOR_STACKS = set(all_stacks()) - set(vllm_stacks())
 # Stacks with serving.preflight.enabled false: no preflight pods, so none of its flows.
 NO_PREFLIGHT = {"quickstart-h100", "gke-h100-2node", "eks-h100-2node"}
 

@@ -12,7 +12,6 @@ import yaml
 
 from llmd_fleet.cli.main import run
 from llmd_fleet.cli.plan_output import fit_tables
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.layers.observability.alerts import fleet_alerts, promtool_tests, rule_groups
 from llmd_fleet.layers.observability.component import rank_port_names
@@ -26,6 +25,7 @@ from llmd_fleet.layers.observability.live import live_figures, live_table
 from llmd_fleet.layers.router.specs import RouterNames
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.plan.observability import NIXL_XFER_TIME_TOP_BUCKET_S, plan_observability
+from llmd_fleet.stack.parse import parse_config
 from llmd_fleet.targets.specs import SPECS
 from llmd_fleet.versions import versions
 from tests.support import REPO, all_stacks, stack_raw_config, vllm_stacks

@@ -10,12 +10,12 @@ import pytest
 from pulumi.runtime import mocks
 
 from llmd_fleet.cli.synth import RecordingMocks
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.layers.preflight import probe
 from llmd_fleet.layers.preflight.component import PROBE_FILE
 from llmd_fleet.layers.serving.component import ModelServing
 from llmd_fleet.plan.fleet import plan_fleet
+from llmd_fleet.stack.parse import parse_config
 from tests.support import ENGINE_IMAGE, stack_raw_config, start_mock_engine, vllm_stacks
 
 # The fabric of each stack's target and its NICs (stacks/*.yaml, targets/<kind>/fabric.py,

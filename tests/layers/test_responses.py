@@ -16,7 +16,6 @@ import yaml
 from llmd_fleet.cli.main import run
 from llmd_fleet.cli.render import render_files
 from llmd_fleet.cli.synth import _SECRET_SIG, _SECRET_SIG_KEY, RecordingMocks, Synthesis, clean, synthesize
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.layers.gateway.specs import GATEWAY_NAME_LABEL
 from llmd_fleet.layers.responses.component import database_url
 from llmd_fleet.layers.responses.config import (
@@ -29,6 +28,7 @@ from llmd_fleet.layers.responses.config import (
     database_subnet_cidrs,
     default_gateway_address,
 )
+from llmd_fleet.stack.parse import parse_config
 from llmd_fleet.targets.eks.config import EksTarget
 from llmd_fleet.targets.gke.config import GkeTarget
 from llmd_fleet.versions import version_tuple, versions

@@ -5,12 +5,12 @@ decider leaves to decode, and the served names llm-d's cost recipe joins on."""
 import pytest
 
 from llmd_fleet.config.model import served_model_names
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.labels import serving_labels
 from llmd_fleet.layers.router.epp_config import DECIDER, ROLLOUT_SCREENER, build_epp_config
 from llmd_fleet.layers.serving.vllm import decode_max_tokens, vllm_serve_argv
 from llmd_fleet.plan.fleet import plan_fleet
+from llmd_fleet.stack.parse import parse_config
 
 TOKENIZER = "http://t:8000"
 

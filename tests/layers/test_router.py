@@ -6,7 +6,6 @@ import pulumi
 import pytest
 
 from llmd_fleet.cli.synth import RecordingMocks, clean
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.labels import serving_labels
 from llmd_fleet.layers.gateway.component import GatewayLayer, http_route_spec
@@ -23,6 +22,7 @@ from llmd_fleet.layers.serving.pod import PodInputs, serving_pod_template
 from llmd_fleet.layers.serving.specs import pool_selector
 from llmd_fleet.layers.serving.vllm import vllm_serve_argv
 from llmd_fleet.plan.fleet import plan_fleet
+from llmd_fleet.stack.parse import parse_config
 from tests.support import ENGINE_IMAGE, start_mock_engine
 
 TOKENIZER = "http://glm52-tokenizer.llm-d.svc:8000"

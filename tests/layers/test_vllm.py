@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from devtools.vllm_check.sysfs import fake_sysfs
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.layers.serving.vllm import SYSFS_VAR, launch_script, shell_word, vllm_serve_argv
 from llmd_fleet.plan.fleet import KV_EVENTS_PORT, NIXL_SIDE_CHANNEL_PORT, plan_fleet
+from llmd_fleet.stack.parse import parse_config
 
 
 @pytest.fixture

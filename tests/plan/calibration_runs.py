@@ -13,8 +13,10 @@
 `figures(cal)` gives name -> (model, published) for every calibration figure.
 """
 
+from llmd_fleet.models import ModelDescription
+from llmd_fleet.models.deepseek_v3 import DEEPSEEK_V3
+from llmd_fleet.models.glm5 import GLM_5_2_FP8
 from llmd_fleet.plan.memory import GIB, kv_bytes_per_token, reserves, weights_per_rank
-from llmd_fleet.plan.model_card import DEEPSEEK_V3, GLM_5_2_FP8, ModelDescription
 from llmd_fleet.plan.throughput import (
     GPUS,
     Constant,

@@ -9,11 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmd_fleet.config.model import WeightDtype
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.core.problems import ConfigError
+from llmd_fleet.models import description_for
 from llmd_fleet.plan.fleet import PlanError, plan_fleet
 from llmd_fleet.plan.memory import card_contradictions, routed_expert_params
-from llmd_fleet.plan.model_card import description_for
+from llmd_fleet.stack.parse import parse_config
 from tests.support import all_stacks, stack_raw_config
 
 EXACT = {

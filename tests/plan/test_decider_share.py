@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from llmd_fleet.cli.plan_sections import throughput_section
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.plan.throughput import local_prefill, plan_throughput
+from llmd_fleet.stack.parse import parse_config
 from tests.support import stack_raw_config
 
 

@@ -10,8 +10,6 @@ import pytest
 import yaml
 
 from llmd_fleet.cli.synth import Recorded, synthesize
-from llmd_fleet.config.parse import parse_config
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.layers.router.component import epp_args, epp_deployment_spec
 from llmd_fleet.layers.router.epp_config import PRECISE_PRODUCER, build_epp_config
@@ -25,6 +23,8 @@ from llmd_fleet.layers.serving.vllm import (
 )
 from llmd_fleet.plan.fleet import GIB, PlanError, plan_fleet
 from llmd_fleet.platform.dra import dra_driver_values
+from llmd_fleet.stack.model import StackConfig
+from llmd_fleet.stack.parse import parse_config
 from tests.policies.helpers import DSET, edited, one, pod_container, role_pod, violations
 from tests.support import REFERENCE_STACK, STACKS_DIR, stack_raw_config
 

@@ -4,8 +4,10 @@ import dataclasses
 
 import pytest
 
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.layers.serving.vllm import engine_env, vllm_serve_argv
+from llmd_fleet.models import WeightQuantization
+from llmd_fleet.models.deepseek_v2 import DEEPSEEK_V2_LITE_CHAT
+from llmd_fleet.models.glm5 import GLM_5_2_FP8
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.plan.kernels import (
     FP8_MOE_BACKENDS,
@@ -14,7 +16,7 @@ from llmd_fleet.plan.kernels import (
     backend_problems,
     moe_kernels,
 )
-from llmd_fleet.plan.model_card import DEEPSEEK_V2_LITE_CHAT, GLM_5_2_FP8, WeightQuantization
+from llmd_fleet.stack.parse import parse_config
 from tests.support import STACKS_DIR
 
 

@@ -4,7 +4,8 @@ import copy
 
 import pytest
 
-from llmd_fleet.config.parse import parse_config
+from llmd_fleet.models import card_for, description_for
+from llmd_fleet.models.glm5 import GLM_5_2_FP8, SOURCES
 from llmd_fleet.plan.fleet import PlanError, plan_fleet
 from llmd_fleet.plan.memory import (
     FP8_DS_MLA_BYTES,
@@ -15,11 +16,12 @@ from llmd_fleet.plan.memory import (
     total_params,
     weights_per_rank,
 )
-from llmd_fleet.plan.model_card import GLM_5_2_FP8, SOURCES, description_for, unsourced_fields
+from llmd_fleet.stack.parse import parse_config
 
 
 def test_every_field_of_the_description_names_its_source():
-    assert unsourced_fields(GLM_5_2_FP8) == []
+    card = card_for("zai-org/GLM-5.2-FP8")
+    assert card is not None and card.unsourced_fields() == []
     assert set(SOURCES) >= {"max_position_embeddings", "indexer_layers", "num_nextn_predict_layers"}
     assert description_for("zai-org/GLM-5.2-FP8") is GLM_5_2_FP8
     assert description_for("some/other-model") is None
@@ -93,7 +95,7 @@ def test_reference_plan_uses_the_description(raw_config):
         ("kvBytesPerToken", 54912, "below what vLLM 0.33 allocates"),
         ("maxContextTokens", 202752, "context window 1048576"),
         ("totalParamsB", 760, "off the 743.4B parameters"),
-        ("layers", 61, "model card (plan/model_card.py): num_hidden_layers is 78; set layers: 78"),
+        ("layers", 61, "model card (models/glm5): num_hidden_layers is 78; set layers: 78"),
         ("experts", 384, "n_routed_experts is 256; set experts: 256"),
         ("expertsPerToken", 6, "num_experts_per_tok is 8; set expertsPerToken: 8"),
         ("routedExpertParamsB", 700, "off the 724.8B routed-expert parameters"),
@@ -132,11 +134,12 @@ def test_plan_prints_the_memory_section(raw_config):
 
 
 def test_the_quickstart_model_is_described_with_sources():
-    from llmd_fleet.plan.model_card import DEEPSEEK_V2_LITE_CHAT
+    from llmd_fleet.models.deepseek_v2 import DEEPSEEK_V2_LITE_CHAT
 
     m = DEEPSEEK_V2_LITE_CHAT
     assert description_for("deepseek-ai/DeepSeek-V2-Lite-Chat") is m
-    assert unsourced_fields(m) == []
+    card = card_for("deepseek-ai/DeepSeek-V2-Lite-Chat")
+    assert card is not None and card.unsourced_fields() == []
     # The DeepSeek-V2 paper: DeepSeek-V2-Lite has 15.7B parameters.
     assert total_params(m) / 1e9 == pytest.approx(15.7, rel=0.01)
     # No DSA, no MTP: bf16 latent + RoPE key on 27 layers, nothing else.

@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.layers.serving.config import TEARDOWN_SECONDS
 from llmd_fleet.layers.serving.pod import PodInputs, disaggregated_set_spec
 from llmd_fleet.plan.fleet import PlanError, plan_fleet
+from llmd_fleet.stack.parse import parse_config
 from tests.support import ENGINE_IMAGE, stack_raw_config
 
 
@@ -253,3 +253,19 @@ def test_contexts_per_rank_count_in_the_stacks_own_turn() -> None:
     assert decode.context_tokens == turn and decode.agent_contexts == pytest.approx(decode.kv_tokens / turn)
     table = plan_table(plan)
     assert f"| {turn:,}-token contexts per rank |" in table and "195k" not in table
+
+
+def test_a_turn_longer_than_the_served_window_is_counted_at_the_window() -> None:
+    """local-sim serves 32k of a 195k declared turn: its contexts are 32,768 tokens, not 195k
+    (a longer turn is refused, not held), and the simulator's zero GPUs get no row."""
+    from llmd_fleet.cli.render import plan_table
+
+    config = parse_config(stack_raw_config("local-sim"))
+    window = min(config.serving.roles.prefill.max_model_len, config.serving.roles.decode.max_model_len)
+    assert config.workload.input_tokens_p50 + config.workload.output_tokens > window
+    plan = plan_fleet(config)
+    assert all(r.memory.context_tokens == window for r in plan.roles)
+    table = plan_table(plan)
+    assert f"| {window:,}-token contexts per rank |" in table and "195,317" not in table
+    assert "GPUs per instance" not in table
+    assert "| GPUs per instance |" in plan_table(plan_fleet(parse_config(stack_raw_config())))

@@ -11,9 +11,9 @@ import yaml
 
 from llmd_fleet.cli.main import run
 from llmd_fleet.cli.plan_output import SCHEMA, fit_tables
+from llmd_fleet.models.kimi_k2 import KIMI_K2_INSTRUCT as K2
 from llmd_fleet.plan.memory import kv_bytes_per_token, param_counts, total_params
-from llmd_fleet.plan.model_card import KIMI_K2_INSTRUCT as K2
-from tests.support import REFERENCE_STACK, REPO, STACKS_DIR, all_stacks, stack_raw_config
+from tests.support import REFERENCE_STACK, REPO, STACKS_DIR, all_stacks, stack_raw_config, vllm_stacks
 
 
 @pytest.mark.parametrize("stack", all_stacks())
@@ -42,17 +42,15 @@ def test_plan_json_is_the_documented_schema(stack: str, capsys: pytest.CaptureFi
     keys |= {f"throughput.{k}" for k in throughput}
     keys |= {f"throughput.splits.{k}" for s in throughput.get("splits", [])[:1] for k in s}
     keys |= {f"throughput.roles.{r}.{k}" for r, v in throughput.get("roles", {}).items() for k in v}
-    # every stack but the simulator's (engine simulator: local-sim, day-two) is modelled; each of
-    # those has the whole documented set
-    simulated = (stack_raw_config(stack).get("serving") or {}).get("engine") == "simulator"
-    assert ("throughput" in doc) == (not simulated)
+    # every stack but the simulator's is modelled; each of those has the whole documented set
+    assert ("throughput" in doc) == (stack in vllm_stacks())
     multi = {"models", "totalGpus", "totalNodes"}
     if "models" in stack_raw_config(stack):
         assert doc["totalGpus"] == sum(m["plan"]["gpus"] for m in doc["models"]) > doc["gpus"]
         assert [m["plan"]["schema"] for m in doc["models"]] == [SCHEMA] * len(doc["models"])
     else:
         documented -= multi
-    if simulated:
+    if stack not in vllm_stacks():
         documented = {k for k in documented if not k.startswith("throughput")}
     # `canary` only with serving.canary (tests/layers/test_canary.py checks its fields).
     assert "canary" not in doc

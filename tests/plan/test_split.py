@@ -8,13 +8,14 @@ import math
 import pytest
 
 from llmd_fleet.cli.main import run
-from llmd_fleet.config.parse import parse_config
+from llmd_fleet.models.deepseek_v2 import DEEPSEEK_V2_LITE_CHAT
+from llmd_fleet.models.glm5 import GLM_5_2_FP8
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.plan.memory import kv_bytes_per_token
-from llmd_fleet.plan.model_card import DEEPSEEK_V2_LITE_CHAT, GLM_5_2_FP8
 from llmd_fleet.plan.split import DECODE_KV, plan_splits, splits, stack_best_range
 from llmd_fleet.plan.throughput import kv_read_bytes, plan_throughput
 from llmd_fleet.plan.workload import DECODE_KV_HEADROOM, plan_workload, workload_problems
+from llmd_fleet.stack.parse import parse_config
 from tests.support import stack_raw_config
 
 

@@ -4,9 +4,9 @@ import copy
 
 import pytest
 
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.plan.fleet import PlanError, plan_fleet
 from llmd_fleet.plan.system_nodes import NodeShape, allocatable, node_shape
+from llmd_fleet.stack.parse import parse_config
 from tests.support import stack_raw_config
 
 

@@ -6,10 +6,11 @@ import math
 
 import pytest
 
-from llmd_fleet.config.parse import parse_config
+from llmd_fleet.models.deepseek_v3 import DEEPSEEK_V3
+from llmd_fleet.models.glm5 import GLM_5_2_FP8
+from llmd_fleet.models.kimi_k2 import KIMI_K2_INSTRUCT
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.plan.memory import kv_bytes_per_token, weights_per_rank
-from llmd_fleet.plan.model_card import DEEPSEEK_V3, GLM_5_2_FP8, KIMI_K2_INSTRUCT
 from llmd_fleet.plan.throughput import (
     CALIBRATION,
     GPUS,
@@ -19,6 +20,7 @@ from llmd_fleet.plan.throughput import (
     plan_throughput,
     tokens_per_step_of,
 )
+from llmd_fleet.stack.parse import parse_config
 from tests.plan.calibration_runs import figures
 from tests.support import stack_raw_config
 
@@ -76,7 +78,7 @@ def test_h800_has_the_h100_compute_and_a_400_gb_s_nvlink() -> None:
 
 @pytest.mark.parametrize("k", [0, 1, 2, 3, 5])
 def test_mtp_tokens_per_step_is_the_geometric_sum(k: int) -> None:
-    a = MTP_ACCEPTANCE["GLM-5.2"].a
+    a = MTP_ACCEPTANCE["GLM-5.2-FP8"].a
     assert tokens_per_step_of(GLM_5_2_FP8, k) == pytest.approx(sum(a**i for i in range(k + 1)))
 
 

@@ -11,11 +11,11 @@ import pytest
 import yaml
 
 from llmd_fleet.cli.main import run
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.layers.serving.vllm import vllm_serve_argv
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.plan.memory import sparse_prefill_workspace_gib
 from llmd_fleet.plan.throughput import plan_throughput
+from llmd_fleet.stack.parse import parse_config
 from tests.support import REFERENCE_STACK, problems_by_key, stack_raw_config
 
 KEY = "llmd-fleet:serving.roles.decode"
@@ -163,8 +163,8 @@ def test_a_hand_entered_model_without_a_card_gets_one_line_naming_what_it_lacks(
     text = throughput_section(config, plan_fleet(config))
     assert text == (
         "throughput: not modelled: model.id example-org/Hand-Entered-MoE has no model card "
-        "(plan/model_card.py): the step times need its architecture (hidden size, heads, MLA ranks, "
-        "experts per layer), which totalParamsB and kvBytesPerToken do not give"
+        "(components/llmd_fleet/models/): the step times need its architecture (hidden size, heads, "
+        "MLA ranks, experts per layer), which totalParamsB and kvBytesPerToken do not give"
     )
     reference = parse_config(stack_raw_config())
     assert throughput_section(reference, plan_fleet(reference)).startswith("## Throughput and cost")

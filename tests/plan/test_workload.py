@@ -6,12 +6,12 @@ import math
 
 import pytest
 
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.config.workload import Percentile, WorkloadConfig
 from llmd_fleet.layers.router.config import RouterConfig
 from llmd_fleet.plan.fleet import PlanError, plan_fleet
 from llmd_fleet.plan.throughput import plan_throughput
 from llmd_fleet.plan.workload import plan_workload, refused_share, workload_problems
+from llmd_fleet.stack.parse import parse_config
 
 
 def _plan(raw):

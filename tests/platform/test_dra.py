@@ -8,7 +8,6 @@ import yaml
 
 from llmd_fleet.cli.main import run
 from llmd_fleet.cli.synth import RecordingMocks, clean
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.layers.serving.component import ModelServing
 from llmd_fleet.layers.serving.pod import serving_pod_template
@@ -22,6 +21,7 @@ from llmd_fleet.platform.dra import (
     ClaimShape,
     claim_template_spec,
 )
+from llmd_fleet.stack.parse import parse_config
 from llmd_fleet.versions import versions
 from tests.support import ENGINE_IMAGE, REFERENCE_STACK, start_mock_engine, vllm_stacks
 

@@ -24,7 +24,7 @@ from llmd_fleet.cli.bench.workload import (
 )
 from llmd_fleet.cli.main import run
 from llmd_fleet.cli.stack_file import read_stack_file, stack_config
-from llmd_fleet.config.stack import StackConfig
+from llmd_fleet.stack.model import StackConfig
 from tests.support import REFERENCE_STACK, REPO, STACKS_DIR, all_stacks
 
 SAMPLES = REPO / "tests" / "fixtures" / "bench" / "reports"

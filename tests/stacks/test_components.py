@@ -4,10 +4,10 @@ import pulumi
 import pytest
 
 from llmd_fleet.cli.synth import REDACTED, RecordingMocks, clean
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.layers.serving.component import HF_TOKEN_SECRET, ModelServing
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.platform.lws import LeaderWorkerSetController
+from llmd_fleet.stack.parse import parse_config
 from llmd_fleet.versions import versions
 from tests.support import ENGINE_IMAGE, set_stack_config, start_mock_engine
 

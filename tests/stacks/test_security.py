@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from llmd_fleet.cli.synth import clean, synthesize
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.core.pod_context import SKIP_PREFIX, Skip, pod_security_labels, skip_annotations
 from llmd_fleet.layers.router.component import epp_args, epp_rbac_rules
 from llmd_fleet.layers.router.specs import RouterNames
+from llmd_fleet.stack.parse import parse_config
 from llmd_fleet.versions import versions
 from tests.helpers import baseline_violations, restricted_violations
 from tests.support import STACKS_DIR, all_stacks, stack_raw_config, vllm_stacks

@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from llmd_fleet.cli.synth import OFFLINE_AWS_ACCOUNT, Recorded, RecordingMocks, Synthesis, clean, synthesize
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.conventions import GPU_TAINT_KEY
 from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.images.spec import image_tag
+from llmd_fleet.stack.parse import parse_config
 from llmd_fleet.targets.eks.cluster import (
     ADDONS,
     GPU_AMI_TYPE,

@@ -14,8 +14,8 @@ import yaml
 from llmd_fleet.cli.check import CrdSchemas, check_object, crd_directories, project_crd_dir, schema_version
 from llmd_fleet.cli.render import kubernetes_object, render_files
 from llmd_fleet.cli.synth import Recorded, RecordingMocks, Synthesis, clean, synthesize
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.layers.gateway.component import GatewayLayer, gke_backend_policy_spec
+from llmd_fleet.stack.parse import parse_config
 from llmd_fleet.targets.gke.config import GkeNodePoolConfig, GkeTarget, compact_placement
 from llmd_fleet.versions import versions
 from tests.support import STACKS_DIR, problems_by_key, stack_raw_config, start_mock_engine

@@ -12,10 +12,10 @@ import pytest
 
 from devtools.vllm_check import cli
 from devtools.vllm_check.extract import stack_command_lines
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.layers.serving.simulator import SIMULATOR_FLAGS, SIMULATOR_METRICS
 from llmd_fleet.plan.fleet import PlanError, plan_fleet
+from llmd_fleet.stack.parse import parse_config
 from llmd_fleet.versions import versions
 from tests.support import REFERENCE_STACK, STACKS_DIR, config_problems, stack_raw_config
 

@@ -7,8 +7,8 @@ import pytest
 import yaml
 
 from llmd_fleet.cli.main import run
-from llmd_fleet.config.parse import parse_config
 from llmd_fleet.core.problems import ConfigError
+from llmd_fleet.stack.parse import parse_config
 from tests.support import STACKS_DIR, stack_raw_config
 
 # The namespaces only the charts live in: gone with them.

@@ -15,8 +15,8 @@ from llmd_fleet.cli.stack_file import StackFile
 from llmd_fleet.config.deploy_secrets import placeholder_secret_problems
 from llmd_fleet.config.placeholders import placeholder_value_problems
 from llmd_fleet.config.remote_code import remote_code_problem
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.problems import PROJECT, Problem
+from llmd_fleet.stack.model import StackConfig
 
 
 def stack_file_secrets(stack_file: StackFile) -> dict[str, str]:

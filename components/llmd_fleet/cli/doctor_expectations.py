@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.conventions import GPU_RESOURCE
 from llmd_fleet.platform.dra import GPU_DEVICE_CLASS
+from llmd_fleet.stack.model import StackConfig
+from llmd_fleet.targets.specs import SPECS
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ class Expectations:
 
     @property
     def creates_cluster(self) -> bool:
-        return self.kind in ("gke", "eks")
+        return SPECS[self.kind].creates_cluster
 
     @property
     def installs(self) -> bool:

@@ -43,6 +43,7 @@ from llmd_fleet.core.problems import ConfigError, printable
 from llmd_fleet.plan.fleet import PlanError
 from llmd_fleet.plan.models import plan_models
 from llmd_fleet.targets.extras import MissingExtraError, require_image_build_extra, require_target_extra
+from llmd_fleet.targets.specs import SPECS
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -51,8 +52,8 @@ if TYPE_CHECKING:
     from llmd_fleet.cli.policy_check import PolicyPackProcess
     from llmd_fleet.cli.stack_file import StackFile
     from llmd_fleet.cli.synth import Synthesis
-    from llmd_fleet.config.stack import StackConfig
     from llmd_fleet.plan.fleet import FleetPlan
+    from llmd_fleet.stack.model import StackConfig
 
 EXIT_OK, EXIT_INVALID_OUTPUT, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -169,7 +170,7 @@ def _status(args: argparse.Namespace, stacks_dir: Path) -> int:
     except ClusterError as exc:
         _error(exc)
         return exc.exit_code
-    from llmd_fleet.config.stack import model_views
+    from llmd_fleet.stack.model import model_views
 
     try:
         with client:
@@ -238,7 +239,7 @@ def _doctor(args: argparse.Namespace, stacks_dir: Path) -> int:
         stack_file = _read_stack(args, stacks_dir)
         config = stack_config(stack_file)
         plan = plan_models(config)[0]
-        if config.target.kind in ("gke", "eks") and not args.deployed:
+        if SPECS[config.target.kind].creates_cluster and not args.deployed:
             raise InputRefused(
                 f"doctor {args.stack}: target.kind {config.target.kind} creates its cluster, so there is "
                 f"nothing to check before pulumi up: run llmd-fleet doctor {args.stack} --deployed after it"
@@ -446,8 +447,8 @@ def _plan_models(args: argparse.Namespace, config: "StackConfig") -> int:
     from llmd_fleet.cli.plan_output import cost_line, fit_tables, hourly_cost, plan_json, throughput_json
     from llmd_fleet.cli.plan_sections import memory_section, workload_section
     from llmd_fleet.cli.render import plan_table
-    from llmd_fleet.config.stack import model_views
     from llmd_fleet.plan.models import plan_model_shares
+    from llmd_fleet.stack.model import model_views
 
     shares = plan_model_shares(config)
     views = model_views(config)

@@ -9,9 +9,9 @@ spaces (a token longer than the line, such as a long PromQL query, is split wher
 import textwrap
 from typing import Any
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.plan.canary import CanaryPlan
 from llmd_fleet.plan.fleet import FleetPlan
+from llmd_fleet.stack.model import StackConfig
 
 WIDTH = 100
 SCHEMA = "llmd-fleet.plan/v1"

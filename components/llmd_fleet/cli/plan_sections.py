@@ -3,9 +3,10 @@ table of its own, printed after the role table, each figure beside what confirms
 
 from dataclasses import replace
 
-from llmd_fleet.config.stack import StackConfig
+from llmd_fleet.models import card_home
 from llmd_fleet.plan.fleet import FleetPlan
 from llmd_fleet.plan.memory import KV_INDEXER_CONSERVATIVE
+from llmd_fleet.stack.model import StackConfig
 
 
 def _nodes(n: int) -> str:
@@ -43,7 +44,8 @@ def memory_section(config: StackConfig, plan: FleetPlan) -> str:
         dtype = "fp8" if config.model.kv_cache_dtype == "fp8" else "bf16"
         mla_label = f"MLA cache ({dtype} latent + RoPE key)"
     lines = [
-        f"## Memory per rank from the model ({d.name}, plan/model_card.py) and vLLM 0.33 (plan/memory.py)",
+        f"## Memory per rank from the model ({d.name}, {card_home(config.model.id)}) and vLLM 0.33 "
+        "(plan/memory.py)",
         "",
         _row(
             ("GiB per GPU", *(_role_column(config, r.name, r.expert_parallel) for r in roles), "confirm live")
@@ -144,7 +146,13 @@ def memory_section(config: StackConfig, plan: FleetPlan) -> str:
         "",
         "| context window | tokens | source |",
         "|---|---|---|",
-        _row(("model (max_position_embeddings)", f"{sizing.context_window:,}", "plan/model_card.py SOURCES")),
+        _row(
+            (
+                "model (max_position_embeddings)",
+                f"{sizing.context_window:,}",
+                f"{card_home(config.model.id)} SOURCES",
+            )
+        ),
         _row(("served (maxModelLen)", served, "engine log `max_model_len`; `vllm:cache_config_info`")),
     ]
     return "\n".join(lines)
@@ -340,7 +348,7 @@ def throughput_section(
                 (
                     "MTP gain",
                     f"none counted: no published MTP acceptance for {description.name} "
-                    "(plan/throughput.py MTP_ACCEPTANCE)",
+                    f"({card_home(config.model.id)}: its family's mtp_acceptance)",
                     "`vllm:spec_decode_num_accepted_tokens_total` / `vllm:spec_decode_num_drafts_total`",
                 )
             )

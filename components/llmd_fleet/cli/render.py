@@ -259,7 +259,11 @@ def plan_table(plan: FleetPlan) -> str:
             else []
         ),
         ("nodes per instance (LWS size)", *(str(r.lws_size) for r in plan.roles)),
-        ("GPUs per instance", *(str(r.gpus_per_instance) for r in plan.roles)),
+        *(  # no row of zeros: the simulator's pods hold no GPU
+            [("GPUs per instance", *(str(r.gpus_per_instance) for r in plan.roles))]
+            if any(r.gpus_per_instance for r in plan.roles)
+            else []
+        ),
         (
             "TP / DP / EP",
             *(f"{r.tensor_parallel} / {r.data_parallel} / {r.expert_parallel}" for r in plan.roles),
@@ -398,8 +402,8 @@ def _diagram(synthesis: Synthesis) -> str:
 
 def _models_summary(synthesis: Synthesis, counts: Counter[str]) -> str:
     """The summary of a stack with `llmd-fleet:models`: the totals, then each model's plan."""
-    from llmd_fleet.config.stack import model_views
     from llmd_fleet.plan.models import plan_model_shares
+    from llmd_fleet.stack.model import model_views
 
     config = synthesis.config
     shares = plan_model_shares(config)

@@ -13,9 +13,9 @@ from typing import Any
 
 import yaml
 
-from llmd_fleet.config.parse import check_stack_secrets, parse_config, read_pulumi_config
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.problems import PROJECT, ConfigError, clip, quote
+from llmd_fleet.stack.model import StackConfig
+from llmd_fleet.stack.parse import check_stack_secrets, parse_config, read_pulumi_config
 
 # Stand-in for each `secure:` value of a stack file: its ciphertext is never decrypted offline.
 SECRET_PLACEHOLDER = "offline-render-placeholder"

@@ -29,7 +29,6 @@ from typing import Any
 from urllib.parse import quote
 
 from llmd_fleet.cluster.client import list_all, text
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.conventions import POOL_GROUP
 from llmd_fleet.layers.gateway.specs import GATEWAY_NAME
 from llmd_fleet.layers.preflight.specs import job_name
@@ -37,6 +36,7 @@ from llmd_fleet.layers.router.epp_config import DS_REVISION_LABEL
 from llmd_fleet.layers.router.specs import RouterNames
 from llmd_fleet.layers.serving.config import canary_name
 from llmd_fleet.layers.serving.specs import DS_NAME_LABEL, DS_ROLE_LABEL, pool_selector
+from llmd_fleet.stack.model import StackConfig
 
 DS_API = "disaggregatedset.x-k8s.io/v1"
 LWS_NAME = "leaderworkerset.sigs.k8s.io/name"

@@ -1,11 +1,12 @@
 """The `model` section: the served model and the architecture facts sizing needs. Pure."""
 
+import json
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from llmd_fleet.config.base import ConfigModel
+from llmd_fleet.config.base import ConfigModel, camel_alias
 from llmd_fleet.config.grammar import (
     GitRevision,
     HfRepoId,
@@ -14,6 +15,48 @@ from llmd_fleet.config.grammar import (
 )
 from llmd_fleet.config.vllm_registry import REASONING_PARSERS, TOOL_CALL_PARSERS
 from llmd_fleet.labels import label_value
+from llmd_fleet.models import description_for
+from llmd_fleet.models.formulas import active_params, kv_bytes_per_token, routed_expert_params, total_params
+
+# The architecture keys a model card supplies when the stack omits them (hand-entered, they must
+# agree with the card: plan/memory.py model_sizing). A model without a card must give them all.
+CARD_FIELDS = (
+    "total_params_b",
+    "active_params_b",
+    "routed_expert_params_b",
+    "layers",
+    "experts",
+    "experts_per_token",
+    "weight_dtype",
+    "kv_bytes_per_token",
+    "max_context_tokens",
+)
+
+
+def card_values(model_id: str, kv_cache_dtype: str) -> dict[str, object] | None:
+    """The architecture keys of a model with a card, as the stack would spell them (parameter
+    counts in billions, to 0.1B), None for a model without one."""
+    m = description_for(model_id)
+    if m is None:
+        return None
+    return {
+        "total_params_b": round(total_params(m) / 1e9, 1),
+        "active_params_b": round(active_params(m) / 1e9, 1),
+        "routed_expert_params_b": round(routed_expert_params(m) / 1e9, 1),
+        "layers": m.num_hidden_layers,
+        "experts": m.n_routed_experts,
+        "experts_per_token": m.num_experts_per_tok,
+        "weight_dtype": m.weight_dtype,
+        "kv_bytes_per_token": kv_bytes_per_token(m, kv_cache_dtype).total,
+        "max_context_tokens": m.max_position_embeddings,
+    }
+
+
+def _card_keys_optional(schema: dict[str, Any]) -> None:
+    """The JSON schema (the component's inputs) lists the card keys as optional: a model with a
+    card takes them from it."""
+    optional = {camel_alias(name) for name in CARD_FIELDS}
+    schema["required"] = [key for key in schema.get("required", []) if key not in optional]
 
 
 class _Model(ConfigModel):
@@ -70,26 +113,33 @@ class ModelConfig(_Model):
     served_name: ServedModelName | None = None
     """Model name clients send; the repository id when unset."""
     total_params_b: Annotated[float, Field(gt=0, le=100000)]
-    """Total parameters, in billions."""
+    """Total parameters, in billions. From the model card when omitted (a model with a card:
+    components/llmd_fleet/models/); given, within 1% of the card's count."""
     active_params_b: Annotated[float, Field(gt=0, le=100000)]
-    """Parameters active per token, in billions (informational; shown in the plan)."""
+    """Parameters active per token, in billions (informational; shown in the plan). From the model
+    card when omitted (embeddings included)."""
     routed_expert_params_b: Annotated[float, Field(ge=0, le=100000)]
     """Parameters in routed experts, in billions: sharded across EP ranks. The rest (attention,
-    shared experts, dense MLPs, embeddings) is replicated on every data-parallel rank."""
+    shared experts, dense MLPs, embeddings) is replicated on every data-parallel rank. From the
+    model card when omitted; given, within 1% of the card's count."""
     layers: Annotated[int, Field(ge=1, le=1024)]
-    """Transformer layers."""
+    """Transformer layers. From the model card when omitted; given, equal to the card's."""
     experts: Annotated[int, Field(ge=1, le=4096)]
-    """Routed experts per MoE layer; the expert-parallel size must divide it."""
+    """Routed experts per MoE layer; the expert-parallel size must divide it. From the model card
+    when omitted; given, equal to the card's."""
     experts_per_token: Annotated[int, Field(ge=1, le=256)]
-    """Routed experts each token activates."""
+    """Routed experts each token activates. From the model card when omitted; given, equal to the
+    card's."""
     weight_dtype: Annotated[WeightDtype, Field(strict=False)]
-    """Weight format of the checkpoint."""
+    """Weight format of the checkpoint. From the model card when omitted; given, equal to the card's."""
     kv_cache_dtype: Literal["fp8", "auto"] = "fp8"
     """vLLM --kv-cache-dtype; `kvBytesPerToken` must be given for this dtype."""
     kv_bytes_per_token: Annotated[int, Field(ge=1, le=16 * 1024 * 1024)]
-    """KV-cache bytes one token occupies on a rank, all layers included, in `kvCacheDtype`."""
+    """KV-cache bytes one token occupies on a rank, all layers included, in `kvCacheDtype`. From
+    the model card when omitted; given, at least what vLLM allocates for the card."""
     max_context_tokens: Annotated[int, Field(ge=1, le=16 * 1024 * 1024)]
-    """Longest context the model supports (config.json max_position_embeddings)."""
+    """Longest context the model supports (config.json max_position_embeddings). From the model
+    card when omitted; given, equal to the card's."""
     tool_call_parser: Annotated[str, one_of(TOOL_CALL_PARSERS, "tool-call parser")] | None = None
     """vLLM --tool-call-parser (a name the pinned vLLM registers, llmd_fleet/config/vllm_registry.py);
     enables auto tool choice when set."""
@@ -102,6 +152,22 @@ class ModelConfig(_Model):
     )
     """LoRA adapters every engine of the model loads at start (vLLM --enable-lora
     --lora-modules); none by default."""
+
+    model_config = ConfigDict(json_schema_extra=_card_keys_optional)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_card(cls, data: Any) -> Any:
+        """Fill the architecture keys the stack omits from the model card; a model without a card
+        keeps them required (each missing key is refused by name)."""
+        if not isinstance(data, dict) or not isinstance(data.get("id"), str):
+            return data
+        dtype = data.get("kvCacheDtype", data.get("kv_cache_dtype", "fp8"))
+        card = card_values(data["id"], dtype if dtype in ("fp8", "auto") else "fp8")
+        if card is None:
+            return data
+        given = {k for k in data} | {camel_alias(k) for k in data}
+        return {**{camel_alias(k): v for k, v in card.items() if camel_alias(k) not in given}, **data}
 
 
 def client_model_name(model: ModelConfig) -> str:
@@ -118,3 +184,31 @@ def served_model_names(model: ModelConfig) -> tuple[str, ...]:
     client = client_model_name(model)
     label = label_value(client)
     return (label,) if label == client else (label, client)
+
+
+# agentgateway's limit on a direct response's body (its AgentgatewayPolicy CRD at the pinned
+# release: spec.traffic.directResponse.body maxLength).
+DIRECT_RESPONSE_MAX_BYTES = 4096
+
+
+def model_list(models: tuple[ModelConfig, ...]) -> dict[str, Any]:
+    """What `GET /v1/models` through the gateway answers: every model's served names (vLLM's
+    --served-model-name list) and every LoRA adapter, in stack order, in the OpenAI list shape
+    vLLM's own /v1/models uses (`object`, `data[].id`, `owned_by`, `root`, `parent`: an
+    adapter's parent is its model's client name, as vLLM reports it)."""
+    data: list[dict[str, Any]] = []
+    for model in models:
+        for name in served_model_names(model):
+            data.append({"id": name, "object": "model", "owned_by": "llmd-fleet", "root": model.id})
+        parent = client_model_name(model)
+        for adapter in model.lora_adapters:
+            data.append(
+                {"id": adapter.name, "object": "model", "owned_by": "llmd-fleet", "root": adapter.source,
+                 "parent": parent}
+            )  # fmt: skip
+    return {"object": "list", "data": data}
+
+
+def model_list_body(models: tuple[ModelConfig, ...]) -> str:
+    """model_list as the bytes the gateway sends: compact JSON, the same for the same stack."""
+    return json.dumps(model_list(models), separators=(",", ":"))

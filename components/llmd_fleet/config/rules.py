@@ -1,11 +1,16 @@
-"""The rules of the sections the config core owns: the node groups, the model and the workload. Pure."""
+"""The rules of the sections the config core owns: the node groups, the model and the workload. Pure.
+They read the whole stack (`StackConfig`, llmd_fleet/stack/model.py) as a type only: config/ imports
+no layer and no target."""
 
 import itertools
+from typing import TYPE_CHECKING
 
 from llmd_fleet.config.fleet import Accelerator, NodeGroupConfig
 from llmd_fleet.config.grammar import dns_label_problem
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.problems import Problem, key
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 # The old single-field bounds of a GPU node, now a rule for GPU nodes only (kind nodes are small).
 GPU_NODE_MIN_CPUS = 16
@@ -13,7 +18,7 @@ GPU_NODE_MIN_MEMORY_GIB = 64
 
 
 def gpu_node_group_problems(
-    config: StackConfig, name: str, group: NodeGroupConfig, kind: str
+    config: "StackConfig", name: str, group: NodeGroupConfig, kind: str
 ) -> list[Problem]:
     """A node group of a GPU target: a GPU model, its GPUs and the host of an HGX node."""
     path = key(config, "fleet", "node_groups", name)
@@ -45,7 +50,7 @@ def gpu_node_group_problems(
     return problems
 
 
-def node_group_problems(config: StackConfig) -> list[Problem]:
+def node_group_problems(config: "StackConfig") -> list[Problem]:
     """Each node group: its name and one accelerator allocation mechanism."""
     problems: list[Problem] = []
     for name, group in config.fleet.node_groups.items():
@@ -77,7 +82,7 @@ def node_group_problems(config: StackConfig) -> list[Problem]:
     return problems
 
 
-def model_problems(config: StackConfig) -> list[Problem]:
+def model_problems(config: "StackConfig") -> list[Problem]:
     """The model architecture facts agree with each other."""
     problems: list[Problem] = []
     model = config.model
@@ -90,7 +95,7 @@ def model_problems(config: StackConfig) -> list[Problem]:
     return problems
 
 
-def workload_problems(config: StackConfig) -> list[Problem]:
+def workload_problems(config: "StackConfig") -> list[Problem]:
     """The workload's input percentiles are ordered: p50 <= p90 <= p99 (a percentile of a
     distribution never exceeds a higher one)."""
     workload = config.workload

@@ -4,8 +4,11 @@ defines its own (llmd_fleet/targets/<kind>/fabric.py); llmd_fleet/layers/serving
 pod.py only read the Fabric the plan carries. Pure.
 """
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
+
+from llmd_fleet.core.pod_context import Skip
 
 DEEPEP_NEEDS_MLX5 = (
     "DeepEP's inter-node kernels are written for NVSHMEM IBGDA, GPU-initiated RDMA over mlx5 "
@@ -56,5 +59,17 @@ class Fabric:
     """Why the preflight's rate gate is what it is on this fabric (the plan prints it)."""
     image: str = "vllm"
     """Version-matrix image name of the serving image that supports this fabric."""
-    extra: dict[str, Any] = field(default_factory=dict)
-    """Target-specific data other builders may read (documented where it is set)."""
+    sidecars: tuple[Mapping[str, Any], ...] = ()
+    """Native sidecars of every serving pod, placed before the role's own (GKE TCPXO: RxDM)."""
+    volumes: tuple[Mapping[str, Any], ...] = ()
+    """Pod volumes the sidecars and the engine mount (GKE TCPXO: host libraries, devices)."""
+    engine_volume_mounts: tuple[Mapping[str, Any], ...] = ()
+    """Mounts of `volumes` into the engine container (and the fabric preflight's probe)."""
+    sidecar_capability_reason: str = ""
+    """Why the sidecars add capabilities, appended to the engine's reason for checkov's
+    CKV_K8S_25 (llmd_fleet/core/pod_context.py capability_skips); empty without sidecars."""
+    sidecar_skips: tuple[Skip, ...] = ()
+    """The checkov checks the sidecars fail on purpose, each with its reason."""
+    nics_per_gpu: int = 0
+    """GPU-fabric NICs per GPU where a GPU has several (EFA devices on p5.48xlarge); 0: not
+    counted per GPU."""

@@ -112,26 +112,14 @@ _ENGINE_CAPABILITY_REASON = (
     "vllm drops ALL and adds IPC_LOCK (NIXL/UCX and NVSHMEM pin their transfer buffers) and "
     "SYS_RAWIO (NVSHMEM IBGDA and GDRCopy map NIC and GPU BARs)"
 )
-_RXDM_CAPABILITY_REASON = "tcpxo-daemon adds NET_ADMIN and NET_BIND_SERVICE for GKE's TCPXO receive datapath"
 
 
-def capability_skips(with_rxdm: bool) -> tuple[Skip, ...]:
-    """Added capabilities (CKV_K8S_25); the reason names every container that adds some."""
-    reason = _ENGINE_CAPABILITY_REASON + (f"; {_RXDM_CAPABILITY_REASON}" if with_rxdm else "")
+def capability_skips(sidecar_reason: str = "") -> tuple[Skip, ...]:
+    """Added capabilities (CKV_K8S_25); the reason names every container that adds some (the
+    fabric's sidecars give theirs: `Fabric.sidecar_capability_reason`)."""
+    reason = _ENGINE_CAPABILITY_REASON + (f"; {sidecar_reason}" if sidecar_reason else "")
     return (Skip("CKV_K8S_25", reason),)
 
-
-_RXDM = (
-    "tcpxo-daemon is GKE's TCPXO receive-datapath manager, run with the security context of GKE's "
-    "TCPXO manifest"
-)
-RXDM_SKIPS = (
-    Skip("CKV_K8S_37", f"{_RXDM}: it keeps the runtime's default capabilities (no drop ALL)"),
-    Skip("CKV_K8S_28", f"{_RXDM}: NET_RAW is among the runtime's default capabilities it keeps"),
-    Skip("CKV_K8S_20", f"{_RXDM}: a root process with NET_ADMIN, privilege escalation not turned off"),
-    Skip("CKV_K8S_22", f"{_RXDM}: its command makes its entrypoint script executable inside the image"),
-)
-"""What a serving pod with GKE's TCPXO RxDM sidecar keeps in addition."""
 
 # --- The router ------------------------------------------------------------------------------------
 

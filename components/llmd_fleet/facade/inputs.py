@@ -35,9 +35,10 @@ import types
 from collections.abc import Mapping
 from typing import Any
 
-from llmd_fleet.config.parse import KUBECONFIG_KINDS
-from llmd_fleet.config.stack import KNOWN_KEYS, OBJECT_KEYS, SECRET_KEYS, StackConfig
 from llmd_fleet.core.problems import PROJECT
+from llmd_fleet.stack.model import SECRET_KEYS, StackConfig
+from llmd_fleet.stack.parse import KUBECONFIG_KINDS
+from llmd_fleet.stack.registry import KNOWN_KEYS, OBJECT_KEYS
 
 MODULE = "llmd_fleet.facade.generated_inputs"
 SOURCE_NAME = "<llmd-fleet facade inputs>"

@@ -1,8 +1,14 @@
 """The images section's rules against the target. Pure."""
 
-from llmd_fleet.config.stack import StackConfig
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from llmd_fleet.core.problems import Problem, key
 from llmd_fleet.images.config import images_config_problems
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 
 def images_problems(config: StackConfig) -> list[Problem]:

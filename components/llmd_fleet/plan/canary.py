@@ -8,15 +8,17 @@ most instances (`RolePlan.max_instances`, the autoscaling ceiling included). The
 own rollout surge (`rollouts_for`) then counts only what the canary leaves.
 """
 
+from __future__ import annotations
+
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.problems import PROJECT
 
 if TYPE_CHECKING:
     from llmd_fleet.plan.fleet import RolePlan
+    from llmd_fleet.stack.model import StackConfig
 
 
 @dataclass(frozen=True)
@@ -25,7 +27,7 @@ class CanaryPlan:
 
     weight: int
     """Percent of the route's requests the canary's pool gets."""
-    roles: tuple["RolePlan", ...]
+    roles: tuple[RolePlan, ...]
     """The stable role plans with the canary's instances (fixed: no autoscaling, no surge)."""
     spare_nodes: Mapping[str, int]
     """Per node group: nodes left beside the stable roles at their most instances, before the
@@ -43,7 +45,7 @@ class CanaryPlan:
         return sum(r.nodes for r in self.roles if r.node_group == group)
 
 
-def canary_role(role: "RolePlan", instances: int) -> "RolePlan":
+def canary_role(role: RolePlan, instances: int) -> RolePlan:
     """`role` with `instances` fixed instances, replaced one at a time on an update."""
     return replace(
         role,
@@ -57,7 +59,7 @@ def canary_role(role: "RolePlan", instances: int) -> "RolePlan":
 
 
 def plan_canary(
-    config: StackConfig, roles: Sequence["RolePlan"], spare: Mapping[str, int]
+    config: StackConfig, roles: Sequence[RolePlan], spare: Mapping[str, int]
 ) -> tuple[CanaryPlan | None, list[tuple[str, str]]]:
     """The canary's plan and the refusals of a canary its node groups have no room for (one per
     group short of nodes, naming it)."""

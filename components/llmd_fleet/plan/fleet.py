@@ -10,18 +10,20 @@ ranks and client ports are the same as vLLM's, each pod runs its ranks in one si
 and a rank's KV room is the simulator's emulated prefix cache (`simulator.kvCacheBlocks`).
 """
 
+from __future__ import annotations
+
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal, TypedDict
 
 from llmd_fleet.config.fleet import HBM_MIB, NodeGroupConfig
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.fabric import Fabric
 from llmd_fleet.core.problems import PROJECT, Problem
 from llmd_fleet.layers.autoscaling.rules import autoscaling_max_instances
 from llmd_fleet.layers.router.config import expected_prompt_tokens, non_cached_tokens
 from llmd_fleet.layers.serving.config import RoleConfig
+from llmd_fleet.models import description_for
 from llmd_fleet.plan.epp import epp_cpus_for
 from llmd_fleet.plan.kernels import MoeKernels, moe_kernels
 from llmd_fleet.plan.lora import lora_gib_per_rank
@@ -34,13 +36,13 @@ from llmd_fleet.plan.memory import (
     reserves,
     weights_per_rank,
 )
-from llmd_fleet.plan.model_card import description_for
 from llmd_fleet.plan.router import RouterPlan, plan_router
 from llmd_fleet.plan.system_nodes import system_node_problems
 from llmd_fleet.targets.specs import fabric_for
 
 if TYPE_CHECKING:
     from llmd_fleet.plan.canary import CanaryPlan
+    from llmd_fleet.stack.model import StackConfig
 
 Engine = Literal["vllm", "simulator"]
 
@@ -72,8 +74,11 @@ ROLE_NAMES: tuple[RoleName, RoleName] = ("prefill", "decode")
 # The plan counts KV in the stack's own declared turn (the workload's p50 input + its output),
 # never in a fixed reference context.
 def context_tokens(config: StackConfig) -> int:
-    """The declared typical turn a context holds: the workload's median input plus one answer."""
-    return config.workload.input_tokens_p50 + config.workload.output_tokens
+    """The declared typical turn a context holds: the workload's median input plus one answer, at
+    most the served window (the roles' smaller maxModelLen): a longer turn is refused, not held."""
+    roles = config.serving.roles
+    turn = config.workload.input_tokens_p50 + config.workload.output_tokens
+    return min(turn, roles.prefill.max_model_len, roles.decode.max_model_len)
 
 
 # Ports. vLLM's multi-port external load balancing gives every local DP rank its own API server
@@ -326,7 +331,7 @@ class FleetPlan:
     """The endpoint pickers' and tokenizers' replicas, ports and resources."""
     model: ModelSizing | None = None
     """The model's sizing figures and their source (plan/memory.py model_sizing)."""
-    canary: "CanaryPlan | None" = None
+    canary: CanaryPlan | None = None
     """The canary revision's roles and weight, with `serving.canary` (plan/canary.py)."""
 
     def role(self, name: RoleName) -> RolePlan:

@@ -21,7 +21,7 @@ the checkpoint:
 
 from dataclasses import dataclass
 
-from llmd_fleet.plan.model_card import ModelDescription, WeightQuantization
+from llmd_fleet.models import ModelDescription, WeightQuantization
 
 # The names each of vLLM 0.33's MoE oracles accepts for `--moe-backend` (and a drafter's
 # moe_backend): the keys of its map function, plus the names it lets fall through to `auto`.

@@ -8,7 +8,7 @@ holds an A matrix (rank x in) and a B matrix (out x rank): `in + out` elements; 
 MergedColumnParallelLinearWithLoRA). A fused MoE layer holds, per local expert, the same for its
 w1, w3 (hidden -> moe_intermediate) and w2 (moe_intermediate -> hidden) (vllm/lora/layers/
 fused_moe.py FusedMoEWithLoRA.create_lora_weights); with expert parallelism only the rank's own
-experts. Counted for a DeepSeek-style model (plan/model_card.py ModelDescription), every
+experts. Counted for a DeepSeek-style model (models/card.py ModelDescription), every
 attention projection included (q or q_a/q_b, kv_a_proj_with_mqa, kv_b_proj, o_proj), the dense
 and shared-expert MLPs and the routed experts: an upper bound where vLLM leaves a projection
 unwrapped. The adapters' dtype is the model's activation dtype (`lora_dtype` auto,
@@ -16,7 +16,7 @@ vllm/config/lora.py): 2 bytes (bf16) for both bf16 and fp8 checkpoints. Tensor p
 not divided out (an upper bound for TP > 1).
 """
 
-from llmd_fleet.plan.model_card import ModelDescription
+from llmd_fleet.models import ModelDescription
 
 LORA_BYTES = 2
 """bf16: vLLM's `lora_dtype` auto takes the model's dtype (activations are bf16 for fp8 weights)."""

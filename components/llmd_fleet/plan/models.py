@@ -11,13 +11,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from llmd_fleet.config.model import client_model_name
-from llmd_fleet.config.models import entry_key
-from llmd_fleet.config.stack import StackConfig, model_views
 from llmd_fleet.core.problems import PROJECT, Problem
+from llmd_fleet.models import description_for
 from llmd_fleet.plan.epp import epp_cpus_for
 from llmd_fleet.plan.fleet import FleetPlan, PlanError, plan_fleet
-from llmd_fleet.plan.model_card import description_for
 from llmd_fleet.plan.system_nodes import picker_pairs_problems
+from llmd_fleet.stack.model import StackConfig, model_views
+from llmd_fleet.stack.models import entry_key
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def adapter_problems(view: StackConfig) -> list[Problem]:
     return [
         Problem(
             f"{PROJECT}:model.loraAdapters",
-            f"only for a model the plan describes (plan/model_card.py): the adapters' HBM is sized from "
+            f"only for a model with a card (components/llmd_fleet/models/): the adapters' HBM is sized from "
             f"its layer shapes (plan/lora.py), and {view.model.id!r} has no description",
         )
     ]

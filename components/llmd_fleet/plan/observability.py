@@ -7,12 +7,18 @@ bounds per band, how long a role may be short of ranks before it is more than a 
 endpoint picker's leader Lease.
 """
 
+from __future__ import annotations
+
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from llmd_fleet.config.grammar import url_port
-from llmd_fleet.config.stack import MODEL_SCOPE_LABEL, StackConfig
+from llmd_fleet.labels import MODEL_SCOPE_LABEL
 from llmd_fleet.plan.fleet import GIB, FleetPlan, RoleName, RolePlan
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 # vLLM 0.33.0 observes vllm:nixl_xfer_time_seconds into buckets up to 5 s
 # (distributed/kv_transfer/kv_connector/v1/nixl/stats.py); a p90 beyond the top bucket reads as
@@ -82,7 +88,7 @@ class ObservabilityPlan:
     """Whether the engines run the CPU KV tier (the allocation-failure alert needs it)."""
     scope: tuple[tuple[str, str], ...] = ()
     """Label matchers every query adds besides the namespace: with `llmd-fleet:models` the
-    model's own (config/stack.py MODEL_SCOPE_LABEL); none for a single model."""
+    model's own (llmd_fleet/labels.py MODEL_SCOPE_LABEL); none for a single model."""
 
     def role(self, name: RoleName) -> RoleTargets:
         return next(r for r in self.roles if r.name == name)

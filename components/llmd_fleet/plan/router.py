@@ -1,11 +1,12 @@
 """The router's plan: how big the endpoint picker's prefix index, flow-control bounds and memory
 must be for the fleet's ranks and expected traffic (used by plan/fleet.py). Pure."""
 
+from __future__ import annotations
+
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.layers.router.config import expected_prompt_tokens
 from llmd_fleet.layers.router.specs import (
     AdmissionPlan,
@@ -18,6 +19,7 @@ from llmd_fleet.plan.epp import EPP_BASELINE_GIB, EPP_BYTES_PER_TOKEN_PER_RPS, G
 
 if TYPE_CHECKING:
     from llmd_fleet.plan.fleet import RolePlan
+    from llmd_fleet.stack.model import StackConfig
 
 # Bytes a prompt token takes in a request body (UTF-8 text of code and prose is ~4 characters per
 # token for GLM-class tokenizers); the flow-control byte bounds count request bodies.
@@ -61,7 +63,7 @@ class RouterPlan:
     flow control)."""
 
 
-def plan_router(config: StackConfig, roles: tuple["RolePlan", ...]) -> RouterPlan:
+def plan_router(config: StackConfig, roles: tuple[RolePlan, ...]) -> RouterPlan:
     router = config.router
     # Sized for the most instances the roles can run (autoscaled roles grow to their maximum).
     endpoints = sum(r.max_instances * r.data_parallel for r in roles)

@@ -17,12 +17,12 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.plan.throughput import Turn, declared_turn, decode_kv, fleet_throughput, role_shapes
 from llmd_fleet.plan.workload import DECODE_KV_HEADROOM, plan_workload
 
 if TYPE_CHECKING:
     from llmd_fleet.plan.fleet import FleetPlan
+    from llmd_fleet.stack.model import StackConfig
 
 DECODE_KV = "decode HBM contexts"
 

@@ -5,13 +5,17 @@ node's allocatable CPU or memory stays Pending and the fleet has no router. On-p
 are the cluster's own and unknown offline: nothing is checked there. Pure.
 """
 
+from __future__ import annotations
+
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from llmd_fleet.config.stack import StackConfig
-from llmd_fleet.core.problems import Key, Problem, key
-from llmd_fleet.targets.eks.config import EksTarget
-from llmd_fleet.targets.gke.config import GkeTarget
+from llmd_fleet.core.problems import Key, Problem
+from llmd_fleet.targets.specs import SPECS
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 GIB_PER_GB = 1e9 / 1024**3
 
@@ -66,19 +70,10 @@ def allocatable(shape: NodeShape) -> tuple[float, float]:
 
 def system_node_problems(config: StackConfig, epp_cpus: int, epp_memory_gib: int) -> list[Problem]:
     """One EPP replica (its CPU and memory requests) fits a node of the stack's CPU pool."""
-    target = config.target
-    if isinstance(target, GkeTarget):
-        where, machine = (
-            key(config, "target", "gke", "system_pool", "machine_type"),
-            target.gke.system_pool.machine_type,
-        )
-    elif isinstance(target, EksTarget):
-        where, machine = (
-            key(config, "target", "eks", "system_nodes", "instance_type"),
-            target.eks.system_nodes.instance_type,
-        )
-    else:
+    pool = SPECS[config.target.kind].system_pool(config)
+    if pool is None:
         return []
+    where, machine = pool.machine_key, pool.machine_type
     shape = node_shape(machine)
     if shape is None:
         return []  # a type this table does not know: the cloud's own scheduler is the check
@@ -97,15 +92,10 @@ def system_node_problems(config: StackConfig, epp_cpus: int, epp_memory_gib: int
 
 
 def pool_of(config: StackConfig) -> tuple[Key, str, int] | None:
-    """The stack's CPU pool: its count's key, machine type and node count (gke, eks), else None."""
-    target = config.target
-    if isinstance(target, GkeTarget):
-        pool = target.gke.system_pool
-        return key(config, "target", "gke", "system_pool", "node_count"), pool.machine_type, pool.node_count
-    if isinstance(target, EksTarget):
-        nodes = target.eks.system_nodes
-        return key(config, "target", "eks", "system_nodes", "count"), nodes.instance_type, nodes.count
-    return None
+    """The stack's CPU pool: its count's key, machine type and node count where the target creates
+    one (`TargetSpec.system_pool`), else None."""
+    pool = SPECS[config.target.kind].system_pool(config)
+    return None if pool is None else (pool.count_key, pool.machine_type, pool.count)
 
 
 def picker_pairs_problems(config: StackConfig, pickers: list[tuple[str, int, int, int]]) -> list[Problem]:

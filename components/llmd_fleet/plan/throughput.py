@@ -27,13 +27,13 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.layers.router.config import non_cached_tokens
+from llmd_fleet.models import FAMILIES, Acceptance, ModelDescription
 from llmd_fleet.plan.memory import GIB, KvBytesPerToken, kv_bytes_per_token, param_counts, total_params
-from llmd_fleet.plan.model_card import ModelDescription
 
 if TYPE_CHECKING:
     from llmd_fleet.plan.fleet import FleetPlan
+    from llmd_fleet.stack.model import StackConfig
 
 
 @dataclass(frozen=True)
@@ -143,51 +143,18 @@ ASSUMED_CACHE_HIT = Constant(
 )
 
 
-@dataclass(frozen=True)
-class Acceptance:
-    """A family's MTP acceptance: the chance a speculative token is accepted, from one published
-    figure (tokens per step at `at_k` speculative tokens, or the acceptance itself)."""
-
-    a: float
-    source: str
-
-
-def acceptance_from_tokens_per_step(tokens: float, k: int) -> float:
-    """The a with 1 + a + ... + a^k = tokens (bisection; the sum grows with a)."""
-    lo, hi = 0.0, 1.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        if sum(mid**i for i in range(k + 1)) < tokens:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
-
-
-# Keyed by the model card's name prefix (the family).
+# Each family's published acceptance (components/llmd_fleet/models/<family>), keyed by card name.
 MTP_ACCEPTANCE: dict[str, Acceptance] = {
-    "GLM-5.2": Acceptance(
-        acceptance_from_tokens_per_step(2.95, 3),
-        f"{_STUDY}: ~2.95 tokens per step with 3 speculative tokens, so 1 + a + a^2 + a^3 = 2.95",
-    ),
-    "DeepSeek-V3": Acceptance(
-        0.85,
-        "DeepSeek-V3 technical report (arXiv 2412.19437, section 5.4.3): the second token's "
-        "acceptance rate 'between 85% and 90%'; the lower end",
-    ),
-    "DeepSeek-R1": Acceptance(
-        0.85,
-        "DeepSeek-R1 is DeepSeek-V3's architecture and MTP layer; the DeepSeek-V3 report's 85% (lower end)",
-    ),
+    card.description.name: family.mtp_acceptance
+    for family in FAMILIES
+    if family.mtp_acceptance is not None
+    for card in family.cards
 }
 
 
 def mtp_acceptance(m: ModelDescription) -> Acceptance | None:
     """The family's published acceptance, None when the plan has none (no MTP gain)."""
-    for family, acceptance in MTP_ACCEPTANCE.items():
-        if m.name.startswith(family):
-            return acceptance
-    return None
+    return MTP_ACCEPTANCE.get(m.name)
 
 
 def tokens_per_step_of(m: ModelDescription, k: int) -> float:
@@ -638,7 +605,7 @@ def why_not_modelled(config: StackConfig, plan: FleetPlan) -> str | None:
     sizing = plan.model
     if sizing is None or sizing.description is None or sizing.kv is None:
         return (
-            f"model.id {config.model.id} has no model card (plan/model_card.py): the step times "
+            f"model.id {config.model.id} has no model card (components/llmd_fleet/models/): the step times "
             "need its architecture (hidden size, heads, MLA ranks, experts per layer), which "
             "totalParamsB and kvBytesPerToken do not give"
         )

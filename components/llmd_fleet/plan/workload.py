@@ -14,7 +14,6 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.config.workload import Percentile
 from llmd_fleet.core.problems import key
 from llmd_fleet.layers.router.config import expected_prompt_tokens
@@ -22,6 +21,7 @@ from llmd_fleet.plan.epp import EPP_BASELINE_GIB, EPP_BYTES_PER_TOKEN_PER_RPS, G
 
 if TYPE_CHECKING:
     from llmd_fleet.plan.fleet import FleetPlan, RolePlan
+    from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.plan.throughput import decode_answer_seconds, plan_throughput
 
 PERCENTILES: tuple[tuple[Percentile, float], ...] = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99))
@@ -106,7 +106,7 @@ def plan_workload(config: StackConfig, plan: FleetPlan) -> WorkloadPlan | None:
         ("p99", w.input_tokens_p99),
     )
     first = next((name for name, tokens in percentiles if tokens + w.output_tokens > window), None)
-    context = w.input_tokens_p50 + w.output_tokens
+    context = min(w.input_tokens_p50 + w.output_tokens, window)  # a longer turn is refused, not held
     decode_s = decode_answer_seconds(config, plan)
     needed = w.agents * decode_s / (decode_s + w.tool_gap_seconds)
     held, whole, cpu_held = _decode_capacity(plan.role("decode"), context)

@@ -1,5 +1,6 @@
 """The serving namespace's NetworkPolicies: deny everything, then allow exactly the flows the
-fleet's layers state, each in its own `llmd_fleet/layers/<layer>/flows.py`:
+fleet's layers state, each in its own `llmd_fleet/layers/<layer>/flows.py`, registered with its
+layer's record (`NAMESPACE_FLOWS`, llmd_fleet/stack/registry.py):
 
 | layer | its pods' flows |
 |---|---|
@@ -35,44 +36,27 @@ those pages; none is declared. On eth0, UCX needs nothing: the `tcpxo` fabric pi
 NICs (UCX_NET_DEVICES), and serving pods may reach each other on any port regardless.
 """
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import TypedDict
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.netpol import (
-    ClusterRanges,
     PolicySpec,
     deny_all_but_dns,
 )
 from llmd_fleet.labels import common_labels
-from llmd_fleet.layers.gateway import flows as gateway
-from llmd_fleet.layers.modelexpress import flows as modelexpress
-from llmd_fleet.layers.preflight import flows as preflight
-from llmd_fleet.layers.responses import flows as responses
-from llmd_fleet.layers.router import flows as router
-from llmd_fleet.layers.serving import flows as serving
 from llmd_fleet.plan.fleet import FleetPlan
-from llmd_fleet.targets.specs import SPECS
+from llmd_fleet.stack.registry import NAMESPACE_FLOWS
+from llmd_fleet.targets.specs import cluster_ranges as cluster_ranges  # the ranges the policies use
 
-Flows = Callable[[StackConfig, FleetPlan, ClusterRanges], Mapping[str, PolicySpec]]
-NAMESPACE_FLOWS: tuple[Flows, ...] = (
-    serving.flows,
-    router.flows,
-    preflight.flows,
-    gateway.flows,
-    modelexpress.flows,
-    responses.flows,
-)
-"""Every layer with pods in the serving namespace, in the order their policies are declared."""
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
+
 RULE_LISTS = ("ingress", "egress")
-
-
-def cluster_ranges(config: StackConfig) -> ClusterRanges:
-    """The cluster's address ranges, from the target kind (llmd_fleet/targets/<kind>/rules.py)."""
-    return SPECS[config.target.kind].cluster_ranges(config)
 
 
 def union(contributions: Iterable[Mapping[str, PolicySpec]]) -> dict[str, PolicySpec]:

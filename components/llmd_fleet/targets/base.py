@@ -16,9 +16,20 @@ from llmd_fleet.layers.observability.config import PrometheusMode
 from llmd_fleet.versions import version_tuple, versions
 
 if TYPE_CHECKING:
-    from llmd_fleet.config.stack import StackConfig
+    from llmd_fleet.stack.model import StackConfig
 
 PlatformMode = Literal["install", "preinstalled"]
+
+
+@dataclass(frozen=True)
+class SystemPool:
+    """The CPU nodes a target creates for the fleet's system pods (the endpoint pickers among
+    them): the keys and values of their machine type and count."""
+
+    machine_key: Key
+    machine_type: str
+    count_key: Key
+    count: int
 
 
 class TargetBase(ConfigModel):
@@ -107,6 +118,23 @@ class TargetSpec:
     """The cluster's pod and Service ranges, and where gateway and health-check traffic comes from."""
     defaults: "Callable[[StackConfig], StackConfig]" = lambda config: config
     """The kind's defaults of other sections (an explicit value is always kept)."""
+    section: str | None = None
+    """The `target.<section>` key this kind reads (kinds may share one: local reads `onprem`)."""
+    platform_gateways: tuple[str, ...] = ()
+    """`gateway.implementation` values the kind's platform provides itself (GKE's managed gateway
+    class): refused under any other kind."""
+    platform_prometheus: tuple[tuple[str, str], ...] = ()
+    """(`observability.prometheus` value, what it is) the kind's platform provides itself (GKE's
+    Managed Service for Prometheus): refused under any other kind."""
+    creates_cluster: bool = False
+    """Whether the stack creates the cluster (and its credentials) rather than reaching an
+    existing one through a kubeconfig."""
+    system_pool: "Callable[[StackConfig], SystemPool | None]" = lambda config: None
+    """The CPU pool the stack creates for system pods, None where the cluster is not the stack's."""
+    simulated: bool = False
+    """Whether the kind runs CPU nodes and the engine simulator only (a laptop's kind cluster):
+    `serving.simulator` may be set without the simulator engine (the engine itself is refused
+    otherwise) and the router's tokenizer is sized for a try-out."""
 
 
 def kubernetes_version_problems(config: "StackConfig") -> list[Problem]:

@@ -1,12 +1,17 @@
 """What a target's Pulumi half hands the program: the cluster and what the platform layer needs to
-know about it (`declare` in llmd_fleet/targets/<kind>/build.py)."""
+know about it (`declare` in llmd_fleet/targets/<kind>/build.py), and the contract that half keeps
+(`TargetBuild`)."""
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pulumi
 
 from llmd_fleet.versions import Chart
+
+if TYPE_CHECKING:
+    from llmd_fleet.layers.responses.component import ManagedDatabase
+    from llmd_fleet.stack.model import StackConfig
 
 
 class SecretSource(Protocol):
@@ -37,3 +42,24 @@ class DeclaredTarget:
     """Annotations for the Gateway's generated Service (EKS: the NLB)."""
     cloud_opts: pulumi.ResourceOptions | None = None
     """Options for the stack's other cloud resources (EKS: the region's AWS provider)."""
+
+
+class TargetBuild(Protocol):
+    """A target kind's Pulumi half: the module `BUILDS[kind]` names (llmd_fleet/targets/specs.py),
+    imported only for a stack of that kind."""
+
+    def declare(
+        self, config: "StackConfig", secrets: SecretSource, parent: pulumi.Resource | None = None
+    ) -> DeclaredTarget:
+        """Create (or reach) the cluster and what the platform layer needs to know about it."""
+        ...
+
+    def image_registry_args(self, config: "StackConfig", secrets: SecretSource) -> dict[str, Any]:
+        """Where the serving image build pushes (`ImageBuildArgs` keys) and its credentials."""
+        ...
+
+    def responses_database(
+        self, config: "StackConfig", target: DeclaredTarget, password: pulumi.Input[str]
+    ) -> "ManagedDatabase | None":
+        """The kind's managed database for `llmd-fleet:responses`; None: CloudNativePG in the cluster."""
+        ...

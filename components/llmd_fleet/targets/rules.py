@@ -1,11 +1,16 @@
 """Rules and ranges the kinds that run on an existing cluster (onprem, local) share. Pure."""
 
-import ipaddress
+from __future__ import annotations
 
-from llmd_fleet.config.stack import StackConfig
+import ipaddress
+from typing import TYPE_CHECKING
+
 from llmd_fleet.core.netpol import ClusterRanges
 from llmd_fleet.core.problems import Problem, key
 from llmd_fleet.targets.onprem.config import OnPremTargetConfig
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 
 def range_problems(config: StackConfig) -> list[Problem]:

@@ -2,17 +2,29 @@
 imported only for a stack of that kind, so the on-prem path loads no cloud SDK). Adding a target is
 a folder under targets/ and one line in each table. Pure."""
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from llmd_fleet.core.fabric import Fabric
+from llmd_fleet.core.netpol import ClusterRanges
 from llmd_fleet.targets.base import TargetSpec
 from llmd_fleet.targets.eks import fabric as eks_fabric
-from llmd_fleet.targets.eks.rules import eks_cluster_ranges, eks_target_problems
+from llmd_fleet.targets.eks.rules import eks_cluster_ranges, eks_system_pool, eks_target_problems
 from llmd_fleet.targets.gke import fabric as gke_fabric
-from llmd_fleet.targets.gke.rules import gke_cluster_ranges, gke_defaults, gke_target_problems
+from llmd_fleet.targets.gke.rules import (
+    gke_cluster_ranges,
+    gke_defaults,
+    gke_system_pool,
+    gke_target_problems,
+)
 from llmd_fleet.targets.local import fabric as local_fabric
 from llmd_fleet.targets.local.rules import local_defaults, local_target_problems
 from llmd_fleet.targets.onprem import fabric as onprem_fabric
 from llmd_fleet.targets.onprem.rules import onprem_problems
 from llmd_fleet.targets.rules import existing_cluster_ranges
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 # The NIC line rates are per target: ConnectX-7 (400 GbE / NDR) on-prem; A3 Mega has 8 GPU NICs
 # for 1,600 Gb/s; p5.48xlarge has 32 EFA for 3,200 Gb/s (shared/reference/cluster.md). kind local
@@ -30,6 +42,7 @@ SPECS: dict[str, TargetSpec] = {
             prometheus="operator",
             problems=onprem_problems,
             cluster_ranges=existing_cluster_ranges,
+            section="onprem",
         ),
         TargetSpec(
             kind="local",
@@ -39,6 +52,8 @@ SPECS: dict[str, TargetSpec] = {
             problems=local_target_problems,
             cluster_ranges=existing_cluster_ranges,
             defaults=local_defaults,
+            section="onprem",
+            simulated=True,
         ),
         TargetSpec(
             kind="gke",
@@ -48,6 +63,11 @@ SPECS: dict[str, TargetSpec] = {
             problems=gke_target_problems,
             cluster_ranges=gke_cluster_ranges,
             defaults=gke_defaults,
+            section="gke",
+            creates_cluster=True,
+            system_pool=gke_system_pool,
+            platform_gateways=("gke-l7-rilb",),
+            platform_prometheus=(("gmp", "Managed Service for Prometheus"),),
         ),
         TargetSpec(
             kind="eks",
@@ -56,6 +76,9 @@ SPECS: dict[str, TargetSpec] = {
             prometheus="operator",
             problems=eks_target_problems,
             cluster_ranges=eks_cluster_ranges,
+            section="eks",
+            creates_cluster=True,
+            system_pool=eks_system_pool,
         ),
     )
 }
@@ -75,3 +98,26 @@ def fabric_for(target_kind: str, image_build: bool = True) -> Fabric:
     if target_kind == "eks" and not image_build:
         return eks_fabric.VPC_TCP
     return SPECS[target_kind].fabric
+
+
+def cluster_ranges(config: "StackConfig") -> ClusterRanges:
+    """The cluster's address ranges, from the target kind (llmd_fleet/targets/<kind>/rules.py)."""
+    return SPECS[config.target.kind].cluster_ranges(config)
+
+
+def kinds_where(present: "Callable[[TargetSpec], bool]") -> tuple[str, ...]:
+    """The kinds, in registry order, whose spec satisfies `present`."""
+    return tuple(kind for kind, spec in SPECS.items() if present(spec))
+
+
+def _section_kinds() -> dict[str, str]:
+    owners: dict[str, list[str]] = {}
+    for kind, spec in SPECS.items():
+        if spec.section is not None:
+            owners.setdefault(spec.section, []).append(kind)
+    return {section: " or ".join(kinds) for section, kinds in owners.items()}
+
+
+SECTION_KINDS = _section_kinds()
+"""`target.<section>` -> the kinds that have it ("onprem or local"): a section under another kind
+is refused by name, not as a bare unknown key."""

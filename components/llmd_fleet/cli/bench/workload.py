@@ -26,7 +26,6 @@ from typing import Any
 
 from llmd_fleet.config.grammar import ipv4_address_problem, service_url_problem, url_port
 from llmd_fleet.config.model import client_model_name
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.netpol import dns_egress, model_hub_egress, namespace, tcp
 from llmd_fleet.core.pod_context import restricted_container_context, restricted_pod_context
 from llmd_fleet.labels import common_labels
@@ -37,7 +36,8 @@ from llmd_fleet.layers.gateway.specs import (
     gateway_proxies,
 )
 from llmd_fleet.layers.serving.component import HF_TOKEN_SECRET
-from llmd_fleet.security.isolation import cluster_ranges
+from llmd_fleet.stack.model import StackConfig
+from llmd_fleet.targets.specs import cluster_ranges
 from llmd_fleet.versions import versions
 
 # --- The traffic shape (issue #23; shared/DESIGN.md: median request ~195k input tokens, ~317

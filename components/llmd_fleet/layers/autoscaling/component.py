@@ -45,12 +45,13 @@ Facts (read from source):
   the webhooks on 9443.
 """
 
-from typing import Any, TypedDict
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.pod_context import pod_security_labels
 from llmd_fleet.labels import common_labels
 from llmd_fleet.layers.autoscaling.flows import keda_namespace_flows
@@ -64,6 +65,9 @@ from llmd_fleet.plan.fleet import FleetPlan, RoleName, RolePlan
 from llmd_fleet.plan.observability import plan_observability, prometheus_address
 from llmd_fleet.platform.helm import pinned_release
 from llmd_fleet.versions import versions
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 KEDA_CHART = "keda"
 KEDA_RELEASE = "keda"

@@ -15,11 +15,15 @@ adapter's and the webhooks' ports; nothing else reaches a KEDA pod. The autoscal
 flow in the serving namespace: KEDA reads Prometheus, not the pods.
 """
 
-from typing import Any
+from __future__ import annotations
 
-from llmd_fleet.config.stack import StackConfig
+from typing import TYPE_CHECKING, Any
+
 from llmd_fleet.core.netpol import API_SERVER_PORTS, PolicySpec, deny_all_but_dns, namespace, pods, tcp
 from llmd_fleet.plan.observability import prometheus_port
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 # KEDA's pods and ports (the pinned kedacore/charts keda: the `app` labels of its Deployments, the
 # metrics adapter's `service.portHttpsTarget`, the operator's gRPC port the adapter dials through

@@ -1,9 +1,15 @@
 """The autoscaling rules and the helpers sizing shares with them. Pure."""
 
-from llmd_fleet.config.stack import StackConfig
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from llmd_fleet.core.problems import Problem, key
 from llmd_fleet.layers.autoscaling.config import _RoleAutoscalingConfig
 from llmd_fleet.layers.serving.config import TEARDOWN_SECONDS, RoleConfig, ServingConfig
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 # Kubernetes bounds of an HPA's behavior (autoscaling/v2 HPAScalingRules): a stabilization window
 # of at most one hour, a scaling policy's period of at most 30 minutes.

@@ -20,15 +20,15 @@ These functions only build specs; the HTTPRoute per model is kept apart from the
 route (gateway/component.py) so the two evolve separately. Pure apart from `BodyBasedRouter`.
 """
 
+from __future__ import annotations
+
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from llmd_fleet.config.model import client_model_name
-from llmd_fleet.config.models import model_list_body
-from llmd_fleet.config.stack import StackConfig
+from llmd_fleet.config.model import client_model_name, model_list_body
 from llmd_fleet.core.netpol import API_SERVER_PORTS, PolicySpec, pods, tcp
 from llmd_fleet.core.pod_context import (
     IMAGE_BY_TAG,
@@ -42,8 +42,11 @@ from llmd_fleet.labels import common_labels
 from llmd_fleet.layers.gateway.component import GKE_IMPLEMENTATIONS, pool_ref
 from llmd_fleet.layers.gateway.config import MANAGED_IMPLEMENTATIONS
 from llmd_fleet.layers.gateway.specs import GATEWAY_NAME, GATEWAY_NAME_LABEL, gateway_peers
-from llmd_fleet.security.isolation import cluster_ranges
+from llmd_fleet.targets.specs import cluster_ranges
 from llmd_fleet.versions import versions
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 BBR_NAME = "body-based-router"
 # The router's ports and headers (gateway-api-inference-extension pkg/bbr/server/options.go
@@ -211,8 +214,9 @@ def model_list_route_spec(first: StackConfig) -> dict[str, Any]:
     """`GET /v1/models` has no body to route by, so no model's route takes it: this route matches
     it and its AgentgatewayPolicy (model_list_policy_spec) answers it with every model's names.
     The backend is the first model's pool only because a rule needs one; the policy answers before
-    any backend is called (agentgateway v1.2.1 crates/agentgateway/src/proxy/httpproxy.rs applies
-    a route's directResponse with its other request policies, before the backend call)."""
+    any backend is called (agentgateway, at the pinned release,
+    crates/agentgateway/src/proxy/httpproxy.rs applies a route's directResponse with its other
+    request policies, before the backend call)."""
     return {
         "parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": GATEWAY_NAME}],
         "rules": [

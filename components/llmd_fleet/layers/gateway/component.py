@@ -2,13 +2,14 @@
 Gateway + HTTPRoute that send every request through the endpoint picker to the InferencePool.
 On GKE's managed gateway also the two policies that configure the pool's backend service."""
 
-from typing import Any, NotRequired, TypedDict
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
 from pulumi_kubernetes import _utilities as k8s_utilities
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.conventions import POOL_GROUP
 from llmd_fleet.core.pod_context import pod_security_labels
 from llmd_fleet.labels import common_labels
@@ -17,6 +18,9 @@ from llmd_fleet.layers.gateway.specs import GATEWAY_NAME, IMPLEMENTATION_NAMESPA
 from llmd_fleet.layers.serving.config import CANARY_SUFFIX
 from llmd_fleet.platform.helm import pinned_release
 from llmd_fleet.versions import versions
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 GATEWAY_CLASS = {"agentgateway": "agentgateway", "istio": "istio", "gke-l7-rilb": "gke-l7-rilb"}
 CRD_MANIFESTS = ("gateway-api", "inference-extension", "llm-d-router-crds")

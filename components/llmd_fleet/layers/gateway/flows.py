@@ -10,7 +10,10 @@ istio); a managed gateway (GKE's) runs no proxy pod in the namespace.
 | gateway proxies | the implementation's control plane | its xDS port |
 """
 
-from llmd_fleet.config.stack import StackConfig
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from llmd_fleet.core.netpol import ClusterRanges, PolicySpec, namespace, pods, tcp
 from llmd_fleet.layers.gateway.config import MANAGED_IMPLEMENTATIONS
 from llmd_fleet.layers.gateway.specs import (
@@ -22,6 +25,9 @@ from llmd_fleet.layers.gateway.specs import (
 from llmd_fleet.layers.router.specs import GRPC_PORT, epp_selector
 from llmd_fleet.layers.serving.specs import policy_ports, pool_selector
 from llmd_fleet.plan.fleet import FleetPlan
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 GATEWAY_XDS_PORT = {"agentgateway": 9978, "istio": 15012}
 """Where a gateway proxy gets its configuration: agentgateway's controller xDS (chart value

@@ -1,8 +1,15 @@
 """The gateway section's rules. Pure."""
 
-from llmd_fleet.config.stack import StackConfig
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from llmd_fleet.core.problems import Problem, key
+from llmd_fleet.targets.specs import kinds_where
 from llmd_fleet.versions import version_tuple, versions
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 AGENTGATEWAY_MULTI_PORT_POOLS = (1, 2, 0)
 """First agentgateway release whose InferencePool backends take every target port: PR #1445
@@ -14,12 +21,14 @@ target port (one per local DP rank, and prefill and decode listen on different p
 
 
 def gateway_problems(config: StackConfig) -> list[Problem]:
-    """GKE's managed gateway class exists only on GKE; agentgateway must handle multi-port pools."""
+    """A gateway class a target's platform provides (GKE's managed one) exists only there
+    (`TargetSpec.platform_gateways`); agentgateway must handle multi-port pools."""
     problems: list[Problem] = []
     implementation = config.gateway.implementation
-    if implementation == "gke-l7-rilb" and config.target.kind != "gke":
+    owners = kinds_where(lambda spec: implementation in spec.platform_gateways)
+    if owners and config.target.kind not in owners:
         where = key(config, "gateway", "implementation")
-        problems.append(Problem(where, "gke-l7-rilb exists only on kind gke"))
+        problems.append(Problem(where, f"{implementation} exists only on kind {' or '.join(owners)}"))
     if implementation == "agentgateway":
         pinned = versions().chart("agentgateway").version
         if version_tuple(pinned) < AGENTGATEWAY_MULTI_PORT_POOLS:

@@ -1,8 +1,14 @@
 """The Gateway's names and traffic sources other layers refer to (pure)."""
 
-from llmd_fleet.config.stack import StackConfig
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from llmd_fleet.core.netpol import ClusterRanges, Peer, pods
 from llmd_fleet.layers.gateway.config import MANAGED_IMPLEMENTATIONS
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 GATEWAY_NAME = "llm-d-inference-gateway"
 IMPLEMENTATION_NAMESPACE = {"agentgateway": "agentgateway-system", "istio": "istio-system"}

@@ -10,12 +10,13 @@ ai-dynamo/modelexpress at the tag images/versions.toml pins (examples/p2p_transf
 kubernetes_backend/ and examples/crds.yaml at the pinned tag).
 """
 
-from typing import Any, TypedDict
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.pod_context import (
     TOKENIZER_SKIPS,
     restricted_container_context,
@@ -26,6 +27,9 @@ from llmd_fleet.labels import common_labels
 from llmd_fleet.layers.modelexpress.specs import COMPONENT, server_address, server_name, server_selector
 from llmd_fleet.plan.fleet import MX_SERVER_PORT
 from llmd_fleet.versions import versions
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 CRD_MANIFEST = "modelexpress-crds"
 """The version-matrix manifest holding the ModelMetadata and ModelCacheEntry CRDs."""

@@ -9,11 +9,17 @@ through the API server.
 | the ModelExpress server | the API server | TCP 443 and 6443 (its metadata lives in custom resources) |
 """
 
-from llmd_fleet.config.stack import StackConfig
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from llmd_fleet.core.netpol import API_SERVER_PORTS, ClusterRanges, PolicySpec, pods, tcp
 from llmd_fleet.layers.modelexpress.specs import server_selector
 from llmd_fleet.layers.serving.specs import MODEL_SERVER_POLICY, pool_selector
 from llmd_fleet.plan.fleet import MX_SERVER_PORT, FleetPlan
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 
 def flows(config: StackConfig, plan: FleetPlan, ranges: ClusterRanges) -> dict[str, PolicySpec]:

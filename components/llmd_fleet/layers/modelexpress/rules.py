@@ -1,7 +1,13 @@
 """ModelExpress' rules. Pure."""
 
-from llmd_fleet.config.stack import StackConfig
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from llmd_fleet.core.problems import Problem, key
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 
 def weight_loading_problems(config: StackConfig) -> list[Problem]:

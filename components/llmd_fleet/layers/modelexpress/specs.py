@@ -1,7 +1,13 @@
 """The ModelExpress server's names other layers refer to (pure)."""
 
-from llmd_fleet.config.stack import StackConfig
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from llmd_fleet.plan.fleet import MX_SERVER_PORT
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 COMPONENT = "modelexpress"
 

@@ -25,14 +25,15 @@ objects llm-d-router's chart renders). Under GMP the managed collector reads tha
 through a Role bound to `gmp-system:collector`.
 """
 
-from typing import Any, TypedDict
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from llmd_fleet.config.stack import MODEL_SCOPE_LABEL, StackConfig
 from llmd_fleet.core.pod_context import pod_security_labels
-from llmd_fleet.labels import common_labels
+from llmd_fleet.labels import MODEL_SCOPE_LABEL, common_labels
 from llmd_fleet.layers.observability.alerts import rule_groups
 from llmd_fleet.layers.observability.config import GMP_NAMESPACE
 from llmd_fleet.layers.observability.dashboards import DASHBOARD_LABEL, dashboard_json, fleet_dashboards
@@ -48,6 +49,9 @@ from llmd_fleet.plan.fleet import FleetPlan, RoleName
 from llmd_fleet.plan.observability import ObservabilityPlan, plan_observability
 from llmd_fleet.platform.helm import pinned_release
 from llmd_fleet.versions import versions
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 PROMETHEUS_OPERATOR_API = "monitoring.coreos.com/v1"
 GMP_API = "monitoring.googleapis.com/v1"

@@ -1,12 +1,17 @@
 """`llmd-fleet plan`'s last table: each capacity figure of the plan next to the metric, dashboard
 panel and query that show it live, so an operator knows what to expect before the fleet runs."""
 
-from dataclasses import dataclass
+from __future__ import annotations
 
-from llmd_fleet.config.stack import StackConfig
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 from llmd_fleet.layers.observability.dashboards import Dashboard, fleet_dashboards
 from llmd_fleet.plan.fleet import FleetPlan, context_tokens
 from llmd_fleet.plan.observability import gib, plan_observability
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 
 @dataclass(frozen=True)

@@ -24,13 +24,14 @@ so a failed preflight runs again on the next `pulumi up`; `pulumi.com/timeoutSec
 long the provider waits. All read in pulumi/pulumi-kubernetes v4.32.0.
 """
 
+from __future__ import annotations
+
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.conventions import GPU_RESOURCE, PREFLIGHT_COMPONENT, RUNS_BEFORE_ANNOTATION
 from llmd_fleet.core.pod_context import (
     ENGINE_SKIPS,
@@ -44,6 +45,9 @@ from llmd_fleet.layers.preflight import probe
 from llmd_fleet.layers.preflight.specs import PORT, job_name, probe_selector
 from llmd_fleet.plan.fleet import FleetPlan, RolePlan
 from llmd_fleet.platform.dra import claim_template_name, container_claims, pod_claims
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 PROBE_FILE = Path(probe.__file__)
 PROBE_KEY = "probe.py"
@@ -115,7 +119,7 @@ def job_annotations(config: StackConfig) -> dict[str, str]:
     annotations = {
         # What checkov reports on purpose (it reads them from the workload's own metadata): the
         # probe runs as the engine does, as root with IPC_LOCK and SYS_RAWIO, from a tag.
-        **skip_annotations((*ENGINE_SKIPS, *capability_skips(False))),
+        **skip_annotations((*ENGINE_SKIPS, *capability_skips())),
         REPLACE_UNREADY: "true",
         # The provider gives up waiting when the Job itself would.
         TIMEOUT_SECONDS: str(preflight.deadline_minutes * 60),
@@ -169,7 +173,6 @@ def probe_pod_template(config: StackConfig, plan: FleetPlan, image: pulumi.Input
         if group.rdma_resource:
             limits[group.rdma_resource] = str(group.rdma_resource_per_pod)
     resources.update({"requests": dict(limits), "limits": limits})
-    fabric_extra = role.fabric.extra
     container = {
         "name": CONTAINER_NAME,
         "image": image,
@@ -183,7 +186,7 @@ def probe_pod_template(config: StackConfig, plan: FleetPlan, image: pulumi.Input
         "volumeMounts": [
             {"name": "probe", "mountPath": PROBE_MOUNT, "readOnly": True},
             {"name": "tmp", "mountPath": "/tmp"},
-            *(dict(m) for m in fabric_extra.get("engine_volume_mounts", ())),
+            *(dict(m) for m in role.fabric.engine_volume_mounts),
         ],
     }
     spec: dict[str, Any] = {
@@ -209,7 +212,7 @@ def probe_pod_template(config: StackConfig, plan: FleetPlan, image: pulumi.Input
         "volumes": [
             {"name": "probe", "configMap": {"name": f"{job_name(config)}-probe"}},
             {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
-            *(dict(v) for v in fabric_extra.get("volumes", ())),
+            *(dict(v) for v in role.fabric.volumes),
         ],
     }
     if role.claim is not None:

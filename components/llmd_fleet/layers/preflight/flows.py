@@ -15,10 +15,16 @@ flows no NetworkPolicy here filters.
 | preflight pod | the other preflight pod | the probe's metadata port |
 """
 
-from llmd_fleet.config.stack import StackConfig
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from llmd_fleet.core.netpol import ClusterRanges, PolicySpec, pods, tcp
 from llmd_fleet.layers.preflight.specs import PORT, probe_selector
 from llmd_fleet.plan.fleet import FleetPlan
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 
 def flows(config: StackConfig, plan: FleetPlan, ranges: ClusterRanges) -> dict[str, PolicySpec]:

@@ -1,7 +1,13 @@
 """The preflight pods' names and port other layers refer to (pure)."""
 
-from llmd_fleet.config.stack import StackConfig
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from llmd_fleet.conventions import PREFLIGHT_COMPONENT
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 PORT = 5590
 """TCP port of the probe's metadata exchange (target side); the pods' only pod-network flow."""

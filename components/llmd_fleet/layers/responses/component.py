@@ -21,14 +21,15 @@ Names derive from `responses.name`, never from serving settings: renaming the se
 replaces no part of the response store.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass, field
-from typing import Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 from urllib.parse import quote
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.pod_context import (
     IMAGE_BY_TAG,
     PULL_IF_NOT_PRESENT,
@@ -61,6 +62,9 @@ from llmd_fleet.layers.responses.specs import (
 )
 from llmd_fleet.platform.helm import pinned_release
 from llmd_fleet.versions import versions
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 CNPG_RELEASE = "cnpg"
 CNPG_RELOAD_LABEL = "cnpg.io/reload"

@@ -16,10 +16,11 @@ reached from.
 | CloudNativePG pods | the backup store outside the cluster | its endpoint's port |
 """
 
-from typing import Any
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.netpol import (
     API_SERVER_PORTS,
     ClusterRanges,
@@ -51,6 +52,9 @@ from llmd_fleet.layers.responses.specs import (
 from llmd_fleet.plan.fleet import FleetPlan
 from llmd_fleet.targets.eks.config import EksTarget
 from llmd_fleet.targets.gke.config import GkeTarget
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 
 def database_peers(config: StackConfig) -> list[Peer]:

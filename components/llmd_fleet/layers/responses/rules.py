@@ -1,13 +1,18 @@
 """The responses section's rules against the rest of the stack. Pure."""
 
+from __future__ import annotations
+
 import ipaddress
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.problems import Problem, key
 from llmd_fleet.layers.responses.config import S3BackupConfig, responses_section_problems
 from llmd_fleet.targets.gke.config import GkeTarget
 from llmd_fleet.targets.onprem.config import OnPremTarget, OnPremTargetConfig
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 
 def responses_problems(config: StackConfig) -> list[Problem]:

@@ -5,11 +5,16 @@ Facts about the agentic API below were read from the pinned binary (`agentic-ser
 `agentic-api` wheel, the image tag's version; `make check-responses` runs it, docs/responses.md).
 """
 
-import math
+from __future__ import annotations
 
-from llmd_fleet.config.stack import StackConfig
+import math
+from typing import TYPE_CHECKING
+
 from llmd_fleet.layers.gateway.config import MANAGED_IMPLEMENTATIONS
 from llmd_fleet.layers.responses.config import ResponsesConfig
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 AGENTIC_API_PORT = 9000
 """The agentic API's HTTP port (llm-d guides/agentic-api manifests: containerPort and Service)."""

@@ -6,13 +6,14 @@ options at the pinned tag; the chart itself is not used because it renders no PD
 anti-affinity, and the config file must come from the plan.
 """
 
-from typing import Any, NotRequired, TypedDict
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from llmd_fleet.config.model import served_model_names
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.conventions import POOL_GROUP
 from llmd_fleet.core.pod_context import (
     EPP_SKIPS,
@@ -34,7 +35,11 @@ from llmd_fleet.layers.router.specs import (
 )
 from llmd_fleet.layers.serving.specs import pool_selector
 from llmd_fleet.plan.fleet import FleetPlan
+from llmd_fleet.targets.specs import SPECS
 from llmd_fleet.versions import versions
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 TOKENIZER_REPLICAS = 2
 # Failover (docs/day-two.md, "Failover"). On SIGTERM the EPP reports NotServing on readiness,
@@ -273,7 +278,7 @@ def tokenizer_deployment_spec(config: StackConfig, hf_token_secret: str | None) 
         env.append(
             {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": hf_token_secret, "key": "HF_TOKEN"}}}
         )
-    local = config.target.kind == "local"
+    local = SPECS[config.target.kind].simulated
     # A laptop's kind cluster: one small tokenizer (it only tokenizes the try-out's prompts).
     resources = {"cpu": "1", "memory": "4Gi"} if local else {"cpu": "4", "memory": "12Gi"}
     return {

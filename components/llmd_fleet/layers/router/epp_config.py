@@ -6,17 +6,21 @@ the file and every plugin's parameters strictly, so an unknown key stops it at s
 typed model below mirrors that top level, so a config we build always parses back into it.
 """
 
-from typing import Any
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmd_fleet.config.model import client_model_name
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.layers.router.config import RouterConfig, non_cached_tokens, pd_decider
 from llmd_fleet.layers.router.specs import INFLIGHT_PRODUCER, KV_CACHE_UTIL_THRESHOLD, QUEUE_DEPTH_THRESHOLD
 from llmd_fleet.plan.epp import epp_cpus_for
 from llmd_fleet.plan.fleet import KV_EVENTS_PORT, FleetPlan
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 
 class _Strict(BaseModel):
@@ -86,7 +90,7 @@ class EndpointPickerConfig(_Strict):
         return yaml.safe_dump(self.model_dump(by_alias=True, exclude_none=True), sort_keys=False)
 
     @classmethod
-    def from_yaml(cls, text: str) -> "EndpointPickerConfig":
+    def from_yaml(cls, text: str) -> EndpointPickerConfig:
         return cls.model_validate(yaml.safe_load(text))
 
     def plugin(self, name: str) -> Plugin:

@@ -11,7 +11,10 @@
 | tokenizer | outside the cluster's pod and Service ranges | TCP 443 (the model hub) |
 """
 
-from llmd_fleet.config.stack import StackConfig
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from llmd_fleet.core.netpol import (
     API_SERVER_PORTS,
     ClusterRanges,
@@ -33,6 +36,9 @@ from llmd_fleet.layers.router.specs import (
 )
 from llmd_fleet.layers.serving.specs import policy_ports, pool_selector
 from llmd_fleet.plan.fleet import FleetPlan
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 
 def flows(config: StackConfig, plan: FleetPlan, ranges: ClusterRanges) -> dict[str, PolicySpec]:

@@ -1,8 +1,14 @@
 """The router's rules. Pure."""
 
-from llmd_fleet.config.stack import StackConfig
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from llmd_fleet.core.problems import Problem, key
 from llmd_fleet.layers.router.config import non_cached_tokens
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 
 def router_problems(config: StackConfig) -> list[Problem]:

@@ -1,10 +1,15 @@
 """The endpoint picker's and the tokenizer's ports and selectors, and the probabilistic admitter's
 shedding curve derived from the plan (pure)."""
 
+from __future__ import annotations
+
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from llmd_fleet.config.stack import StackConfig
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
+
 
 TOKENIZER_PORT = 8000
 GRPC_PORT = 9002

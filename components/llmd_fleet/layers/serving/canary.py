@@ -11,10 +11,16 @@ canary comes or goes. Only the HTTPRoute knows both, as two weighted `backendRef
 (layers/gateway/component.py `backend_refs`).
 """
 
-from llmd_fleet.config.stack import StackConfig
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from llmd_fleet.layers.serving.config import CanaryConfig, canary_name
 from llmd_fleet.layers.serving.rules import engine_image_key, pinned_tags
 from llmd_fleet.versions import versions
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 
 def canary_config(config: StackConfig) -> StackConfig | None:

@@ -1,12 +1,13 @@
 """Model serving: namespace, Hugging Face token Secret and the prefill/decode DisaggregatedSet."""
 
-from typing import NotRequired, TypedDict, cast
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NotRequired, TypedDict, cast
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from llmd_fleet.config.model import served_model_names
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.pod_context import pod_security_labels
 from llmd_fleet.labels import common_labels, serving_labels
 from llmd_fleet.layers.modelexpress.component import ModelExpressServer
@@ -16,6 +17,9 @@ from llmd_fleet.layers.serving.specs import role_budget_name, role_budget_spec
 from llmd_fleet.plan.fleet import FleetPlan
 from llmd_fleet.platform.dra import claim_template_name, claim_template_spec
 from llmd_fleet.versions import versions
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 HF_TOKEN_SECRET = "llm-d-hf-token"
 
@@ -47,10 +51,10 @@ class ModelServingArgs(TypedDict):
     """Hugging Face token (a secret); no Secret is created and pods get no HF_TOKEN when None."""
     engine_image: pulumi.Input[str]
     """The image every engine container runs, from llmd_fleet/images/build.py serving_image()."""
-    beside: NotRequired["ModelServing"]
+    beside: NotRequired[ModelServing]
     """The stable revision's ModelServing, for a canary: its namespace, Secret and claim templates
     are shared."""
-    alongside: NotRequired["ModelServing | None"]
+    alongside: NotRequired[ModelServing | None]
     """With `llmd-fleet:models`: the first model's ModelServing, whose namespace, token Secret and
     ResourceClaimTemplates this model shares instead of declaring them again (default: none)."""
 

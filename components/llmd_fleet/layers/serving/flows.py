@@ -17,7 +17,10 @@ pinned to the GPU NICs by the `tcpxo` fabric (llmd_fleet/security/isolation.py, 
 interfaces").
 """
 
-from llmd_fleet.config.stack import StackConfig
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from llmd_fleet.core.netpol import (
     ClusterRanges,
     PolicySpec,
@@ -31,6 +34,9 @@ from llmd_fleet.layers.gateway.specs import gateway_peers
 from llmd_fleet.layers.router.specs import epp_selector
 from llmd_fleet.layers.serving.specs import MODEL_SERVER_POLICY, policy_ports, pool_selector
 from llmd_fleet.plan.fleet import FleetPlan
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 
 def flows(config: StackConfig, plan: FleetPlan, ranges: ClusterRanges) -> dict[str, PolicySpec]:

@@ -1,21 +1,22 @@
 """Serving pod templates and the DisaggregatedSet spec (pure builders, Kubernetes camelCase)."""
 
+from __future__ import annotations
+
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 
 from llmd_fleet.config.fleet import NodeGroupConfig
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.conventions import GPU_RESOURCE as GPU_RESOURCE
+from llmd_fleet.core.fabric import Fabric
 from llmd_fleet.core.pod_context import (
     ENGINE_SKIPS,
     IMAGE_BY_TAG,
     PULL_IF_NOT_PRESENT,
     RUNTIME_DEFAULT_SECCOMP,
-    RXDM_SKIPS,
     Skip,
     capability_skips,
     engine_security_context,
@@ -35,8 +36,10 @@ from llmd_fleet.layers.serving.vllm import (
 )
 from llmd_fleet.plan.fleet import FleetPlan, RolePlan
 from llmd_fleet.platform.dra import claim_template_name, container_claims, pod_claims
-from llmd_fleet.targets.gke.tcpxo_plan import RXDM_NAME
 from llmd_fleet.versions import versions
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 SIDECAR_NAME = "routing-proxy"
 ENGINE_NAME = "vllm"
@@ -259,10 +262,10 @@ def serving_pod_template(config: StackConfig, plan: RolePlan, inputs: PodInputs)
             {"name": "kv-tier", "hostPath": {"path": secondary.path, "type": "DirectoryOrCreate"}}
         )
     # The fabric's own pod additions (e.g. GKE TCPXO: the RxDM sidecar, host libraries, devices).
-    fabric_extra = plan.fabric.extra
-    spec["volumes"] += [dict(v) for v in fabric_extra.get("volumes", ())]
-    spec["containers"][0]["volumeMounts"] += [dict(m) for m in fabric_extra.get("engine_volume_mounts", ())]
-    sidecars = [dict(c) for c in fabric_extra.get("sidecars", ())]
+    fabric = plan.fabric
+    spec["volumes"] += [dict(v) for v in fabric.volumes]
+    spec["containers"][0]["volumeMounts"] += [dict(m) for m in fabric.engine_volume_mounts]
+    sidecars = [dict(c) for c in fabric.sidecars]
     if plan.sidecar_ports:
         sidecars.append(_sidecar_container(plan))
     if sidecars:
@@ -270,17 +273,17 @@ def serving_pod_template(config: StackConfig, plan: RolePlan, inputs: PodInputs)
     if plan.claim is not None:
         spec["resourceClaims"] = pod_claims(claim_template_name(plan.node_group, plan.claim))
     metadata: dict[str, Any] = {"labels": dict(inputs.labels)}
-    annotations = {**dict(plan.fabric.pod_annotations), **skip_annotations(serving_pod_skips(spec))}
+    annotations = {**dict(fabric.pod_annotations), **skip_annotations(serving_pod_skips(fabric))}
     metadata["annotations"] = annotations
     return {"metadata": metadata, "spec": spec}
 
 
-def serving_pod_skips(spec: dict[str, Any]) -> tuple[Skip, ...]:
-    """The checkov checks a serving pod fails on purpose (llmd_fleet/core/pod_context.py), from what the
-    pod actually runs: the engine's root and capabilities everywhere, GKE's RxDM where present."""
-    names = {c["name"] for c in (*spec["containers"], *spec.get("initContainers", ()))}
-    with_rxdm = RXDM_NAME in names
-    return (*ENGINE_SKIPS, *capability_skips(with_rxdm), *(RXDM_SKIPS if with_rxdm else ()))
+def serving_pod_skips(fabric: Fabric) -> tuple[Skip, ...]:
+    """The checkov checks a serving pod fails on purpose (llmd_fleet/core/pod_context.py): the
+    engine's root and capabilities everywhere, and those of the fabric's sidecars (GKE's RxDM:
+    llmd_fleet/targets/gke/tcpxo_plan.py), which the target states on its `Fabric`."""
+    capability = capability_skips(fabric.sidecar_capability_reason if fabric.sidecars else "")
+    return (*ENGINE_SKIPS, *capability, *(fabric.sidecar_skips if fabric.sidecars else ()))
 
 
 def _kv_tier_claims(config: StackConfig) -> dict[str, Any]:

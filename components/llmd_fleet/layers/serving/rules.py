@@ -1,11 +1,17 @@
 """The `serving` section's cross-field rules: roles against node groups and the model, the KV
 tiers, and what the simulator can emulate. Pure."""
 
-from llmd_fleet.config.stack import StackConfig
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from llmd_fleet.core.problems import Problem, key
 from llmd_fleet.layers.serving.config import CANARY_SUFFIX, RoleConfig, canary_name
-from llmd_fleet.targets.specs import fabric_for
+from llmd_fleet.targets.specs import SPECS, fabric_for
 from llmd_fleet.versions import Image, versions
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 # The simulator's data-parallel ranks per process (llm-d-inference-sim v0.10.2
 # pkg/common/config.go validate: "data parallel size must be between 1 and 8") and the block
@@ -31,7 +37,7 @@ def simulator_problems(config: StackConfig) -> list[Problem]:
                 )
             )
         # On kind local the engine itself is refused already (_local_problems).
-        if "simulator" in serving.model_fields_set and config.target.kind != "local":
+        if "simulator" in serving.model_fields_set and not SPECS[config.target.kind].simulated:
             problems.append(Problem(key(config, "serving", "simulator"), "only for engine simulator"))
         return problems
     if config.router.prefix_routing == "precise":

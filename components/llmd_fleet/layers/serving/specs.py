@@ -1,10 +1,14 @@
 """Pure facts of the serving pods other layers refer to."""
 
-from dataclasses import dataclass
-from typing import Any
+from __future__ import annotations
 
-from llmd_fleet.config.stack import StackConfig
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
 from llmd_fleet.plan.fleet import FleetPlan
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 
 @dataclass(frozen=True)

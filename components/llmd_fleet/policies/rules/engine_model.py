@@ -14,8 +14,8 @@ COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 def _check_moe_backend(resource: Resource, cfg: dict[str, Any], report: Any) -> None:
+    from llmd_fleet.models import description_for
     from llmd_fleet.plan.kernels import backend_problems
-    from llmd_fleet.plan.model_card import description_for
 
     for role in serving_roles([resource]):
         description = description_for(role.args.model or "")

@@ -1,11 +1,12 @@
 """Kind eks, the Pulumi half: the EKS cluster, the image build's registry (ECR) and the RDS response
 store. Imported only for an eks stack (it loads the AWS SDK)."""
 
-from typing import Any
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.layers.gateway.specs import aws_nlb_annotations
 from llmd_fleet.layers.responses.component import ManagedDatabase
 from llmd_fleet.targets.declared import DeclaredTarget, SecretSource
@@ -13,6 +14,9 @@ from llmd_fleet.targets.eks.cluster import ADDONS, EksCluster
 from llmd_fleet.targets.eks.config import EksTarget
 from llmd_fleet.targets.eks.database import EksResponses
 from llmd_fleet.versions import versions
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 
 def _target(config: StackConfig) -> EksTarget:

@@ -2,6 +2,9 @@
 
 from llmd_fleet.core.fabric import DEEPEP_NEEDS_MLX5, Fabric
 
+EFA_PER_GPU = 4
+"""EFA interfaces per H100 on p5.48xlarge (32 per instance, 8 GPUs; shared/reference/cluster.md)."""
+
 # AWS p5.48xlarge: 32 EFA interfaces (4 per GPU, on the GPU's PCIe root), reached through
 # libfabric's `efa` provider, never verbs/UCX. NIXL's `LIBFABRIC` backend moves the KV blocks;
 # NVSHMEM (DeepEP) uses its libfabric transport. The engine image is the `efa` build of the wide-EP
@@ -33,7 +36,7 @@ EFA = Fabric(
     # LIBFABRIC on EFA: UCX can silently fall back to TCP there (modelexpress
     # examples/p2p_transfer_k8s/client/vllm/aws_efa at the pinned tag). FI_PROVIDER=efa is set above.
     modelexpress_env=(("MX_NIXL_BACKEND", "LIBFABRIC"),),
-    weight_gbps_per_gpu=4 * 100,
+    weight_gbps_per_gpu=EFA_PER_GPU * 100,
     # MoE all-to-all over NCCL (aws-ofi-nccl on EFA): vLLM 0.33's allgather_reducescatter, the
     # fabric's default all2all. DeepEP is refused: see DEEPEP_NEEDS_MLX5.
     all2all_refused=(("deepep", "efa has no mlx5 verbs; " + DEEPEP_NEEDS_MLX5),),
@@ -42,7 +45,7 @@ EFA = Fabric(
         "1 GiB transfers over one EFA device are expected above 40% of its line rate; an "
         "estimate, not a measurement: tune minEfficiency after the first run"
     ),
-    extra={"efa_per_gpu": 4},
+    nics_per_gpu=EFA_PER_GPU,
 )
 
 

@@ -1,11 +1,17 @@
 """Kind eks's rules and cluster ranges. Pure."""
 
-from llmd_fleet.config.stack import StackConfig
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from llmd_fleet.core.netpol import ClusterRanges
 from llmd_fleet.core.problems import Problem, key
-from llmd_fleet.targets.base import managed_cluster_problems
+from llmd_fleet.targets.base import SystemPool, managed_cluster_problems
 from llmd_fleet.targets.eks.config import EksTarget, eks_problems
 from llmd_fleet.versions import versions
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 EKS_SERVICE_RANGES = ("10.100.0.0/16", "172.20.0.0/16")
 """EKS assigns Service addresses from one of these when the cluster sets no serviceIpv4Cidr
@@ -35,3 +41,16 @@ def eks_target_problems(config: StackConfig) -> list[Problem]:
 def eks_cluster_ranges(config: StackConfig) -> ClusterRanges:
     # The VPC CNI gives pods addresses of the VPC's subnets.
     return ClusterRanges(pods=(_target(config).eks.vpc_cidr,), services=EKS_SERVICE_RANGES)
+
+
+def eks_system_pool(config: StackConfig) -> SystemPool:
+    """`target.eks.systemNodes`: the CPU node group of the system pods."""
+    target = config.target
+    assert isinstance(target, EksTarget)
+    nodes = target.eks.system_nodes
+    return SystemPool(
+        key(config, "target", "eks", "system_nodes", "instance_type"),
+        nodes.instance_type,
+        key(config, "target", "eks", "system_nodes", "count"),
+        nodes.count,
+    )

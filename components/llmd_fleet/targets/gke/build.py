@@ -1,11 +1,12 @@
 """Kind gke, the Pulumi half: the GKE cluster, its TCPXO node setup, the image build's registry and
 the Cloud SQL response store. Imported only for a gke stack (it loads the Google Cloud SDK)."""
 
-from typing import Any
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.layers.responses.component import ManagedDatabase
 from llmd_fleet.targets.declared import DeclaredTarget, SecretSource
 from llmd_fleet.targets.gke.cluster import GkeCluster
@@ -13,6 +14,9 @@ from llmd_fleet.targets.gke.config import GkeTarget
 from llmd_fleet.targets.gke.database import GkeResponses
 from llmd_fleet.targets.gke.tcpxo import TcpxoNodeSetup
 from llmd_fleet.targets.gke.tcpxo_plan import GKE_DRIVER_ROOT
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 
 def _target(config: StackConfig) -> GkeTarget:

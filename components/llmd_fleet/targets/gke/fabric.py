@@ -7,8 +7,8 @@ from llmd_fleet.targets.gke import tcpxo_plan as tcpxo
 # (FasTrak) plugin with the RxDM sidecar; NIXL moves KV over UCX's TCP transport, pinned to the
 # same GPU NICs (UCX_NET_DEVICES, from the interfaces the annotations name). TCPXO accelerates
 # NCCL only, not NIXL. What env and
-# annotations cannot express is in `extra`, read by pod.py: `sidecars` (native sidecars placed
-# before the role's own), `volumes` (pod volumes) and `engine_volume_mounts`.
+# annotations cannot express are the RxDM native sidecar, the pod volumes and the engine's mounts
+# of them (with the checkov checks RxDM fails on purpose), read by pod.py.
 TCPXO = Fabric(
     name="tcpxo",
     nixl_backends=("UCX",),
@@ -32,9 +32,9 @@ TCPXO = Fabric(
         "and no measured rate of one UCX TCP probe pair on a3-megagpu-8g exists to gate on; the "
         "probe still verifies every byte over the GPU NICs and reports the rates"
     ),
-    extra={
-        "sidecars": (tcpxo.rxdm_sidecar(),),
-        "volumes": tuple(tcpxo.pod_volumes()),
-        "engine_volume_mounts": tuple(tcpxo.engine_volume_mounts()),
-    },
+    sidecars=(tcpxo.rxdm_sidecar(),),
+    volumes=tuple(tcpxo.pod_volumes()),
+    engine_volume_mounts=tuple(tcpxo.engine_volume_mounts()),
+    sidecar_capability_reason=tcpxo.RXDM_CAPABILITY_REASON,
+    sidecar_skips=tcpxo.RXDM_SKIPS,
 )

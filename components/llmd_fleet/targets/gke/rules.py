@@ -1,12 +1,18 @@
 """Kind gke's rules, defaults and cluster ranges. Pure."""
 
-from llmd_fleet.config.stack import StackConfig
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from llmd_fleet.core.netpol import ClusterRanges
 from llmd_fleet.core.problems import Problem, key
 from llmd_fleet.layers.gateway.config import MANAGED_IMPLEMENTATIONS
-from llmd_fleet.targets.base import managed_cluster_problems
+from llmd_fleet.targets.base import SystemPool, managed_cluster_problems
 from llmd_fleet.targets.gke.config import GkeTarget, gke_problems
 from llmd_fleet.versions import versions
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 GCP_HEALTH_CHECK_RANGES = ("35.191.0.0/16", "130.211.0.0/22")
 """Google Cloud load-balancer health-check probes (Cloud Load Balancing "Firewall rules"); the
@@ -57,4 +63,17 @@ def gke_cluster_ranges(config: StackConfig) -> ClusterRanges:
         services=(net.service_cidr,),
         gateway_sources=(net.proxy_only_cidr,) if managed else (),
         health_check_sources=GCP_HEALTH_CHECK_RANGES if managed else (),
+    )
+
+
+def gke_system_pool(config: StackConfig) -> SystemPool:
+    """`target.gke.systemPool`: the CPU node pool of the system pods."""
+    target = config.target
+    assert isinstance(target, GkeTarget)
+    pool = target.gke.system_pool
+    return SystemPool(
+        key(config, "target", "gke", "system_pool", "machine_type"),
+        pool.machine_type,
+        key(config, "target", "gke", "system_pool", "node_count"),
+        pool.node_count,
     )

@@ -8,6 +8,7 @@ only the GKE target imports the cluster side (llmd_fleet/targets/gke/tcpxo.py).
 import json
 from typing import Any
 
+from llmd_fleet.core.pod_context import Skip
 from llmd_fleet.versions import versions
 
 # Where the installer leaves the plugin libraries on the node, and where pods see them.
@@ -17,6 +18,20 @@ APERTURE_DEVICES = "/dev/aperture_devices"
 GKE_DRIVER_ROOT = "/home/kubernetes/bin/nvidia"
 RXDM_NAME = "tcpxo-daemon"
 _RXDM_ENTRY = "/fts/entrypoint_rxdm_container.sh"
+
+RXDM_CAPABILITY_REASON = "tcpxo-daemon adds NET_ADMIN and NET_BIND_SERVICE for GKE's TCPXO receive datapath"
+"""Why RxDM adds capabilities (with the engine's, checkov's CKV_K8S_25 on a serving pod)."""
+_RXDM = (
+    "tcpxo-daemon is GKE's TCPXO receive-datapath manager, run with the security context of GKE's "
+    "TCPXO manifest"
+)
+RXDM_SKIPS = (
+    Skip("CKV_K8S_37", f"{_RXDM}: it keeps the runtime's default capabilities (no drop ALL)"),
+    Skip("CKV_K8S_28", f"{_RXDM}: NET_RAW is among the runtime's default capabilities it keeps"),
+    Skip("CKV_K8S_20", f"{_RXDM}: a root process with NET_ADMIN, privilege escalation not turned off"),
+    Skip("CKV_K8S_22", f"{_RXDM}: its command makes its entrypoint script executable inside the image"),
+)
+"""What a serving pod with GKE's TCPXO RxDM sidecar keeps in addition."""
 
 
 def network_names(count: int) -> list[str]:

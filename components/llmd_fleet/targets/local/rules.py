@@ -1,10 +1,16 @@
 """Kind local's rules: a kind cluster on a laptop, CPU nodes and the simulator. Pure."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from llmd_fleet.config.fleet import Accelerator, NodeGroupConfig
 from llmd_fleet.config.rules import gpu_node_group_problems
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.core.problems import Problem, key
 from llmd_fleet.targets.rules import preinstalled_platform_problems, range_problems
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 
 def _local_node_group_problems(config: StackConfig, name: str, group: NodeGroupConfig) -> list[Problem]:

@@ -1,13 +1,17 @@
 """Kinds onprem and local, the Pulumi half: an existing cluster through the kubeconfig."""
 
-from typing import Any
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 
-from llmd_fleet.config.stack import StackConfig
 from llmd_fleet.layers.responses.component import ManagedDatabase
 from llmd_fleet.targets.declared import DeclaredTarget, SecretSource
 from llmd_fleet.targets.onprem.cluster import OnPremCluster
+
+if TYPE_CHECKING:
+    from llmd_fleet.stack.model import StackConfig
 
 
 def declare(

@@ -1,5 +1,6 @@
 """From raw config values to a validated StackConfig: each section's model, the target kind's
-defaults, then every cross-field rule in a fixed order (the explicit list `RULES`). Pure."""
+defaults, then every cross-field rule in a fixed order (`RULES`, derived from the registry,
+llmd_fleet/stack/registry.py). Pure."""
 
 import difflib
 import json
@@ -10,78 +11,25 @@ from typing import Any
 from pydantic import ValidationError
 
 from llmd_fleet.config.errors import describe, key_path, section_loc
-from llmd_fleet.config.models import (
-    MODEL_SECTIONS,
-    ModelEntryConfig,
-    entry_key,
-    entry_problems,
-    lora_problems,
-    shared_problems,
-)
-from llmd_fleet.config.rules import model_problems, node_group_problems, workload_problems
-from llmd_fleet.config.stack import (
-    KNOWN_KEYS,
+from llmd_fleet.core.problems import PROJECT, ConfigError, Problem
+from llmd_fleet.layers.observability.config import GMP_NAMESPACE
+from llmd_fleet.layers.responses.config import password_problems
+from llmd_fleet.stack.model import (
     MODELS_ADAPTER,
     MODELS_KEY,
-    OBJECT_KEYS,
-    OPTIONAL_OBJECT_KEYS,
     SECRET_KEYS,
     StackConfig,
     model_views,
 )
-from llmd_fleet.core.problems import PROJECT, ConfigError, Problem
-from llmd_fleet.images.rules import images_problems
-from llmd_fleet.layers.autoscaling.rules import autoscaling_problems
-from llmd_fleet.layers.gateway.rules import gateway_problems
-from llmd_fleet.layers.modelexpress.rules import weight_loading_problems
-from llmd_fleet.layers.observability.config import GMP_NAMESPACE
-from llmd_fleet.layers.observability.rules import observability_problems
-from llmd_fleet.layers.preflight.rules import preflight_problems
-from llmd_fleet.layers.responses.config import password_problems
-from llmd_fleet.layers.responses.rules import responses_problems
-from llmd_fleet.layers.router.rules import router_problems
-from llmd_fleet.layers.serving.rules import (
-    canary_problems,
-    kv_tier_problems,
-    role_problems,
-    simulator_problems,
+from llmd_fleet.stack.models import (
+    MODEL_SECTIONS,
+    ModelEntryConfig,
+    entry_key,
+    entry_problems,
+    shared_problems,
 )
-from llmd_fleet.targets.base import kubernetes_version_problems
-from llmd_fleet.targets.local.rules import local_problems
-from llmd_fleet.targets.specs import BUILDS, SPECS
-
-
-def _target_kind_problems(config: StackConfig) -> list[Problem]:
-    return SPECS[config.target.kind].problems(config)
-
-
-# The target sections and the kinds that have them (a section under another kind is refused by
-# name, not as a bare unknown key).
-SECTION_KINDS = {"gke": "gke", "eks": "eks", "onprem": "onprem or local"}
-
-RULES: tuple[Callable[[StackConfig], list[Problem]], ...] = (
-    _target_kind_problems,
-    gateway_problems,
-    observability_problems,
-    responses_problems,
-    images_problems,
-    kubernetes_version_problems,
-    local_problems,
-    node_group_problems,
-    simulator_problems,
-    model_problems,
-    lora_problems,
-    workload_problems,
-    role_problems,
-    kv_tier_problems,
-    canary_problems,
-    weight_loading_problems,
-    router_problems,
-    preflight_problems,
-    autoscaling_problems,
-)
-"""The cross-field rules: the target kind's, then one per section, in the order their problems
-are reported."""
+from llmd_fleet.stack.registry import KNOWN_KEYS, OBJECT_KEYS, OPTIONAL_OBJECT_KEYS, RULES
+from llmd_fleet.targets.specs import SECTION_KINDS, SPECS, kinds_where
 
 
 def _section_problems(key: str, error: ValidationError, raw: Any) -> list[Problem]:
@@ -100,9 +48,7 @@ def _section_problems(key: str, error: ValidationError, raw: Any) -> list[Proble
 
 # Target kinds whose program reads the `kubeconfig` secret: those built by targets/onprem/build.py,
 # which reaches an existing cluster (the others create theirs and its credentials).
-KUBECONFIG_KINDS = tuple(
-    kind for kind, module in BUILDS.items() if module == "llmd_fleet.targets.onprem.build"
-)
+KUBECONFIG_KINDS = kinds_where(lambda spec: not spec.creates_cluster)
 
 
 def parse_config(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset()) -> StackConfig:

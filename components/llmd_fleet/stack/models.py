@@ -12,14 +12,19 @@ stack: the layers render a model from its view unchanged, which keeps the single
 byte-identical (its view is the config itself).
 """
 
-import json
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
 from llmd_fleet.config.base import ConfigModel
 from llmd_fleet.config.grammar import DNS_LABEL, Pattern
-from llmd_fleet.config.model import ModelConfig, client_model_name, served_model_names
+from llmd_fleet.config.model import (
+    DIRECT_RESPONSE_MAX_BYTES,
+    ModelConfig,
+    client_model_name,
+    model_list,
+    model_list_body,
+)
 from llmd_fleet.config.workload import WorkloadConfig
 from llmd_fleet.core.problems import PROJECT, Problem, key
 from llmd_fleet.layers.router.config import RouterConfig
@@ -27,7 +32,7 @@ from llmd_fleet.layers.serving.config import ServingConfig
 
 # The sections a `models` entry carries, which the single-model form sets at the top level.
 if TYPE_CHECKING:
-    from llmd_fleet.config.stack import StackConfig
+    from llmd_fleet.stack.model import StackConfig
 
 MODEL_SECTIONS = ("model", "serving", "router")
 MAX_MODELS = 8
@@ -197,31 +202,3 @@ def shared_problems(config: "StackConfig") -> list[Problem]:
                 )
             )
     return problems
-
-
-# agentgateway's limit on a direct response's body (its AgentgatewayPolicy CRD at the pinned
-# release: spec.traffic.directResponse.body maxLength).
-DIRECT_RESPONSE_MAX_BYTES = 4096
-
-
-def model_list(models: tuple[ModelConfig, ...]) -> dict[str, Any]:
-    """What `GET /v1/models` through the gateway answers: every model's served names (vLLM's
-    --served-model-name list) and every LoRA adapter, in stack order, in the OpenAI list shape
-    vLLM's own /v1/models uses (`object`, `data[].id`, `owned_by`, `root`, `parent`: an
-    adapter's parent is its model's client name, as vLLM reports it)."""
-    data: list[dict[str, Any]] = []
-    for model in models:
-        for name in served_model_names(model):
-            data.append({"id": name, "object": "model", "owned_by": "llmd-fleet", "root": model.id})
-        parent = client_model_name(model)
-        for adapter in model.lora_adapters:
-            data.append(
-                {"id": adapter.name, "object": "model", "owned_by": "llmd-fleet", "root": adapter.source,
-                 "parent": parent}
-            )  # fmt: skip
-    return {"object": "list", "data": data}
-
-
-def model_list_body(models: tuple[ModelConfig, ...]) -> str:
-    """model_list as the bytes the gateway sends: compact JSON, the same for the same stack."""
-    return json.dumps(model_list(models), separators=(",", ":"))

@@ -7,7 +7,7 @@ A stack file (stacks/Pulumi.<stack>.yaml) sets these keys under the `llmd-fleet:
     llmd-fleet:model     the served model and the architecture facts sizing needs (ModelConfig)
     llmd-fleet:serving   namespace, load budget and the prefill/decode roles (ServingConfig)
     llmd-fleet:models    several models behind one gateway, each with the three sections above
-                         under a `name` (ModelEntryConfig; llmd_fleet/config/models.py), in place
+                         under a `name` (ModelEntryConfig; llmd_fleet/stack/models.py), in place
                          of `model`, `serving` and `router`
     llmd-fleet:router    endpoint picker mode, prefix routing, flow control (RouterConfig, optional)
     llmd-fleet:gateway   gateway implementation and listener (GatewayConfig, optional)
@@ -25,6 +25,13 @@ A stack file (stacks/Pulumi.<stack>.yaml) sets these keys under the `llmd-fleet:
 
 Every field is documented where it is declared; defaults live here and nowhere else. Field
 names are camelCase in YAML (Pulumi's convention) and snake_case in Python.
+
+Each section's model is its owner's (a layer's `config.py`, a target kind's, the config core's);
+which keys there are, which are required and how each is validated on its own are derived from
+the registry (llmd_fleet/stack/registry.py), which tests/test_registry.py holds against these
+fields. The class stays static so the type checker sees every section. Some field docstrings
+name the module a section's model came from before the registry moved it; they reach the
+component schema (tests/golden/components/schema.json) verbatim.
 """
 
 from typing import Annotated, Any
@@ -34,7 +41,6 @@ from pydantic import Field, TypeAdapter
 from llmd_fleet.config.base import ConfigModel
 from llmd_fleet.config.fleet import FleetConfig
 from llmd_fleet.config.model import ModelConfig
-from llmd_fleet.config.models import ModelEntryConfig, ModelsConfig
 from llmd_fleet.config.workload import WorkloadConfig
 from llmd_fleet.images.config import ImagesConfig
 from llmd_fleet.layers.gateway.config import GatewayConfig
@@ -42,6 +48,7 @@ from llmd_fleet.layers.observability.config import ObservabilityConfig
 from llmd_fleet.layers.responses.config import ResponsesConfig
 from llmd_fleet.layers.router.config import RouterConfig
 from llmd_fleet.layers.serving.config import ServingConfig
+from llmd_fleet.stack.models import ModelEntryConfig, ModelsConfig
 from llmd_fleet.targets.eks.config import EksTarget
 from llmd_fleet.targets.gke.config import GkeTarget
 from llmd_fleet.targets.local.config import LocalTarget
@@ -92,30 +99,10 @@ class StackConfig(ConfigModel):
     """Whether `llmd-fleet:responsesDbPassword` is set (as a secret)."""
 
 
-MODEL_SCOPE_LABEL = "llmd_fleet_model"
-"""The series label that tells models sharing a namespace apart (`StackConfig.model_scope`)."""
-
-# The config keys, in the order errors are reported, and how each section is validated.
-OBJECT_KEYS: dict[str, TypeAdapter[Any]] = {
-    "target": TypeAdapter(TargetConfig),
-    "fleet": TypeAdapter(FleetConfig),
-    "model": TypeAdapter(ModelConfig),
-    "serving": TypeAdapter(ServingConfig),
-}
-# Optional keys: their models default every field.
-OPTIONAL_OBJECT_KEYS: dict[str, TypeAdapter[Any]] = {
-    "router": TypeAdapter(RouterConfig),
-    "gateway": TypeAdapter(GatewayConfig),
-    "images": TypeAdapter(ImagesConfig),
-    "observability": TypeAdapter(ObservabilityConfig),
-    "responses": TypeAdapter(ResponsesConfig),
-    "workload": TypeAdapter(WorkloadConfig),
-}
-# `llmd-fleet:models`, a list in place of the single-model sections (llmd_fleet/config/models.py).
+# `llmd-fleet:models`, a list in place of the single-model sections (llmd_fleet/stack/models.py).
 MODELS_KEY = "models"
 MODELS_ADAPTER: TypeAdapter[Any] = TypeAdapter(ModelsConfig)
 SECRET_KEYS = ("hfToken", "kubeconfig", "registryPassword", "responsesDbPassword")
-KNOWN_KEYS = frozenset(OBJECT_KEYS) | frozenset(OPTIONAL_OBJECT_KEYS) | frozenset(SECRET_KEYS) | {MODELS_KEY}
 
 
 def model_views(config: StackConfig) -> tuple[StackConfig, ...]:

@@ -1,0 +1,139 @@
+"""The replay's Prometheus and its live alerts (docs/day-two.md, "Prometheus and alerts"): started
+once the first revision serves, scraping for the rest of the replay; at the end both endpoint
+pickers are stopped (no traffic runs then) until the alerts watching the router fire, and
+started again until they resolve.
+
+    alert: <AlertName> fired <T> s after <fault>, resolved <U> s after recovery
+
+The fault's alerts are the rendered ones whose `for` (and windows) fit it: `EppLeaderMissing`
+and `EppNoReadyEndpoints` (`for: 2m`). Any alert that fires before the fault is a failure of the
+run (a rendered alert that fires on a healthy fleet). Every other rendered alert's expression is
+evaluated by promtool over the series this run scraped (`Monitor.evaluate_offline`), one line
+each: at how many evaluations it held, the longest it held, and whether its `for` was reached.
+"""
+
+import base64
+import subprocess
+import time
+from typing import TYPE_CHECKING, Any
+
+from devtools.dataplane import run as dataplane
+from devtools.daytwo import prometheus
+from devtools.promtool import build as promtool
+from devtools.twin.kube import ApiError
+
+if TYPE_CHECKING:
+    from devtools.daytwo.run import Replay
+
+FAULT = "both endpoint pickers stopped"
+# The rendered alerts the fault is to fire (and nothing else may fire before it).
+FAULT_ALERTS = ("EppLeaderMissing", "EppNoReadyEndpoints")
+# Longest wait for them: the rules' `for: 2m`, one evaluation interval, one scrape interval for
+# the stale series, and a margin for a loaded machine.
+FIRE_TIMEOUT_S = 120 + 30 + 15 + 45
+# Longest wait for their resolution: a scrape of the restarted pickers and one evaluation, with margin.
+RESOLVE_TIMEOUT_S = 15 + 30 + 45
+
+
+def picker_pods(run: "Replay") -> list[dict[str, Any]]:
+    """The picker processes as the rendered picker Deployment's pods would be."""
+    deployment = next(
+        o
+        for o in run.renders[0]
+        if o["kind"] == "Deployment" and o["metadata"]["name"] == run.topo.picker.name
+    )
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    return [
+        {
+            "metadata": {
+                "name": f"{run.topo.picker.name}-{i}",
+                "namespace": run.topo.namespace,
+                "labels": labels,
+            },
+            "status": {"podIP": dataplane.PICKER_IPS[i], "phase": "Running"},
+        }
+        for i in range(run.topo.picker.replicas)
+    ]
+
+
+def reader_token(run: "Replay") -> str | None:
+    """The token of the rendered metrics-reader Secret, once the twin's token controller filled it."""
+    for obj in run.renders[0]:
+        if obj["kind"] == "Secret" and obj.get("type") == "kubernetes.io/service-account-token":
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                try:
+                    data = run.kube.read(obj).get("data") or {}
+                except ApiError:
+                    data = {}
+                if data.get("token"):
+                    return base64.b64decode(data["token"]).decode()
+                time.sleep(1)
+    return None
+
+
+def start(run: "Replay") -> prometheus.Monitor:
+    monitor = prometheus.Monitor(
+        prometheus.ensure(),
+        run.run_dir,
+        run.logs,
+        run.renders[0],
+        lambda: run.kube.list("v1", "Pod", run.topo.namespace),
+        picker_pods(run),
+        reader_token(run),
+    )
+    monitor.start()
+    return monitor
+
+
+def wait(monitor: prometheus.Monitor, done: Any, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if done():
+            return True
+        time.sleep(1)
+    return False
+
+
+def pickers_down(run: "Replay", monitor: prometheus.Monitor, config_text: str) -> tuple[list[str], list[str]]:
+    """The fault and its recovery; (lines, failures)."""
+    lines, failures = [], []
+    early = {n for n, t in monitor.times.items() if t.fired is not None}
+    if early:
+        failures.append(f"alerts fired before any fault: {', '.join(sorted(early))}")
+    for job, (up, total) in sorted(monitor.targets_up().items()):
+        lines.append(f"day-two: prometheus: {job}: {up}/{total} targets up before the fault")
+    monitor.times.clear()
+    run.procs.stop("picker-")
+    fault_at = time.monotonic()
+    fired = wait(
+        monitor,
+        lambda: all(monitor.times.get(a, prometheus.AlertTimes()).fired for a in FAULT_ALERTS),
+        FIRE_TIMEOUT_S,
+    )
+    run.pickers(config_text, "restored")
+    recovered_at = time.monotonic()
+    if not fired:
+        silent = [a for a in FAULT_ALERTS if not monitor.times.get(a, prometheus.AlertTimes()).fired]
+        failures.append(f"{FAULT}: {', '.join(silent)} did not fire in {FIRE_TIMEOUT_S} s")
+    wait(
+        monitor,
+        lambda: all(t.resolved is not None for t in monitor.times.values() if t.fired is not None),
+        RESOLVE_TIMEOUT_S,
+    )
+    for name, t in sorted(monitor.times.items()):
+        line = prometheus.alert_line(name, FAULT, fault_at, recovered_at, t)
+        if line is not None:
+            lines.append(line)
+        elif t.fired is not None:
+            failures.append(
+                f"alert {name} fired after '{FAULT}' and did not resolve in {RESOLVE_TIMEOUT_S} s"
+            )
+    live = set(FAULT_ALERTS)
+    others = [a for a in prometheus.live_rules(monitor.rules, lambda r: True) if a not in live]
+    try:
+        lines += monitor.evaluate_offline(promtool.ensure(), others, time.time())
+    except (subprocess.CalledProcessError, promtool.BuildError) as error:
+        detail = getattr(error, "stderr", "") or str(error)
+        failures.append(f"promtool could not evaluate {', '.join(others)}: {detail.strip()[-300:]}")
+    return lines, failures
