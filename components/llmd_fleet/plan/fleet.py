@@ -793,7 +793,7 @@ def rollouts_for(roles: Sequence[RolePlan], spare: Mapping[str, int]) -> dict[st
     Decode surges first (a new instance becomes ready before an old one goes, so decode capacity
     never drops; llm-d's P/D rollout) when its node group has the nodes of one more instance to
     spare. Prefill surges too only when decode does and what decode's surge leaves of prefill's
-    group holds a prefill instance: the LWS v0.10.0 DisaggregatedSet planner scales every role up
+    group holds a prefill instance: the pinned LWS release's DisaggregatedSet planner scales every role up
     in the same step (`pkg/controllers/disaggregatedset/planner.go` `tryScaleUp`), so both surge
     instances exist at once. Unless every role surges, the planner's last step scales the new
     revision to its target and drains the old one to zero in one reconcile (`tryForceDrain` and
