@@ -523,37 +523,14 @@ def run(
 def main_run(stack: str, root: Path, scaled_down: bool, ranks_per_pod: int | None) -> int:
     """`python -m devtools.dataplane run STACK` for a stack with `llmd-fleet:models`: render
     (its scaled copy with --scaled), build, run both passes, print the lines; 1 on a failed check."""
-    import subprocess
     import sys
 
     from devtools.dataplane import run as single
-    from devtools.dataplane import scaled
     from devtools.twin import cluster, manifests
 
     started = time.monotonic()
     twin_stack = stack
-    stacks_flag: list[str] = []
-    if scaled_down:
-        copy_dir = root / "build" / "dataplane" / "stacks"
-        stack = scaled.write_scaled(stack, root / "stacks", copy_dir)
-        stacks_flag = ["--stacks-dir", str(copy_dir)]
-    run_dir = root / "build" / "dataplane" / stack
-    subprocess.run(["rm", "-rf", str(run_dir)], check=True)
-    logs = run_dir / "logs"
-    logs.mkdir(parents=True)
-    render = run_dir / "render"
-    subprocess.run(
-        [
-            str(Path(sys.executable).with_name("llmd-fleet")),
-            *stacks_flag,
-            "render",
-            stack,
-            "--out",
-            str(render),
-        ],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
+    stack, _, run_dir, logs, render = single.rendered_run(stack, root, scaled_down)
     pools = topology.pool_topologies(render)
     if ranks_per_pod is not None:
         pools = [topology.with_ranks_per_pod(t, ranks_per_pod) for t in pools]

@@ -577,33 +577,10 @@ def main_run(
     ranks_per_pod: int | None = None,
 ) -> int:
     started = time.monotonic()
-    stacks_flag: list[str] = []
     # The twin's API server takes its Kubernetes version from the stack file; a scaled copy's is its
     # reference's.
     twin_stack = stack
-    if scaled_down:
-        # The scaled-down copy (devtools/dataplane/scaled.py), rendered from a stacks folder of
-        # its own, which `llmd-fleet status` is pointed at too.
-        copy_dir = root / "build" / "dataplane" / "stacks"
-        stack = scaled.write_scaled(stack, root / "stacks", copy_dir)
-        stacks_flag = ["--stacks-dir", str(copy_dir)]
-    run_dir = root / "build" / "dataplane" / stack
-    subprocess.run(["rm", "-rf", str(run_dir)], check=True)
-    logs = run_dir / "logs"
-    logs.mkdir(parents=True)
-    render = run_dir / "render"
-    subprocess.run(
-        [
-            str(Path(sys.executable).with_name("llmd-fleet")),
-            *stacks_flag,
-            "render",
-            stack,
-            "--out",
-            str(render),
-        ],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
+    stack, stacks_flag, run_dir, logs, render = rendered_run(stack, root, scaled_down)
     topo = topology.topology(render)
     if ranks_per_pod is not None:
         topo = topology.with_ranks_per_pod(topo, ranks_per_pod)
@@ -878,3 +855,33 @@ def main_run(
             forwarder.close()
         netns.teardown()
         cluster.down(root)
+
+
+def rendered_run(stack: str, root: Path, scaled_down: bool) -> tuple[str, list[str], Path, Path, Path]:
+    """A fresh run folder under build/dataplane/ with the stack rendered into it: the stack's name
+    (its scaled-down copy's with `scaled_down`: devtools/dataplane/scaled.py, rendered from a stacks
+    folder of its own, which `llmd-fleet status` is pointed at too), the `--stacks-dir` flag that
+    copy needs, the run folder, its logs folder and the render."""
+    stacks_flag: list[str] = []
+    if scaled_down:
+        copy_dir = root / "build" / "dataplane" / "stacks"
+        stack = scaled.write_scaled(stack, root / "stacks", copy_dir)
+        stacks_flag = ["--stacks-dir", str(copy_dir)]
+    run_dir = root / "build" / "dataplane" / stack
+    subprocess.run(["rm", "-rf", str(run_dir)], check=True)
+    logs = run_dir / "logs"
+    logs.mkdir(parents=True)
+    render = run_dir / "render"
+    subprocess.run(
+        [
+            str(Path(sys.executable).with_name("llmd-fleet")),
+            *stacks_flag,
+            "render",
+            stack,
+            "--out",
+            str(render),
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return stack, stacks_flag, run_dir, logs, render
