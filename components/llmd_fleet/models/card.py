@@ -86,6 +86,15 @@ class ModelDescription:
         return self.index_topk > 0
 
 
+INDEXER_FIELDS = ("index_n_heads", "index_head_dim", "index_topk", "indexer_layers")
+"""The DSA (sparse-attention) indexer's fields of a ModelDescription: all 0 for a family without one."""
+
+
+def no_indexer(source: str) -> dict[str, str]:
+    """The source of every indexer field for a family without a DSA indexer (why they are 0)."""
+    return dict.fromkeys(INDEXER_FIELDS, source)
+
+
 @dataclass(frozen=True)
 class Acceptance:
     """A family's MTP acceptance: the chance a speculative token is accepted, from one published

@@ -3,7 +3,7 @@
 from dataclasses import fields
 from pathlib import Path
 
-from llmd_fleet.models.card import ModelCard, ModelDescription, ModelFamily, WeightQuantization
+from llmd_fleet.models.card import ModelCard, ModelDescription, ModelFamily, WeightQuantization, no_indexer
 
 # The quickstart's model (stacks/Pulumi.quickstart-h100.yaml): DeepSeek-V2-Lite-Chat, 15.7B
 # parameters (2.4B active) in bf16, the smallest public MLA + MoE checkpoint vLLM serves with the
@@ -49,10 +49,7 @@ V2_LITE_SOURCES: dict[str, str] = {
     "weight_dtype": "config.json torch_dtype bfloat16, no quantization_config (bf16 safetensors)",
     "quantization": "config.json has no quantization_config: every weight is bf16 (unquantized)",
     "q_lora_rank": f"{_V2_LITE}: q_lora_rank null (a full q_proj)",
-    "index_n_heads": _NO_DSA,
-    "index_head_dim": _NO_DSA,
-    "index_topk": _NO_DSA,
-    "indexer_layers": _NO_DSA,
+    **no_indexer(_NO_DSA),
     "num_nextn_predict_layers": (
         "DeepSeek-V2 ships no MTP layer (MTP arrived with DeepSeek-V3); serve with mtpTokens 0"
     ),

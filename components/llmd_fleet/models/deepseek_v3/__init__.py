@@ -3,7 +3,14 @@
 from dataclasses import fields
 from pathlib import Path
 
-from llmd_fleet.models.card import Acceptance, ModelCard, ModelDescription, ModelFamily, WeightQuantization
+from llmd_fleet.models.card import (
+    Acceptance,
+    ModelCard,
+    ModelDescription,
+    ModelFamily,
+    WeightQuantization,
+    no_indexer,
+)
 
 # DeepSeek-V3 (671B total, 37B active) and DeepSeek-R1 (the same architecture, post-trained):
 # every figure is the checkpoints' config.json (architectures DeepseekV3ForCausalLM, model_type
@@ -61,10 +68,7 @@ def _v3_sources(config: str) -> dict[str, str]:
             "lets the MTP drafter's experts be either)"
         ),
         "q_lora_rank": f"{config}: q_lora_rank 1536",
-        "index_n_heads": _V3_NO_DSA,
-        "index_head_dim": _V3_NO_DSA,
-        "index_topk": _V3_NO_DSA,
-        "indexer_layers": _V3_NO_DSA,
+        **no_indexer(_V3_NO_DSA),
         "num_nextn_predict_layers": f"{config}: one MTP module (the report's section 2.2)",
         "max_position_embeddings": f"{config}: 163840 (YaRN over 4096; the report extends to 128K)",
     }

@@ -3,7 +3,7 @@
 from dataclasses import fields
 from pathlib import Path
 
-from llmd_fleet.models.card import ModelCard, ModelDescription, ModelFamily, WeightQuantization
+from llmd_fleet.models.card import ModelCard, ModelDescription, ModelFamily, WeightQuantization, no_indexer
 
 # Kimi K2 (1.04T total, 32B active): DeepSeek-V3's architecture with 384 routed experts, 64 heads,
 # one leading dense layer and no MTP layer (config.json of moonshotai/Kimi-K2-Instruct,
@@ -43,10 +43,7 @@ KIMI_K2_SOURCES: dict[str, str] = {
     **{f.name: _K2 for f in fields(ModelDescription)},
     "weight_dtype": f"{_K2}: quantization_config fp8 with 128 x 128 weight blocks (block-FP8 release)",
     "quantization": f"{_K2}: quant_method fp8, weight_block_size [128, 128]; modules_to_not_convert not read",
-    "index_n_heads": "Kimi K2 has no DSA indexer (no index_* keys)",
-    "index_head_dim": "Kimi K2 has no DSA indexer (no index_* keys)",
-    "index_topk": "Kimi K2 has no DSA indexer (no index_* keys)",
-    "indexer_layers": "Kimi K2 has no DSA indexer (no index_* keys)",
+    **no_indexer("Kimi K2 has no DSA indexer (no index_* keys)"),
     "num_nextn_predict_layers": f"{_K2}: num_nextn_predict_layers 0 (no MTP layer shipped)",
     "max_position_embeddings": f"{_K2}: 131072 (128K context)",
 }
