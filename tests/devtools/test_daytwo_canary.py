@@ -82,7 +82,8 @@ def test_the_canary_line_and_figures() -> None:
     assert (c.requests, c.by_canary, c.failed, c.crossed, c.unknown) == (400, 81, 1, 0, 0)
     assert (c.rollback_failed, c.rollback_requests) == (1, 2)
     assert figures.canary_line(c) == (
-        "canary: day-two 20% to revision canary1: 20.2% of requests served by canary1; rollback: 1 failed of 2"
+        "canary: day-two 20% to revision canary1: 20.2% of requests served by canary1; "
+        "rollback: 1 failed of 2"
     )
     assert figures.canary_detail(c, 61.04, 33.96) == (
         "day-two: canary: 81 of 400 requests served by canary1 (stable stable1), tolerance +-8.0 points "
