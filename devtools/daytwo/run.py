@@ -1,6 +1,7 @@
 """`make day-two` (docs/day-two.md): day two under traffic in one replay: a rolling upgrade
 under steady agent traffic with the rollout screener on, then the same kind of upgrade with it
-off (the negative control), then faults under steady traffic.
+off (the negative control), then a canary shifted and rolled back, then faults under steady
+traffic.
 
     python -m devtools.daytwo [STACK] [--load-seconds=S]
 
@@ -20,10 +21,16 @@ off (the negative control), then faults under steady traffic.
 6. The pickers restart with the rollout screener's revision gating off
    (devtools/router_check/check.py `without_gating`) and revision c is rolled out the same way.
    The `upgrade (screener off):` line.
-7. Faults under one steady traffic stream (`Replay.faults`, one method per scenario): the leader
+7. The canary (`Replay.canary`): under steady traffic through the gateway stand-in routing by the
+   applied HTTPRoute's weighted backendRefs, the stack with `serving.canary` at weight 0 is
+   applied; the canary's DisaggregatedSet comes up through the LWS controller and the process
+   kubelet and its own pickers start; the weight is raised to CANARY_WEIGHT and measured; the
+   canary is rolled back (revision c's rendering applied, what it no longer has deleted). The
+   `canary:` line.
+8. Faults under one steady traffic stream (`Replay.faults`, one method per scenario): the leader
    picker stopped (`failover:`), a decode worker's node lost (`node loss:`), a decode node
    drained in place of a GPU device taint the stack's DRA-less nodes cannot carry (`gpu loss:`).
-8. A real Prometheus (devtools/daytwo/prometheus.py, alerts.py) scrapes from step 3's end on; at
+9. A real Prometheus (devtools/daytwo/prometheus.py, alerts.py) scrapes from step 3's end on; at
    the end both pickers are stopped until the router's alerts fire and restarted until they
    resolve (the `alert:` lines), and promtool evaluates the other rendered alerts over the
    series the run scraped.
