@@ -335,6 +335,9 @@ class Canary:
     rollback_failed: int
     rollback_requests: int
     """Requests in flight at any time from the rollback's start until the canary's pods were gone."""
+    stable_replaced: int = 0
+    """Stable pods gone from the start of the canary to the end of its rollback (the goal: none;
+    a canary coming or going changes no stable pod template)."""
 
 
 def canary(
@@ -346,9 +349,12 @@ def canary(
     shifted: list[dict[str, Any]],
     rollback: list[dict[str, Any]],
     endpoints: Mapping[str, Endpoint],
+    stable_before: AbstractSet[str] = frozenset(),
+    stable_after: AbstractSet[str] = frozenset(),
 ) -> Canary:
     """The canary's figures: `shifted` are the requests started while it had its weight,
-    `rollback` those in flight during the rollback. Pure."""
+    `rollback` those in flight during the rollback, `stable_before`/`stable_after` the stable
+    pods' uids before the canary and after its rollback. Pure."""
     served = [r for r in shifted if r["outcome"] == "served"]
     revisions = [revision_of(r["destination"], endpoints) for r in served]
     crossed = sum(
@@ -368,6 +374,7 @@ def canary(
         sum(1 for rev in revisions if rev is None),
         sum(1 for r in rollback if r["outcome"] != "served"),
         len(rollback),
+        len(stable_before - stable_after),
     )
 
 
@@ -413,7 +420,8 @@ def canary_detail(c: Canary, up_s: float, gone_s: float) -> str:
         f"day-two: canary: {c.by_canary} of {c.requests} requests served by {c.revision} (stable "
         f"{c.stable_revision}), tolerance +-{100 * canary_tolerance(c.weight, c.requests):.1f} points "
         f"({CANARY_SIGMAS:.0f} standard deviations); {c.failed} failed while shifted; canary Ready in "
-        f"{up_s:.1f} s, gone {gone_s:.1f} s after the rollback began"
+        f"{up_s:.1f} s, gone {gone_s:.1f} s after the rollback began; {c.stable_replaced} stable pods "
+        "replaced"
     )
 
 
@@ -437,6 +445,8 @@ def canary_failures(c: Canary) -> list[str]:
         out.append(f"canary: {c.crossed} requests were served by the other pool's revision")
     if c.unknown:
         out.append(f"canary: {c.unknown} requests served by an address no pod had")
+    if c.stable_replaced:
+        out.append(f"canary: {c.stable_replaced} stable pods were replaced while the canary came and went")
     if c.rollback_failed:
         out.append(
             f"canary: {c.rollback_failed} of {c.rollback_requests} requests failed during the rollback"

@@ -498,7 +498,9 @@ class Replay:
             for r in canary_topo.serving_set["spec"]["roles"]
         }
         route_obj = next(o for o in renders[0] if o["kind"] == "HTTPRoute")
-        stable_revision = settled(serving_pods(self.kube, self.topo.namespace, self.set_name), self.expected)
+        stable_pods = serving_pods(self.kube, self.topo.namespace, self.set_name)
+        stable_revision = settled(stable_pods, self.expected)
+        stable_before = {p["metadata"]["uid"] for p in stable_pods}
 
         stable = self.pickers(self.topo.picker.config, "canary")
         health_port = next(
@@ -620,6 +622,9 @@ class Replay:
             gone_s = time.monotonic() - gone_began
             time.sleep(TAIL_S)
             rollback_until = now_ms()
+            stable_after = {
+                p["metadata"]["uid"] for p in serving_pods(self.kube, self.topo.namespace, self.set_name)
+            }
         finally:
             self.procs.stop("gateway-canary")
             self.procs.stop("canary-")
@@ -641,6 +646,8 @@ class Replay:
             shifted,
             figures.in_flight(results, rollback_at, rollback_until),
             self.kubelet.endpoints,
+            stable_before,
+            stable_after,
         )
         return [figures.canary_line(c), figures.canary_detail(c, up_s, gone_s)], figures.canary_failures(c)
 

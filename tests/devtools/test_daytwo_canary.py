@@ -88,7 +88,7 @@ def test_the_canary_line_and_figures() -> None:
     assert figures.canary_detail(c, 61.04, 33.96) == (
         "day-two: canary: 81 of 400 requests served by canary1 (stable stable1), tolerance +-8.0 points "
         "(4 standard deviations); 1 failed while shifted; canary Ready in 61.0 s, gone 34.0 s after the "
-        "rollback began"
+        "rollback began; 0 stable pods replaced"
     )
     assert figures.canary_failures(c) == [
         "canary: 1 requests failed while the canary had its weight",
@@ -144,3 +144,18 @@ def test_the_rollback_counts_every_request_running_in_its_window() -> None:
         {"start_ms": 2500.0, "pick_ms": 1.0, "total_ms": 10.0},  # after
     ]
     assert figures.in_flight(results, 1000.0, 2000.0) == results[1:3]
+
+
+def test_a_stable_pod_replaced_while_the_canary_came_and_went_fails() -> None:
+    def run(after: set[str]) -> figures.Canary:
+        window = _window(80, 400)
+        return figures.canary(
+            "s", 20, "canary1", "stable1", "glm52-canary", window, [], ENDPOINTS, {"u1", "u2"}, after
+        )
+
+    assert run({"u1", "u2"}).stable_replaced == 0 and figures.canary_failures(run({"u1", "u2"})) == []
+    replaced = run({"u1", "u3"})
+    assert replaced.stable_replaced == 1
+    assert figures.canary_failures(replaced) == [
+        "canary: 1 stable pods were replaced while the canary came and went"
+    ]
