@@ -171,12 +171,12 @@ func (g *routes) watch(path string, period time.Duration) {
 	}
 }
 
-// chooseBackend picks one backendRef as Gateway API specifies a rule's split: each in proportion
-// to its weight over the sum of the rule's weights, a weight of 0 never (HTTPBackendRef weight,
-// gateway.networking.k8s.io_httproutes.yaml v1.4: "computed as weight/(sum of all weights in this
-// BackendRefs list) ... If weight is set to 0, no traffic should be forwarded for this entry");
-// agentgateway v1.2.1 makes the same draw per request (crates/agentgateway/src/proxy/httpproxy.rs
-// select_backend, choose_weighted). -1 when no backend has weight (no backend to send to).
+// chooseBackend picks one backendRef as Gateway API specifies a rule's split: each gets the share
+// weight / sum of the rule's weights, and one of weight 0 gets nothing (HTTPBackendRef.weight in
+// the vendored schemas/crds/gateway.networking.k8s.io/gateway.networking.k8s.io_httproutes.yaml,
+// bundle v1.5.1); agentgateway v1.2.1 draws the same per request
+// (crates/agentgateway/src/proxy/httpproxy.rs select_backend, choose_weighted). -1 when no
+// backend has weight (no backend to send to).
 func chooseBackend(backends []backendRef, draw func(n int) int) int {
 	total := 0
 	for _, b := range backends {
