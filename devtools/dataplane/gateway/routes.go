@@ -344,12 +344,13 @@ func (g *routes) route(e *entry, start time.Time, client *http.Client, deadline 
 	}
 	chosen := chooseBackend(rule.Backends, g.draw)
 	if chosen < 0 {
-		// Every weight 0: answered 500, Gateway API's answer for a rule none of whose backends
-		// can take the request (HTTPRouteRule.backendRefs).
+		// Every weight 0, which the spec leaves open and the rendering never has (stable
+		// 100 - weight, canary weight): answered 500, as Gateway API answers a rule whose
+		// backendRefs are all invalid (HTTPRouteRule.backendRefs).
 		return result{ID: e.ID, Phase: e.Phase, Session: e.Session, Program: e.Program,
 			StartMs: float64(began.Sub(start).Microseconds()) / 1000, Outcome: "no-backend",
 			Status: http.StatusInternalServerError, Route: rule.Route,
-			Error: "no backendRef with a weight above 0"}, nil // the rendering never has one
+			Error: "no backendRef with a weight above 0"}, nil
 	}
 	pool := rule.Backends[chosen].Pool
 	g.mu.RLock()
