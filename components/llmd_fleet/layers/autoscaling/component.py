@@ -218,17 +218,13 @@ def autoscaled_roles(plan: FleetPlan) -> list[RolePlan]:
 
 
 class AutoscalingArgs(TypedDict):
-    """Arguments of `Autoscaling`. Every key is required.
-
-    - `config` (required): the validated stack config; `serving.autoscaling` must be set, and
-      picks the roles, KEDA's install and the Prometheus address.
-    - `plan` (required): the fleet plan; each autoscaled role's min/max instances.
-    """
+    """Arguments of `Autoscaling`. Every key is required."""
 
     config: StackConfig
-    """The validated stack configuration."""
+    """The validated stack config; `serving.autoscaling` must be set, and picks the roles, KEDA's
+    install and the Prometheus address."""
     plan: FleetPlan
-    """The fleet plan."""
+    """The fleet plan; each autoscaled role's min/max instances."""
 
 
 class Autoscaling(pulumi.ComponentResource):

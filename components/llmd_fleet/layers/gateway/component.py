@@ -198,36 +198,28 @@ def _first_address(status: Any) -> str | None:
 
 
 class GatewayLayerArgs(TypedDict):
-    """Arguments of `GatewayLayer`.
-
-    - `config` (required): the validated stack config; `gateway` picks the implementation,
-      listener port and request timeout, `serving` the namespace.
-    - `pool_name` (required): the InferencePool the HTTPRoute sends traffic to; also the route's
-      name.
-    - `install_crds` (required): install the Gateway API and inference-extension CRDs; the
-      llm-d-router CRDs are installed either way. With `target.platform: preinstalled` no CRD
-      bundle, namespace or chart of the implementation is declared, only the Gateway, the route
-      and (GKE) the backend policies.
-    - `infrastructure_annotations` (default: none): annotations the implementation copies onto
-      what it generates for the Gateway (`spec.infrastructure`).
-    - `addresses` (default: none): the Gateway's `spec.addresses`.
-    - `route` (default `True`): declare the HTTPRoute to `pool_name` (and on GKE its backend
-      policies); `llmd-fleet:models` declares a route per model instead.
-    """
+    """Arguments of `GatewayLayer`."""
 
     config: StackConfig
+    """The validated stack config; `gateway` picks the implementation, listener port and request
+    timeout, `serving` the namespace."""
     pool_name: str
-    """InferencePool the route sends traffic to."""
+    """The InferencePool the HTTPRoute sends traffic to; also the route's name."""
     install_crds: bool
-    """Install the Gateway API / inference-extension CRDs (False where the platform ships them);
-    the llm-d-router CRDs are installed either way."""
+    """Install the Gateway API and inference-extension CRDs (False where the platform ships them);
+    the llm-d-router CRDs are installed either way. With `target.platform: preinstalled` no CRD
+    bundle, namespace or chart of the implementation is declared, only the Gateway, the route and
+    (GKE) the backend policies."""
     infrastructure_annotations: NotRequired[dict[str, str]]
-    """Annotations for the Gateway's generated resources (e.g. the AWS NLB annotations on EKS)."""
+    """Annotations the implementation copies onto what it generates for the Gateway
+    (`spec.infrastructure`; e.g. the AWS NLB annotations on EKS); default none."""
     addresses: NotRequired[list[dict[str, str]]]
-    """The Gateway's `spec.addresses` (GKE with Responses on: the reserved internal address)."""
+    """The Gateway's `spec.addresses` (GKE with Responses on: the reserved internal address);
+    default none."""
     route: NotRequired[bool]
-    """Declare the HTTPRoute to `pool_name` (default true); false with `llmd-fleet:models`, whose
-    routes per model come with the body-based router (llmd_fleet/layers/gateway/bbr.py)."""
+    """Declare the HTTPRoute to `pool_name`, and on GKE its backend policies (default `True`); False
+    with `llmd-fleet:models`, whose routes per model come with the body-based router
+    (llmd_fleet/layers/gateway/bbr.py)."""
 
 
 class GatewayLayer(pulumi.ComponentResource):

@@ -110,18 +110,13 @@ def server_service_spec(config: StackConfig) -> dict[str, Any]:
 
 
 class ModelExpressServerArgs(TypedDict):
-    """Arguments of `ModelExpressServer`.
-
-    - `config` (required): the validated stack config; `serving` names the namespace and the
-      objects (`server_name`).
-    - `install_crds` (required): install the ModelMetadata and ModelCacheEntry CRDs (the
-      `modelexpress-crds` manifest of the version matrix); False where they are already there.
-    """
+    """Arguments of `ModelExpressServer`. Every key is required."""
 
     config: StackConfig
-    """The validated stack configuration."""
+    """The validated stack config; `serving` names the namespace and the objects (`server_name`)."""
     install_crds: bool
-    """Whether the stack installs the server's CRDs."""
+    """Install the ModelMetadata and ModelCacheEntry CRDs (the `modelexpress-crds` manifest of the
+    version matrix); False where they are already there."""
 
 
 class ModelExpressServer(pulumi.ComponentResource):

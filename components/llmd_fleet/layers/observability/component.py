@@ -279,19 +279,13 @@ def dashboard_config_maps(obs: ObservabilityPlan) -> dict[str, dict[str, str]]:
 
 
 class ObservabilityArgs(TypedDict):
-    """Arguments of `Observability`.
-
-    - `config` (required): the validated stack config; `observability` picks the scraper
-      (`prometheus`), the dashboards and the monitors' labels, `serving` names the namespace and
-      pool.
-    - `plan` (required): the fleet plan; `plan_observability` derives the scrape targets and alert
-      thresholds from it.
-    """
+    """Arguments of `Observability`. Every key is required."""
 
     config: StackConfig
-    """The validated stack configuration."""
+    """The validated stack config; `observability` picks the scraper (`prometheus`), the dashboards
+    and the monitors' labels, `serving` names the namespace and pool."""
     plan: FleetPlan
-    """The fleet plan (targets, thresholds)."""
+    """The fleet plan; `plan_observability` derives the scrape targets and alert thresholds from it."""
 
 
 class Observability(pulumi.ComponentResource):

@@ -247,20 +247,16 @@ def service_spec(config: StackConfig) -> dict[str, Any]:
 
 
 class FabricPreflightArgs(TypedDict):
-    """Arguments of `FabricPreflight`. Every key is required.
-
-    - `config` (required): the validated stack config; `serving.preflight` sizes the probe,
-      `serving` names the namespace and the objects.
-    - `plan` (required): the fleet plan; the prefill role gives the node group, claim and fabric.
-    - `engine_image` (required): the serving image, which carries NIXL (`serving_image`).
-    """
+    """Arguments of `FabricPreflight`. Every key is required."""
 
     config: StackConfig
-    """The validated stack configuration."""
+    """The validated stack config; `serving.preflight` sizes the probe, `serving` names the
+    namespace and the objects."""
     plan: FleetPlan
-    """The fleet plan derived from it."""
+    """The fleet plan; the prefill role gives the node group, claim and fabric."""
     engine_image: pulumi.Input[str]
-    """The image the probe runs in: the engines' own."""
+    """The image the probe runs in: the engines' own serving image, which carries NIXL
+    (`serving_image`)."""
 
 
 class FabricPreflight(pulumi.ComponentResource):

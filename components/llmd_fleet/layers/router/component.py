@@ -339,33 +339,26 @@ def tokenizer_deployment_spec(config: StackConfig, hf_token_secret: str | None) 
 
 
 class RouterArgs(TypedDict):
-    """Arguments of `Router`.
-
-    - `config` (required): the validated stack config; names and namespace come from `serving`,
-      the endpoint picker's settings from `router`, the tokenizer's model from `model`.
-    - `plan` (required): the fleet plan; the pool's target ports come from its roles and the
-      endpoint picker is sized by its `router` (RouterPlan).
-    - `hf_token_secret` (required, may be `None`): name of the Secret holding HF_TOKEN for the
-      tokenizer's download; the tokenizer gets no HF_TOKEN when None.
-    - `objectives` (default `True`): declare the InferenceObjectives of `router.priorityClasses`
-      on this pool. A canary's router has none: objectives are looked up by name, the stable
-      pool's already carry those names in the namespace, and a picker keeps only objectives
-      whose poolRef is its own pool (llm-d-router at the pinned tag,
-      pkg/epp/controller/inferenceobjective_reconciler.go), so the canary's requests run at the
-      default priority.
-    - `objective_prefix` (default none): prefix of the InferenceObjectives' names
-      (`llmd-fleet:models`: the model's name and a dash).
-    """
+    """Arguments of `Router`."""
 
     config: StackConfig
+    """The validated stack config; names and namespace come from `serving`, the endpoint picker's
+    settings from `router`, the tokenizer's model from `model`."""
     plan: FleetPlan
+    """The fleet plan; the pool's target ports come from its roles and the endpoint picker is sized
+    by its `router` (RouterPlan)."""
     hf_token_secret: str | None
-    """Secret holding HF_TOKEN for the tokenizer's download, if any."""
+    """Name of the Secret holding HF_TOKEN for the tokenizer's download; the tokenizer gets no
+    HF_TOKEN when None."""
     objectives: NotRequired[bool]
-    """Declare the priority classes' InferenceObjectives (default true; false for a canary)."""
+    """Declare the InferenceObjectives of `router.priorityClasses` on this pool (default `True`). A
+    canary's router has none: objectives are looked up by name, the stable pool's already carry
+    those names in the namespace, and a picker keeps only objectives whose poolRef is its own pool
+    (llm-d-router at the pinned tag, pkg/epp/controller/inferenceobjective_reconciler.go), so the
+    canary's requests run at the default priority."""
     objective_prefix: NotRequired[str]
-    """Prefix of the InferenceObjectives' names (default none); with `llmd-fleet:models` the
-    model's name and a dash, so each pool's objectives have names of their own in the namespace."""
+    """Prefix of the InferenceObjectives' names (default none); with `llmd-fleet:models` the model's
+    name and a dash, so each pool's objectives have names of their own in the namespace."""
 
 
 class Router(pulumi.ComponentResource):
