@@ -17,8 +17,8 @@ A decode step and a prefilled token each cost the sum of their parts (docs/fleet
   to output (output / input per turn); the term that dominates the binding stage is the limit.
 
 The fitted constants are in `CALIBRATION` (each with the runs it is fitted on); every other figure
-is a datasheet (`GPUS`) or model-card figure. tests/plan/test_calibration.py reproduces every
-calibration run within 0.75-1.33.
+is a datasheet (`GPUS`) or model-card figure. `tests/plan/test_throughput.py` reproduces every
+calibration run (`tests/plan/calibration_runs.py`) within 0.75-1.33.
 """
 
 from __future__ import annotations
@@ -92,8 +92,9 @@ _RUN = "llm-d's 544 x H100 GLM-5.2 run"
 _SGL = "the SGLang team's 96 x H100 DeepSeek-V3 run (lm-sys.github.io blog/2025-05-05-large-scale-ep.md)"
 
 # The fitted constants: at most one per kind the model cannot read off a datasheet. Fitted by
-# least squares of log(model / published) over the calibration runs only (tests/plan/
-# test_calibration.py lists them and asserts every ratio); docs/fleet-scale.md prints the residuals.
+# least squares of log(model / published) over the calibration runs only
+# (`tests/plan/calibration_runs.py` lists them, `tests/plan/test_throughput.py` asserts every
+# ratio); `docs/fleet-scale.md` prints the residuals.
 CALIBRATION: dict[str, Constant] = {
     "flops_efficiency": Constant(
         0.53,
