@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Constant:
+    """A constant of the throughput model: its value, unit and source (for a fitted one, the runs
+    it is fitted on)."""
+
     value: float
     unit: str
     source: str
@@ -45,6 +48,8 @@ class Constant:
 
 @dataclass(frozen=True)
 class Gpu:
+    """A GPU's datasheet figures the model reads (`GPUS`), with their source."""
+
     hbm_bytes_per_s: float
     hbm_gb: float
     fp8_dense_flops: float
@@ -197,6 +202,9 @@ class RoleShape:
 
 @dataclass(frozen=True)
 class Turn:
+    """One agentic turn as the throughput model sees it: its context, input and output tokens, the
+    share of its prompt already cached (`cache_hit`) and what the P/D decider leaves to decode."""
+
     context_tokens: int
     """Tokens a decoding sequence holds (mean input + answer)."""
     input_tokens: int
@@ -256,11 +264,15 @@ def _c(name: str, calibration: dict[str, Constant] | None) -> float:
 
 
 def overlap(backend: str, cal: dict[str, Constant] | None = None) -> float:
+    """The share of the all-to-all an MoE backend hides behind compute (`OVERLAP_OF_BACKEND`); 0 for
+    one with no fitted overlap."""
     name = OVERLAP_OF_BACKEND.get(backend)
     return _c(name, cal) if name else 0.0
 
 
 def nic_bytes_per_s_per_gpu(role: RoleShape, cal: dict[str, Constant] | None = None) -> float:
+    """What one GPU of the role can send over the fabric: the node's NIC line rate shared by its
+    GPUs, times the fitted `nic_efficiency`."""
     return role.nics_per_node * role.nic_gbps * 1e9 / 8 * _c("nic_efficiency", cal) / role.gpus_per_node
 
 
@@ -331,6 +343,9 @@ def prefill_a2a_s_per_token(role: RoleShape, m: ModelDescription, cal: dict[str,
 
 @dataclass(frozen=True)
 class DecodeStep:
+    """One decode step of a rank: the sequences it runs, the tokens it emits and the time each part
+    (compute, HBM reads, all-to-all) takes."""
+
     seqs: float
     tokens_per_step: float
     compute_s: float
@@ -480,6 +495,8 @@ def fleet_throughput(
     turn: Turn,
     cal: dict[str, Constant] | None = None,
 ) -> Throughput:
+    """The fleet's token rates for one turn shape: each pool's ceiling (decode's output, prefill's
+    input converted to output) with the decode step and prefilled token they come from."""
     ratio = turn.output_tokens / turn.input_tokens
     step = decode_step(decode, kv, m, turn, cal)
     token = prefill_token(prefill, kv, m, turn, cal)
@@ -540,6 +557,9 @@ def _role_shape(config: StackConfig, plan: FleetPlan, name: str) -> RoleShape | 
 
 @dataclass(frozen=True)
 class FleetFigures:
+    """What `llmd-fleet plan` prints about throughput: the fleet's rates against the declared
+    workload's demand, and the cost figures where a GPU-hour price is known."""
+
     throughput: Throughput
     turn: Turn
     gpus: int

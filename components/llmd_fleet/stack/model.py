@@ -59,7 +59,10 @@ TargetConfig = Annotated[OnPremTarget | GkeTarget | EksTarget | LocalTarget, Fie
 
 
 class StackConfig(ConfigModel):
-    """The whole stack configuration."""
+    """The whole stack configuration: one field per `llmd-fleet:` key, each section checked by its
+    own model and across sections by the registry's rules (`parse_config` builds it). Layers, the
+    plan and the checks all read this one frozen value, so a setting has a single source, and a
+    program of one's own passes the same type a stack file gives."""
 
     target: TargetConfig
     """`llmd-fleet:target`."""

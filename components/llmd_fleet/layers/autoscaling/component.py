@@ -214,6 +214,7 @@ def keda_values() -> dict[str, Any]:
 
 
 def autoscaled_roles(plan: FleetPlan) -> list[RolePlan]:
+    """The roles `serving.autoscaling` scales, each of which gets a ScaledObject."""
     return [r for r in plan.roles if r.autoscaled]
 
 

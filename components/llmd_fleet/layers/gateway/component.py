@@ -65,6 +65,8 @@ def gateway_spec(
     infrastructure_annotations: dict[str, str] | None = None,
     addresses: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
+    """The Gateway's spec: the implementation's GatewayClass and one HTTP listener on
+    `gateway.listenerPort` that admits routes from its own namespace only."""
     spec: dict[str, Any] = {
         "gatewayClassName": GATEWAY_CLASS[gateway.implementation],
         "listeners": [
@@ -87,6 +89,8 @@ def gateway_spec(
 
 
 def gateway_labels(config: StackConfig) -> dict[str, str]:
+    """The Gateway's labels; with Istio also the opt-in that wires its ext_proc call to the endpoint
+    picker."""
     labels = common_labels("gateway", config.serving.name)
     if config.gateway.implementation == "istio":
         # Istio wires the ext_proc call to the EPP only for gateways that opt in.
@@ -115,6 +119,8 @@ def backend_refs(config: StackConfig, pool_name: str) -> list[dict[str, Any]]:
 
 
 def http_route_spec(config: StackConfig, pool_name: str) -> dict[str, Any]:
+    """The HTTPRoute from the Gateway's listener to the InferencePool (every path, `backend_refs`),
+    with the gateway's request timeout where the implementation takes it on the route."""
     rule: dict[str, Any] = {
         "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
         "backendRefs": backend_refs(config, pool_name),

@@ -39,6 +39,7 @@ SERVER_RESOURCES = {"cpu": "4", "memory": "8Gi"}
 
 
 def server_labels(config: StackConfig) -> dict[str, str]:
+    """The ModelExpress server's labels (its pods' selector, `server_selector`, is a subset)."""
     return {**common_labels(COMPONENT, config.serving.name), "app.kubernetes.io/name": "modelexpress-server"}
 
 
@@ -103,6 +104,7 @@ def server_deployment_spec(config: StackConfig) -> dict[str, Any]:
 
 
 def server_service_spec(config: StackConfig) -> dict[str, Any]:
+    """The server's Service: its gRPC port, the address the engines' clients dial (`server_address`)."""
     return {
         "selector": server_selector(config),
         "ports": [{"name": "grpc", "port": MX_SERVER_PORT, "targetPort": "grpc", "protocol": "TCP"}],

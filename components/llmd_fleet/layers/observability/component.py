@@ -102,6 +102,7 @@ def _interval(config: StackConfig) -> str:
 
 
 def role_selector(config: StackConfig, role: RoleName) -> dict[str, str]:
+    """The labels that select one serving role's pods of this stack (the role's PodMonitor)."""
     return {
         "llm-d.ai/inference-serving": "true",
         "app.kubernetes.io/instance": config.serving.name,
@@ -257,6 +258,8 @@ def kube_prometheus_stack_values(config: StackConfig) -> dict[str, Any]:
 
 
 def metrics_reader_rules() -> list[dict[str, Any]]:
+    """The ClusterRole rule a scraper needs to read an authenticated `/metrics` endpoint: `get` on
+    that non-resource URL, nothing else."""
     return [{"nonResourceURLs": [METRICS_PATH], "verbs": ["get"]}]
 
 

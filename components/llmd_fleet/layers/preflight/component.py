@@ -115,6 +115,8 @@ def memory_gib(config: StackConfig) -> int:
 
 
 def job_annotations(config: StackConfig) -> dict[str, str]:
+    """The preflight Job's annotations: checkov's deliberate skips, Pulumi's replace-when-unready and
+    timeout, and either the serving rollout it gates (`serving.preflight.gateServing`) or no await."""
     preflight = config.serving.preflight
     annotations = {
         # What checkov reports on purpose (it reads them from the workload's own metadata): the

@@ -63,6 +63,7 @@ CONFIG_FILE = "epp.yaml"
 
 
 def epp_labels(config: StackConfig) -> dict[str, str]:
+    """The endpoint picker's labels (its pods' selector, `epp_selector`, is a subset)."""
     return {
         **common_labels("endpoint-picker", config.serving.name),
         "app.kubernetes.io/name": "llm-d-router-endpoint-picker",
@@ -86,6 +87,8 @@ def inference_pool_spec(config: StackConfig, plan: FleetPlan, names: RouterNames
 
 
 def epp_args(config: StackConfig, names: RouterNames, experimental: bool) -> list[str]:
+    """The endpoint picker's command-line flags: its pool, config file and ports; `experimental`
+    (`needs_experimental_plugins`) allows the Alpha plugins its config names."""
     args = [
         f"--pool-name={names.pool}",
         f"--pool-namespace={names.namespace}",
@@ -156,6 +159,8 @@ def readiness_probe(ha: bool) -> dict[str, Any]:
 def epp_deployment_spec(
     config: StackConfig, plan: FleetPlan, names: RouterNames, experimental: bool
 ) -> dict[str, Any]:
+    """The endpoint picker's Deployment spec, its CPU sized for the most pods the roles can run at
+    `router.expectedRequestsPerSecond` (`epp_cpus`)."""
     router = config.router
     cpus = str(epp_cpus(plan, router.expected_requests_per_second))
     # Memory from the plan (working set at the expected rate plus the flow-control byte bound).
@@ -255,6 +260,7 @@ def epp_rbac_rules(config: StackConfig) -> list[dict[str, Any]]:
 
 
 def tokenizer_labels(config: StackConfig) -> dict[str, str]:
+    """The tokenizer's (vllm-render's) labels (its pods' selector, `tokenizer_selector`, is a subset)."""
     return {**common_labels("tokenizer", config.serving.name), "app.kubernetes.io/name": "vllm-render"}
 
 
