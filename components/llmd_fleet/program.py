@@ -68,11 +68,10 @@ class ServingLayersArgs(TypedDict):
     """Hugging Face token (a secret; default none); when set, `ModelServing` creates the token
     Secret and the router's tokenizer reads it."""
     install_gateway_crds: NotRequired[bool]
-    """Passed to `GatewayLayer` as `install_crds`: install the Gateway API and inference-extension
-    CRDs (default `True`; False where the platform ships them, as GKE does)."""
+    """`GatewayLayer`'s `install_crds` (default `True`; False where the platform ships the CRDs, as
+    GKE does)."""
     gateway_annotations: NotRequired[dict[str, str]]
-    """Passed to `GatewayLayer` as `infrastructure_annotations`: annotations for the Gateway's
-    generated Service (EKS: the NLB); default `{}`."""
+    """`GatewayLayer`'s `infrastructure_annotations` (default `{}`; on EKS the NLB's)."""
     serving_after: NotRequired[list[pulumi.Resource]]
     """Resources `ModelServing` depends on besides the LWS controller: node setup the serving pods
     need first (e.g. GKE's TCPXO DaemonSets); default `[]`."""
