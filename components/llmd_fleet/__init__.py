@@ -22,8 +22,10 @@ The public API, by area (each subpackage matches a component type token `llmd-fl
 The GKE and EKS components need the package's `gcp` or `aws` extra (`pip install
 'llmd-fleet[gcp]'`); without it, importing one raises ImportError naming the extra.
 
-Each component takes one `<Component>Args` TypedDict; its docstring says what every key means and
-its default. Names load on first use, so `import llmd_fleet` and the pure layers need no Pulumi SDK.
+Each component takes one `<Component>Args` TypedDict; the docstring under each key says what it
+means and, for an optional key, its default (Pulumi's schema analyzer reads the same text; the
+public-API test, `tests/test_public_api.py`, requires it). Names load on first use, so
+`import llmd_fleet` and the pure layers need no Pulumi SDK.
 The offline tools (`llmd_fleet.cli`: the `llmd-fleet` CLI, policy runner, checkers) and the
 policy pack (`llmd_fleet.policies`) are not part of this API.
 """

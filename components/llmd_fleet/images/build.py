@@ -65,47 +65,32 @@ CACHE_TAG_PREFIX = "buildcache-"
 
 class ImageBuildArgs(TypedDict):
     """Arguments of `ImageBuild`. Unusable combinations raise ValueError before anything is
-    registered (`_build_args_problem`).
-
-    - `target_kind` (required): `gke`, `eks` or `onprem`; picks the registry (Artifact Registry,
-      ECR, or `registry`).
-    - `variant` (required): `ib` or `efa`; must suit the target (`variant_problem`).
-    - `repository` (default `"llmd-fleet"`, `DEFAULT_REPOSITORY`): Artifact Registry repository
-      id, ECR repository prefix, or path under `registry`.
-    - `registry` (default `None`): onprem registry host[:port][/path]; required on onprem.
-    - `username` (default `None`): onprem registry user; no registry login when unset.
-    - `password` (default `None`): onprem registry password, wrapped as a secret.
-    - `gcp_project` (default `None`): gke project of the Artifact Registry repository; required on
-      gke.
-    - `gcp_location` (default `None`): gke region of the Artifact Registry repository; required on
-      gke.
-    - `push` (default `True`): push the image; False only builds.
-    - `cache` (default `True`): read and write a registry build cache next to the image.
-    """
+    registered (`_build_args_problem`)."""
 
     target_kind: TargetKind
-    """Target the image is for; picks the registry (gke: Artifact Registry, eks: ECR, onprem:
-    `registry`)."""
+    """`gke`, `eks` or `onprem`: the target the image is for; picks the registry (gke: Artifact
+    Registry, eks: ECR, onprem: `registry`)."""
     variant: Variant
-    """Image variant; must suit the target (`variant_problem`, `variant_for(fabric)`)."""
+    """`ib` or `efa`; must suit the target (`variant_problem`, `variant_for(fabric)`)."""
     repository: NotRequired[str]
-    """Artifact Registry repository id / ECR repository prefix / path under `registry`;
-    default `llmd-fleet`."""
+    """Artifact Registry repository id, ECR repository prefix, or path under `registry` (default
+    `"llmd-fleet"`, `DEFAULT_REPOSITORY`)."""
     registry: NotRequired[str | None]
-    """onprem: registry host[:port][/path]; required there."""
+    """onprem: registry host[:port][/path]; required there (default `None`)."""
     username: NotRequired[pulumi.Input[str] | None]
-    """onprem: registry user; no login when unset."""
+    """onprem: registry user; no registry login when unset (default `None`)."""
     password: NotRequired[pulumi.Input[str] | None]
-    """onprem: registry password (a secret; wrapped as one regardless)."""
+    """onprem: registry password, wrapped as a secret regardless (default `None`)."""
     gcp_project: NotRequired[pulumi.Input[str] | None]
-    """gke: project of the Artifact Registry repository; required there."""
+    """gke: project of the Artifact Registry repository; required there (default `None`)."""
     gcp_location: NotRequired[str | None]
-    """gke: region of the Artifact Registry repository (e.g. us-central1); required there."""
+    """gke: region of the Artifact Registry repository (e.g. us-central1); required there (default
+    `None`)."""
     push: NotRequired[bool]
-    """Push the image (default true); false only builds, which leaves pods nothing to pull."""
+    """Push the image (default `True`); False only builds, which leaves pods nothing to pull."""
     cache: NotRequired[bool]
-    """Use a registry build cache next to the image (default true): the DeepEP/NVSHMEM stages take
-    most of an hour without it."""
+    """Read and write a registry build cache next to the image (default `True`): the DeepEP/NVSHMEM
+    stages take most of an hour without it."""
 
 
 def _registry_host(address: str) -> str:
