@@ -109,6 +109,10 @@ def render(stacks_dir: Path, stack: str, out: Path) -> list[dict[str, Any]]:
     return topology.load_manifests(out)
 
 
+# The server-side apply of rendered objects (deploy.py), for scenarios that apply objects directly.
+apply_all = deploy.apply_all
+
+
 def serving_nodes(stacks_dir: Path, stack: str) -> list[str]:
     """The nodes of the node groups the serving roles run on (the process kubelet's)."""
     from llmd_fleet.cli.stack_file import read_stack_file, stack_config
