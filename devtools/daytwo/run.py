@@ -3,7 +3,7 @@ under steady agent traffic with the rollout screener on, then the same kind of u
 off (the negative control), then a canary shifted and rolled back, then faults under steady
 traffic.
 
-    python -m devtools.daytwo [STACK] [--load-seconds=S]
+    python -m devtools.daytwo [STACK] [--load-seconds=S] [--apply-manifests]
 
 1. The stack is rendered three times: as it is (revision a), and with decode `maxNumSeqs`
    lowered twice (revisions b and c: a role's setting, so every role's pod template and the
@@ -11,13 +11,16 @@ traffic.
 2. The twin comes up with the stack's nodes; kwok keeps them Ready but runs no pod on the
    serving node group's nodes (devtools/twin/cluster.py `without_pods_on`): the process kubelet
    does (devtools/daytwo/kubelet.py). The real LWS controller runs (devtools/twin/lws.py).
-3. Revision a's rendering is applied (server-side, as e2e applies it): the LWS controller makes
-   the groups, the scheduler binds them, the process kubelet starts simulators and routing
-   sidecars in per-pod network namespaces and readies them after the simulated load.
+3. Revision a is deployed by `pulumi up` of the stack (devtools/daytwo/deploy.py: the real
+   Pulumi CLI, Python language host and Kubernetes provider, as `make e2e`'s engine run): the
+   LWS controller makes the groups, the scheduler binds them, the process kubelet starts
+   simulators and routing sidecars in per-pod network namespaces and readies them after the
+   simulated load. e2e's `controller:` line for the set (devtools/daytwo/contract.py).
 4. Two endpoint pickers with the rendered flags and config (devtools/dataplane/run.py), watching
    the pods through the API server, behind the gateway stand-in; steady agent traffic starts.
-5. Revision b's rendering is applied while the traffic runs; the rollout is followed until every
-   pod is of b and Ready and no pod of a is left. The `upgrade:` line.
+5. Revision b by `pulumi up` of the edited stack while the traffic runs; the rollout is followed
+   until every pod is of b and Ready and no pod of a is left. The `upgrade:` line, and e2e's
+   `rollout:` line from the same rollout.
 6. The pickers restart with the rollout screener's revision gating off
    (devtools/router_check/check.py `without_gating`) and revision c is rolled out the same way.
    The `upgrade (screener off):` line.
@@ -28,15 +31,16 @@ traffic.
    canary is rolled back (revision c's rendering applied, what it no longer has deleted). The
    `canary:` line.
 8. Faults under one steady traffic stream (`Replay.faults`, one method per scenario): the leader
-   picker stopped (`failover:`), a decode worker's node lost (`node loss:`), a decode node
-   drained in place of a GPU device taint the stack's DRA-less nodes cannot carry (`gpu loss:`).
+   picker stopped (`failover:`), a decode worker's node lost (`node loss:`, and e2e's `node
+   loss:` line with a spare node), a decode node drained in place of a GPU device taint the
+   stack's DRA-less nodes cannot carry (`gpu loss:`).
 9. A real Prometheus (devtools/daytwo/prometheus.py, alerts.py) scrapes from step 3's end on; at
    the end both pickers are stopped until the router's alerts fire and restarted until they
    resolve (the `alert:` lines), and promtool evaluates the other rendered alerts over the
    series the run scraped.
 
-The upgrade is applied as rendered manifests, not through `pulumi up` (the engine run,
-devtools/twin/engine.py, is not wired into this replay yet).
+With --apply-manifests every revision is applied as its rendered manifests (server-side)
+instead of by `pulumi up`.
 """
 
 import json
@@ -55,7 +59,7 @@ from devtools import source_snapshot
 from devtools.dataplane import build, multimodel, netns, replay, topology
 from devtools.dataplane import report as replay_report
 from devtools.dataplane import run as dataplane
-from devtools.daytwo import alerts, figures, prometheus
+from devtools.daytwo import alerts, contract, deploy, figures, prometheus
 from devtools.daytwo.kubelet import ProcessKubelet
 from devtools.router_check.check import without_gating
 from devtools.twin import cluster, lws_checks, manifests, nodes
@@ -152,14 +156,8 @@ def render(stacks_dir: Path, stack: str, out: Path) -> list[dict[str, Any]]:
     return topology.load_manifests(out)
 
 
-def apply_all(kube: Kube, objects: list[dict[str, Any]]) -> None:
-    namespaced: dict[str, bool] = {}
-    for obj in objects:
-        key = f"{obj['apiVersion']}/{obj['kind']}"
-        if key not in namespaced:
-            namespaced[key] = kube.resource(obj["apiVersion"], obj["kind"]).namespaced
-    for obj in manifests.apply_order(objects, namespaced):
-        kube.apply(obj)
+# The server-side apply of rendered objects (deploy.py), for scenarios that apply objects directly.
+apply_all = deploy.apply_all
 
 
 def serving_nodes(stacks_dir: Path, stack: str) -> list[str]:
@@ -266,10 +264,13 @@ def not_ready_status() -> dict[str, Any]:
 class Replay:
     """Everything one `make day-two` starts, stopped in `close`."""
 
-    def __init__(self, root: Path, stack: str, load_seconds: float) -> None:
+    def __init__(self, root: Path, stack: str, load_seconds: float, by_engine: bool = True) -> None:
         self.root = root
         self.stack = stack
         self.load_seconds = load_seconds
+        self.by_engine = by_engine
+        self.deployer: deploy.Deployer | None = None
+        self.rollouts: dict[str, str] = {}  # e2e's `rollout:` line per upgrade (contract.py)
         self.run_dir = root / "build" / "daytwo"
         self.procs = dataplane.Processes([])
         self.forwarder: netns.Forwarder | None = None
@@ -321,6 +322,20 @@ class Replay:
             folder = build.ensure(target)
             for b in target.binaries:
                 self.bins["simulator" if b == "llm-d-inference-sim" else b] = folder / b
+        self.prepare_prometheus()
+
+    def prepare_prometheus(self) -> None:
+        """The replay's Prometheus before the twin starts: from the tool cache, built here (its
+        cold build time printed by prometheus.ensure), or waited for on the cache's lock while
+        another process (CI's background builds) builds it; the wait is printed."""
+        began = time.monotonic()
+        self.bins["prometheus"] = prometheus.ensure()
+        waited = time.monotonic() - began
+        if waited >= 1.0:
+            print(
+                f"day-two: Prometheus ready after {waited:.0f} s "
+                "(built here, or waited for on the tool cache's lock)"
+            )
 
     def start(self) -> None:
         node_names = serving_nodes(self.root / "stacks", self.stack)
@@ -364,18 +379,55 @@ class Replay:
             topology.kv_blocks_per_rank(self.topo.picker.config),
         )
         self.kubelet.start()
+        self.start_deployer()
         began = time.monotonic()
-        apply_all(self.kube, self.renders[0])
+        assert self.deployer is not None
+        self.deployer.deploy(0)
         self.revision_a = wait_for(
             "revision a's pods Ready",
             lambda: settled(serving_pods(self.kube, self.topo.namespace, self.set_name), self.expected),
             timeout=ROLLOUT_TIMEOUT_S,
             interval=0.5,
         )
+        self.ready_a_s = time.monotonic() - began
         print(
             f"day-two: {self.stack}: revision {self.revision_a}: "
-            f"{sum(self.expected.values())} pods Ready in {time.monotonic() - began:.1f} s"
+            f"{sum(self.expected.values())} pods Ready in {self.ready_a_s:.1f} s"
         )
+
+    def start_deployer(self) -> None:
+        """`pulumi up` through the engine (deploy.py), or the rendered objects applied."""
+        max_num_seqs: list[int | None] = [None, *NEXT_MAX_NUM_SEQS]
+        try:
+            self.deployer = deploy.Deployer(self.renders, max_num_seqs, self.root, self.stack, self.by_engine)
+        except Exception as error:  # a build, the engine's setup: the run cannot go on
+            raise cluster.TwinError(f"the Pulumi engine could not be set up: {error}") from None
+
+    # --- e2e's controller lines from the replay (contract.py): `controller:` after revision a,
+    # `rollout:` from the screener-on upgrade, `node loss:` with a spare node from the node loss.
+
+    def controller_contract(self) -> tuple[str, list[str]]:
+        """e2e's `controller:` line for revision a's groups, and its failure if the controller did
+        not make every pod."""
+        fleet = lws_checks.Fleet(self.kube, self.topo.serving_set)
+        pods = [p for p in fleet.pods() if not p["metadata"].get("deletionTimestamp")]
+        lws = fleet.lws()
+        roles = fleet.lws_roles(lws)
+        owners = [*lws, *self.kube.list("apps/v1", "StatefulSet", self.topo.namespace)]
+        sizes = fleet.sizes
+        line, created = contract.controller_line(
+            pods,
+            owners,
+            self.set_name,
+            self.expected,
+            sizes,
+            {r: fleet.ready_groups(r, pods, roles) for r in sizes},
+            self.ready_a_s,
+        )
+        total = sum(self.expected.values())
+        return line, [] if created == total else [
+            f"controller: {created} of {total} pods made by the LWS controller"
+        ]
 
     def pickers(self, config_text: str, tag: str) -> list[str]:
         self.procs.stop("picker-")
@@ -426,8 +478,12 @@ class Replay:
         )
         self.procs.start(f"gateway-{tag}", argv, self.logs)
         time.sleep(LEAD_S)
+        assert self.deployer is not None
+        watch = contract.RolloutWatch.begin(
+            self.kube, self.topo.serving_set, serving_pods(self.kube, self.topo.namespace, self.set_name)
+        )
         began = time.monotonic()
-        apply_all(self.kube, self.renders[target])
+        deployed = self.deployer.start(target)
         samples: list[int] = []
         after = None
         while time.monotonic() - began < ROLLOUT_TIMEOUT_S:
@@ -437,6 +493,7 @@ class Replay:
                 time.sleep(0.5)
                 continue
             samples.append(ready_decode(pods, self.decode_size))
+            watch.sample()
             done = settled(pods, self.expected)
             if done is not None and done != before:
                 after = done
@@ -447,6 +504,23 @@ class Replay:
         self.procs.stop(f"gateway-{tag}")
         if after is None:
             raise TimeoutError(f"{tag}: the rollout did not settle in {ROLLOUT_TIMEOUT_S:.0f} s")
+        deployed()
+        self.rollouts[tag] = contract.rollout_line(
+            min(samples) if samples else 0,
+            self.decode_instances,
+            self.planned_min_decode,
+            seconds,
+            watch.samples,
+            True,
+            contract.replaced_pods(
+                watch.before,
+                {p["metadata"]["uid"] for p in serving_pods(self.kube, self.topo.namespace, self.set_name)},
+                "decode",
+                self.expected,
+            ),
+            watch.budget,
+            watch.budget_closed,
+        )
         results = read_results(out)
         (self.run_dir / f"{tag}-endpoints.json").write_text(
             json.dumps({ip: vars(e) for ip, e in self.kubelet.endpoints.items()}, indent=2) + "\n"
@@ -740,7 +814,9 @@ class Replay:
         time.sleep(FAULT_GAP_S)
         failover = self.failover_fault(pickers, now_ms)
         time.sleep(FAULT_GAP_S)
+        before_loss = serving_pods(self.kube, self.topo.namespace, self.set_name)
         node = self.node_loss_fault(now_ms)
+        spare_lines = self.node_loss_contract(before_loss, node)
         time.sleep(FAULT_GAP_S)
         gpu = self.gpu_loss_fault(now_ms)
         time.sleep(FAULT_GAP_S)
@@ -757,6 +833,7 @@ class Replay:
         lost = figures.loss(node.what, node.at_ms, node.until_ms, results, node.addresses, node.recovered_s)
         lines.append(figures.node_loss_line(lost))
         lines.append(figures.loss_detail("node loss", lost))
+        lines += spare_lines
         failures += figures.loss_failures("node loss", lost)
         moved = figures.loss(gpu.what, gpu.at_ms, gpu.until_ms, results, gpu.addresses, gpu.recovered_s)
         lines.append(figures.gpu_loss_line(moved))
@@ -854,6 +931,14 @@ class Replay:
         wait_for(f"node loss: {names} back and Ready", back, RECOVERY_TIMEOUT_S, 0.5)
         return Window(node, at_ms, now_ms(), addresses, time.monotonic() - began)
 
+    def node_loss_contract(self, before: list[dict[str, Any]], w: "Window") -> list[str]:
+        """e2e's `node loss:` line with a spare node for each group the lost node took down: the
+        spare nodes are those of the serving node groups that ran no pod of the set before."""
+        used = {p["spec"].get("nodeName") for p in before}
+        spare = {n for n in serving_nodes(self.root / "stacks", self.stack) if n not in used and n != w.what}
+        after = serving_pods(self.kube, self.topo.namespace, self.set_name)
+        return contract.node_loss_lines(w.what, before, after, spare, w.recovered_s)
+
     def gpu_loss_fault(self, now_ms: Callable[[], float]) -> "Window":
         """A decode node's GPU goes bad. A DRA DeviceTaintRule needs devices the pods claim, and
         this stack's nodes publish none (acceleratorAllocation none), so the node is drained as
@@ -905,8 +990,11 @@ def main(argv: Sequence[str]) -> int:
     positional = [a for a in argv if not a.startswith("--")]
     stack = positional[0] if positional else DEFAULT_STACK
     load_seconds = DEFAULT_LOAD_S
+    by_engine = True
     for a in argv:
-        if a.startswith("--load-seconds="):
+        if a == "--apply-manifests":
+            by_engine = False
+        elif a.startswith("--load-seconds="):
             try:
                 load_seconds = float(a.split("=", 1)[1])
             except ValueError:
@@ -918,13 +1006,15 @@ def main(argv: Sequence[str]) -> int:
                 )
                 return 2
         elif a.startswith("--"):
-            print(f"day-two: unknown flag {a} (allowed: --load-seconds=S)", file=sys.stderr)
+            print(
+                f"day-two: unknown flag {a} (allowed: --load-seconds=S, --apply-manifests)", file=sys.stderr
+            )
             return 2
     if not (CHECKOUT / "stacks" / f"Pulumi.{stack}.yaml").is_file():
         print(f"day-two: no stack file stacks/Pulumi.{stack}.yaml", file=sys.stderr)
         return 2
     started = time.monotonic()
-    run = Replay(CHECKOUT, stack, load_seconds)
+    run = Replay(CHECKOUT, stack, load_seconds, by_engine)
     try:
         run.prepare()
     except source_snapshot.SnapshotMissing as error:
@@ -934,12 +1024,16 @@ def main(argv: Sequence[str]) -> int:
     try:
         run.start()
         print(f"day-two: simulated model load per pod: {load_seconds:.1f} s (process kubelet)")
+        controller_line, controller_failures = run.controller_contract()
+        print(controller_line)
+        failures += controller_failures
         # Prometheus and alerts (devtools/daytwo/alerts.py): scraping from here to the end.
         run.monitor = alerts.start(run)
         pickers = run.pickers(run.topo.picker.config, "screener-on")
         on = run.upgrade("screener-on", pickers, run.revision_a, 1)
         print(figures.upgrade_line(on))
         print(figures.detail_line("screener on", on))
+        print(run.rollouts["screener-on"])
         failures += figures.upgrade_failures(on)
         pickers = run.pickers(without_gating(run.topo.picker.config), "screener-off")
         off = run.upgrade("screener-off", pickers, on.after, 2)
@@ -963,6 +1057,8 @@ def main(argv: Sequence[str]) -> int:
         failures += alert_failures
         if run.kubelet is not None:
             failures += run.kubelet.errors
+        if run.deployer is not None:
+            failures += run.deployer.problems
     except (cluster.TwinError, build.BuildError, prometheus.BuildError, TimeoutError, ApiError) as error:
         print(f"day-two: failed: {error}", file=sys.stderr)
         return 1
