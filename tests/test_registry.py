@@ -5,6 +5,7 @@ from importlib import import_module
 from pathlib import Path
 
 import pulumi
+import pytest
 
 from llmd_fleet.stack import registry
 from llmd_fleet.stack.model import StackConfig
@@ -42,6 +43,41 @@ def test_a_planted_folder_is_found(tmp_path):
         (tmp_path / name / "__init__.py").write_text('"""A layer."""\n')
     (tmp_path / "__pycache__").mkdir()
     assert unregistered(tmp_path, registry.REGISTERED_LAYERS) == ["lora"]
+
+
+def without_tests(package: Path, tests: Path) -> list[str]:
+    """The package folders under `package` whose tests folder of the same name under `tests` is
+    missing, is not a package or holds no `test_*.py`."""
+    return sorted(
+        path.name
+        for path in package.iterdir()
+        if path.is_dir()
+        and (path / "__init__.py").is_file()
+        and not ((tests / path.name / "__init__.py").is_file() and any((tests / path.name).glob("test_*.py")))
+    )
+
+
+@pytest.mark.parametrize("area", ["layers", "targets"])
+def test_every_layer_and_target_folder_has_its_tests_folder(area):
+    """tests/layers/<layer>/ and tests/targets/<kind>/ follow the slices (docs/architecture.md)."""
+    assert without_tests(PACKAGE / area, REPO / "tests" / area) == []
+
+
+def test_a_folder_without_its_tests_is_found(tmp_path):
+    """The check is not vacuous: a layer with no tests folder, one without `__init__.py` and one
+    without a test module are each named."""
+    package, tests = tmp_path / "layers", tmp_path / "tests"
+    for name in ("serving", "router", "gateway", "lora"):
+        (package / name).mkdir(parents=True)
+        (package / name / "__init__.py").write_text('"""A layer."""\n')
+    (package / "__pycache__").mkdir()
+    for name, files in {"serving": ("__init__.py", "test_vllm.py"), "router": ("test_router.py",)}.items():
+        (tests / name).mkdir(parents=True)
+        for file in files:
+            (tests / name / file).write_text("")
+    (tests / "gateway").mkdir()
+    (tests / "gateway" / "__init__.py").write_text("")
+    assert without_tests(package, tests) == ["gateway", "lora", "router"]
 
 
 def test_every_registered_folder_exists():
