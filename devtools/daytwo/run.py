@@ -759,7 +759,7 @@ class Replay:
                 f"({BURST.per_second:g}/s of ~{BURST.prompt_words} words), {failed} failed; "
                 f"scale-down window {scaling.scale_down_window(hpa)} s (rendered)",
             ]
-            return lines, scaling.scale_failures(role, a, b, maximum, down_s)
+            return lines, scaling.scale_failures(role, a, b, maximum, down_s, failed, len(results))
         finally:
             self.procs.stop("gateway-scale")
             for obj in reversed(aggregation):

@@ -227,6 +227,8 @@ def test_the_scale_line_is_the_issue_s():
     assert scaling.scale_line("prefill", 3, 3, 240, None).endswith("not back to 3")
     assert scaling.scale_failures("prefill", 3, 4, 4, 100.0) == []
     assert len(scaling.scale_failures("prefill", 3, 3, 4, None)) == 2
+    (burst_failed,) = scaling.scale_failures("prefill", 3, 4, 4, 100.0, failed=2, requests=300)
+    assert "2 of the burst's 300 requests were not served" in burst_failed
 
 
 def test_the_day_two_stack_autoscales_prefill_with_a_short_declared_cooldown():
