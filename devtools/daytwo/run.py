@@ -709,17 +709,25 @@ class Replay:
             )
             peak: list[str] = []
 
+            last = (a, a)
+
             def look() -> tuple[int, int]:
-                """(the scaler's replicas, the role's groups Ready and not going), the HPA's metric kept."""
-                status = self.kube.get(hpa_path).get("status") or {}
-                peak.extend(scaling.current_values(status))
-                wanted = int(self.kube.get(scaler_path)["spec"].get("replicas") or 0)
-                pods = [
-                    p
-                    for p in serving_pods(self.kube, self.topo.namespace, self.set_name)
-                    if p["metadata"]["labels"].get(topology.DS_ROLE) == role
-                ]
-                return wanted, scaling.ready_groups(pods, size)
+                """(the scaler's replicas, the role's groups Ready and not going), the HPA's metric
+                kept; the last answer again while the API server does not answer."""
+                nonlocal last
+                try:
+                    status = self.kube.get(hpa_path).get("status") or {}
+                    peak.extend(scaling.current_values(status))
+                    wanted = int(self.kube.get(scaler_path)["spec"].get("replicas") or 0)
+                    pods = [
+                        p
+                        for p in serving_pods(self.kube, self.topo.namespace, self.set_name)
+                        if p["metadata"]["labels"].get(topology.DS_ROLE) == role
+                    ]
+                except ApiError:
+                    return last
+                last = (wanted, scaling.ready_groups(pods, size))
+                return last
 
             self.procs.start("gateway-scale", argv, self.logs)
             began = time.monotonic()
@@ -740,7 +748,11 @@ class Replay:
             if b > a:
                 while time.monotonic() - stopped < SCALE_DOWN_TIMEOUT_S:
                     wanted, ready = look()
-                    pods = serving_pods(self.kube, self.topo.namespace, self.set_name)
+                    try:
+                        pods = serving_pods(self.kube, self.topo.namespace, self.set_name)
+                    except ApiError:
+                        time.sleep(1.0)
+                        continue
                     going = any(
                         p["metadata"].get("deletionTimestamp")
                         for p in pods
