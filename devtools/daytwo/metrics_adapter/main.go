@@ -12,9 +12,10 @@
 // The HPA KEDA builds selects a metric by its name and the label
 // scaledobject.keda.sh/name=<ScaledObject> (kedacore/keda controllers/keda/hpa.go
 // getScaledObjectMetricSpecs). A query's result is read as KEDA's Prometheus scaler reads it
-// (pkg/scalers/prometheus_scaler.go ExecutePromQuery): no sample is 0 (ignoreNullValues
-// defaults to true), more than one sample is an error, an infinite value is an error; the value
-// is served in milli-units (pkg/scalers/scaler.go GenerateMetricInMili).
+// with the trigger's defaults (pkg/scalers/prometheus_scaler.go ExecutePromQuery,
+// ignoreNullValues true): no sample is 0, more than one sample is an error, an infinite value is
+// 0; the value is served in milli-units (pkg/scalers/scaler.go GenerateMetricInMili). One
+// difference: NaN, which KEDA passes on as it is, is served as 0.
 package main
 
 import (
@@ -154,10 +155,7 @@ func (p *promProvider) query(ctx context.Context, q string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if math.IsInf(v, 0) {
-		return 0, fmt.Errorf("prometheus query %q returned %s", q, raw)
-	}
-	if math.IsNaN(v) {
+	if math.IsInf(v, 0) || math.IsNaN(v) {
 		return 0, nil
 	}
 	return v, nil
