@@ -80,6 +80,12 @@ def _prometheus() -> object:
     return prometheus.ensure()  # prints its cold build's time itself
 
 
+def _metrics_adapter() -> object:
+    from devtools.daytwo import scaling
+
+    return scaling.ensure()  # prints its cold build's time itself
+
+
 def _python_envs() -> list[Build]:
     from devtools.agentic_check import env as agentic
     from devtools.bench import env as bench
@@ -123,6 +129,10 @@ def _go_tools() -> list[Build]:
         # CI's last (it waits here on the tool cache's lock if this build is still running), and
         # the promtool module's packages are compiled by then, so most of it is cached.
         ("Prometheus", _prometheus),
+        # `make day-two`'s external-metrics stand-in (devtools/daytwo/scaling.py), after the
+        # twin's Kubernetes: most of the k8s.io packages it compiles are of a newer minor, so it
+        # is mostly its own build.
+        ("external-metrics stand-in", _metrics_adapter),
     ]
 
 

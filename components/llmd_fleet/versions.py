@@ -73,6 +73,9 @@ class ToolVersions(_Frozen):
     promtool: str
     """github.com/prometheus/prometheus module version `make promtool` builds cmd/promtool from
     (infra/promtool); Prometheus 3.x is tagged v0.3xx.y there."""
+    custom_metrics_apiserver: str = Field(alias="custom-metrics-apiserver")
+    """sigs.k8s.io/custom-metrics-apiserver module version `make day-two`'s external-metrics
+    stand-in is built with (devtools/daytwo/scaling.py)."""
     inference_perf: str = Field(alias="inference-perf")
     """inference-perf release: the load generator of `llmd-fleet bench` and the config models
     `make bench-workload` validates its workload with (devtools/bench/env.py)."""

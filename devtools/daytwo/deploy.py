@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from devtools.daytwo import scaling
 from devtools.twin import cluster, manifests
 from devtools.twin import engine as twin_engine
 from devtools.twin.kube import Kube
@@ -49,7 +50,9 @@ def upgrade_problems(step: twin_engine.Step) -> list[str]:
 
 
 def apply_all(kube: Kube, objects: list[dict[str, Any]]) -> None:
-    """The rendered objects applied server-side, namespaces and cluster-scoped objects first."""
+    """The rendered objects applied server-side, namespaces and cluster-scoped objects first, and
+    beside each ScaledObject the HPA KEDA's operator would make from it (the twin runs no KEDA)."""
+    objects = [*objects, *scaling.keda_hpas(objects)]
     namespaced: dict[str, bool] = {}
     for obj in objects:
         key = f"{obj['apiVersion']}/{obj['kind']}"
@@ -110,6 +113,11 @@ class Deployer:
         except Exception as error:  # the CLI's CommandError, the host's or the provider's failure
             raise cluster.TwinError(f"pulumi up of revision {index}: {error}") from None
         self.say(twin_engine.step_line(step))
+        # What KEDA's operator does once `pulumi up` has created the ScaledObjects (the twin runs
+        # no KEDA): their HPAs, server-side.
+        hpas = scaling.keda_hpas(self.renders[index])
+        if hpas:
+            apply_all(cluster.client(self.root), hpas)
         if index == 0:
             if not step.counts.get("create"):
                 self.problems.append("engine: the first up created nothing")

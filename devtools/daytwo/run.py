@@ -34,15 +34,21 @@ traffic.
    picker stopped (`failover:`), a decode worker's node lost (`node loss:`, and e2e's `node
    loss:` line with a spare node), a decode node drained in place of a GPU device taint the
    stack's DRA-less nodes cannot carry (`gpu loss:`).
-9. A real Prometheus (devtools/daytwo/prometheus.py, alerts.py) scrapes from step 3's end on; at
-   the end both pickers are stopped until the router's alerts fire and restarted until they
-   resolve (the `alert:` lines), and promtool evaluates the other rendered alerts over the
-   series the run scraped.
+9. Scaling (`Replay.scale`, devtools/daytwo/scaling.py): the HPA KEDA would make from the
+   rendered ScaledObject (applied beside it: the twin runs no KEDA) scales the role's
+   DisaggregatedSetRoleScaler on the trigger's query, served from the live Prometheus by an
+   external-metrics stand-in behind the API server's aggregation layer; a burst of long prompts
+   raises it, and the role comes back down after the rendered cooldown. The `scale:` line.
+10. A real Prometheus (devtools/daytwo/prometheus.py, alerts.py) scrapes from step 3's end on; at
+    the end both pickers are stopped until the router's alerts fire and restarted until they
+    resolve (the `alert:` lines), and promtool evaluates the other rendered alerts over the
+    series the run scraped.
 
 With --apply-manifests every revision is applied as its rendered manifests (server-side)
 instead of by `pulumi up`.
 """
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -59,10 +65,10 @@ from devtools import source_snapshot
 from devtools.dataplane import build, multimodel, netns, replay, topology
 from devtools.dataplane import report as replay_report
 from devtools.dataplane import run as dataplane
-from devtools.daytwo import alerts, contract, deploy, figures, prometheus
+from devtools.daytwo import alerts, contract, deploy, figures, prometheus, scaling
 from devtools.daytwo.kubelet import ProcessKubelet
 from devtools.router_check.check import without_gating
-from devtools.twin import cluster, lws_checks, manifests, nodes
+from devtools.twin import cluster, lws_checks, manifests, nodes, pki
 from devtools.twin.kube import ApiError, Kube, wait_for
 from llmd_fleet.cli.paths import CHECKOUT
 
@@ -125,6 +131,19 @@ def pruned(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[di
     `before` that `after` does not have, in `before`'s order (pure)."""
     keep = {object_key(o) for o in after}
     return [o for o in before if object_key(o) not in keep]
+
+
+# Scaling (docs/day-two.md, "Scaling"): the burst, the longest it runs before the role must have
+# scaled up (HPA sync 15 s, the leader picker's scrape, one simulated load), and the longest the
+# role may take to come back once it stops (the rendered cooldown, one scale-down period, a sync
+# and the pods' termination).
+# The backlog it holds: 5 requests/s x ~0.4 s to a first token (16,000 tokens: 20 ms + 16,000 x
+# 20 us of simulated prefill, the KV transfer and one decode step) x 16,000 tokens, over the
+# rendered 100,000 tokens/s = ~0.3 s, six times the 0.05 s per instance target of 3 instances.
+BURST = scaling.Burst(per_second=5.0, seconds=150.0, prompt_words=16000, max_tokens=8)
+# Once the HPA has scaled up, how long past the burst's end the new instance may take to turn Ready.
+SCALE_UP_GRACE_S = 90.0
+SCALE_DOWN_TIMEOUT_S = 420.0
 
 
 def variant(text: str, max_num_seqs: int) -> str:
@@ -309,8 +328,11 @@ class Replay:
         self.topo = topology.topology(self.render_dirs[0])
         self.set_name = self.topo.serving_set["metadata"]["name"]
         roles = self.topo.serving_set["spec"]["roles"]
+        # An External role has no replicas: it runs at its HPA's minReplicas.
+        starting = scaling.starting_replicas(self.renders[0], self.set_name)
         self.expected = {
-            r["name"]: int(r["spec"]["replicas"]) * int(r["spec"]["leaderWorkerTemplate"].get("size", 1))
+            r["name"]: int(r["spec"].get("replicas") or starting[r["name"]])
+            * int(r["spec"]["leaderWorkerTemplate"].get("size", 1))
             for r in roles
         }
         decode = next(r for r in roles if r["name"] == "decode")
@@ -985,6 +1007,154 @@ class Replay:
         )
         return Window(node, at_ms, now_ms(), addresses, time.monotonic() - began)
 
+    # --- Scaling (docs/day-two.md, "Scaling"): the HPA KEDA would make, against an
+    # external-metrics stand-in serving the trigger's query from the live Prometheus.
+
+    def scale(self) -> tuple[list[str], list[str]]:
+        """A burst of long prompts until the HPA has scaled the autoscaled role up and the new
+        instance is Ready; then no traffic until it is back at its minimum. Returns (contract
+        lines, failures)."""
+        objects = [o for o in self.renders[0] if o["kind"] == "ScaledObject"]
+        if not objects:
+            return [f"scale: not run: the {self.stack} stack autoscales no role"], []
+        scaled = objects[0]
+        role = scaling.role_of(scaled, self.set_name)
+        hpa = scaling.keda_hpa(scaled)
+        a, maximum = int(hpa["spec"]["minReplicas"]), int(hpa["spec"]["maxReplicas"])
+        ns, hpa_name = hpa["metadata"]["namespace"], hpa["metadata"]["name"]
+        scaler = hpa["spec"]["scaleTargetRef"]["name"]
+        size = next(
+            int(r["spec"]["leaderWorkerTemplate"].get("size", 1))
+            for r in self.topo.serving_set["spec"]["roles"]
+            if r["name"] == role
+        )
+        binary = scaling.ensure()
+        forward = scaling.IntoNamespace(prometheus.NS, prometheus.IP, prometheus.PORT)
+        aggregation: list[dict[str, Any]] = []
+        try:
+            config = self.run_dir / "metrics-adapter.json"
+            config.write_text(
+                json.dumps(
+                    {
+                        "prometheus": f"http://127.0.0.1:{forward.port}",
+                        "metrics": scaling.adapter_metrics(self.renders[0]),
+                    },
+                    indent=2,
+                )
+                + "\n"
+            )
+            certs = pki.Pki(cluster.twin_dir(self.root) / "pki")
+            cert, key = pki.serving_cert(
+                certs, "metrics-adapter", (f"{scaling.ADAPTER_NAME}.{scaling.ADAPTER_NAMESPACE}.svc",)
+            )
+            port = cluster.free_port()
+            self.procs.start(
+                "metrics-adapter",
+                scaling.adapter_argv(binary, port, config, cert, key, self.kubeconfig),
+                self.logs,
+            )
+            aggregation = scaling.aggregation_objects(port, certs.ca_cert.read_bytes())
+            for obj in aggregation:
+                self.kube.apply(obj)
+            wait_for(
+                f"APIService {scaling.APISERVICE_NAME} Available",
+                lambda: scaling.available(
+                    self.kube.get(f"/apis/apiregistration.k8s.io/v1/apiservices/{scaling.APISERVICE_NAME}")
+                ),
+                120,
+                1.0,
+            )
+            pickers = self.pickers(self.topo.picker.config, "scale")
+            template = figures.steady(self.model(), self.bands(), 1)[0]
+            replay_file = self.run_dir / "replay-scale.jsonl"
+            replay_file.write_text(replay.write(scaling.burst_entries(template, BURST)))
+            out = self.run_dir / "scale"
+            out.mkdir(parents=True, exist_ok=True)
+            argv = dataplane.gateway_argv(
+                self.bins,
+                pickers,
+                self.topo.picker,
+                f"--replay={replay_file}",
+                f"--out={out}",
+                "--pick-deadline=15s",
+            )
+            hpa_path = f"/apis/autoscaling/v2/namespaces/{ns}/horizontalpodautoscalers/{hpa_name}"
+            scaler_path = (
+                f"/apis/{scaling.ROLE_SCALER_API}/namespaces/{ns}/disaggregatedsetrolescalers/{scaler}"
+            )
+            peak: list[str] = []
+
+            last = (a, a)
+
+            def look() -> tuple[int, int]:
+                """(the scaler's replicas, the role's groups Ready and not going), the HPA's metric
+                kept; the last answer again while the API server does not answer."""
+                nonlocal last
+                try:
+                    status = self.kube.get(hpa_path).get("status") or {}
+                    peak.extend(scaling.current_values(status))
+                    wanted = int(self.kube.get(scaler_path)["spec"].get("replicas") or 0)
+                    pods = [
+                        p
+                        for p in serving_pods(self.kube, self.topo.namespace, self.set_name)
+                        if p["metadata"]["labels"].get(topology.DS_ROLE) == role
+                    ]
+                except ApiError:
+                    return last
+                last = (wanted, scaling.ready_groups(pods, size))
+                return last
+
+            self.procs.start("gateway-scale", argv, self.logs)
+            began = time.monotonic()
+            b = a
+            up_s = None
+            while time.monotonic() - began < BURST.seconds + SCALE_UP_GRACE_S:
+                wanted, ready = look()
+                b = max(b, wanted)
+                if wanted > a and ready >= wanted:
+                    up_s = time.monotonic() - began
+                    break
+                time.sleep(1.0)
+            self.procs.stop("gateway-scale")
+            if up_s is None:
+                up_s = time.monotonic() - began
+            stopped = time.monotonic()
+            down_s = None
+            if b > a:
+                while time.monotonic() - stopped < SCALE_DOWN_TIMEOUT_S:
+                    wanted, ready = look()
+                    try:
+                        pods = serving_pods(self.kube, self.topo.namespace, self.set_name)
+                    except ApiError:
+                        time.sleep(1.0)
+                        continue
+                    going = any(
+                        p["metadata"].get("deletionTimestamp")
+                        for p in pods
+                        if p["metadata"]["labels"].get(topology.DS_ROLE) == role
+                    )
+                    if wanted == a and ready == a and not going:
+                        down_s = time.monotonic() - stopped
+                        break
+                    time.sleep(1.0)
+            results = read_results(out)
+            failed = sum(1 for r in results if r.get("outcome") != "served")
+            lines = [
+                scaling.scale_line(role, a, b, up_s, down_s),
+                f"day-two: scale: {hpa_name} -> {scaling.ROLE_SCALER_KIND} {scaler}: metric "
+                f"{scaling.metric_summary(hpa, peak)}; burst {len(results)} requests "
+                f"({BURST.per_second:g}/s of ~{BURST.prompt_words} words), {failed} failed; "
+                f"scale-down window {scaling.scale_down_window(hpa)} s (rendered)",
+            ]
+            return lines, scaling.scale_failures(role, a, b, maximum, down_s, failed, len(results))
+        finally:
+            self.procs.stop("gateway-scale")
+            for obj in reversed(aggregation):
+                with contextlib.suppress(ApiError):
+                    self.kube.delete(obj)
+            self.procs.stop("metrics-adapter")
+            forward.close()
+
 
 def main(argv: Sequence[str]) -> int:
     positional = [a for a in argv if not a.startswith("--")]
@@ -1049,6 +1219,9 @@ def main(argv: Sequence[str]) -> int:
         for line in fault_lines:
             print(line)
         failures += fault_failures
+        scale_lines, scale_failures = run.scale()
+        print("\n".join(scale_lines))
+        failures += scale_failures
         # Prometheus and alerts: the fault that fires the router's alerts, with no traffic running.
         alert_lines, alert_failures = alerts.pickers_down(
             run, run.monitor, without_gating(run.topo.picker.config)
@@ -1059,7 +1232,14 @@ def main(argv: Sequence[str]) -> int:
             failures += run.kubelet.errors
         if run.deployer is not None:
             failures += run.deployer.problems
-    except (cluster.TwinError, build.BuildError, prometheus.BuildError, TimeoutError, ApiError) as error:
+    except (
+        cluster.TwinError,
+        build.BuildError,
+        prometheus.BuildError,
+        scaling.BuildError,
+        TimeoutError,
+        ApiError,
+    ) as error:
         print(f"day-two: failed: {error}", file=sys.stderr)
         return 1
     finally:

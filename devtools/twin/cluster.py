@@ -31,7 +31,7 @@ import yaml
 from devtools.twin import build, nodes
 from devtools.twin.kube import ApiError, Kube, wait_for
 from devtools.twin.modules import wrappers
-from devtools.twin.pki import SERVICE_CIDR, Pki, ensure_pki, kubeconfig_text
+from devtools.twin.pki import FRONT_PROXY_CLIENT, SERVICE_CIDR, Pki, ensure_pki, kubeconfig_text
 from llmd_fleet.cli.paths import CHECKOUT
 
 PROJECT_ROOT = CHECKOUT
@@ -166,11 +166,23 @@ def command_lines(state: State, directory: Path, pki: Pki, kwok_config: Path | N
             "--endpoint-reconciler-type=none",
             # DRA: resource.k8s.io/v1 is GA and on by default in 1.34; said explicitly here.
             "--runtime-config=resource.k8s.io/v1=true",
+            # The aggregation layer (Kubernetes "Configure the Aggregation Layer"): the front
+            # proxy's CA and the names aggregated API servers accept, the header names, and the
+            # client certificate the API server proxies with; the day-two replay's
+            # external-metrics stand-in serves behind it (devtools/daytwo/scaling.py).
+            f"--requestheader-client-ca-file={pki.front_proxy_ca_cert}",
+            f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={pki.front_proxy_client_cert}",
+            f"--proxy-client-key-file={pki.front_proxy_client_key}",
         ],
         "kube-controller-manager": [
             b["kube-controller-manager"], f"--kubeconfig={kubeconfig}", "--leader-elect=false",
             "--secure-port=0", f"--service-account-private-key-file={pki.sa_key}",
             f"--root-ca-file={pki.ca_cert}", f"--service-cluster-ip-range={SERVICE_CIDR}",
+            # `*` includes horizontalpodautoscaling (the day-two replay's HPA, scaling.py).
             "--use-service-account-credentials=false", "--controllers=*",
             # Fake nodes have no pod CIDR allocator to wait for.
             "--allocate-node-cidrs=false",

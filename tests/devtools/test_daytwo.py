@@ -239,7 +239,7 @@ def test_the_twin_puts_no_gpu_taint_on_a_node_group_without_gpus() -> None:
     config = stack_config(read_stack_file(STACKS_DIR, "day-two"))
     created = [o for o in nodes.twin_objects(config.fleet.node_groups) if o["kind"] == "Node"]
     kind = [o for o in created if o["metadata"]["labels"][nodes.NODE_GROUP_LABEL] == "kind"]
-    assert len(kind) == 12
+    assert len(kind) == 13
     assert all(not o["spec"].get("taints") for o in kind)
     assert all(o["metadata"]["labels"]["llm-d.ai/day-two"] == "true" for o in kind)
 

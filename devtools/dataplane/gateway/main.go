@@ -236,6 +236,7 @@ func (p *picker) pick(ctx context.Context, i int, e *entry) (extproc.ExternalPro
 		}
 	}
 	out := &picked{headers: h, body: append([]byte(nil), e.Body...)}
+	bodyChunks := 0
 	for {
 		r, err := s.Recv()
 		if err != nil {
@@ -264,7 +265,20 @@ func (p *picker) pick(ctx context.Context, i int, e *entry) (extproc.ExternalPro
 			}
 			return s, out, nil
 		case *extproc.ProcessingResponse_RequestBody:
-			applyMutation(v.RequestBody.GetResponse(), out)
+			// The picker streams the body it forwards back in chunks of at most 62,000 bytes, the
+			// last with end of stream (llm-d-router pkg/common/envoy/chunking.go
+			// BuildChunkedBodyResponses): the first replaces the request's body, the others are
+			// appended, and the pick is complete with the last.
+			streamed := v.RequestBody.GetResponse().GetBodyMutation().GetStreamedResponse()
+			if streamed != nil && bodyChunks > 0 {
+				out.body = append(out.body, streamed.GetBody()...)
+			} else {
+				applyMutation(v.RequestBody.GetResponse(), out)
+			}
+			bodyChunks++
+			if streamed != nil && !streamed.GetEndOfStream() {
+				continue
+			}
 			out.destination = out.headers[destinationHeader]
 			out.prefill = out.headers[prefillHeader]
 			if md := r.GetDynamicMetadata(); out.destination == "" && md != nil {
