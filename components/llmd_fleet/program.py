@@ -375,12 +375,10 @@ def _image_build(
     """The wide-EP image build for the target's fabric, when the stack asks for one."""
     if not config.images.build:
         return None
-    kind = config.target.kind
     args: ImageBuildArgs = {
-        "target_kind": kind,
-        "variant": variant_for(fabric_for(kind).name),
+        "variant": variant_for(fabric_for(config.target.kind).name),
+        "registry": build.image_registry(config, secrets),
         "repository": config.images.repository,
-        **build.image_registry_args(config, secrets),  # type: ignore[typeddict-item]
     }
     opts = pulumi.ResourceOptions.merge(pulumi.ResourceOptions(parent=parent), target.cloud_opts)
     return ImageBuild("serving-image", args, opts=opts)
@@ -390,7 +388,7 @@ def _engine_image(config: StackConfig, image_build: ImageBuild | None) -> pulumi
     """The simulator's pinned image for `serving.engine: simulator`, else the serving image."""
     if config.serving.engine == "simulator":
         return versions().image("inference-sim").ref
-    return serving_image(config.target.kind, fabric_for(config.target.kind, config.images.build), image_build)
+    return serving_image(fabric_for(config.target.kind, config.images.build), image_build)
 
 
 def accelerator_platform_args(

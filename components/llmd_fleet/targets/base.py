@@ -11,7 +11,6 @@ from llmd_fleet.config.grammar import Pattern
 from llmd_fleet.core.fabric import Fabric
 from llmd_fleet.core.netpol import ClusterRanges
 from llmd_fleet.core.problems import Key, Problem, key
-from llmd_fleet.images.config import TargetKind
 from llmd_fleet.layers.observability.config import PrometheusMode
 from llmd_fleet.versions import version_tuple, versions
 
@@ -19,6 +18,10 @@ if TYPE_CHECKING:
     from llmd_fleet.stack.model import StackConfig
 
 PlatformMode = Literal["install", "preinstalled"]
+TargetKind = Literal["onprem", "gke", "eks", "local"]
+"""Where the fleet runs (the stack's `target.kind`), named for the type checker and the config
+reference: the kinds are the keys of `SPECS` (llmd_fleet/targets/specs.py), and
+tests/test_target_registry.py fails when the two differ."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,19 @@ class TargetSpec:
     """Whether the kind runs CPU nodes and the engine simulator only (a laptop's kind cluster):
     `serving.simulator` may be set without the simulator engine (the engine itself is refused
     otherwise) and the router's tokenizer is sized for a try-out."""
+    image_registry: str | None = None
+    """Where the serving image goes when the stack names no registry, said when `images.registry`
+    is set anyway ("the build pushes to ECR": the registry its Pulumi half's `image_registry`
+    creates; kind local: nothing is built); None: the stack names its own (`images.registry`,
+    required with `images.build`)."""
+    upstream_fabric: Fabric | None = None
+    """The fabric when the stack runs the upstream vLLM image (`images.build: false`), where that
+    image lacks the user space of the kind's own fabric (EKS: no EFA, so KV moves over TCP);
+    None: the same fabric as with a build."""
+    sdk_extra: tuple[str, str, str] | None = None
+    """(extra, distribution, module) of the cloud SDK the kind's Pulumi half loads: the
+    package's optional extra (`llmd-fleet[<extra>]`, pyproject.toml) checked before the stack
+    imports that half; None: the core install serves it."""
 
 
 def kubernetes_version_problems(config: "StackConfig") -> list[Problem]:

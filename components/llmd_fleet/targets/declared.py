@@ -10,6 +10,7 @@ import pulumi
 from llmd_fleet.versions import Chart
 
 if TYPE_CHECKING:
+    from llmd_fleet.images.build import ImageRegistry
     from llmd_fleet.layers.responses.component import ManagedDatabase
     from llmd_fleet.stack.model import StackConfig
 
@@ -54,8 +55,8 @@ class TargetBuild(Protocol):
         """Create (or reach) the cluster and what the platform layer needs to know about it."""
         ...
 
-    def image_registry_args(self, config: "StackConfig", secrets: SecretSource) -> dict[str, Any]:
-        """Where the serving image build pushes (`ImageBuildArgs` keys) and its credentials."""
+    def image_registry(self, config: "StackConfig", secrets: SecretSource) -> "ImageRegistry":
+        """Where the serving image build pushes, with its credentials (`ImageBuildArgs.registry`)."""
         ...
 
     def responses_database(

@@ -54,6 +54,7 @@ SPECS: dict[str, TargetSpec] = {
             defaults=local_defaults,
             section="onprem",
             simulated=True,
+            image_registry="nothing is built there (the simulator image is pinned)",
         ),
         TargetSpec(
             kind="gke",
@@ -68,6 +69,8 @@ SPECS: dict[str, TargetSpec] = {
             system_pool=gke_system_pool,
             platform_gateways=("gke-l7-rilb",),
             platform_prometheus=(("gmp", "Managed Service for Prometheus"),),
+            image_registry="the build pushes to Artifact Registry",
+            sdk_extra=("gcp", "pulumi-gcp", "pulumi_gcp"),
         ),
         TargetSpec(
             kind="eks",
@@ -79,6 +82,9 @@ SPECS: dict[str, TargetSpec] = {
             section="eks",
             creates_cluster=True,
             system_pool=eks_system_pool,
+            image_registry="the build pushes to ECR",
+            upstream_fabric=eks_fabric.VPC_TCP,
+            sdk_extra=("aws", "pulumi-aws", "pulumi_aws"),
         ),
     )
 }
@@ -93,11 +99,12 @@ BUILDS: dict[str, str] = {
 
 def fabric_for(target_kind: str, image_build: bool = True) -> Fabric:
     """The fabric of a target kind (one per kind: a target's GPU network is fixed by its machines),
-    except eks with the upstream image (`image_build` false: `images.build`): that image has no
-    EFA user space, so the KV transfer runs over TCP (targets/eks/fabric.py VPC_TCP)."""
-    if target_kind == "eks" and not image_build:
-        return eks_fabric.VPC_TCP
-    return SPECS[target_kind].fabric
+    except with the upstream image (`image_build` false: `images.build`) on a kind whose fabric
+    that image cannot drive (`TargetSpec.upstream_fabric`: eks, whose KV then moves over TCP)."""
+    spec = SPECS[target_kind]
+    if not image_build and spec.upstream_fabric is not None:
+        return spec.upstream_fabric
+    return spec.fabric
 
 
 def cluster_ranges(config: "StackConfig") -> ClusterRanges:
