@@ -284,12 +284,6 @@ COMPOSED = {
     ("llmd_fleet.layers.serving.component", "llmd_fleet.layers.preflight.component"),
     # The agentic API's routes attach to the gateway's Gateway (its policy API and drain settings).
     ("llmd_fleet.layers.responses.component", "llmd_fleet.layers.gateway.component"),
-    # A cloud target's database hands the Responses layer a ManagedDatabase (Pulumi outputs).
-    ("llmd_fleet.targets.gke.database", "llmd_fleet.layers.responses.component"),
-    ("llmd_fleet.targets.eks.database", "llmd_fleet.layers.responses.component"),
-    ("llmd_fleet.targets.gke.build", "llmd_fleet.layers.responses.component"),
-    ("llmd_fleet.targets.eks.build", "llmd_fleet.layers.responses.component"),
-    ("llmd_fleet.targets.onprem.build", "llmd_fleet.layers.responses.component"),
 }
 """Component-to-component edges between slices, each for the reason given."""
 
@@ -497,10 +491,6 @@ imports only areas below it, but for `UPWARD`."""
 UPWARD = {
     ("plan", "layers"): "sizing reads the serving, router and autoscaling sections' models and helpers",
     ("plan", "stack"): "plan/models.py plans each model's view (stack/model.py model_views)",
-    ("targets", "layers"): (
-        "a target's default Prometheus mode and gateway rules name the layers' sections; its "
-        "Pulumi half hands the Responses layer its managed database"
-    ),
 }
 """The area imports that still point up, each with why: the list only shrinks (a pair that no
 longer imports up fails until it is taken off)."""

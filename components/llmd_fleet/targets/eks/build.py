@@ -9,9 +9,7 @@ import pulumi
 
 from llmd_fleet.images.build import CACHE_TAG_PREFIX, ImageRegistry, RegistryPush, registry_host
 from llmd_fleet.images.spec import IMAGE_NAME
-from llmd_fleet.layers.gateway.specs import aws_nlb_annotations
-from llmd_fleet.layers.responses.component import ManagedDatabase
-from llmd_fleet.targets.declared import DeclaredTarget, SecretSource
+from llmd_fleet.targets.declared import DeclaredTarget, ManagedDatabase, SecretSource
 from llmd_fleet.targets.eks.cluster import ADDONS, EksCluster
 from llmd_fleet.targets.eks.config import EksTarget
 from llmd_fleet.targets.eks.database import EksResponses
@@ -24,6 +22,15 @@ if TYPE_CHECKING:
 def _target(config: StackConfig) -> EksTarget:
     assert isinstance(config.target, EksTarget), "the eks build ran for another kind"
     return config.target
+
+
+def aws_nlb_annotations(scheme: str) -> dict[str, str]:
+    """Service annotations that put a Gateway's LoadBalancer Service behind an AWS Network Load
+    Balancer (EKS's built-in service controller); `scheme` is `internal` or `internet-facing`."""
+    annotations = {"service.beta.kubernetes.io/aws-load-balancer-type": "nlb"}
+    if scheme == "internal":
+        annotations["service.beta.kubernetes.io/aws-load-balancer-internal"] = "true"
+    return annotations
 
 
 def declare(
@@ -52,6 +59,7 @@ def declare(
         nic_driver=("aws-dranet", versions().chart("aws-dranet"), "kube-system"),
         gateway_annotations=aws_nlb_annotations(eks.load_balancer_scheme),
         cloud_opts=pulumi.ResourceOptions(providers={"aws": cluster.aws_provider}),
+        kubeconfig=cluster.kubeconfig,
     )
 
 

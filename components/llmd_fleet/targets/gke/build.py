@@ -10,8 +10,7 @@ import pulumi
 
 from llmd_fleet.images.build import ImageRegistry, RegistryPush
 from llmd_fleet.images.spec import IMAGE_NAME
-from llmd_fleet.layers.responses.component import ManagedDatabase
-from llmd_fleet.targets.declared import DeclaredTarget, SecretSource
+from llmd_fleet.targets.declared import DeclaredTarget, ManagedDatabase, SecretSource
 from llmd_fleet.targets.gke.cluster import GkeCluster
 from llmd_fleet.targets.gke.config import GkeTarget
 from llmd_fleet.targets.gke.database import GkeResponses
@@ -53,6 +52,7 @@ def declare(
         gpu_operator=False,
         install_gateway_crds=False,
         critical_priority=False,
+        kubeconfig=cluster.kubeconfig,
     )
 
 

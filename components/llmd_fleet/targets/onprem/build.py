@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING
 import pulumi
 
 from llmd_fleet.images.build import ImageRegistry, own_registry
-from llmd_fleet.layers.responses.component import ManagedDatabase
-from llmd_fleet.targets.declared import DeclaredTarget, SecretSource
+from llmd_fleet.targets.declared import DeclaredTarget, ManagedDatabase, SecretSource
 from llmd_fleet.targets.onprem.cluster import OnPremCluster
 
 if TYPE_CHECKING:
