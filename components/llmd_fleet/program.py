@@ -36,13 +36,13 @@ from llmd_fleet.layers.serving.canary import canary_config, canary_image
 from llmd_fleet.layers.serving.component import HF_TOKEN_SECRET, ModelServing
 from llmd_fleet.layers.serving.config import CANARY_SUFFIX
 from llmd_fleet.plan.fleet import FleetPlan, PlanError
-from llmd_fleet.plan.models import plan_models
 from llmd_fleet.platform.accelerators import AcceleratorPlatform, AcceleratorPlatformArgs
 from llmd_fleet.platform.dra import DRANET_RDMA_CLASS, DRANET_RDMA_SELECTOR
 from llmd_fleet.platform.lws import LeaderWorkerSetController
 from llmd_fleet.security.isolation import NetworkIsolation
 from llmd_fleet.stack.model import StackConfig, model_views
 from llmd_fleet.stack.parse import check_stack_secrets, parse_config, read_pulumi_config
+from llmd_fleet.stack.plans import plan_models
 from llmd_fleet.targets.declared import DeclaredTarget, ManagedDatabase, SecretSource, TargetBuild
 from llmd_fleet.targets.extras import MissingExtraError, require_image_build_extra, require_target_extra
 from llmd_fleet.targets.specs import BUILDS, fabric_for

@@ -20,9 +20,6 @@ from typing import TYPE_CHECKING, Literal, TypedDict
 from llmd_fleet.config.fleet import HBM_MIB, NodeGroupConfig
 from llmd_fleet.core.fabric import Fabric
 from llmd_fleet.core.problems import PROJECT, Problem
-from llmd_fleet.layers.autoscaling.rules import autoscaling_max_instances
-from llmd_fleet.layers.router.config import expected_prompt_tokens, non_cached_tokens
-from llmd_fleet.layers.serving.config import RoleConfig
 from llmd_fleet.models import description_for
 from llmd_fleet.plan.epp import epp_cpus_for
 from llmd_fleet.plan.kernels import MoeKernels, moe_kernels
@@ -42,6 +39,7 @@ from llmd_fleet.plan.weight_load import WeightLoadPlan, weight_load_plan
 from llmd_fleet.targets.specs import fabric_for
 
 if TYPE_CHECKING:
+    from llmd_fleet.layers.serving.config import RoleConfig
     from llmd_fleet.plan.canary import CanaryPlan
     from llmd_fleet.stack.model import StackConfig
 
@@ -526,7 +524,7 @@ def _instance_range(config: StackConfig, name: RoleName) -> _InstanceRange:
     return {
         "autoscaled": autoscaled,
         "min_instances": scaling.min_instances if scaling is not None and autoscaled else role.instances,
-        "max_instances": autoscaling_max_instances(config.serving, name),
+        "max_instances": config.serving.max_instances(name),
     }
 
 
@@ -666,7 +664,7 @@ def plan_fleet(config: StackConfig) -> FleetPlan:
         spare = {group: left - canary.nodes_in(group) for group, left in spare.items()}
     # What the P/D decider leaves to decode: under the prefix decider, any remainder shorter
     # than its threshold (layers/router/config.py).
-    threshold = non_cached_tokens(config.router)
+    threshold = config.router.remote_prefill_threshold()
     local_prefill = threshold - 1 if threshold is not None else 0
     rollouts = rollouts_for(roles, spare)
     for i, r in enumerate(roles):
@@ -678,7 +676,7 @@ def plan_fleet(config: StackConfig) -> FleetPlan:
             local_prefill_tokens=local_prefill if r.name == "decode" else 0,
         )
     router = plan_router(config, tuple(roles))
-    prompt_tokens = expected_prompt_tokens(config.router, config.workload.input_tokens_p50)
+    prompt_tokens = config.router.prompt_tokens(config.workload.input_tokens_p50)
     if config.router.probabilistic_admission and router.admission is None:
         raise PlanError(
             [
