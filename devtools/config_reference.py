@@ -3,9 +3,9 @@
     python -m devtools.config_reference            write docs/configuration.md
     python -m devtools.config_reference --check    exit 1 when the committed file is stale
 
-Every field's key path, type, default, bounds and description come from the pydantic models in
-components/config*.py, where they are declared once; `tests/config/test_config_reference.py` fails when
-the committed page no longer matches them.
+Every field's key path, type, default, bounds and description come from the pydantic models of
+the sections' owners (`components/llmd_fleet/stack/model.py` names them), where they are declared
+once; `tests/config/test_config_reference.py` fails when the committed page no longer matches them.
 """
 
 import argparse

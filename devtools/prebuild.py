@@ -119,8 +119,9 @@ def _go_tools() -> list[Build]:
         ("simulator", _dataplane("simulator")),
         # `make dataplane-reference`'s multi-model run (docs/multi-model.md).
         ("body-based router", _dataplane("bbr")),
-        # `make day-two`'s Prometheus (devtools/daytwo/prometheus.py), last: no CI step needs it
-        # yet, and the promtool module's packages are compiled by then, so most of it is cached.
+        # `make day-two`'s Prometheus (devtools/daytwo/prometheus.py), last: the day-two step is
+        # CI's last (it waits here on the tool cache's lock if this build is still running), and
+        # the promtool module's packages are compiled by then, so most of it is cached.
         ("Prometheus", _prometheus),
     ]
 

@@ -142,3 +142,22 @@ def go_build(
             print(line, file=sys.stderr, flush=True)
 
         return download_retry.run("go", command, cwd=module_dir, output=append, announce=announce).returncode
+
+
+def go_test(packages: Sequence[str], module_dir: Path, log: Path) -> int:
+    """`go test` of `packages` in the module in `module_dir` (its go.sum as committed, no edits),
+    appending the command and its output to `log`; the exit status."""
+    command = ["go", "test", "-mod=readonly", "-trimpath", "-count=1", *packages]
+    with log.open("a") as handle:
+        handle.write(f"$ {' '.join(command)}\n")
+        handle.flush()
+
+        def append(text: str) -> None:
+            handle.write(text)
+            handle.flush()
+
+        def announce(line: str) -> None:
+            append(line + "\n")
+            print(line, file=sys.stderr, flush=True)
+
+        return download_retry.run("go", command, cwd=module_dir, output=append, announce=announce).returncode

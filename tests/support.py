@@ -43,7 +43,7 @@ def _serving(stack: str) -> dict[str, Any]:
 
 def vllm_stacks() -> list[str]:
     """The GPU stacks: every stack but those whose serving pods run the simulator
-    (`serving.engine: simulator`, kind local only; tests/targets/test_local_sim.py covers them)."""
+    (`serving.engine: simulator`, kind local only; tests/targets/local/test_local_sim.py covers them)."""
     simulated = {s for s in all_stacks() if _serving(s).get("engine") == "simulator"}
     return [s for s in all_stacks() if s not in simulated]
 

@@ -1,14 +1,17 @@
 """The registry (llmd_fleet/stack/registry.py) knows every layer and target folder, and the stack's
 tables are the registry's: a layer or a target added without its record fails here."""
 
+from collections import Counter
 from importlib import import_module
 from pathlib import Path
+from typing import get_type_hints
 
 import pulumi
+import pytest
 
 from llmd_fleet.stack import registry
 from llmd_fleet.stack.model import StackConfig
-from tests.support import REPO
+from tests.support import REPO, STACKS_DIR, stack_raw_config
 
 PACKAGE = REPO / "components" / "llmd_fleet"
 # StackConfig fields that are not sections: the several-models form (its own key), the model
@@ -42,6 +45,41 @@ def test_a_planted_folder_is_found(tmp_path):
         (tmp_path / name / "__init__.py").write_text('"""A layer."""\n')
     (tmp_path / "__pycache__").mkdir()
     assert unregistered(tmp_path, registry.REGISTERED_LAYERS) == ["lora"]
+
+
+def without_tests(package: Path, tests: Path) -> list[str]:
+    """The package folders under `package` whose tests folder of the same name under `tests` is
+    missing, is not a package or holds no `test_*.py`."""
+    return sorted(
+        path.name
+        for path in package.iterdir()
+        if path.is_dir()
+        and (path / "__init__.py").is_file()
+        and not ((tests / path.name / "__init__.py").is_file() and any((tests / path.name).glob("test_*.py")))
+    )
+
+
+@pytest.mark.parametrize("area", ["layers", "targets"])
+def test_every_layer_and_target_folder_has_its_tests_folder(area):
+    """tests/layers/<layer>/ and tests/targets/<kind>/ follow the slices (docs/architecture.md)."""
+    assert without_tests(PACKAGE / area, REPO / "tests" / area) == []
+
+
+def test_a_folder_without_its_tests_is_found(tmp_path):
+    """The check is not vacuous: a layer with no tests folder, one without `__init__.py` and one
+    without a test module are each named."""
+    package, tests = tmp_path / "layers", tmp_path / "tests"
+    for name in ("serving", "router", "gateway", "lora"):
+        (package / name).mkdir(parents=True)
+        (package / name / "__init__.py").write_text('"""A layer."""\n')
+    (package / "__pycache__").mkdir()
+    for name, files in {"serving": ("__init__.py", "test_vllm.py"), "router": ("test_router.py",)}.items():
+        (tests / name).mkdir(parents=True)
+        for file in files:
+            (tests / name / file).write_text("")
+    (tests / "gateway").mkdir()
+    (tests / "gateway" / "__init__.py").write_text("")
+    assert without_tests(package, tests) == ["gateway", "lora", "router"]
 
 
 def test_every_registered_folder_exists():
@@ -78,6 +116,62 @@ def test_every_build_is_a_component_of_its_layer():
         assert module.startswith(f"llmd_fleet.layers.{spec.name}."), spec.build
         component = getattr(import_module(module), name)
         assert issubclass(component, pulumi.ComponentResource), spec.build
+
+
+def test_every_layer_the_program_declares_is_exported_with_its_args():
+    """A layer's component and its `<Component>Args` TypedDict are public names unless another
+    layer's component declares it (`declared_by`)."""
+    import llmd_fleet
+
+    declared = [spec for spec in registry.LAYERS if spec.component is not None and spec.declared_by is None]
+    assert {spec.name for spec in declared} >= {"serving", "router", "gateway", "responses"}
+    for spec in declared:
+        assert spec.component is not None
+        module, name = spec.component
+        assert getattr(llmd_fleet, name) is getattr(import_module(module), name), spec.name
+        args = getattr(llmd_fleet, f"{name}Args")
+        assert isinstance(args, type) and issubclass(args, dict) and args.__annotations__, spec.name
+        assert {name, f"{name}Args"} <= set(llmd_fleet.__all__), spec.name
+    for spec in registry.LAYERS:
+        if spec.declared_by is not None:
+            assert spec.declared_by in registry.REGISTERED_LAYERS and spec.exports == {}, spec.name
+
+
+def test_serving_layers_has_a_field_per_layer_the_program_declares():
+    """`ServingLayers` (program.py) holds one component of each such layer, typed by it."""
+    from llmd_fleet.program import ServingLayers
+
+    hints = get_type_hints(ServingLayers)
+    for spec in registry.LAYERS:
+        if spec.component is None or spec.declared_by is not None:
+            continue
+        module, name = spec.component
+        component = getattr(import_module(module), name)
+        assert spec.name in hints, spec.name
+        assert hints[spec.name] in (component, component | None), (spec.name, hints[spec.name])
+
+
+def test_per_model_is_what_the_program_does_with_several_models():
+    """With `llmd-fleet:models`, a layer the program declares per model has one component per
+    model; any other layer at most one."""
+    from llmd_fleet.cli.synth import synthesize
+
+    stack = "onprem-h100-multimodel"
+    components = Counter(
+        r.type.rsplit(":", 1)[-1] for r in synthesize(STACKS_DIR, stack).resources if not r.custom
+    )
+    models = len(stack_raw_config(stack)["models"])
+    assert models > 1
+    for spec in registry.LAYERS:
+        if spec.component is None:
+            continue
+        count = components[spec.component[1]]
+        if not spec.per_model:
+            assert count <= 1, spec.name
+        elif spec.declared_by is None:
+            assert count == models, spec.name
+        else:  # declared by its owner's component, where that model enables it
+            assert count <= models, spec.name
 
 
 def test_every_build_module_keeps_the_target_contract():

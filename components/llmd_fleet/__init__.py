@@ -22,8 +22,10 @@ The public API, by area (each subpackage matches a component type token `llmd-fl
 The GKE and EKS components need the package's `gcp` or `aws` extra (`pip install
 'llmd-fleet[gcp]'`); without it, importing one raises ImportError naming the extra.
 
-Each component takes one `<Component>Args` TypedDict; its docstring says what every key means and
-its default. Names load on first use, so `import llmd_fleet` and the pure layers need no Pulumi SDK.
+Each component takes one `<Component>Args` TypedDict; the docstring under each key says what it
+means and, for an optional key, its default (Pulumi's schema analyzer reads the same text; the
+public-API test, `tests/test_public_api.py`, requires it). Names load on first use, so
+`import llmd_fleet` and the pure layers need no Pulumi SDK.
 The offline tools (`llmd_fleet.cli`: the `llmd-fleet` CLI, policy runner, checkers) and the
 policy pack (`llmd_fleet.policies`) are not part of this API.
 """
@@ -32,55 +34,70 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from llmd_fleet.checks import check_settings
-    from llmd_fleet.core.fabric import Fabric
-    from llmd_fleet.core.problems import ConfigError
-    from llmd_fleet.images.build import ImageBuild, ImageBuildArgs, serving_image
-    from llmd_fleet.layers.autoscaling.component import Autoscaling, AutoscalingArgs
-    from llmd_fleet.layers.gateway.component import GatewayLayer, GatewayLayerArgs
-    from llmd_fleet.layers.observability.component import Observability, ObservabilityArgs
-    from llmd_fleet.layers.responses.component import ResponsesLayer, ResponsesLayerArgs
-    from llmd_fleet.layers.router.component import Router, RouterArgs
-    from llmd_fleet.layers.serving.component import ModelServing, ModelServingArgs
-    from llmd_fleet.plan.fleet import FleetPlan, PlanError, plan_fleet
-    from llmd_fleet.platform.accelerators import AcceleratorPlatform, AcceleratorPlatformArgs
-    from llmd_fleet.platform.lws import LeaderWorkerSetController, LeaderWorkerSetControllerArgs
-    from llmd_fleet.program import (
-        ServingLayers,
-        ServingLayersArgs,
-        accelerator_platform_args,
-        add_serving_layers,
-    )
-    from llmd_fleet.security.isolation import NetworkIsolation, NetworkIsolationArgs
-    from llmd_fleet.stack.model import StackConfig
-    from llmd_fleet.stack.parse import parse_config
-    from llmd_fleet.targets.eks.cluster import (
-        EksCluster,
-        EksClusterArgs,
-        EksGpuCapacity,
-        EksGpuCapacityArgs,
-        EksIam,
-        EksIamArgs,
-        EksNetwork,
-        EksNetworkArgs,
-        EksSystemNodes,
-        EksSystemNodesArgs,
-    )
-    from llmd_fleet.targets.eks.database import EksResponses, EksResponsesArgs
-    from llmd_fleet.targets.gke.cluster import (
-        GkeCluster,
-        GkeClusterArgs,
-        GkeNetwork,
-        GkeNetworkArgs,
-        GkeNodePool,
-        GkeNodePoolArgs,
-    )
-    from llmd_fleet.targets.gke.database import GkeResponses, GkeResponsesArgs
-    from llmd_fleet.targets.gke.tcpxo import TcpxoNodeSetup, TcpxoNodeSetupArgs
-    from llmd_fleet.targets.onprem.cluster import OnPremCluster, OnPremClusterArgs
-    from llmd_fleet.targets.specs import fabric_for
+    from llmd_fleet.checks import check_settings as check_settings
+    from llmd_fleet.core.fabric import Fabric as Fabric
+    from llmd_fleet.core.problems import ConfigError as ConfigError
+    from llmd_fleet.images.build import ImageBuild as ImageBuild
+    from llmd_fleet.images.build import ImageBuildArgs as ImageBuildArgs
+    from llmd_fleet.images.build import serving_image as serving_image
+    from llmd_fleet.layers.autoscaling.component import Autoscaling as Autoscaling
+    from llmd_fleet.layers.autoscaling.component import AutoscalingArgs as AutoscalingArgs
+    from llmd_fleet.layers.gateway.component import GatewayLayer as GatewayLayer
+    from llmd_fleet.layers.gateway.component import GatewayLayerArgs as GatewayLayerArgs
+    from llmd_fleet.layers.observability.component import Observability as Observability
+    from llmd_fleet.layers.observability.component import ObservabilityArgs as ObservabilityArgs
+    from llmd_fleet.layers.responses.component import ResponsesLayer as ResponsesLayer
+    from llmd_fleet.layers.responses.component import ResponsesLayerArgs as ResponsesLayerArgs
+    from llmd_fleet.layers.router.component import Router as Router
+    from llmd_fleet.layers.router.component import RouterArgs as RouterArgs
+    from llmd_fleet.layers.serving.component import ModelServing as ModelServing
+    from llmd_fleet.layers.serving.component import ModelServingArgs as ModelServingArgs
+    from llmd_fleet.plan.fleet import FleetPlan as FleetPlan
+    from llmd_fleet.plan.fleet import PlanError as PlanError
+    from llmd_fleet.plan.fleet import plan_fleet as plan_fleet
+    from llmd_fleet.platform.accelerators import AcceleratorPlatform as AcceleratorPlatform
+    from llmd_fleet.platform.accelerators import AcceleratorPlatformArgs as AcceleratorPlatformArgs
+    from llmd_fleet.platform.lws import LeaderWorkerSetController as LeaderWorkerSetController
+    from llmd_fleet.platform.lws import LeaderWorkerSetControllerArgs as LeaderWorkerSetControllerArgs
+    from llmd_fleet.program import ServingLayers as ServingLayers
+    from llmd_fleet.program import ServingLayersArgs as ServingLayersArgs
+    from llmd_fleet.program import accelerator_platform_args as accelerator_platform_args
+    from llmd_fleet.program import add_serving_layers as add_serving_layers
+    from llmd_fleet.security.isolation import NetworkIsolation as NetworkIsolation
+    from llmd_fleet.security.isolation import NetworkIsolationArgs as NetworkIsolationArgs
+    from llmd_fleet.stack.model import StackConfig as StackConfig
+    from llmd_fleet.stack.parse import parse_config as parse_config
+    from llmd_fleet.targets.eks.cluster import EksCluster as EksCluster
+    from llmd_fleet.targets.eks.cluster import EksClusterArgs as EksClusterArgs
+    from llmd_fleet.targets.eks.cluster import EksGpuCapacity as EksGpuCapacity
+    from llmd_fleet.targets.eks.cluster import EksGpuCapacityArgs as EksGpuCapacityArgs
+    from llmd_fleet.targets.eks.cluster import EksIam as EksIam
+    from llmd_fleet.targets.eks.cluster import EksIamArgs as EksIamArgs
+    from llmd_fleet.targets.eks.cluster import EksNetwork as EksNetwork
+    from llmd_fleet.targets.eks.cluster import EksNetworkArgs as EksNetworkArgs
+    from llmd_fleet.targets.eks.cluster import EksSystemNodes as EksSystemNodes
+    from llmd_fleet.targets.eks.cluster import EksSystemNodesArgs as EksSystemNodesArgs
+    from llmd_fleet.targets.eks.database import EksResponses as EksResponses
+    from llmd_fleet.targets.eks.database import EksResponsesArgs as EksResponsesArgs
+    from llmd_fleet.targets.gke.cluster import GkeCluster as GkeCluster
+    from llmd_fleet.targets.gke.cluster import GkeClusterArgs as GkeClusterArgs
+    from llmd_fleet.targets.gke.cluster import GkeNetwork as GkeNetwork
+    from llmd_fleet.targets.gke.cluster import GkeNetworkArgs as GkeNetworkArgs
+    from llmd_fleet.targets.gke.cluster import GkeNodePool as GkeNodePool
+    from llmd_fleet.targets.gke.cluster import GkeNodePoolArgs as GkeNodePoolArgs
+    from llmd_fleet.targets.gke.database import GkeResponses as GkeResponses
+    from llmd_fleet.targets.gke.database import GkeResponsesArgs as GkeResponsesArgs
+    from llmd_fleet.targets.gke.tcpxo import TcpxoNodeSetup as TcpxoNodeSetup
+    from llmd_fleet.targets.gke.tcpxo import TcpxoNodeSetupArgs as TcpxoNodeSetupArgs
+    from llmd_fleet.targets.onprem.cluster import OnPremCluster as OnPremCluster
+    from llmd_fleet.targets.onprem.cluster import OnPremClusterArgs as OnPremClusterArgs
+    from llmd_fleet.targets.specs import fabric_for as fabric_for
 
-# Public name -> the module that defines it.
+# The type checker reads the public names from the imports above; at run time they load from
+# their modules on first use. Public name -> its module, for every name that is not a layer's: the
+# layers' components and their Args come from the registry (`LAYER_EXPORTS`, one `LayerSpec` per
+# layer in llmd_fleet/stack/registry.py), read on first use so `import llmd_fleet` stays light.
+# tests/facade/test_exports.py holds the imports above to the two tables.
 _EXPORTS: dict[str, str] = {
     "ConfigError": "llmd_fleet.core.problems",
     "StackConfig": "llmd_fleet.stack.model",
@@ -115,102 +132,39 @@ _EXPORTS: dict[str, str] = {
     "AcceleratorPlatformArgs": "llmd_fleet.platform.accelerators",
     "LeaderWorkerSetController": "llmd_fleet.platform.lws",
     "LeaderWorkerSetControllerArgs": "llmd_fleet.platform.lws",
-    "Autoscaling": "llmd_fleet.layers.autoscaling.component",
-    "AutoscalingArgs": "llmd_fleet.layers.autoscaling.component",
-    "ModelServing": "llmd_fleet.layers.serving.component",
-    "ModelServingArgs": "llmd_fleet.layers.serving.component",
     "ServingLayers": "llmd_fleet.program",
     "ServingLayersArgs": "llmd_fleet.program",
     "add_serving_layers": "llmd_fleet.program",
     "accelerator_platform_args": "llmd_fleet.program",
-    "Router": "llmd_fleet.layers.router.component",
-    "RouterArgs": "llmd_fleet.layers.router.component",
-    "GatewayLayer": "llmd_fleet.layers.gateway.component",
-    "GatewayLayerArgs": "llmd_fleet.layers.gateway.component",
-    "ResponsesLayer": "llmd_fleet.layers.responses.component",
-    "ResponsesLayerArgs": "llmd_fleet.layers.responses.component",
     "GkeResponses": "llmd_fleet.targets.gke.database",
     "GkeResponsesArgs": "llmd_fleet.targets.gke.database",
     "EksResponses": "llmd_fleet.targets.eks.database",
     "EksResponsesArgs": "llmd_fleet.targets.eks.database",
     "NetworkIsolation": "llmd_fleet.security.isolation",
     "NetworkIsolationArgs": "llmd_fleet.security.isolation",
-    "Observability": "llmd_fleet.layers.observability.component",
-    "ObservabilityArgs": "llmd_fleet.layers.observability.component",
     "ImageBuild": "llmd_fleet.images.build",
     "ImageBuildArgs": "llmd_fleet.images.build",
     "serving_image": "llmd_fleet.images.build",
 }
 
-__all__ = [
-    "AcceleratorPlatform",
-    "AcceleratorPlatformArgs",
-    "Autoscaling",
-    "AutoscalingArgs",
-    "ConfigError",
-    "EksCluster",
-    "EksClusterArgs",
-    "EksGpuCapacity",
-    "EksGpuCapacityArgs",
-    "EksIam",
-    "EksIamArgs",
-    "EksNetwork",
-    "EksNetworkArgs",
-    "EksResponses",
-    "EksResponsesArgs",
-    "EksSystemNodes",
-    "EksSystemNodesArgs",
-    "Fabric",
-    "FleetPlan",
-    "GatewayLayer",
-    "GatewayLayerArgs",
-    "GkeCluster",
-    "GkeClusterArgs",
-    "GkeNetwork",
-    "GkeNetworkArgs",
-    "GkeNodePool",
-    "GkeNodePoolArgs",
-    "GkeResponses",
-    "GkeResponsesArgs",
-    "ImageBuild",
-    "ImageBuildArgs",
-    "LeaderWorkerSetController",
-    "LeaderWorkerSetControllerArgs",
-    "ModelServing",
-    "ModelServingArgs",
-    "NetworkIsolation",
-    "NetworkIsolationArgs",
-    "Observability",
-    "ObservabilityArgs",
-    "OnPremCluster",
-    "OnPremClusterArgs",
-    "PlanError",
-    "ResponsesLayer",
-    "ResponsesLayerArgs",
-    "Router",
-    "RouterArgs",
-    "ServingLayers",
-    "ServingLayersArgs",
-    "StackConfig",
-    "TcpxoNodeSetup",
-    "TcpxoNodeSetupArgs",
-    "accelerator_platform_args",
-    "add_serving_layers",
-    "check_settings",
-    "fabric_for",
-    "parse_config",
-    "plan_fleet",
-    "serving_image",
-]
-
-
 # Names under a cloud target's folder that need no cloud SDK (pure halves).
 _CLOUD_FREE: frozenset[str] = frozenset()
 
 
+def _exports() -> dict[str, str]:
+    """Every public name -> the module that defines it: this module's table and the layers'."""
+    registry = import_module("llmd_fleet.stack.registry")
+    return {**_EXPORTS, **registry.LAYER_EXPORTS}
+
+
 def __getattr__(name: str) -> Any:
-    """Load a public name from its module on first use (PEP 562)."""
-    module = _EXPORTS.get(name)
+    """Load a public name from its module on first use (PEP 562), `__all__` (every public name,
+    sorted) included."""
+    if name == "__all__":
+        value: Any = sorted(_exports())
+        globals()[name] = value
+        return value
+    module = _EXPORTS.get(name) or (None if name.startswith("_") else _exports().get(name))
     if module is None:
         raise AttributeError(f"module 'llmd_fleet' has no attribute {name!r}")
     # A target kind's folder whose kind needs a cloud SDK extra (`TargetSpec.sdk_extra`).
@@ -227,4 +181,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+    return sorted({*globals(), *_exports()})

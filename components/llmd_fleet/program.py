@@ -50,46 +50,33 @@ from llmd_fleet.versions import Chart, versions
 
 
 class ServingLayersArgs(TypedDict):
-    """Arguments of `add_serving_layers`.
-
-    - `config` (required): the validated stack config.
-    - `plan` (required): the fleet plan derived from it.
-    - `engine_image` (required): the image every engine container runs (`serving_image`).
-    - `hf_token` (default `None`): Hugging Face token (a secret); when set, `ModelServing` creates
-      the token Secret and the router's tokenizer reads it.
-    - `install_gateway_crds` (default `True`): passed to `GatewayLayer` as `install_crds`.
-    - `gateway_annotations` (default `{}`): passed to `GatewayLayer` as
-      `infrastructure_annotations`.
-    - `serving_after` (default `[]`): resources `ModelServing` depends on besides the LWS
-      controller.
-    - `responses_password` (default `None`): the response store owner's password (a secret);
-      required when `config.responses` is set (ConfigError otherwise), and `ResponsesLayer` is
-      declared only with it.
-    - `responses_database` (default `None`): the cloud target's managed database (`GkeResponses`,
-      `EksResponses`); None declares CloudNativePG in the cluster. Its reserved gateway address,
-      if any, becomes the Gateway's address.
-    """
+    """Arguments of `add_serving_layers`."""
 
     config: StackConfig
     """The validated stack configuration."""
     plan: FleetPlan
     """The fleet plan derived from it."""
     engine_image: pulumi.Input[str]
-    """The image every engine container runs (llmd_fleet/images/build.py serving_image)."""
+    """The image every engine container runs (`serving_image`, llmd_fleet/images/build.py)."""
     hf_token: NotRequired[pulumi.Input[str] | None]
-    """Hugging Face token (a secret); none by default."""
+    """Hugging Face token (a secret; default none); when set, `ModelServing` creates the token
+    Secret and the router's tokenizer reads it."""
     install_gateway_crds: NotRequired[bool]
-    """Install the Gateway API / inference-extension CRDs (default true; false where the platform
-    ships them, as GKE does)."""
+    """`GatewayLayer`'s `install_crds` (default `True`; False where the platform ships the CRDs, as
+    GKE does)."""
     gateway_annotations: NotRequired[dict[str, str]]
-    """Annotations for the Gateway's generated Service (EKS: the NLB)."""
+    """`GatewayLayer`'s `infrastructure_annotations` (default `{}`; on EKS the NLB's)."""
     serving_after: NotRequired[list[pulumi.Resource]]
-    """Node setup the serving pods need first (e.g. GKE's TCPXO DaemonSets)."""
+    """Resources `ModelServing` depends on besides the LWS controller: node setup the serving pods
+    need first (e.g. GKE's TCPXO DaemonSets); default `[]`."""
     responses_password: NotRequired[pulumi.Input[str] | None]
-    """With `llmd-fleet:responses`: the response store owner's password (a secret), required."""
+    """The response store owner's password (a secret; default none); required when
+    `config.responses` is set (ConfigError otherwise), and `ResponsesLayer` is declared only with
+    it."""
     responses_database: NotRequired[ManagedDatabase | None]
-    """With `llmd-fleet:responses` on a cloud target: its managed database; None declares the
-    CloudNativePG operator and a Cluster in the cluster (on-prem)."""
+    """With `llmd-fleet:responses` on a cloud target: its managed database (`GkeResponses`,
+    `EksResponses`), whose reserved gateway address, if any, becomes the Gateway's address; None
+    (the default) declares the CloudNativePG operator and a Cluster in the cluster (on-prem)."""
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,8 @@ class Manifest(_Frozen):
 
 
 class KubernetesVersions(_Frozen):
+    """[kubernetes]: the lowest minor the fleet runs on, and what the managed targets request."""
+
     minimum: str
     """Lowest Kubernetes minor the fleet supports (checked against target.kubernetesVersion)."""
     gke: str
@@ -57,7 +59,10 @@ class KubernetesVersions(_Frozen):
 
 
 class VllmVersions(_Frozen):
+    """[vllm]: one vLLM release for the serving image and the offline argument-parser check."""
+
     version: str
+    """The vLLM release (the image's VLLM_VERSION build argument and tag prefix)."""
 
 
 class ToolVersions(_Frozen):
@@ -192,18 +197,21 @@ class VersionMatrix(_Frozen):
     software: dict[str, str] = {}
 
     def image(self, name: str) -> Image:
+        """`[images.<name>]`; KeyError naming the matrix file and the section when absent."""
         try:
             return self.images[name]
         except KeyError:
             raise KeyError(f"{matrix_path()}: no [images.{name}]") from None
 
     def manifest(self, name: str) -> Manifest:
+        """`[manifests.<name>]`; KeyError naming the matrix file and the section when absent."""
         try:
             return self.manifests[name]
         except KeyError:
             raise KeyError(f"{matrix_path()}: no [manifests.{name}]") from None
 
     def chart(self, name: str) -> Chart:
+        """`[charts.<name>]`; KeyError naming the matrix file and the section when absent."""
         try:
             return self.charts[name]
         except KeyError:

@@ -5,7 +5,8 @@ released), so the Go build cache the router checker filled is reused:
 
 - the router (`[images.endpoint-picker]` tag): `cmd/epp`, `cmd/pd-sidecar` and the gateway
   stand-in (devtools/dataplane/gateway/*.go, placed into the tree at build time: it needs the
-  envoy ext_proc protos the router's module already requires) in one invocation;
+  envoy ext_proc protos the router's module already requires) in one invocation, after the
+  stand-in's own tests (`go test`, gateway/*_test.go) have passed in the same tree;
 - the inference simulator (`[images.inference-sim]` tag): `cmd/llm-d-inference-sim`.
 
 Sources as for the router checker (devtools/source_snapshot.py): `$LLMD_ROUTER_SOURCE` /
@@ -107,6 +108,12 @@ def ensure(target: Target) -> Path:
             file=sys.stderr,
         )
         started = time.monotonic()
+        if sources:
+            # The stand-in's own tests (gateway/*_test.go) gate its build: a failing one fails it.
+            status = tool_cache.go_test(["./" + GATEWAY_PACKAGE], tree, log)
+            if status != 0:
+                tail = "\n".join(log.read_text().splitlines()[-30:])
+                raise BuildError(f"testing the gateway stand-in failed (exit {status}); {log}:\n{tail}")
         status = tool_cache.go_build(
             list(target.packages), path / "bin", tree, "-s -w", log, into_directory=True
         )

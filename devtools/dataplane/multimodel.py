@@ -91,7 +91,13 @@ def models_of(docs: list[dict[str, Any]]) -> list[Model]:
         if cm.get("kind") != "ConfigMap" or labels.get("inference.networking.k8s.io/bbr-managed") != "true":
             continue
         base = cm["data"]["baseModel"]
-        pools = [r["pool"] for r in rules for m in r["matches"] for h in m["headers"] if h["value"] == base]
+        pools = [
+            r["backends"][0]["pool"]
+            for r in rules
+            for m in r["matches"]
+            for h in m["headers"]
+            if h["value"] == base
+        ]
         if not pools:
             raise ValueError(f"no HTTPRoute rule matches base model {base!r}")
         out.append(Model(base, pools[0], tuple(json.loads(cm["data"].get("adapters") or "[]"))))
@@ -120,18 +126,28 @@ def direct_responses(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return found
 
 
-def route_rules(docs: list[dict[str, Any]], pickers: dict[str, list[str]]) -> dict[str, Any]:
+def route_rules(
+    docs: list[dict[str, Any]],
+    pickers: dict[str, list[str]],
+    health: dict[str, list[str]] | None = None,
+) -> dict[str, Any]:
     """The gateway stand-in's routing table (gateway/routes.go): every rule of every rendered
-    HTTPRoute to an InferencePool, its matches as rendered, routes in name order, with the direct
-    response an AgentgatewayPolicy sets on its route; and each pool's picker addresses (pure)."""
+    HTTPRoute to an InferencePool, its InferencePool backendRefs with their weights (Gateway
+    API's default 1 where none is set) and its matches as rendered, routes in name order, with the
+    direct response an AgentgatewayPolicy sets on its route; each pool's picker addresses, and
+    with `health` their gRPC health addresses, which the stand-in probes for readiness (pure)."""
     direct = direct_responses(docs)
     rules = []
     for route in sorted(
         (d for d in docs if d.get("kind") == "HTTPRoute"), key=lambda d: d["metadata"]["name"]
     ):
         for rule in route["spec"].get("rules", []):
-            pools = [b["name"] for b in rule.get("backendRefs", []) if b.get("kind") == "InferencePool"]
-            if not pools:
+            backends = [
+                {"pool": str(b["name"]), "weight": int(b.get("weight", 1))}
+                for b in rule.get("backendRefs", [])
+                if b.get("kind") == "InferencePool"
+            ]
+            if not backends:
                 continue
             matches = [
                 {
@@ -143,10 +159,16 @@ def route_rules(docs: list[dict[str, Any]], pickers: dict[str, list[str]]) -> di
                 for m in rule.get("matches", [])
             ]
             name = route["metadata"]["name"]
-            rules.append({"route": name, "pool": pools[0], "matches": matches})
+            rules.append({"route": name, "backends": backends, "matches": matches})
             if name in direct:
                 rules[-1]["direct"] = direct[name]
-    return {"rules": rules, "pickers": {pool: ",".join(addrs) for pool, addrs in pickers.items()}}
+    table: dict[str, Any] = {
+        "rules": rules,
+        "pickers": {pool: ",".join(addrs) for pool, addrs in pickers.items()},
+    }
+    if health:
+        table["health"] = {pool: ",".join(addrs) for pool, addrs in health.items()}
+    return table
 
 
 def without_header_match(table: dict[str, Any], route: str) -> dict[str, Any]:

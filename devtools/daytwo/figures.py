@@ -302,3 +302,153 @@ def loss_failures(kind: str, x: Loss) -> list[str]:
     if not x.failed_elsewhere:
         return []
     return [f"{kind}: {x.failed_elsewhere} requests failed that were not on the lost group"]
+
+
+# The canary under the same steady traffic (docs/day-two.md, "Canary under traffic"): the route's
+# weights split each request on its own (Gateway API, gateway/routes.go chooseBackend), so the
+# requests the canary serves while it has `p` percent are a binomial draw of the window's
+# requests. The run fails when the measured share is more than CANARY_SIGMAS of its standard
+# deviations, sqrt(p (1 - p) / N), away from p: a 1-in-15,787 chance for a correct split (two-sided
+# normal tail at 4 sigma), so a failure is a wrong split, not bad luck.
+CANARY_SIGMAS = 4.0
+
+
+@dataclass(frozen=True)
+class Canary:
+    stack: str
+    weight: int
+    """The canary's `weight`: percent of the route's requests (p)."""
+    revision: str
+    """The canary DisaggregatedSet's revision (b)."""
+    stable_revision: str
+    requests: int
+    """Requests served while the canary had its weight (N of the binomial)."""
+    by_canary: int
+    """Of those, served by a pod of the canary's revision."""
+    failed: int
+    """Requests that failed while the canary had its weight (the goal: none)."""
+    crossed: int
+    """Served requests whose pool and serving revision disagree (a pool's picker sent the request
+    to the other pool's pods; the goal: none)."""
+    unknown: int
+    """Served requests whose endpoint the kubelet never gave out (the goal: none)."""
+    rollback_failed: int
+    rollback_requests: int
+    """Requests in flight at any time from the rollback's start until the canary's pods were gone."""
+    stable_replaced: int = 0
+    """Stable pods gone from the start of the canary to the end of its rollback (the goal: none;
+    a canary coming or going changes no stable pod template)."""
+
+
+def canary(
+    stack: str,
+    weight: int,
+    revision: str,
+    stable_revision: str,
+    canary_pool: str,
+    shifted: list[dict[str, Any]],
+    rollback: list[dict[str, Any]],
+    endpoints: Mapping[str, Endpoint],
+    stable_before: AbstractSet[str] = frozenset(),
+    stable_after: AbstractSet[str] = frozenset(),
+) -> Canary:
+    """The canary's figures: `shifted` are the requests started while it had its weight,
+    `rollback` those in flight during the rollback, `stable_before`/`stable_after` the stable
+    pods' uids before the canary and after its rollback. Pure."""
+    served = [r for r in shifted if r["outcome"] == "served"]
+    revisions = [revision_of(r["destination"], endpoints) for r in served]
+    crossed = sum(
+        1
+        for r, rev in zip(served, revisions, strict=True)
+        if rev is not None and (rev == revision) != (r.get("pool") == canary_pool)
+    )
+    return Canary(
+        stack,
+        weight,
+        revision,
+        stable_revision,
+        len(served),
+        sum(1 for rev in revisions if rev == revision),
+        len(shifted) - len(served),
+        crossed,
+        sum(1 for rev in revisions if rev is None),
+        sum(1 for r in rollback if r["outcome"] != "served"),
+        len(rollback),
+        len(stable_before - stable_after),
+    )
+
+
+def in_flight(results: list[dict[str, Any]], at_ms: float, until_ms: float) -> list[dict[str, Any]]:
+    """Requests running at any time in [at_ms, until_ms] on the replay's clock: started in it, or
+    started before and not done by `at_ms`. Pure."""
+    return [
+        r
+        for r in results
+        if r["start_ms"] <= until_ms
+        and (
+            r["start_ms"] >= at_ms
+            or float(r["start_ms"]) + float(r.get("pick_ms") or 0) + float(r.get("total_ms") or 0) >= at_ms
+        )
+    ]
+
+
+def canary_share(c: Canary) -> float | None:
+    """The share of the window's served requests the canary served (q, 0 to 1)."""
+    return c.by_canary / c.requests if c.requests else None
+
+
+def canary_tolerance(weight: int, requests: int) -> float:
+    """CANARY_SIGMAS standard deviations of the share a `weight`-percent split gives `requests`
+    requests (0 to 1): sqrt(p (1 - p) / N). 0 at weight 0 and 100, where the split is exact."""
+    p = weight / 100
+    return CANARY_SIGMAS * (p * (1 - p) / requests) ** 0.5 if requests else 0.0
+
+
+def canary_line(c: Canary) -> str:
+    share = canary_share(c)
+    q = "n/a" if share is None else f"{100 * share:.1f}"
+    return (
+        f"canary: {c.stack} {c.weight}% to revision {c.revision}: {q}% of requests served by "
+        f"{c.revision}; rollback: {c.rollback_failed} failed of {c.rollback_requests}"
+    )
+
+
+def canary_detail(c: Canary, up_s: float, gone_s: float) -> str:
+    """What the contract line leaves out: the window's size, the tolerance, and how long the
+    canary took to come up and to go."""
+    return (
+        f"day-two: canary: {c.by_canary} of {c.requests} requests served by {c.revision} (stable "
+        f"{c.stable_revision}), tolerance +-{100 * canary_tolerance(c.weight, c.requests):.1f} points "
+        f"({CANARY_SIGMAS:.0f} standard deviations); {c.failed} failed while shifted; canary Ready in "
+        f"{up_s:.1f} s, gone {gone_s:.1f} s after the rollback began; {c.stable_replaced} stable pods "
+        "replaced"
+    )
+
+
+def canary_failures(c: Canary) -> list[str]:
+    out = []
+    share = canary_share(c)
+    tolerance = canary_tolerance(c.weight, c.requests)
+    if share is None:
+        out.append("canary: no request was served while the canary had its weight")
+    elif abs(share - c.weight / 100) > tolerance:
+        out.append(
+            f"canary: {100 * share:.1f}% of {c.requests} requests served by {c.revision}, more than "
+            f"{100 * tolerance:.1f} points ({CANARY_SIGMAS:.0f} standard deviations) from the "
+            f"route's {c.weight}%"
+        )
+    if c.revision == c.stable_revision:
+        out.append(f"canary: the canary's revision {c.revision} is the stable one's")
+    if c.failed:
+        out.append(f"canary: {c.failed} requests failed while the canary had its weight")
+    if c.crossed:
+        out.append(f"canary: {c.crossed} requests were served by the other pool's revision")
+    if c.unknown:
+        out.append(f"canary: {c.unknown} requests served by an address no pod had")
+    if c.stable_replaced:
+        out.append(f"canary: {c.stable_replaced} stable pods were replaced while the canary came and went")
+    if c.rollback_failed:
+        out.append(
+            f"canary: {c.rollback_failed} of {c.rollback_requests} requests failed during the rollback"
+        )
+    return out

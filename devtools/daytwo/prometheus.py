@@ -153,14 +153,18 @@ def _namespaces(monitor: dict[str, Any]) -> set[str] | None:
     return set(ns_selector.get("matchNames") or [monitor["metadata"]["namespace"]])
 
 
-def pod_meta(pod: dict[str, Any], container: dict[str, Any], port: dict[str, Any]) -> dict[str, str]:
-    """The `__meta_kubernetes_*` labels Kubernetes pod discovery gives one container port."""
+def pod_meta(
+    pod: dict[str, Any], container: dict[str, Any], port: dict[str, Any], init: bool = False
+) -> dict[str, str]:
+    """The `__meta_kubernetes_*` labels Kubernetes pod discovery gives one container port
+    (`init`: the container is one of the pod's initContainers, a native sidecar)."""
     meta = pod["metadata"]
     labels = {
         "__meta_kubernetes_namespace": meta["namespace"],
         "__meta_kubernetes_pod_name": meta["name"],
         "__meta_kubernetes_pod_ip": pod["status"]["podIP"],
         "__meta_kubernetes_pod_container_name": container["name"],
+        "__meta_kubernetes_pod_container_init": "true" if init else "false",
         "__meta_kubernetes_pod_container_port_name": port.get("name", ""),
         "__meta_kubernetes_pod_container_port_number": str(port["containerPort"]),
         "__meta_kubernetes_pod_phase": (pod.get("status") or {}).get("phase", ""),
@@ -177,7 +181,10 @@ def pod_targets(
 ) -> list[dict[str, Any]]:
     """File-discovery target groups of one PodMonitor endpoint: every pod the selector matches in
     the selected namespaces that has an address, at its container port named `port` (or
-    `portNumber`). Failed and Succeeded pods are left out, as the operator's relabelling drops them."""
+    `portNumber`). Failed and Succeeded pods are left out, as the operator's relabelling drops them.
+    The containers are the pod's containers, then its initContainers (where native sidecars, the
+    routing sidecar among them, are), as Prometheus' pod discovery lists them (v0.314.0
+    discovery/kubernetes/pod.go `buildPod`, with `__meta_kubernetes_pod_container_init`)."""
     namespaces = _namespaces(monitor)
     groups = []
     for pod in pods:
@@ -189,7 +196,9 @@ def pod_targets(
         status = pod.get("status") or {}
         if not status.get("podIP") or status.get("phase") in ("Failed", "Succeeded"):
             continue
-        for container in pod["spec"].get("containers", []):
+        containers = [(c, False) for c in pod["spec"].get("containers", [])]
+        containers += [(c, True) for c in pod["spec"].get("initContainers", [])]
+        for container, init in containers:
             for port in container.get("ports") or []:
                 if "port" in endpoint and port.get("name") != endpoint["port"]:
                     continue
@@ -198,7 +207,7 @@ def pod_targets(
                 groups.append(
                     {
                         "targets": [f"{status['podIP']}:{port['containerPort']}"],
-                        "labels": pod_meta(pod, container, port),
+                        "labels": pod_meta(pod, container, port, init),
                     }
                 )
     return groups

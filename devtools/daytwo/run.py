@@ -1,8 +1,9 @@
 """`make day-two` (docs/day-two.md): day two under traffic in one replay: a rolling upgrade
 under steady agent traffic with the rollout screener on, then the same kind of upgrade with it
-off (the negative control), then faults under steady traffic.
+off (the negative control), then a canary shifted and rolled back, then faults under steady
+traffic.
 
-    python -m devtools.daytwo [STACK] [--load-seconds=S]
+    python -m devtools.daytwo [STACK] [--load-seconds=S] [--apply-manifests]
 
 1. The stack is rendered three times: as it is (revision a), and with decode `maxNumSeqs`
    lowered twice (revisions b and c: a role's setting, so every role's pod template and the
@@ -10,26 +11,36 @@ off (the negative control), then faults under steady traffic.
 2. The twin comes up with the stack's nodes; kwok keeps them Ready but runs no pod on the
    serving node group's nodes (devtools/twin/cluster.py `without_pods_on`): the process kubelet
    does (devtools/daytwo/kubelet.py). The real LWS controller runs (devtools/twin/lws.py).
-3. Revision a's rendering is applied (server-side, as e2e applies it): the LWS controller makes
-   the groups, the scheduler binds them, the process kubelet starts simulators and routing
-   sidecars in per-pod network namespaces and readies them after the simulated load.
+3. Revision a is deployed by `pulumi up` of the stack (devtools/daytwo/deploy.py: the real
+   Pulumi CLI, Python language host and Kubernetes provider, as `make e2e`'s engine run): the
+   LWS controller makes the groups, the scheduler binds them, the process kubelet starts
+   simulators and routing sidecars in per-pod network namespaces and readies them after the
+   simulated load. e2e's `controller:` line for the set (devtools/daytwo/contract.py).
 4. Two endpoint pickers with the rendered flags and config (devtools/dataplane/run.py), watching
    the pods through the API server, behind the gateway stand-in; steady agent traffic starts.
-5. Revision b's rendering is applied while the traffic runs; the rollout is followed until every
-   pod is of b and Ready and no pod of a is left. The `upgrade:` line.
+5. Revision b by `pulumi up` of the edited stack while the traffic runs; the rollout is followed
+   until every pod is of b and Ready and no pod of a is left. The `upgrade:` line, and e2e's
+   `rollout:` line from the same rollout.
 6. The pickers restart with the rollout screener's revision gating off
    (devtools/router_check/check.py `without_gating`) and revision c is rolled out the same way.
    The `upgrade (screener off):` line.
-7. Faults under one steady traffic stream (`Replay.faults`, one method per scenario): the leader
-   picker stopped (`failover:`), a decode worker's node lost (`node loss:`), a decode node
-   drained in place of a GPU device taint the stack's DRA-less nodes cannot carry (`gpu loss:`).
-8. A real Prometheus (devtools/daytwo/prometheus.py, alerts.py) scrapes from step 3's end on; at
+7. The canary (`Replay.canary`): under steady traffic through the gateway stand-in routing by the
+   applied HTTPRoute's weighted backendRefs, the stack with `serving.canary` at weight 0 is
+   applied; the canary's DisaggregatedSet comes up through the LWS controller and the process
+   kubelet and its own pickers start; the weight is raised to CANARY_WEIGHT and measured; the
+   canary is rolled back (revision c's rendering applied, what it no longer has deleted). The
+   `canary:` line.
+8. Faults under one steady traffic stream (`Replay.faults`, one method per scenario): the leader
+   picker stopped (`failover:`), a decode worker's node lost (`node loss:`, and e2e's `node
+   loss:` line with a spare node), a decode node drained in place of a GPU device taint the
+   stack's DRA-less nodes cannot carry (`gpu loss:`).
+9. A real Prometheus (devtools/daytwo/prometheus.py, alerts.py) scrapes from step 3's end on; at
    the end both pickers are stopped until the router's alerts fire and restarted until they
    resolve (the `alert:` lines), and promtool evaluates the other rendered alerts over the
    series the run scraped.
 
-The upgrade is applied as rendered manifests, not through `pulumi up` (the engine run,
-devtools/twin/engine.py, is not wired into this replay yet).
+With --apply-manifests every revision is applied as its rendered manifests (server-side)
+instead of by `pulumi up`.
 """
 
 import json
@@ -45,10 +56,10 @@ from typing import Any
 import yaml
 
 from devtools import source_snapshot
-from devtools.dataplane import build, netns, replay, topology
+from devtools.dataplane import build, multimodel, netns, replay, topology
 from devtools.dataplane import report as replay_report
 from devtools.dataplane import run as dataplane
-from devtools.daytwo import alerts, figures, prometheus
+from devtools.daytwo import alerts, contract, deploy, figures, prometheus
 from devtools.daytwo.kubelet import ProcessKubelet
 from devtools.router_check.check import without_gating
 from devtools.twin import cluster, lws_checks, manifests, nodes
@@ -74,6 +85,46 @@ FAULT_GAP_S = 8.0
 FAILOVER_WINDOW_S = 20.0
 RECOVERY_TIMEOUT_S = 240.0
 FAULT_TRAFFIC_S = 900.0
+# The canary (`Replay.canary`, docs/day-two.md "Canary under traffic"): its share of the route
+# while it is measured, its revision (a `model.revision`: the simulator downloads nothing, and
+# the only `imageTag` pinned for it is the stable one's), one instance of each role (the
+# stack's 3 spare nodes), how long the shifted share is measured (about 400 requests at the steady
+# ~7 a second: 4 standard deviations of a 20% split are then about 8 points), and how often the
+# stand-in looks for a rewritten route table (the window starts once it has re-read it).
+CANARY_WEIGHT = 20
+CANARY_REVISION = "canary-day-two"
+CANARY_INSTANCES = {"prefill": 1, "decode": 1}
+CANARY_WINDOW_S = 60.0
+ROUTES_RELOAD_S = 0.2
+# The canary's own endpoint pickers and render stand-in: namespaces of their own on the run's pod
+# network, at hosts above any the process kubelet reaches in a run (it gives out addresses from
+# topology.FIRST_POD_HOST up, a run's pods take a few dozen), and veths above Prometheus' (900).
+CANARY_FIRST_HOST = 240
+CANARY_FIRST_VETH = 910
+
+
+def canary_variant(text: str, weight: int, revision: str = CANARY_REVISION) -> str:
+    """The stack file with `serving.canary` added: `weight` percent of the requests to a canary
+    of `model.revision` `revision`, CANARY_INSTANCES of each role; everything else as it is
+    (pure)."""
+    doc = yaml.safe_load(text)
+    doc["config"]["llmd-fleet:serving"]["canary"] = {
+        "weight": weight,
+        "modelRevision": revision,
+        "instances": dict(CANARY_INSTANCES),
+    }
+    return str(yaml.safe_dump(doc, sort_keys=False))
+
+
+def object_key(obj: dict[str, Any]) -> tuple[str, str, str, str]:
+    return (obj["apiVersion"], obj["kind"], obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+
+
+def pruned(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What `pulumi up` deletes going from the rendering `before` to `after`: every object of
+    `before` that `after` does not have, in `before`'s order (pure)."""
+    keep = {object_key(o) for o in after}
+    return [o for o in before if object_key(o) not in keep]
 
 
 def variant(text: str, max_num_seqs: int) -> str:
@@ -105,14 +156,8 @@ def render(stacks_dir: Path, stack: str, out: Path) -> list[dict[str, Any]]:
     return topology.load_manifests(out)
 
 
-def apply_all(kube: Kube, objects: list[dict[str, Any]]) -> None:
-    namespaced: dict[str, bool] = {}
-    for obj in objects:
-        key = f"{obj['apiVersion']}/{obj['kind']}"
-        if key not in namespaced:
-            namespaced[key] = kube.resource(obj["apiVersion"], obj["kind"]).namespaced
-    for obj in manifests.apply_order(objects, namespaced):
-        kube.apply(obj)
+# The server-side apply of rendered objects (deploy.py), for scenarios that apply objects directly.
+apply_all = deploy.apply_all
 
 
 def serving_nodes(stacks_dir: Path, stack: str) -> list[str]:
@@ -219,10 +264,13 @@ def not_ready_status() -> dict[str, Any]:
 class Replay:
     """Everything one `make day-two` starts, stopped in `close`."""
 
-    def __init__(self, root: Path, stack: str, load_seconds: float) -> None:
+    def __init__(self, root: Path, stack: str, load_seconds: float, by_engine: bool = True) -> None:
         self.root = root
         self.stack = stack
         self.load_seconds = load_seconds
+        self.by_engine = by_engine
+        self.deployer: deploy.Deployer | None = None
+        self.rollouts: dict[str, str] = {}  # e2e's `rollout:` line per upgrade (contract.py)
         self.run_dir = root / "build" / "daytwo"
         self.procs = dataplane.Processes([])
         self.forwarder: netns.Forwarder | None = None
@@ -274,6 +322,20 @@ class Replay:
             folder = build.ensure(target)
             for b in target.binaries:
                 self.bins["simulator" if b == "llm-d-inference-sim" else b] = folder / b
+        self.prepare_prometheus()
+
+    def prepare_prometheus(self) -> None:
+        """The replay's Prometheus before the twin starts: from the tool cache, built here (its
+        cold build time printed by prometheus.ensure), or waited for on the cache's lock while
+        another process (CI's background builds) builds it; the wait is printed."""
+        began = time.monotonic()
+        self.bins["prometheus"] = prometheus.ensure()
+        waited = time.monotonic() - began
+        if waited >= 1.0:
+            print(
+                f"day-two: Prometheus ready after {waited:.0f} s "
+                "(built here, or waited for on the tool cache's lock)"
+            )
 
     def start(self) -> None:
         node_names = serving_nodes(self.root / "stacks", self.stack)
@@ -317,18 +379,55 @@ class Replay:
             topology.kv_blocks_per_rank(self.topo.picker.config),
         )
         self.kubelet.start()
+        self.start_deployer()
         began = time.monotonic()
-        apply_all(self.kube, self.renders[0])
+        assert self.deployer is not None
+        self.deployer.deploy(0)
         self.revision_a = wait_for(
             "revision a's pods Ready",
             lambda: settled(serving_pods(self.kube, self.topo.namespace, self.set_name), self.expected),
             timeout=ROLLOUT_TIMEOUT_S,
             interval=0.5,
         )
+        self.ready_a_s = time.monotonic() - began
         print(
             f"day-two: {self.stack}: revision {self.revision_a}: "
-            f"{sum(self.expected.values())} pods Ready in {time.monotonic() - began:.1f} s"
+            f"{sum(self.expected.values())} pods Ready in {self.ready_a_s:.1f} s"
         )
+
+    def start_deployer(self) -> None:
+        """`pulumi up` through the engine (deploy.py), or the rendered objects applied."""
+        max_num_seqs: list[int | None] = [None, *NEXT_MAX_NUM_SEQS]
+        try:
+            self.deployer = deploy.Deployer(self.renders, max_num_seqs, self.root, self.stack, self.by_engine)
+        except Exception as error:  # a build, the engine's setup: the run cannot go on
+            raise cluster.TwinError(f"the Pulumi engine could not be set up: {error}") from None
+
+    # --- e2e's controller lines from the replay (contract.py): `controller:` after revision a,
+    # `rollout:` from the screener-on upgrade, `node loss:` with a spare node from the node loss.
+
+    def controller_contract(self) -> tuple[str, list[str]]:
+        """e2e's `controller:` line for revision a's groups, and its failure if the controller did
+        not make every pod."""
+        fleet = lws_checks.Fleet(self.kube, self.topo.serving_set)
+        pods = [p for p in fleet.pods() if not p["metadata"].get("deletionTimestamp")]
+        lws = fleet.lws()
+        roles = fleet.lws_roles(lws)
+        owners = [*lws, *self.kube.list("apps/v1", "StatefulSet", self.topo.namespace)]
+        sizes = fleet.sizes
+        line, created = contract.controller_line(
+            pods,
+            owners,
+            self.set_name,
+            self.expected,
+            sizes,
+            {r: fleet.ready_groups(r, pods, roles) for r in sizes},
+            self.ready_a_s,
+        )
+        total = sum(self.expected.values())
+        return line, [] if created == total else [
+            f"controller: {created} of {total} pods made by the LWS controller"
+        ]
 
     def pickers(self, config_text: str, tag: str) -> list[str]:
         self.procs.stop("picker-")
@@ -379,8 +478,12 @@ class Replay:
         )
         self.procs.start(f"gateway-{tag}", argv, self.logs)
         time.sleep(LEAD_S)
+        assert self.deployer is not None
+        watch = contract.RolloutWatch.begin(
+            self.kube, self.topo.serving_set, serving_pods(self.kube, self.topo.namespace, self.set_name)
+        )
         began = time.monotonic()
-        apply_all(self.kube, self.renders[target])
+        deployed = self.deployer.start(target)
         samples: list[int] = []
         after = None
         while time.monotonic() - began < ROLLOUT_TIMEOUT_S:
@@ -390,6 +493,7 @@ class Replay:
                 time.sleep(0.5)
                 continue
             samples.append(ready_decode(pods, self.decode_size))
+            watch.sample()
             done = settled(pods, self.expected)
             if done is not None and done != before:
                 after = done
@@ -400,6 +504,23 @@ class Replay:
         self.procs.stop(f"gateway-{tag}")
         if after is None:
             raise TimeoutError(f"{tag}: the rollout did not settle in {ROLLOUT_TIMEOUT_S:.0f} s")
+        deployed()
+        self.rollouts[tag] = contract.rollout_line(
+            min(samples) if samples else 0,
+            self.decode_instances,
+            self.planned_min_decode,
+            seconds,
+            watch.samples,
+            True,
+            contract.replaced_pods(
+                watch.before,
+                {p["metadata"]["uid"] for p in serving_pods(self.kube, self.topo.namespace, self.set_name)},
+                "decode",
+                self.expected,
+            ),
+            watch.budget,
+            watch.budget_closed,
+        )
         results = read_results(out)
         (self.run_dir / f"{tag}-endpoints.json").write_text(
             json.dumps({ip: vars(e) for ip, e in self.kubelet.endpoints.items()}, indent=2) + "\n"
@@ -415,6 +536,250 @@ class Replay:
             self.planned_min_decode,
             seconds,
         )
+
+    # --- The canary under steady agent traffic (docs/day-two.md, "Canary under traffic").
+
+    def canary(self, live: int) -> tuple[list[str], list[str]]:
+        """A canary beside the live revision (rendering `live`), under steady traffic through the
+        gateway stand-in routing by the applied HTTPRoute: the stack with `serving.canary` at
+        weight 0 applied, the canary's set brought up by the LWS controller and the process
+        kubelet and its own pickers started; then CANARY_WEIGHT applied and measured for
+        CANARY_WINDOW_S; then rolled back: the live rendering applied again and what it no
+        longer has deleted, until the canary's pods are gone. Returns (lines, failures)."""
+        assert self.kubelet is not None
+        if self.kubelet._next_host >= CANARY_FIRST_HOST:
+            raise cluster.TwinError(
+                f"canary: the process kubelet has given out addresses up to host {CANARY_FIRST_HOST}"
+            )
+        tag = chr(ord("a") + live)
+        text = (self.run_dir / f"stacks-{tag}" / f"Pulumi.{self.stack}.yaml").read_text()
+        renders: dict[int, list[dict[str, Any]]] = {}
+        for weight in (0, CANARY_WEIGHT):
+            stacks_dir = self.run_dir / f"stacks-canary-{weight}"
+            stacks_dir.mkdir(parents=True, exist_ok=True)
+            (stacks_dir / f"Pulumi.{self.stack}.yaml").write_text(canary_variant(text, weight))
+            renders[weight] = render(stacks_dir, self.stack, self.run_dir / f"render-canary-{weight}")
+        stable_pool = self.topo.pool["metadata"]["name"]
+        canary_topo = next(
+            t
+            for t in topology.pool_topologies(self.run_dir / f"render-canary-{CANARY_WEIGHT}")
+            if t.pool["metadata"]["name"] != stable_pool
+        )
+        canary_pool = canary_topo.pool["metadata"]["name"]
+        canary_set = canary_topo.serving_set["metadata"]["name"]
+        canary_expected = {
+            r["name"]: int(r["spec"]["replicas"]) * int(r["spec"]["leaderWorkerTemplate"].get("size", 1))
+            for r in canary_topo.serving_set["spec"]["roles"]
+        }
+        route_obj = next(o for o in renders[0] if o["kind"] == "HTTPRoute")
+        stable_pods = serving_pods(self.kube, self.topo.namespace, self.set_name)
+        stable_revision = settled(stable_pods, self.expected)
+        stable_before = {p["metadata"]["uid"] for p in stable_pods}
+
+        stable = self.pickers(self.topo.picker.config, "canary")
+        health_port = next(
+            a.split("=")[1] for a in self.topo.picker.args if a.startswith("--grpc-health-port=")
+        )
+        pickers = {stable_pool: stable}
+        health = {
+            stable_pool: [f"{ip}:{health_port}" for ip in dataplane.PICKER_IPS[: self.topo.picker.replicas]]
+        }
+        table_file = self.run_dir / "canary-routes.json"
+
+        gateway_log = self.logs / "gateway-canary.log"
+
+        def reloads() -> int:
+            text = gateway_log.read_text() if gateway_log.exists() else ""
+            return text.count("gateway: routes reloaded")
+
+        def write_table(wait: bool = True) -> None:
+            """The stand-in's table from the HTTPRoute as the API server has it (as the gateway's
+            controller translates the applied route), replaced in one rename; with `wait`, until
+            the running stand-in has re-read it."""
+            before = reloads()
+            table = multimodel.route_rules([self.kube.read(route_obj)], pickers, health)
+            tmp = table_file.with_suffix(".tmp")
+            tmp.write_text(json.dumps(table, indent=2) + "\n")
+            tmp.replace(table_file)
+            if wait:
+                wait_for("the gateway stand-in re-reading its routes", lambda: reloads() > before, 30, 0.1)
+
+        write_table(wait=False)
+        entries = figures.steady(self.model(), self.bands(), ROLLOUT_TIMEOUT_S)
+        replay_file = self.run_dir / "replay-canary.jsonl"
+        replay_file.write_text(replay.write(entries))
+        out = self.run_dir / "canary"
+        out.mkdir(parents=True, exist_ok=True)
+        self.procs.start(
+            "gateway-canary",
+            [
+                *netns.exec_prefix(dataplane.GATEWAY_NS),
+                str(self.bins["gateway"]),
+                f"--routes={table_file}",
+                f"--routes-reload={ROUTES_RELOAD_S}s",
+                f"--replay={replay_file}",
+                f"--out={out}",
+                "--pick-deadline=15s",
+                f"--probe-period={self.topo.picker.probe_period_s}s",
+                f"--probe-failures={self.topo.picker.probe_failures}",
+            ],
+            self.logs,
+        )
+        clock = out / "start_unix_ms"
+        wait_for("the canary replay's clock", clock.exists, 30, 0.1)
+        start_ms = float(clock.read_text())
+
+        def now_ms() -> float:
+            return time.time() * 1000 - start_ms
+
+        spaces = [
+            (f"canary-picker-{i}", f"{topology.POD_SUBNET}.{CANARY_FIRST_HOST + i}")
+            for i in range(canary_topo.picker.replicas)
+        ]
+        render_space = ("canary-render", f"{topology.POD_SUBNET}.{CANARY_FIRST_HOST + len(spaces)}")
+        forwarder: netns.Forwarder | None = None
+        try:
+            time.sleep(LEAD_S)
+            # 1. The canary at weight 0 (docs/day-two.md: a canary starts without traffic).
+            began = time.monotonic()
+            apply_all(self.kube, renders[0])
+            write_table()
+            for i, (name, ip) in enumerate([*spaces, render_space]):
+                netns.attach(name, ip, CANARY_FIRST_VETH + i)
+            if canary_topo.renderer:
+                netns.write_hosts([n for n, _ in spaces], {canary_topo.renderer.host: render_space[1]})
+                self.procs.start(
+                    "canary-render",
+                    [
+                        *netns.exec_prefix(render_space[0]),
+                        str(self.bins["simulator"]),
+                        *dataplane.renderer_args(canary_topo.renderer),
+                    ],
+                    self.logs,
+                )
+            forwarder = netns.Forwarder(
+                [n for n, _ in spaces], "127.0.0.1", cluster.load_state(self.root).ports["apiserver"]
+            )
+            canary_pickers = self.canary_pickers(canary_topo, [ip for _, ip in spaces])
+            revision = wait_for(
+                "the canary's pods Ready",
+                lambda: settled(serving_pods(self.kube, self.topo.namespace, canary_set), canary_expected),
+                timeout=ROLLOUT_TIMEOUT_S,
+                interval=0.5,
+            )
+            canary_health = [f"{ip}:{health_port}" for _, ip in spaces]
+            self.routed_by(canary_pickers, canary_health, canary_topo.picker, "canary-warm")
+            up_s = time.monotonic() - began
+            pickers[canary_pool] = canary_pickers
+            health[canary_pool] = canary_health
+            write_table()
+            # 2. The canary's weight, measured for CANARY_WINDOW_S.
+            apply_all(self.kube, renders[CANARY_WEIGHT])
+            write_table()
+            shift_at = now_ms()
+            time.sleep(CANARY_WINDOW_S)
+            shift_until = now_ms()
+            # 3. Rolled back: the live rendering again (the route back to the stable pool first),
+            # then what it no longer has deleted, as `pulumi up` without `serving.canary` does.
+            rollback_at = now_ms()
+            gone_began = time.monotonic()
+            apply_all(self.kube, self.renders[live])
+            write_table()
+            for obj in reversed(pruned(renders[CANARY_WEIGHT], self.renders[live])):
+                self.kube.delete(obj)
+            wait_for(
+                "the canary's pods gone",
+                lambda: not serving_pods(self.kube, self.topo.namespace, canary_set),
+                RECOVERY_TIMEOUT_S,
+                0.5,
+            )
+            gone_s = time.monotonic() - gone_began
+            time.sleep(TAIL_S)
+            rollback_until = now_ms()
+            stable_after = {
+                p["metadata"]["uid"] for p in serving_pods(self.kube, self.topo.namespace, self.set_name)
+            }
+        finally:
+            self.procs.stop("gateway-canary")
+            self.procs.stop("canary-")
+            if forwarder is not None:
+                forwarder.close()
+            for name, _ in [*spaces, render_space]:
+                netns.detach(name)
+        results = read_results(out)
+        (self.run_dir / "canary-endpoints.json").write_text(
+            json.dumps({ip: vars(e) for ip, e in self.kubelet.endpoints.items()}, indent=2) + "\n"
+        )
+        shifted = [r for r in results if shift_at <= r["start_ms"] <= shift_until]
+        c = figures.canary(
+            self.stack,
+            CANARY_WEIGHT,
+            revision,
+            stable_revision or "",
+            canary_pool,
+            shifted,
+            figures.in_flight(results, rollback_at, rollback_until),
+            self.kubelet.endpoints,
+            stable_before,
+            stable_after,
+        )
+        return [figures.canary_line(c), figures.canary_detail(c, up_s, gone_s)], figures.canary_failures(c)
+
+    def canary_pickers(self, topo: topology.Topology, ips: list[str]) -> list[str]:
+        """The canary pool's endpoint pickers, as the rendered canary Deployment runs them (its
+        flags, config, env and replicas), each in its own namespace at `ips[i]`."""
+        config_file = self.run_dir / "config-canary-pool" / "epp.yaml"
+        config_file.parent.mkdir(parents=True, exist_ok=True)
+        config_file.write_text(topo.picker.config)
+        port = next(a.split("=")[1] for a in topo.picker.args if a.startswith("--grpc-port="))
+        addresses = []
+        for i, ip in enumerate(ips):
+            name = f"{topo.picker.name}-{i}"
+            env = {
+                "KUBECONFIG": str(self.kubeconfig),
+                "NAMESPACE": topo.namespace,
+                "POD_NAME": name,
+                **topo.picker.env,
+            }
+            argv = [
+                *netns.exec_prefix(f"canary-picker-{i}", hostname=name),
+                str(self.bins["epp"]),
+                *dataplane.picker_args(topo.picker.args, config_file),
+            ]
+            self.procs.start(f"canary-picker-{i}", argv, self.logs, env)
+            addresses.append(f"{ip}:{port}")
+        return addresses
+
+    def routed_by(self, pickers: list[str], health: list[str], picker: topology.Picker, tag: str) -> None:
+        """Wait until one request is routed and served through `pickers` alone (the stand-in in
+        picker mode, probing `health` as the rendered readiness probe does)."""
+        warm_file = self.run_dir / f"warm-{tag}.jsonl"
+        first = figures.steady(self.model(), self.bands(), 1)[0]
+        warm_file.write_text(replay.write([{**first, "id": "warmup", "session": "warmup"}]))
+        warm = self.run_dir / f"warm-{tag}"
+        warm.mkdir(parents=True, exist_ok=True)
+
+        def routed() -> bool:
+            proc = self.procs.start(
+                f"gateway-{tag}",
+                [
+                    *netns.exec_prefix(dataplane.GATEWAY_NS),
+                    str(self.bins["gateway"]),
+                    f"--pickers={','.join(pickers)}",
+                    f"--replay={warm_file}",
+                    f"--out={warm}",
+                    "--pick-deadline=5s",
+                    f"--health={','.join(health)}",
+                    f"--probe-period={picker.probe_period_s}s",
+                    f"--probe-failures={picker.probe_failures}",
+                ],
+                self.logs,
+            )
+            proc.wait(timeout=120)
+            self.procs.stop(f"gateway-{tag}")
+            return any(r["outcome"] == "served" for r in read_results(warm))
+
+        wait_for(f"{tag}: a request routed by the canary's pickers", routed, 120, 2)
 
     # --- Faults under steady agent traffic (docs/day-two.md, "Faults under traffic"): one gateway
     # stand-in, one traffic stream; each scenario is one method that injects its fault, waits for
@@ -449,7 +814,9 @@ class Replay:
         time.sleep(FAULT_GAP_S)
         failover = self.failover_fault(pickers, now_ms)
         time.sleep(FAULT_GAP_S)
+        before_loss = serving_pods(self.kube, self.topo.namespace, self.set_name)
         node = self.node_loss_fault(now_ms)
+        spare_lines = self.node_loss_contract(before_loss, node)
         time.sleep(FAULT_GAP_S)
         gpu = self.gpu_loss_fault(now_ms)
         time.sleep(FAULT_GAP_S)
@@ -466,6 +833,7 @@ class Replay:
         lost = figures.loss(node.what, node.at_ms, node.until_ms, results, node.addresses, node.recovered_s)
         lines.append(figures.node_loss_line(lost))
         lines.append(figures.loss_detail("node loss", lost))
+        lines += spare_lines
         failures += figures.loss_failures("node loss", lost)
         moved = figures.loss(gpu.what, gpu.at_ms, gpu.until_ms, results, gpu.addresses, gpu.recovered_s)
         lines.append(figures.gpu_loss_line(moved))
@@ -563,6 +931,14 @@ class Replay:
         wait_for(f"node loss: {names} back and Ready", back, RECOVERY_TIMEOUT_S, 0.5)
         return Window(node, at_ms, now_ms(), addresses, time.monotonic() - began)
 
+    def node_loss_contract(self, before: list[dict[str, Any]], w: "Window") -> list[str]:
+        """e2e's `node loss:` line with a spare node for each group the lost node took down: the
+        spare nodes are those of the serving node groups that ran no pod of the set before."""
+        used = {p["spec"].get("nodeName") for p in before}
+        spare = {n for n in serving_nodes(self.root / "stacks", self.stack) if n not in used and n != w.what}
+        after = serving_pods(self.kube, self.topo.namespace, self.set_name)
+        return contract.node_loss_lines(w.what, before, after, spare, w.recovered_s)
+
     def gpu_loss_fault(self, now_ms: Callable[[], float]) -> "Window":
         """A decode node's GPU goes bad. A DRA DeviceTaintRule needs devices the pods claim, and
         this stack's nodes publish none (acceleratorAllocation none), so the node is drained as
@@ -614,8 +990,11 @@ def main(argv: Sequence[str]) -> int:
     positional = [a for a in argv if not a.startswith("--")]
     stack = positional[0] if positional else DEFAULT_STACK
     load_seconds = DEFAULT_LOAD_S
+    by_engine = True
     for a in argv:
-        if a.startswith("--load-seconds="):
+        if a == "--apply-manifests":
+            by_engine = False
+        elif a.startswith("--load-seconds="):
             try:
                 load_seconds = float(a.split("=", 1)[1])
             except ValueError:
@@ -627,13 +1006,15 @@ def main(argv: Sequence[str]) -> int:
                 )
                 return 2
         elif a.startswith("--"):
-            print(f"day-two: unknown flag {a} (allowed: --load-seconds=S)", file=sys.stderr)
+            print(
+                f"day-two: unknown flag {a} (allowed: --load-seconds=S, --apply-manifests)", file=sys.stderr
+            )
             return 2
     if not (CHECKOUT / "stacks" / f"Pulumi.{stack}.yaml").is_file():
         print(f"day-two: no stack file stacks/Pulumi.{stack}.yaml", file=sys.stderr)
         return 2
     started = time.monotonic()
-    run = Replay(CHECKOUT, stack, load_seconds)
+    run = Replay(CHECKOUT, stack, load_seconds, by_engine)
     try:
         run.prepare()
     except source_snapshot.SnapshotMissing as error:
@@ -643,18 +1024,27 @@ def main(argv: Sequence[str]) -> int:
     try:
         run.start()
         print(f"day-two: simulated model load per pod: {load_seconds:.1f} s (process kubelet)")
+        controller_line, controller_failures = run.controller_contract()
+        print(controller_line)
+        failures += controller_failures
         # Prometheus and alerts (devtools/daytwo/alerts.py): scraping from here to the end.
         run.monitor = alerts.start(run)
         pickers = run.pickers(run.topo.picker.config, "screener-on")
         on = run.upgrade("screener-on", pickers, run.revision_a, 1)
         print(figures.upgrade_line(on))
         print(figures.detail_line("screener on", on))
+        print(run.rollouts["screener-on"])
         failures += figures.upgrade_failures(on)
         pickers = run.pickers(without_gating(run.topo.picker.config), "screener-off")
         off = run.upgrade("screener-off", pickers, on.after, 2)
         print(figures.screener_off_line(off))
         print(figures.detail_line("screener off", off))
         failures += figures.screener_off_failures(off)
+        # The canary beside revision c, shifted and rolled back (before the faults, which take
+        # nodes away).
+        canary_lines, canary_failures = run.canary(len(NEXT_MAX_NUM_SEQS))
+        print("\n".join(canary_lines))
+        failures += canary_failures
         fault_lines, fault_failures = run.faults()
         for line in fault_lines:
             print(line)
@@ -667,6 +1057,8 @@ def main(argv: Sequence[str]) -> int:
         failures += alert_failures
         if run.kubelet is not None:
             failures += run.kubelet.errors
+        if run.deployer is not None:
+            failures += run.deployer.problems
     except (cluster.TwinError, build.BuildError, prometheus.BuildError, TimeoutError, ApiError) as error:
         print(f"day-two: failed: {error}", file=sys.stderr)
         return 1

@@ -1,6 +1,7 @@
 """`make e2e`: bring the twin up, put a stack into it, and assert by reading the API server.
 
     python -m devtools.twin e2e [STACK] [--apiserver-only] [--keep] [--no-engine]
+                                [--without-day-two-checks]
 
 1. `twin up` (built binaries from the cache; nodes from the stack when the node side is there);
 2. every vendored CRD (schemas/crds/) applied server-side and Established;
@@ -23,7 +24,10 @@
    per worker index of every group, from the role's template); the controller manager makes
    their ResourceClaims, the scheduler allocates them against the fake nodes' ResourceSlices
    and binds the pods, kwok marks them Ready. Read back: pods bound, claims allocated, each GPU
-   paired with the NIC on its pcieRoot, one pod per node.
+   paired with the NIC on its pcieRoot, one pod per node. With --without-day-two-checks (CI) the
+   decode rollout and the node loss with a spare node are left out: `make day-two` runs both
+   under traffic with the same controller and prints their `rollout:` and `node loss:` lines in
+   this format; the disruption, the node loss without a spare node and the scaling stay here.
 6. with the node side, the stack's objects deleted again and the program deployed by the Pulumi
    engine into the same twin (engine_e2e.py, engine.py), the program and the policy pack run by
    the real Python language host: a type error refused before any resource, preview, up with the
@@ -178,7 +182,12 @@ def _status(stack: str, report: Report, groups: bool) -> None:
     report.check(status.all_ready, f"status: not every group ready: {status.groups_text()}")
 
 
-def run(stack: str, apiserver_only: bool, keep: bool, engine: bool = True) -> Report:
+FLAGS = ("--apiserver-only", "--keep", "--no-engine", "--without-day-two-checks")
+
+
+def run(
+    stack: str, apiserver_only: bool, keep: bool, engine: bool = True, day_two_checks: bool = True
+) -> Report:
     report = Report()
     if cluster.state_path().is_file():
         cluster.down()
@@ -208,7 +217,9 @@ def run(stack: str, apiserver_only: bool, keep: bool, engine: bool = True) -> Re
             report.figure("nodes Ready", f"{cluster.ready_nodes(kube)}/{len(kube.list('v1', 'Node'))}")
             print("e2e: the fabric preflight Job before serving (controller manager, scheduler, kwok)")
             pods.preflight(kube, objects, report)
-            fleet = lws_checks.serving(kube, held, rules, stack, report) if controller else None
+            fleet = (
+                lws_checks.serving(kube, held, rules, stack, report, day_two_checks) if controller else None
+            )
             if not controller:
                 print("e2e: the twin's stand-in for the LWS controller creates the DisaggregatedSet's pods")
                 pods.schedule(kube, objects, report)
@@ -230,6 +241,10 @@ def run(stack: str, apiserver_only: bool, keep: bool, engine: bool = True) -> Re
 
 def main(argv: Sequence[str]) -> int:
     positional = [a for a in argv if not a.startswith("--")]
+    unknown = [a for a in argv if a.startswith("--") and a not in FLAGS]
+    if unknown:
+        print(f"e2e: unknown flag {unknown[0]} (allowed: {', '.join(FLAGS)})", file=sys.stderr)
+        return 2
     stack = positional[0] if positional else cluster.DEFAULT_STACK
     from llmd_fleet.cli.stack_file import read_stack_file
     from llmd_fleet.core.problems import ConfigError
@@ -240,7 +255,13 @@ def main(argv: Sequence[str]) -> int:
         print(f"e2e: {error}", file=sys.stderr)
         return 2
     try:
-        report = run(stack, "--apiserver-only" in argv, "--keep" in argv, "--no-engine" not in argv)
+        report = run(
+            stack,
+            "--apiserver-only" in argv,
+            "--keep" in argv,
+            "--no-engine" not in argv,
+            "--without-day-two-checks" not in argv,
+        )
     except (cluster.TwinError, build.BuildError, TimeoutError) as error:
         print(f"e2e: failed: {error}", file=sys.stderr)
         return 1

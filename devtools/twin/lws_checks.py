@@ -63,6 +63,13 @@ GROUPS_TIMEOUT_S = 600
 ROLLOUT_TIMEOUT_S = 900
 # How long a group without a node must stay Pending before the node is given back.
 PENDING_HOLD_S = 5.0
+# What `make e2e --without-day-two-checks` (CI) prints in place of the checks `make day-two` runs
+# under traffic with the real controller: the `rollout:` line and the `node loss:` line with a
+# spare node (the replay prints both in this format; docs/day-two.md).
+DAY_TWO_CHECKS = (
+    "rollout and node loss with a spare node",
+    "not run here (--without-day-two-checks): `make day-two` runs both under traffic",
+)
 
 
 class Reporter(Protocol):
@@ -97,6 +104,45 @@ def node_loss_line(group: str, detail: str) -> str:
 
 def scale_line(role: str, start: int, up: int, detail: str) -> str:
     return f"scale: {role} {start} -> {up} -> {start} {detail}"
+
+
+def rollout_detail(
+    minimum: int,
+    samples: int,
+    completed: bool,
+    role: str,
+    replaced: dict[str, tuple[int, int]],
+    budget: str | None,
+    budget_closed: int,
+) -> str:
+    """The parenthesis of a `rollout:` line: `replaced` is, per other role, (pods replaced, pods);
+    `budget` the role's PodDisruptionBudget (None without one) and `budget_closed` the samples in
+    which it allowed no eviction."""
+    replaced_text = ", ".join(f"{n} of {total} {r} pods replaced" for r, (n, total) in replaced.items())
+    why = (
+        f" (the controller's revision is one hash over every role's template, so a {role}-only change "
+        "rolls every role)"
+        if sum(n for n, _ in replaced.values())
+        else ""
+    )
+    held = (
+        f"; PodDisruptionBudget {budget} allowed no eviction in {budget_closed} of "
+        f"{samples} samples (a rollout deletes, it does not evict)"
+        if budget is not None
+        else "; no PodDisruptionBudget for the role"
+    )
+    return (
+        f"planned minimum {minimum}; {samples} samples; {'completed' if completed else 'NOT completed'}; "
+        f"{replaced_text}{why}{held}"
+    )
+
+
+def spare_node_detail(old: int, size: int, lost: str, seconds: float, on_spare: int, spare: str) -> str:
+    """The detail of a `node loss:` line whose group came back on a spare node."""
+    return (
+        f"with a spare node: {old} pods replaced by {size} new ones after {lost} was lost, "
+        f"all Ready in {seconds:.0f} s ({on_spare} on the spare {spare})"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -369,25 +415,14 @@ def rollout(fleet: Fleet, report: Reporter, role: str = "decode") -> None:
     fleet.ds = changed
     after = {p["metadata"]["uid"] for p in fleet.pods()}
     replaced = Counter(r for uid, r in others_before.items() if uid not in after)
-    other_roles = [r for r in wanted if r != role]
-    replaced_text = ", ".join(
-        f"{replaced[r]} of {wanted[r] * fleet.sizes[r]} {r} pods replaced" for r in other_roles
-    )
-    why = (
-        f" (the controller's revision is one hash over every role's template, so a {role}-only change "
-        "rolls every role)"
-        if sum(replaced.values())
-        else ""
-    )
-    held = (
-        f"; PodDisruptionBudget {budget['metadata']['name']} allowed no eviction in {budget_closed} of "
-        f"{samples} samples (a rollout deletes, it does not evict)"
-        if budget is not None
-        else "; no PodDisruptionBudget for the role"
-    )
-    detail = (
-        f"planned minimum {minimum}; {samples} samples; {'completed' if completed else 'NOT completed'}; "
-        f"{replaced_text}{why}{held}"
+    detail = rollout_detail(
+        minimum,
+        samples,
+        completed,
+        role,
+        {r: (replaced[r], wanted[r] * fleet.sizes[r]) for r in wanted if r != role},
+        budget["metadata"]["name"] if budget is not None else None,
+        budget_closed,
     )
     report.line(rollout_line(min_ready, instances, seconds, detail))
     report.check(
@@ -639,18 +674,23 @@ def _victim(fleet: Fleet, role: str, skip: set[tuple[str, str]]) -> dict[str, An
     return sorted(candidates, key=lambda p: p["metadata"]["name"])[-1]
 
 
-def node_loss(fleet: Fleet, node_groups: dict[str, Any], report: Reporter, role: str = "decode") -> None:
-    """Step 3: a node of a `role` group is lost, with a spare node and then without one."""
+def node_loss(
+    fleet: Fleet, node_groups: dict[str, Any], report: Reporter, role: str = "decode", spare_case: bool = True
+) -> None:
+    """Step 3: a node of a `role` group is lost, with a spare node (unless `spare_case` is False:
+    `make day-two` loses a node under traffic with spare nodes, so CI runs that case there) and
+    then without one."""
     kube = fleet.kube
     size = fleet.sizes[role]
     group, config = next(iter(sorted(node_groups.items())))
     spare = _spare(config, group, config.count)
-    for obj in _node_objects(spare):
-        kube.apply(obj)
-    _poll(f"spare node {spare.name} Ready", lambda: _node_ready(kube, spare.name), 120)
+    if spare_case:
+        for obj in _node_objects(spare):
+            kube.apply(obj)
+        _poll(f"spare node {spare.name} Ready", lambda: _node_ready(kube, spare.name), 120)
 
     done: set[tuple[str, str]] = set()
-    for with_spare in (True, False):
+    for with_spare in (True, False) if spare_case else (False,):
         victim = _victim(fleet, role, done)
         key = group_key(victim)
         done.add(key)
@@ -684,9 +724,7 @@ def node_loss(fleet: Fleet, node_groups: dict[str, Any], report: Reporter, role:
             on_spare = sum(1 for p in members() if p["spec"].get("nodeName") == spare.name)
             report.line(
                 node_loss_line(
-                    group_name(key),
-                    f"with a spare node: {len(old)} pods replaced by {size} new ones after {lost} was lost, "
-                    f"all Ready in {seconds:.0f} s ({on_spare} on the spare {spare.name})",
+                    group_name(key), spare_node_detail(len(old), size, lost, seconds, on_spare, spare.name)
                 )
             )
             report.check(on_spare == 1, f"group {group_name(key)}: {on_spare} pods on the spare node")
@@ -897,8 +935,10 @@ def held_back(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def serving(kube: Kube, held: list[dict[str, Any]], rules: dict[str, int], stack: str,
-            report: Reporter) -> Fleet | None:  # fmt: skip
-    """The held-back DisaggregatedSet through the real webhook, then steps 1 to 3."""
+            report: Reporter, day_two_checks: bool = True) -> Fleet | None:  # fmt: skip
+    """The held-back DisaggregatedSet through the real webhook, then steps 1 to 3. Without
+    `day_two_checks` the rollout and the node loss with a spare node are left to `make day-two`,
+    which runs both under traffic (DAY_TWO_CHECKS says so in the figures)."""
     from devtools.twin import cluster, manifests
     from llmd_fleet.cli.stack_file import read_stack_file, stack_config
 
@@ -923,14 +963,20 @@ def serving(kube: Kube, held: list[dict[str, Any]], rules: dict[str, int], stack
     fleet = Fleet(kube, ds)
     print("e2e: the LWS controller creates the DisaggregatedSet's groups")
     controller_pods(fleet, report)
-    print("e2e: a decode-only template change rolls out")
-    rollout(fleet, report)
+    if day_two_checks:
+        print("e2e: a decode-only template change rolls out")
+        rollout(fleet, report)
+    else:
+        report.figure(*DAY_TWO_CHECKS)
     print("e2e: the decode PodDisruptionBudget against the Eviction API, as a drain meets it")
     disruption(fleet, report)
-    print("e2e: node loss, with a spare node and without one")
+    print(
+        "e2e: node loss, "
+        + ("with a spare node and without one" if day_two_checks else "without a spare node")
+    )
     config = stack_config(read_stack_file(cluster.PROJECT_ROOT / "stacks", stack))
     gpu_groups = {n: g for n, g in config.fleet.node_groups.items() if g.accelerator_allocation == "dra"}
-    node_loss(fleet, gpu_groups, report)
+    node_loss(fleet, gpu_groups, report, spare_case=day_two_checks)
     return fleet
 
 

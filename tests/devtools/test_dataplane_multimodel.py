@@ -66,6 +66,13 @@ def test_models_and_routes_as_rendered() -> None:
     ]
     table = multimodel.route_rules(_docs(), {"glm52": ["10.0.0.1:9002"], "subagent": ["10.0.0.2:9002"]})
     assert table["pickers"] == {"glm52": "10.0.0.1:9002", "subagent": "10.0.0.2:9002"}
+    # One InferencePool backendRef per rule, rendered without a weight: Gateway API's default 1.
+    assert [r["backends"] for r in table["rules"]] == [
+        [{"pool": "glm52", "weight": 1}],
+        [{"pool": "glm52", "weight": 1}],
+        [{"pool": "subagent", "weight": 1}],
+    ]
+    assert "health" not in table  # no probing unless the caller gives the pickers' health ports
     by_route = [(r["route"], r["matches"][0]["headers"], r["matches"][0]["path"]) for r in table["rules"]]
     assert by_route == [
         ("glm52", [{"name": "X-Gateway-Base-Model-Name", "value": GLM}], "/"),
@@ -227,3 +234,39 @@ def test_the_cli_takes_a_models_stack_with_its_own_flags_only(capsys: pytest.Cap
     out = capsys.readouterr().out
     assert "sets llmd-fleet:models: its run takes --scaled, --ranks-per-pod=N and --kv-events only" in out
     assert cli._has_models("onprem-h100-multimodel") and not cli._has_models("onprem-h100")
+
+
+def test_a_canary_route_lists_both_pools_with_their_weights_and_health() -> None:
+    """With `serving.canary` the one rule has the stable pool and the canary's, weighted as
+    rendered; the stand-in splits by those weights (gateway/routes.go chooseBackend)."""
+    route = {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": "glm52", "namespace": "llm-d"},
+        "spec": {
+            "rules": [
+                {
+                    "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
+                    "backendRefs": [
+                        {
+                            "group": "inference.networking.k8s.io",
+                            "kind": "InferencePool",
+                            "name": "glm52",
+                            "weight": 80,
+                        },
+                        {"kind": "InferencePool", "name": "glm52-canary", "weight": 20},
+                        {"kind": "Service", "name": "not-a-pool", "port": 80},
+                    ],
+                }
+            ]
+        },
+    }
+    table = multimodel.route_rules(
+        [route],
+        {"glm52": ["10.0.0.3:9002"], "glm52-canary": ["10.0.0.9:9002"]},
+        {"glm52-canary": ["10.0.0.9:9003"]},
+    )
+    (rule,) = table["rules"]
+    assert rule["backends"] == [{"pool": "glm52", "weight": 80}, {"pool": "glm52-canary", "weight": 20}]
+    assert rule["matches"] == [{"pathType": "PathPrefix", "path": "/", "method": "", "headers": []}]
+    assert table["health"] == {"glm52-canary": "10.0.0.9:9003"}

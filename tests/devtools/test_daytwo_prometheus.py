@@ -108,6 +108,26 @@ def test_pod_monitor_targets_are_selected_pods_at_the_named_port() -> None:
     assert labels["__meta_kubernetes_namespace"] == "llm-d"
 
 
+def test_a_native_sidecars_port_is_a_target_as_prometheus_pod_discovery_lists_it() -> None:
+    """Prometheus' pod discovery lists initContainers' ports after the containers' (native
+    sidecars, the routing sidecar among them), labelled `__meta_kubernetes_pod_container_init`."""
+    decode = pod("d0", "decode", "10.244.0.10")
+    decode["spec"]["initContainers"] = [
+        {
+            "name": "routing-proxy",
+            "restartPolicy": "Always",
+            "ports": [{"name": "proxy", "containerPort": 8000}],
+        }
+    ]
+    monitor = {**POD_MONITOR, "spec": {**POD_MONITOR["spec"], "podMetricsEndpoints": [{"port": "proxy"}]}}
+    (group,) = prometheus.pod_targets(monitor, {"port": "proxy"}, [decode])
+    assert group["targets"] == ["10.244.0.10:8000"]
+    assert group["labels"]["__meta_kubernetes_pod_container_name"] == "routing-proxy"
+    assert group["labels"]["__meta_kubernetes_pod_container_init"] == "true"
+    (engine,) = prometheus.pod_targets(monitor, {"port": "rank1"}, [decode])
+    assert engine["labels"]["__meta_kubernetes_pod_container_init"] == "false"
+
+
 def test_match_expressions_and_own_namespace_default() -> None:
     monitor = {
         **POD_MONITOR,

@@ -52,7 +52,7 @@ def test_plan_json_is_the_documented_schema(stack: str, capsys: pytest.CaptureFi
         documented -= multi
     if stack not in vllm_stacks():
         documented = {k for k in documented if not k.startswith("throughput")}
-    # `canary` only with serving.canary (tests/layers/test_canary.py checks its fields).
+    # `canary` only with serving.canary (tests/layers/serving/test_canary.py checks its fields).
     assert "canary" not in doc
     documented = {k for k in documented if not k.startswith("canary")}
     assert keys == documented

@@ -138,24 +138,3 @@ def test_whole_program_uses_one_provider(engine, raw_config):
 
     assert fleet.lws is not None  # the reference stack installs its platform
     return pulumi.Output.all(fleet.serving.disaggregated_set.urn, fleet.lws.release.urn).apply(check)
-
-
-def test_public_api_is_documented():
-    """Every public name has a docstring, and every `*Args` TypedDict names each of its keys."""
-    import llmd_fleet
-
-    undocumented, missing_keys = [], {}
-    for name in llmd_fleet.__all__:
-        value = getattr(llmd_fleet, name)
-        doc = value.__doc__ or ""
-        if not doc.strip():
-            undocumented.append(name)
-        if name.endswith("Args"):
-            # The keys, without resolving their types (some name Pulumi types only as strings).
-            keys = value.__annotations__
-            assert keys, name
-            absent = [key for key in keys if f"`{key}`" not in doc]
-            if absent:
-                missing_keys[name] = absent
-    assert not undocumented, undocumented
-    assert not missing_keys, missing_keys

@@ -79,6 +79,7 @@ class Pattern:
 
 
 def dns_label_problem(value: str) -> str | None:
+    """What is wrong with `value` as a DNS-1123 label (a namespace's or a Service's name), or None."""
     if len(value) > DNS_LABEL_MAX or not _matches(DNS_LABEL, value):
         return (
             "must be a DNS-1123 label: [a-z0-9-], alphanumeric at both ends, at most "
@@ -106,6 +107,7 @@ def managed_namespace_problem(value: str) -> str | None:
 
 
 def dns_subdomain_problem(value: str) -> str | None:
+    """What is wrong with `value` as a DNS-1123 subdomain (most object names), or None."""
     if len(value) > DNS_SUBDOMAIN_MAX or not _matches(DNS_SUBDOMAIN, value):
         return (
             "must be a DNS-1123 subdomain: dot-separated [a-z0-9-] labels, alphanumeric at both ends, "
@@ -128,6 +130,7 @@ def label_key_problem(key: str) -> str | None:
 
 
 def label_value_problem(value: str) -> str | None:
+    """What is wrong with `value` as a Kubernetes label value (empty allowed), or None."""
     if value and (len(value) > LABEL_NAME_MAX or not _matches(_LABEL_NAME, value)):
         return (
             f"label value {value!r}: must be empty or [A-Za-z0-9-_.], alphanumeric at both ends, at "
@@ -169,6 +172,7 @@ _HF_PART = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,95}"
 
 
 def hf_repo_id_problem(value: str) -> str | None:
+    """What is wrong with `value` as a Hugging Face repository id (`namespace/name`), or None."""
     if (
         not _matches(rf"{_HF_PART}/{_HF_PART}", value)
         or "--" in value
@@ -337,6 +341,8 @@ _POSTGRES_RESERVED_NAMES = frozenset({"postgres", "template0", "template1", "pub
 
 
 def postgres_identifier_problem(value: str) -> str | None:
+    """What is wrong with `value` as a PostgreSQL identifier the stack may create (none of the
+    reserved names or prefixes, `pg_` among them), or None."""
     if len(value) > POSTGRES_IDENTIFIER_MAX or not _matches(r"[a-z][a-z0-9_]*", value):
         return (
             "must be a PostgreSQL identifier: [a-z0-9_], starting with a letter, at most "
@@ -358,6 +364,7 @@ _URL_HOST = r"[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*
 
 
 def port_problem(port: int) -> str | None:
+    """What is wrong with `port` as a TCP port, or None."""
     if not PORT_MIN <= port <= PORT_MAX:
         return f"the port must be {PORT_MIN}-{PORT_MAX} (got {port})"
     return None

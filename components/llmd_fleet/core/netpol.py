@@ -47,10 +47,12 @@ def tcp(*ports: int) -> list[dict[str, Any]]:
 
 
 def namespace(name: str) -> Peer:
+    """A peer: every pod of the namespace called `name`."""
     return {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: name}}}
 
 
 def pods(labels: dict[str, str]) -> Peer:
+    """A peer: the pods of the policy's own namespace that carry `labels`."""
     return {"podSelector": {"matchLabels": dict(labels)}}
 
 

@@ -110,29 +110,21 @@ def own_registry(
 
 
 class ImageBuildArgs(TypedDict):
-    """Arguments of `ImageBuild`.
-
-    - `variant` (required): `ib` or `efa`, the variant the target's fabric needs (`variant_for`).
-    - `registry` (required): where the image goes (`ImageRegistry`: a target's, or `own_registry`).
-    - `repository` (default `"llmd-fleet"`, `DEFAULT_REPOSITORY`): the repository id or prefix in
-      a registry the target creates, or the path under the stack's own registry.
-    - `push` (default `True`): push the image; False only builds.
-    - `cache` (default `True`): read and write a registry build cache next to the image.
-    """
+    """Arguments of `ImageBuild`."""
 
     variant: Variant
-    """Image variant: the one the target's fabric needs (`variant_for(fabric)`)."""
+    """`ib` or `efa`: the variant the target's fabric needs (`variant_for(fabric)`)."""
     registry: ImageRegistry
     """Where the image goes: the target's registry (its Pulumi half's `image_registry`) or the
     stack's own (`own_registry`)."""
     repository: NotRequired[str]
-    """Repository id or prefix in the target's registry, or path under the stack's own; default
-    `llmd-fleet`."""
+    """Repository id or prefix in the target's registry, or path under the stack's own (default
+    `"llmd-fleet"`, `DEFAULT_REPOSITORY`)."""
     push: NotRequired[bool]
-    """Push the image (default true); false only builds, which leaves pods nothing to pull."""
+    """Push the image (default `True`); False only builds, which leaves pods nothing to pull."""
     cache: NotRequired[bool]
-    """Use a registry build cache next to the image (default true): the DeepEP/NVSHMEM stages take
-    most of an hour without it."""
+    """Read and write a registry build cache next to the image (default `True`): the DeepEP/NVSHMEM
+    stages take most of an hour without it."""
 
 
 class ImageBuild(pulumi.ComponentResource):

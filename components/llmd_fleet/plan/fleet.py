@@ -63,6 +63,8 @@ class ClaimShape:
 
     @property
     def nics_per_gpu(self) -> int:
+        """Fabric NICs claimed with each GPU: the count of the claim's per-GPU NIC request
+        (platform/dra.py)."""
         return self.nics // self.gpus
 
 
@@ -215,14 +217,17 @@ class RolePlan:
 
     @property
     def gpus_per_instance(self) -> int:
+        """GPUs one instance spans: its nodes times each node's GPUs."""
         return self.nodes_per_instance * self.gpus_per_node
 
     @property
     def nodes(self) -> int:
+        """Nodes the role takes at its planned `instances`."""
         return self.instances * self.nodes_per_instance
 
     @property
     def gpus(self) -> int:
+        """GPUs the role takes at its planned `instances`."""
         return self.nodes * self.gpus_per_node
 
     @property
@@ -250,9 +255,15 @@ class RolePlan:
 
 @dataclass(frozen=True)
 class NodeGroupUse:
+    """How the serving roles use one node group: `plan_fleet` refuses a plan that uses more nodes
+    than the group has, and `llmd-fleet plan` and `render` report the use."""
+
     name: str
+    """The group's key in `fleet.nodeGroups`."""
     nodes: int
+    """The group's nodes (`count`)."""
     used: int
+    """Nodes the roles placed on it take at their planned instances."""
 
 
 @dataclass(frozen=True)

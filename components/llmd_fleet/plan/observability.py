@@ -69,6 +69,9 @@ class KvTransferBound:
 
 @dataclass(frozen=True)
 class ObservabilityPlan:
+    """What the alerts, dashboards and monitors are built from: the plan's names, scrape targets and
+    thresholds (`plan_observability`)."""
+
     namespace: str
     """The serving namespace: every series the alerts and dashboards select is in it."""
     pool: str
@@ -101,6 +104,8 @@ def scraped_ports(role: RolePlan) -> tuple[int, ...]:
 
 
 def gbps_per_gpu(config: StackConfig, role: RolePlan) -> float:
+    """The fabric bandwidth one GPU (one engine) of the role has: its node's NICs' line rate shared
+    by the node's GPUs."""
     group = config.fleet.node_groups[role.node_group]
     assert group.nic_gbps is not None  # parse_config fills the target's default
     # GPU-less nodes (kind local): the node's whole nominal bandwidth, one engine per node.
@@ -108,6 +113,8 @@ def gbps_per_gpu(config: StackConfig, role: RolePlan) -> float:
 
 
 def kv_transfer_bound(config: StackConfig, plan: FleetPlan) -> KvTransferBound:
+    """The slow-KV-transfer alert's threshold: the longest context's KV at the slower role's line
+    rate, times `KV_TRANSFER_SLACK`, kept below vLLM's top histogram bucket so the alert can fire."""
     tokens = config.serving.roles.decode.max_model_len
     size = tokens * config.model.kv_bytes_per_token
     rate = min(gbps_per_gpu(config, plan.role("prefill")), gbps_per_gpu(config, plan.role("decode")))
@@ -118,6 +125,7 @@ def kv_transfer_bound(config: StackConfig, plan: FleetPlan) -> KvTransferBound:
 
 
 def plan_observability(config: StackConfig, plan: FleetPlan) -> ObservabilityPlan:
+    """The stack's `ObservabilityPlan`, derived from its config and fleet plan alone."""
     router = config.router
     rollout_minutes = config.serving.model_load_minutes + math.ceil(config.serving.drain_seconds / 60)
     # An autoscaled role may run as few as its minimum, so the targets-down alert counts that.
@@ -151,6 +159,7 @@ def plan_observability(config: StackConfig, plan: FleetPlan) -> ObservabilityPla
 
 
 def gib(value: int) -> str:
+    """Bytes as GiB with one decimal, for alert and panel text."""
     return f"{value / GIB:.1f} GiB"
 
 

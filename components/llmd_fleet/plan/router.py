@@ -63,6 +63,8 @@ class RouterPlan:
 
 
 def plan_router(config: StackConfig, roles: tuple[RolePlan, ...]) -> RouterPlan:
+    """The endpoint pickers' and tokenizers' sizing, for the most instances the roles can run
+    (autoscaled roles at their maximum)."""
     router = config.router
     # Sized for the most instances the roles can run (autoscaled roles grow to their maximum).
     endpoints = sum(r.max_instances * r.data_parallel for r in roles)

@@ -29,6 +29,9 @@ DECODE_KV = "decode HBM contexts"
 
 @dataclass(frozen=True)
 class Split:
+    """One split of a node group's nodes into prefill and decode instances, and the agents it serves
+    by throughput and by decode's KV room."""
+
     prefill: int
     decode: int
     nodes: int
@@ -40,19 +43,24 @@ class Split:
 
     @property
     def agents(self) -> float:
+        """The agents the split serves: the lesser of its two bounds."""
         return min(self.agents_by_throughput, self.agents_by_decode_kv)
 
     @property
     def binds(self) -> str:
+        """What limits the split: decode's KV room, or the throughput model's binding ceiling."""
         return DECODE_KV if self.agents_by_decode_kv < self.agents_by_throughput else self.limit
 
     @property
     def label(self) -> str:
+        """`<prefill>P:<decode>D`, in instances."""
         return f"{self.prefill}P:{self.decode}D"
 
 
 @dataclass(frozen=True)
 class SplitPlan:
+    """The splits one node group allows, ranked, beside the stack's own (`llmd-fleet plan`)."""
+
     node_group: str
     nodes: int
     prefill_nodes_per_instance: int
@@ -64,6 +72,7 @@ class SplitPlan:
 
     @property
     def best(self) -> Split:
+        """The split that serves the most agents."""
         return self.ranked[0]
 
 
@@ -144,6 +153,8 @@ HIT_RATES = (0.90, 0.95, 0.97, 0.98, 0.99)
 
 @dataclass(frozen=True)
 class HitRateRow:
+    """The best split and the stack's own at one prefix-cache hit rate (`by_hit_rate`)."""
+
     cache_hit: float
     best: Split
     stack: Split

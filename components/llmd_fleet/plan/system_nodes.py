@@ -22,6 +22,8 @@ GIB_PER_GB = 1e9 / 1024**3
 
 @dataclass(frozen=True)
 class NodeShape:
+    """A machine type's vCPUs and memory, read off its name (GCE and EC2 naming rules)."""
+
     vcpus: int
     memory_gib: float
 

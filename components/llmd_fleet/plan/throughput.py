@@ -17,8 +17,8 @@ A decode step and a prefilled token each cost the sum of their parts (docs/fleet
   to output (output / input per turn); the term that dominates the binding stage is the limit.
 
 The fitted constants are in `CALIBRATION` (each with the runs it is fitted on); every other figure
-is a datasheet (`GPUS`) or model-card figure. tests/plan/test_calibration.py reproduces every
-calibration run within 0.75-1.33.
+is a datasheet (`GPUS`) or model-card figure. `tests/plan/test_throughput.py` reproduces every
+calibration run (`tests/plan/calibration_runs.py`) within 0.75-1.33.
 """
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Constant:
+    """A constant of the throughput model: its value, unit and source (for a fitted one, the runs
+    it is fitted on)."""
+
     value: float
     unit: str
     source: str
@@ -44,6 +47,8 @@ class Constant:
 
 @dataclass(frozen=True)
 class Gpu:
+    """A GPU's datasheet figures the model reads (`GPUS`), with their source."""
+
     hbm_bytes_per_s: float
     hbm_gb: float
     fp8_dense_flops: float
@@ -91,8 +96,9 @@ _RUN = "llm-d's 544 x H100 GLM-5.2 run"
 _SGL = "the SGLang team's 96 x H100 DeepSeek-V3 run (lm-sys.github.io blog/2025-05-05-large-scale-ep.md)"
 
 # The fitted constants: at most one per kind the model cannot read off a datasheet. Fitted by
-# least squares of log(model / published) over the calibration runs only (tests/plan/
-# test_calibration.py lists them and asserts every ratio); docs/fleet-scale.md prints the residuals.
+# least squares of log(model / published) over the calibration runs only
+# (`tests/plan/calibration_runs.py` lists them, `tests/plan/test_throughput.py` asserts every
+# ratio); `docs/fleet-scale.md` prints the residuals.
 CALIBRATION: dict[str, Constant] = {
     "flops_efficiency": Constant(
         0.53,
@@ -195,6 +201,9 @@ class RoleShape:
 
 @dataclass(frozen=True)
 class Turn:
+    """One agentic turn as the throughput model sees it: its context, input and output tokens, the
+    share of its prompt already cached (`cache_hit`) and what the P/D decider leaves to decode."""
+
     context_tokens: int
     """Tokens a decoding sequence holds (mean input + answer)."""
     input_tokens: int
@@ -254,11 +263,15 @@ def _c(name: str, calibration: dict[str, Constant] | None) -> float:
 
 
 def overlap(backend: str, cal: dict[str, Constant] | None = None) -> float:
+    """The share of the all-to-all an MoE backend hides behind compute (`OVERLAP_OF_BACKEND`); 0 for
+    one with no fitted overlap."""
     name = OVERLAP_OF_BACKEND.get(backend)
     return _c(name, cal) if name else 0.0
 
 
 def nic_bytes_per_s_per_gpu(role: RoleShape, cal: dict[str, Constant] | None = None) -> float:
+    """What one GPU of the role can send over the fabric: the node's NIC line rate shared by its
+    GPUs, times the fitted `nic_efficiency`."""
     return role.nics_per_node * role.nic_gbps * 1e9 / 8 * _c("nic_efficiency", cal) / role.gpus_per_node
 
 
@@ -329,6 +342,9 @@ def prefill_a2a_s_per_token(role: RoleShape, m: ModelDescription, cal: dict[str,
 
 @dataclass(frozen=True)
 class DecodeStep:
+    """One decode step of a rank: the sequences it runs, the tokens it emits and the time each part
+    (compute, HBM reads, all-to-all) takes."""
+
     seqs: float
     tokens_per_step: float
     compute_s: float
@@ -478,6 +494,8 @@ def fleet_throughput(
     turn: Turn,
     cal: dict[str, Constant] | None = None,
 ) -> Throughput:
+    """The fleet's token rates for one turn shape: each pool's ceiling (decode's output, prefill's
+    input converted to output) with the decode step and prefilled token they come from."""
     ratio = turn.output_tokens / turn.input_tokens
     step = decode_step(decode, kv, m, turn, cal)
     token = prefill_token(prefill, kv, m, turn, cal)
@@ -538,6 +556,9 @@ def _role_shape(config: StackConfig, plan: FleetPlan, name: str) -> RoleShape | 
 
 @dataclass(frozen=True)
 class FleetFigures:
+    """What `llmd-fleet plan` prints about throughput: the fleet's rates against the declared
+    workload's demand, and the cost figures where a GPU-hour price is known."""
+
     throughput: Throughput
     turn: Turn
     gpus: int

@@ -29,42 +29,32 @@ def nic_driver_values(release_name: str) -> dict[str, object]:
 
 
 class AcceleratorPlatformArgs(TypedDict):
-    """Arguments of `AcceleratorPlatform`.
-
-    - `driver_root` (required): where the NVIDIA driver lives on the node; the DRA driver chart's
-      `nvidiaDriverRoot`.
-    - `dra_driver_chart` (required): pinned chart of the NVIDIA DRA driver, released as
-      `dra-driver-nvidia-gpu` in its own namespace.
-    - `gpu_operator` (default `None`): (GPU Operator chart, whether it installs the driver); when
-      set, the operator is released first (device plugin off) and the DRA driver waits for it.
-    - `nic_driver` (default `None`): (release name, chart, namespace) of the NIC DRA driver; none
-      is installed when unset.
-    - `nic_device_class` (default `None`): (name, CEL selector) of a NIC DeviceClass to create;
-      none is created when unset.
-    - `critical_priority` (default `True`): whether the DRA driver's pods keep the chart's
-      system-*-critical priority classes; False clears them.
-    - `install_drivers` (default `True`): release the GPU Operator, the DRA driver and the NIC
-      driver; False (`target.platform: preinstalled`) declares only the NIC DeviceClass.
-    """
+    """Arguments of `AcceleratorPlatform`."""
 
     driver_root: str
-    """Where the NVIDIA driver lives on the node: `/` for a host driver (DGX OS, EKS AL2023),
-    `/run/nvidia/driver` for the GPU Operator's driver container, `/home/kubernetes/bin/nvidia`
-    on GKE COS."""
+    """Where the NVIDIA driver lives on the node, the DRA driver chart's `nvidiaDriverRoot`: `/` for
+    a host driver (DGX OS, EKS AL2023), `/run/nvidia/driver` for the GPU Operator's driver
+    container, `/home/kubernetes/bin/nvidia` on GKE COS."""
     dra_driver_chart: Chart
+    """Pinned chart of the NVIDIA DRA driver, released as `dra-driver-nvidia-gpu` in its own
+    namespace."""
     gpu_operator: NotRequired[tuple[Chart, bool] | None]
-    """GPU Operator chart and whether it installs the driver (on-prem); None where the platform
+    """(GPU Operator chart, whether it installs the driver), on-prem: the operator is released first
+    (device plugin off) and the DRA driver waits for it. None (the default) where the platform
     supplies driver and toolkit (GKE, EKS)."""
     nic_driver: NotRequired[tuple[str, Chart, str] | None]
-    """(release name, chart, namespace) of the DRA driver that publishes the fabric NICs, or None."""
+    """(release name, chart, namespace) of the DRA driver that publishes the fabric NICs; none is
+    installed when None (the default)."""
     nic_device_class: NotRequired[tuple[str, str] | None]
-    """(name, CEL selector) of a NIC DeviceClass to create where the NIC driver ships none."""
+    """(name, CEL selector) of a NIC DeviceClass to create where the NIC driver ships none; none is
+    created when None (the default)."""
     critical_priority: NotRequired[bool]
-    """Whether the DRA driver's pods may use the system-*-critical priority classes outside
-    kube-system (default True; GKE allows them only in kube-system)."""
+    """Whether the DRA driver's pods keep the chart's system-*-critical priority classes outside
+    kube-system (default `True`); False clears them (GKE allows them only in kube-system)."""
     install_drivers: NotRequired[bool]
-    """Whether the drivers are released by the stack (default True) or already run on the
-    cluster (False): the NIC DeviceClass is ours either way."""
+    """Release the GPU Operator, the DRA driver and the NIC driver (default `True`); False
+    (`target.platform: preinstalled`: they already run on the cluster) declares only the NIC
+    DeviceClass, which is the stack's either way."""
 
 
 class AcceleratorPlatform(pulumi.ComponentResource):

@@ -14,14 +14,11 @@ LWS_NAMESPACE = "lws-system"
 
 
 class LeaderWorkerSetControllerArgs(TypedDict):
-    """Arguments of `LeaderWorkerSetController`.
-
-    - `chart` (required): the pinned LWS chart, released as `lws` in the `lws-system` namespace
-      with DisaggregatedSet on and two controller replicas (`lws_values`).
-    """
+    """Arguments of `LeaderWorkerSetController`."""
 
     chart: Chart
-    """Pinned chart coordinates (from the version matrix)."""
+    """The pinned LWS chart (from the version matrix), released as `lws` in the `lws-system`
+    namespace with DisaggregatedSet on and two controller replicas (`lws_values`)."""
 
 
 def lws_values() -> dict[str, object]:

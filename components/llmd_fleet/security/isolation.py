@@ -84,18 +84,13 @@ def network_policy_specs(config: StackConfig, plan: FleetPlan) -> dict[str, Poli
 
 
 class NetworkIsolationArgs(TypedDict):
-    """Arguments of `NetworkIsolation`. Every key is required.
-
-    - `config` (required): the validated stack config; `serving` names the namespace and the
-      policies, `target`, `gateway`, `observability` and `responses` shape the allowed flows
-      (`network_policy_specs`).
-    - `plan` (required): the fleet plan; its roles give the serving pods' ports.
-    """
+    """Arguments of `NetworkIsolation`. Every key is required."""
 
     config: StackConfig
-    """The validated stack configuration."""
+    """The validated stack config; `serving` names the namespace and the policies, `target`,
+    `gateway`, `observability` and `responses` shape the allowed flows (`network_policy_specs`)."""
     plan: FleetPlan
-    """The fleet plan (its ports)."""
+    """The fleet plan; its roles give the serving pods' ports."""
 
 
 class NetworkIsolation(pulumi.ComponentResource):

@@ -17,7 +17,7 @@ A stack file (stacks/Pulumi.<stack>.yaml) sets these keys under the `llmd-fleet:
     llmd-fleet:workload  the agentic traffic the stack is sized for (WorkloadConfig, optional;
                          llmd_fleet/config/workload.py)
     llmd-fleet:responses  the Responses API's agentic API and its PostgreSQL (ResponsesConfig,
-                         optional; llmd_fleet/config/responses.py)
+                         optional; llmd_fleet/layers/responses/config.py)
     llmd-fleet:hfToken   Hugging Face token, only as a Pulumi secret
     llmd-fleet:registryPassword  on-prem image registry password, only as a Pulumi secret
     llmd-fleet:kubeconfig  optional kubeconfig for the on-prem target, only as a Pulumi secret
@@ -29,9 +29,9 @@ names are camelCase in YAML (Pulumi's convention) and snake_case in Python.
 Each section's model is its owner's (a layer's `config.py`, a target kind's, the config core's);
 which keys there are, which are required and how each is validated on its own are derived from
 the registry (llmd_fleet/stack/registry.py), which tests/test_registry.py holds against these
-fields. The class stays static so the type checker sees every section. Some field docstrings
-name the module a section's model came from before the registry moved it; they reach the
-component schema (tests/golden/components/schema.json) verbatim.
+fields. The class stays static so the type checker sees every section. Its field docstrings
+reach the component schema (tests/golden/components/schema.json) verbatim, the paths they name
+included.
 """
 
 from typing import Annotated, Any
@@ -59,7 +59,10 @@ TargetConfig = Annotated[OnPremTarget | GkeTarget | EksTarget | LocalTarget, Fie
 
 
 class StackConfig(ConfigModel):
-    """The whole stack configuration."""
+    """The whole stack configuration: one field per `llmd-fleet:` key, each section checked by its
+    own model and across sections by the registry's rules (`parse_config` builds it). Layers, the
+    plan and the checks all read this one frozen value, so a setting has a single source, and a
+    program of one's own passes the same type a stack file gives."""
 
     target: TargetConfig
     """`llmd-fleet:target`."""
@@ -82,11 +85,11 @@ class StackConfig(ConfigModel):
     (llmd_fleet/plan/workload.py)."""
     responses: ResponsesConfig | None = None
     """`llmd-fleet:responses` (optional; absent: off): the agentic API and its PostgreSQL
-    (llmd_fleet/config/responses.py)."""
+    (llmd_fleet/layers/responses/config.py)."""
     models: tuple[ModelEntryConfig, ...] = ()
     """`llmd-fleet:models` (optional; empty: the single-model form). When set, `model`, `serving`
     and `router` above are its first entry's (`serving.name` its `name`), and every layer renders
-    each model from its view (llmd_fleet/config/models.py model_views)."""
+    each model from its view (llmd_fleet/stack/model.py model_views)."""
     model_scope: str | None = None
     """Not a config key: set on each model's view with `llmd-fleet:models` (its name), so the
     series its monitors scrape carry it as `MODEL_SCOPE_LABEL` and its alerts and dashboards select

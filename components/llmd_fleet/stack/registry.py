@@ -3,11 +3,13 @@ config core's sections, the image), from which the stack's key tables, its cross
 the serving namespace's flow table are derived. It sits above layers/ and targets/ and imports
 them; config/ imports neither (docs/architecture.md, "The registry").
 
-Adding a layer is a folder under layers/ and one `LayerSpec` in `LAYERS`; a layer that owns a
-config key also declares that key's field on `StackConfig` (llmd_fleet/stack/model.py: a static
-class, so the type checker sees every section), and tests/test_registry.py holds the two against
-each other. Adding a target kind is a folder under targets/ and its entry in
-llmd_fleet/targets/specs.py (`SPECS`, `BUILDS`), which the `target` record reads. Pure.
+Adding a layer is a folder under layers/ and one `LayerSpec` in `LAYERS` (its public names,
+`LAYER_EXPORTS`, follow); a layer that owns a config key also declares that key's field on
+`StackConfig` (llmd_fleet/stack/model.py: a static class, so the type checker sees every
+section), and tests/test_registry.py holds the two against each other, as it holds
+`ServingLayers` (llmd_fleet/program.py) to the layers the program declares. Adding a target kind
+is a folder under targets/ and its entry in llmd_fleet/targets/specs.py (`SPECS`, `BUILDS`),
+which the `target` record reads. Pure.
 """
 
 from collections.abc import Callable, Mapping
@@ -71,9 +73,30 @@ class LayerSpec:
     """`module:Component` that declares it (imported only by the program), None for a section
     without resources of its own."""
     per_model: bool = False
-    """Whether the program declares it once per served model (`llmd-fleet:models`)."""
+    """Whether it is declared once per served model (`llmd-fleet:models`): by the program, or by
+    the `declared_by` layer's component, which is then per model too."""
     folder: bool = True
     """Whether it is a folder under `layers/` (False: the config core, the target, the image)."""
+    declared_by: str | None = None
+    """The layer whose component declares this one's as a child (preflight and ModelExpress:
+    `serving`); None: the program declares it (`add_serving_layers`), and the package exports it."""
+
+    @property
+    def component(self) -> tuple[str, str] | None:
+        """`(module, class)` of its component, from `build`."""
+        if self.build is None:
+            return None
+        module, _, name = self.build.partition(":")
+        return module, name
+
+    @property
+    def exports(self) -> dict[str, str]:
+        """Its public names (the component and its `<Component>Args` TypedDict) -> their module:
+        none for a component another layer declares."""
+        if self.component is None or self.declared_by is not None:
+            return {}
+        module, name = self.component
+        return {name: module, f"{name}Args": module}
 
 
 def _target_kind_problems(config: StackConfig) -> list[Problem]:
@@ -112,6 +135,7 @@ LAYERS: tuple[LayerSpec, ...] = (
         namespace_flows=preflight_flows.flows,
         build="llmd_fleet.layers.preflight.component:FabricPreflight",
         per_model=True,
+        declared_by="serving",
     ),
     LayerSpec(
         "gateway",
@@ -126,6 +150,7 @@ LAYERS: tuple[LayerSpec, ...] = (
         namespace_flows=modelexpress_flows.flows,
         build="llmd_fleet.layers.modelexpress.component:ModelExpressServer",
         per_model=True,
+        declared_by="serving",
     ),
     LayerSpec("images", keys=("images",), rules=(images_problems,), build=None, folder=False),
     LayerSpec(
@@ -190,5 +215,8 @@ NAMESPACE_FLOWS: tuple[Flows, ...] = tuple(
     spec.namespace_flows for spec in LAYERS if spec.namespace_flows is not None
 )
 """Every layer with pods in the serving namespace, in the order their policies are declared."""
+LAYER_EXPORTS: dict[str, str] = {name: module for spec in LAYERS for name, module in spec.exports.items()}
+"""The layers' public names -> their module: what `llmd_fleet` exports besides its own table
+(components/llmd_fleet/__init__.py reads it on first use)."""
 KNOWN_KEYS = frozenset(OBJECT_KEYS) | frozenset(OPTIONAL_OBJECT_KEYS) | frozenset(SECRET_KEYS) | {MODELS_KEY}
 """Every key a stack file may set under `llmd-fleet:`."""

@@ -138,6 +138,7 @@ class TargetSpec:
     `BUILDS[kind]` names, imported only for a stack of that kind."""
 
     kind: str
+    """The `target.kind` value that selects this spec (`SPECS` is keyed by it)."""
     fabric: Fabric
     """How KV and the all-to-all move between nodes (NIXL backends, env, pod additions)."""
     nic_gbps: int

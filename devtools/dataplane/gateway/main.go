@@ -543,20 +543,26 @@ func main() {
 	seriesPeriod := flag.Duration("series-period", 0, "scrape the metrics URLs this often into series.jsonl (0: off)")
 	listen := flag.String("listen", "", "serve requests on this address until stopped, instead of a replay")
 	routesFile := flag.String("routes", "", "route by the rendered HTTPRoutes (JSON, devtools/dataplane/multimodel.py) instead of --pickers")
-	bbrAddr := flag.String("bbr", "", "ext_proc address of the body-based router (with --routes)")
+	bbrAddr := flag.String("bbr", "", "ext_proc address of the body-based router (with --routes; several models)")
+	routesReload := flag.Duration("routes-reload", 0, "re-read the --routes file this often once it changed (0: never)")
 	flag.Parse()
 	if (*listen == "") == (*replay == "") {
 		fmt.Fprintln(os.Stderr, "gateway: give exactly one of --replay and --listen")
 		os.Exit(2)
 	}
-	if (*routesFile == "") != (*bbrAddr == "") || (*routesFile != "" && *listen != "") {
-		fmt.Fprintln(os.Stderr, "gateway: --routes and --bbr go together, with --replay")
+	if (*bbrAddr != "" || *routesReload != 0) && *routesFile == "" || (*routesFile != "" && *listen != "") {
+		fmt.Fprintln(os.Stderr, "gateway: --bbr and --routes-reload need --routes, which needs --replay")
 		os.Exit(2)
 	}
 	var p router
 	var err error
 	if *routesFile != "" {
-		p, err = connectRoutes(*routesFile, *bbrAddr, *deadline)
+		var g *routes
+		g, err = connectRoutes(*routesFile, *bbrAddr, probeSettings{*probePeriod, *probeFailures}, *deadline)
+		if err == nil && *routesReload > 0 {
+			go g.watch(*routesFile, *routesReload)
+		}
+		p = g
 	} else {
 		p, err = connect(*pickers, *health, *probePeriod, *probeFailures, *deadline)
 	}

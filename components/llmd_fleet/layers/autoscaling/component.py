@@ -214,21 +214,18 @@ def keda_values() -> dict[str, Any]:
 
 
 def autoscaled_roles(plan: FleetPlan) -> list[RolePlan]:
+    """The roles `serving.autoscaling` scales, each of which gets a ScaledObject."""
     return [r for r in plan.roles if r.autoscaled]
 
 
 class AutoscalingArgs(TypedDict):
-    """Arguments of `Autoscaling`. Every key is required.
-
-    - `config` (required): the validated stack config; `serving.autoscaling` must be set, and
-      picks the roles, KEDA's install and the Prometheus address.
-    - `plan` (required): the fleet plan; each autoscaled role's min/max instances.
-    """
+    """Arguments of `Autoscaling`. Every key is required."""
 
     config: StackConfig
-    """The validated stack configuration."""
+    """The validated stack config; `serving.autoscaling` must be set, and picks the roles, KEDA's
+    install and the Prometheus address."""
     plan: FleetPlan
-    """The fleet plan."""
+    """The fleet plan; each autoscaled role's min/max instances."""
 
 
 class Autoscaling(pulumi.ComponentResource):

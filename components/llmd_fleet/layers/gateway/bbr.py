@@ -65,10 +65,12 @@ BBR_SKIPS = (
 
 
 def bbr_labels() -> dict[str, str]:
+    """The body-based router's labels (its pods' selector, `bbr_selector`, is a subset)."""
     return common_labels("body-based-router", BBR_NAME)
 
 
 def bbr_selector() -> dict[str, str]:
+    """The labels that select the body-based router's pods (Service, NetworkPolicies)."""
     return {"app.kubernetes.io/component": "body-based-router", "app.kubernetes.io/instance": BBR_NAME}
 
 

@@ -65,6 +65,8 @@ def gateway_spec(
     infrastructure_annotations: dict[str, str] | None = None,
     addresses: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
+    """The Gateway's spec: the implementation's GatewayClass and one HTTP listener on
+    `gateway.listenerPort` that admits routes from its own namespace only."""
     spec: dict[str, Any] = {
         "gatewayClassName": GATEWAY_CLASS[gateway.implementation],
         "listeners": [
@@ -87,6 +89,8 @@ def gateway_spec(
 
 
 def gateway_labels(config: StackConfig) -> dict[str, str]:
+    """The Gateway's labels; with Istio also the opt-in that wires its ext_proc call to the endpoint
+    picker."""
     labels = common_labels("gateway", config.serving.name)
     if config.gateway.implementation == "istio":
         # Istio wires the ext_proc call to the EPP only for gateways that opt in.
@@ -115,6 +119,8 @@ def backend_refs(config: StackConfig, pool_name: str) -> list[dict[str, Any]]:
 
 
 def http_route_spec(config: StackConfig, pool_name: str) -> dict[str, Any]:
+    """The HTTPRoute from the Gateway's listener to the InferencePool (every path, `backend_refs`),
+    with the gateway's request timeout where the implementation takes it on the route."""
     rule: dict[str, Any] = {
         "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
         "backendRefs": backend_refs(config, pool_name),
@@ -198,36 +204,28 @@ def _first_address(status: Any) -> str | None:
 
 
 class GatewayLayerArgs(TypedDict):
-    """Arguments of `GatewayLayer`.
-
-    - `config` (required): the validated stack config; `gateway` picks the implementation,
-      listener port and request timeout, `serving` the namespace.
-    - `pool_name` (required): the InferencePool the HTTPRoute sends traffic to; also the route's
-      name.
-    - `install_crds` (required): install the Gateway API and inference-extension CRDs; the
-      llm-d-router CRDs are installed either way. With `target.platform: preinstalled` no CRD
-      bundle, namespace or chart of the implementation is declared, only the Gateway, the route
-      and (GKE) the backend policies.
-    - `infrastructure_annotations` (default: none): annotations the implementation copies onto
-      what it generates for the Gateway (`spec.infrastructure`).
-    - `addresses` (default: none): the Gateway's `spec.addresses`.
-    - `route` (default `True`): declare the HTTPRoute to `pool_name` (and on GKE its backend
-      policies); `llmd-fleet:models` declares a route per model instead.
-    """
+    """Arguments of `GatewayLayer`."""
 
     config: StackConfig
+    """The validated stack config; `gateway` picks the implementation, listener port and request
+    timeout, `serving` the namespace."""
     pool_name: str
-    """InferencePool the route sends traffic to."""
+    """The InferencePool the HTTPRoute sends traffic to; also the route's name."""
     install_crds: bool
-    """Install the Gateway API / inference-extension CRDs (False where the platform ships them);
-    the llm-d-router CRDs are installed either way."""
+    """Install the Gateway API and inference-extension CRDs (False where the platform ships them);
+    the llm-d-router CRDs are installed either way. With `target.platform: preinstalled` no CRD
+    bundle, namespace or chart of the implementation is declared, only the Gateway, the route and
+    (GKE) the backend policies."""
     infrastructure_annotations: NotRequired[dict[str, str]]
-    """Annotations for the Gateway's generated resources (e.g. the AWS NLB annotations on EKS)."""
+    """Annotations the implementation copies onto what it generates for the Gateway
+    (`spec.infrastructure`; e.g. the AWS NLB annotations on EKS); default none."""
     addresses: NotRequired[list[dict[str, str]]]
-    """The Gateway's `spec.addresses` (GKE with Responses on: the reserved internal address)."""
+    """The Gateway's `spec.addresses` (GKE with Responses on: the reserved internal address);
+    default none."""
     route: NotRequired[bool]
-    """Declare the HTTPRoute to `pool_name` (default true); false with `llmd-fleet:models`, whose
-    routes per model come with the body-based router (llmd_fleet/layers/gateway/bbr.py)."""
+    """Declare the HTTPRoute to `pool_name`, and on GKE its backend policies (default `True`); False
+    with `llmd-fleet:models`, whose routes per model come with the body-based router
+    (llmd_fleet/layers/gateway/bbr.py)."""
 
 
 class GatewayLayer(pulumi.ComponentResource):

@@ -37,6 +37,9 @@ GATEWAY_METRICS_PORT = 15020
 
 
 def flows(config: StackConfig, plan: FleetPlan, ranges: ClusterRanges) -> dict[str, PolicySpec]:
+    """The layer's NetworkPolicies in the serving namespace, by name: the flows of the module's
+    table (none with a managed gateway); the layer's `namespace_flows` in
+    llmd_fleet/stack/registry.py."""
     implementation = config.gateway.implementation
     if implementation in MANAGED_IMPLEMENTATIONS:
         return {}

@@ -39,6 +39,7 @@ SERVER_RESOURCES = {"cpu": "4", "memory": "8Gi"}
 
 
 def server_labels(config: StackConfig) -> dict[str, str]:
+    """The ModelExpress server's labels (its pods' selector, `server_selector`, is a subset)."""
     return {**common_labels(COMPONENT, config.serving.name), "app.kubernetes.io/name": "modelexpress-server"}
 
 
@@ -103,6 +104,7 @@ def server_deployment_spec(config: StackConfig) -> dict[str, Any]:
 
 
 def server_service_spec(config: StackConfig) -> dict[str, Any]:
+    """The server's Service: its gRPC port, the address the engines' clients dial (`server_address`)."""
     return {
         "selector": server_selector(config),
         "ports": [{"name": "grpc", "port": MX_SERVER_PORT, "targetPort": "grpc", "protocol": "TCP"}],
@@ -110,18 +112,13 @@ def server_service_spec(config: StackConfig) -> dict[str, Any]:
 
 
 class ModelExpressServerArgs(TypedDict):
-    """Arguments of `ModelExpressServer`.
-
-    - `config` (required): the validated stack config; `serving` names the namespace and the
-      objects (`server_name`).
-    - `install_crds` (required): install the ModelMetadata and ModelCacheEntry CRDs (the
-      `modelexpress-crds` manifest of the version matrix); False where they are already there.
-    """
+    """Arguments of `ModelExpressServer`. Every key is required."""
 
     config: StackConfig
-    """The validated stack configuration."""
+    """The validated stack config; `serving` names the namespace and the objects (`server_name`)."""
     install_crds: bool
-    """Whether the stack installs the server's CRDs."""
+    """Install the ModelMetadata and ModelCacheEntry CRDs (the `modelexpress-crds` manifest of the
+    version matrix); False where they are already there."""
 
 
 class ModelExpressServer(pulumi.ComponentResource):

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 
 
 def flows(config: StackConfig, plan: FleetPlan, ranges: ClusterRanges) -> dict[str, PolicySpec]:
+    """The layer's NetworkPolicies in the serving namespace, by name: the flows of the module's
+    table (none without `serving.weightLoading: modelexpress`); the layer's `namespace_flows` in
+    llmd_fleet/stack/registry.py."""
     if config.serving.weight_loading != "modelexpress":
         return {}
     return {

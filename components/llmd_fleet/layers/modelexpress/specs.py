@@ -13,6 +13,7 @@ COMPONENT = "modelexpress"
 
 
 def server_selector(config: StackConfig) -> dict[str, str]:
+    """The labels that select this stack's ModelExpress server pods (Service, NetworkPolicies)."""
     return {"app.kubernetes.io/component": COMPONENT, "app.kubernetes.io/instance": config.serving.name}
 
 

@@ -102,6 +102,7 @@ def _interval(config: StackConfig) -> str:
 
 
 def role_selector(config: StackConfig, role: RoleName) -> dict[str, str]:
+    """The labels that select one serving role's pods of this stack (the role's PodMonitor)."""
     return {
         "llm-d.ai/inference-serving": "true",
         "app.kubernetes.io/instance": config.serving.name,
@@ -257,6 +258,8 @@ def kube_prometheus_stack_values(config: StackConfig) -> dict[str, Any]:
 
 
 def metrics_reader_rules() -> list[dict[str, Any]]:
+    """The ClusterRole rule a scraper needs to read an authenticated `/metrics` endpoint: `get` on
+    that non-resource URL, nothing else."""
     return [{"nonResourceURLs": [METRICS_PATH], "verbs": ["get"]}]
 
 
@@ -279,19 +282,13 @@ def dashboard_config_maps(obs: ObservabilityPlan) -> dict[str, dict[str, str]]:
 
 
 class ObservabilityArgs(TypedDict):
-    """Arguments of `Observability`.
-
-    - `config` (required): the validated stack config; `observability` picks the scraper
-      (`prometheus`), the dashboards and the monitors' labels, `serving` names the namespace and
-      pool.
-    - `plan` (required): the fleet plan; `plan_observability` derives the scrape targets and alert
-      thresholds from it.
-    """
+    """Arguments of `Observability`. Every key is required."""
 
     config: StackConfig
-    """The validated stack configuration."""
+    """The validated stack config; `observability` picks the scraper (`prometheus`), the dashboards
+    and the monitors' labels, `serving` names the namespace and pool."""
     plan: FleetPlan
-    """The fleet plan (targets, thresholds)."""
+    """The fleet plan; `plan_observability` derives the scrape targets and alert thresholds from it."""
 
 
 class Observability(pulumi.ComponentResource):

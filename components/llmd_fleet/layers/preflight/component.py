@@ -115,6 +115,8 @@ def memory_gib(config: StackConfig) -> int:
 
 
 def job_annotations(config: StackConfig) -> dict[str, str]:
+    """The preflight Job's annotations: checkov's deliberate skips, Pulumi's replace-when-unready and
+    timeout, and either the serving rollout it gates (`serving.preflight.gateServing`) or no await."""
     preflight = config.serving.preflight
     annotations = {
         # What checkov reports on purpose (it reads them from the workload's own metadata): the
@@ -247,20 +249,16 @@ def service_spec(config: StackConfig) -> dict[str, Any]:
 
 
 class FabricPreflightArgs(TypedDict):
-    """Arguments of `FabricPreflight`. Every key is required.
-
-    - `config` (required): the validated stack config; `serving.preflight` sizes the probe,
-      `serving` names the namespace and the objects.
-    - `plan` (required): the fleet plan; the prefill role gives the node group, claim and fabric.
-    - `engine_image` (required): the serving image, which carries NIXL (`serving_image`).
-    """
+    """Arguments of `FabricPreflight`. Every key is required."""
 
     config: StackConfig
-    """The validated stack configuration."""
+    """The validated stack config; `serving.preflight` sizes the probe, `serving` names the
+    namespace and the objects."""
     plan: FleetPlan
-    """The fleet plan derived from it."""
+    """The fleet plan; the prefill role gives the node group, claim and fabric."""
     engine_image: pulumi.Input[str]
-    """The image the probe runs in: the engines' own."""
+    """The image the probe runs in: the engines' own serving image, which carries NIXL
+    (`serving_image`)."""
 
 
 class FabricPreflight(pulumi.ComponentResource):

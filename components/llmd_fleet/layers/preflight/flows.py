@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
 
 def flows(config: StackConfig, plan: FleetPlan, ranges: ClusterRanges) -> dict[str, PolicySpec]:
+    """The layer's NetworkPolicies in the serving namespace, by name: the flows of the module's
+    table (none with the preflight off); the layer's `namespace_flows` in
+    llmd_fleet/stack/registry.py."""
     if not config.serving.preflight.enabled:
         return {}
     probe = pods(probe_selector(config))

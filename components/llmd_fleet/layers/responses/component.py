@@ -447,28 +447,20 @@ def cnpg_scheduled_backup_spec(config: StackConfig) -> dict[str, Any]:
 
 
 class ResponsesLayerArgs(TypedDict):
-    """Arguments of `ResponsesLayer`.
-
-    - `config` (required): the validated stack config; `responses` must be set (ValueError
-      otherwise) and names the objects, which live in `serving.namespace`; `gateway` picks the
-      managed-gateway path, the listener port and the request timeout.
-    - `pool_name` (required): the InferencePool the upstream HTTPRoute sends the agentic API's
-      requests to.
-    - `password` (required): the database owner's password, wrapped as a secret; it goes into the
-      connection Secret (and on-prem the CloudNativePG owner Secret).
-    - `database` (default `None`): the cloud target's managed database (`ManagedDatabase`); None
-      declares the CloudNativePG operator and a Cluster instead.
-    """
+    """Arguments of `ResponsesLayer`."""
 
     config: StackConfig
-    """The validated stack configuration (`responses` set)."""
+    """The validated stack config; `responses` must be set (ValueError otherwise) and names the
+    objects, which live in `serving.namespace`; `gateway` picks the managed-gateway path, the
+    listener port and the request timeout."""
     pool_name: str
-    """The InferencePool the agentic API's requests go to."""
+    """The InferencePool the upstream HTTPRoute sends the agentic API's requests to."""
     password: pulumi.Input[str]
-    """The database owner's password (secret config `responsesDbPassword`)."""
+    """The database owner's password (secret config `responsesDbPassword`), wrapped as a secret; it
+    goes into the connection Secret (and on-prem the CloudNativePG owner Secret)."""
     database: NotRequired[ManagedDatabase | None]
-    """The cloud target's managed database; None (on-prem) declares the CloudNativePG operator
-    and a Cluster instead."""
+    """The cloud target's managed database (`ManagedDatabase`); None (the default, on-prem) declares
+    the CloudNativePG operator and a Cluster instead."""
 
 
 class ResponsesLayer(pulumi.ComponentResource):

@@ -63,6 +63,7 @@ CONFIG_FILE = "epp.yaml"
 
 
 def epp_labels(config: StackConfig) -> dict[str, str]:
+    """The endpoint picker's labels (its pods' selector, `epp_selector`, is a subset)."""
     return {
         **common_labels("endpoint-picker", config.serving.name),
         "app.kubernetes.io/name": "llm-d-router-endpoint-picker",
@@ -86,6 +87,8 @@ def inference_pool_spec(config: StackConfig, plan: FleetPlan, names: RouterNames
 
 
 def epp_args(config: StackConfig, names: RouterNames, experimental: bool) -> list[str]:
+    """The endpoint picker's command-line flags: its pool, config file and ports; `experimental`
+    (`needs_experimental_plugins`) allows the Alpha plugins its config names."""
     args = [
         f"--pool-name={names.pool}",
         f"--pool-namespace={names.namespace}",
@@ -156,6 +159,8 @@ def readiness_probe(ha: bool) -> dict[str, Any]:
 def epp_deployment_spec(
     config: StackConfig, plan: FleetPlan, names: RouterNames, experimental: bool
 ) -> dict[str, Any]:
+    """The endpoint picker's Deployment spec, its CPU sized for the most pods the roles can run at
+    `router.expectedRequestsPerSecond` (`epp_cpus`)."""
     router = config.router
     cpus = str(epp_cpus(plan, router.expected_requests_per_second))
     # Memory from the plan (working set at the expected rate plus the flow-control byte bound).
@@ -255,6 +260,7 @@ def epp_rbac_rules(config: StackConfig) -> list[dict[str, Any]]:
 
 
 def tokenizer_labels(config: StackConfig) -> dict[str, str]:
+    """The tokenizer's (vllm-render's) labels (its pods' selector, `tokenizer_selector`, is a subset)."""
     return {**common_labels("tokenizer", config.serving.name), "app.kubernetes.io/name": "vllm-render"}
 
 
@@ -339,33 +345,26 @@ def tokenizer_deployment_spec(config: StackConfig, hf_token_secret: str | None) 
 
 
 class RouterArgs(TypedDict):
-    """Arguments of `Router`.
-
-    - `config` (required): the validated stack config; names and namespace come from `serving`,
-      the endpoint picker's settings from `router`, the tokenizer's model from `model`.
-    - `plan` (required): the fleet plan; the pool's target ports come from its roles and the
-      endpoint picker is sized by its `router` (RouterPlan).
-    - `hf_token_secret` (required, may be `None`): name of the Secret holding HF_TOKEN for the
-      tokenizer's download; the tokenizer gets no HF_TOKEN when None.
-    - `objectives` (default `True`): declare the InferenceObjectives of `router.priorityClasses`
-      on this pool. A canary's router has none: objectives are looked up by name, the stable
-      pool's already carry those names in the namespace, and a picker keeps only objectives
-      whose poolRef is its own pool (llm-d-router at the pinned tag,
-      pkg/epp/controller/inferenceobjective_reconciler.go), so the canary's requests run at the
-      default priority.
-    - `objective_prefix` (default none): prefix of the InferenceObjectives' names
-      (`llmd-fleet:models`: the model's name and a dash).
-    """
+    """Arguments of `Router`."""
 
     config: StackConfig
+    """The validated stack config; names and namespace come from `serving`, the endpoint picker's
+    settings from `router`, the tokenizer's model from `model`."""
     plan: FleetPlan
+    """The fleet plan; the pool's target ports come from its roles and the endpoint picker is sized
+    by its `router` (RouterPlan)."""
     hf_token_secret: str | None
-    """Secret holding HF_TOKEN for the tokenizer's download, if any."""
+    """Name of the Secret holding HF_TOKEN for the tokenizer's download; the tokenizer gets no
+    HF_TOKEN when None."""
     objectives: NotRequired[bool]
-    """Declare the priority classes' InferenceObjectives (default true; false for a canary)."""
+    """Declare the InferenceObjectives of `router.priorityClasses` on this pool (default `True`). A
+    canary's router has none: objectives are looked up by name, the stable pool's already carry
+    those names in the namespace, and a picker keeps only objectives whose poolRef is its own pool
+    (llm-d-router at the pinned tag, pkg/epp/controller/inferenceobjective_reconciler.go), so the
+    canary's requests run at the default priority."""
     objective_prefix: NotRequired[str]
-    """Prefix of the InferenceObjectives' names (default none); with `llmd-fleet:models` the
-    model's name and a dash, so each pool's objectives have names of their own in the namespace."""
+    """Prefix of the InferenceObjectives' names (default none); with `llmd-fleet:models` the model's
+    name and a dash, so each pool's objectives have names of their own in the namespace."""
 
 
 class Router(pulumi.ComponentResource):

@@ -29,35 +29,50 @@ class _Strict(BaseModel):
 
 
 class Plugin(_Strict):
+    """One entry of `plugins`: a plugin instance (`type`) under the `name` profiles refer to, and its
+    parameters."""
+
     name: str
     type: str
     parameters: dict[str, Any] | None = None
 
 
 class PluginRef(_Strict):
+    """A scheduling profile's use of a plugin, by name, with its scorer weight."""
+
     plugin_ref: str = Field(alias="pluginRef")
     weight: float | None = None
 
 
 class SchedulingProfile(_Strict):
+    """One entry of `schedulingProfiles`: the plugins (filters, scorers, picker) one profile runs."""
+
     name: str
     plugins: list[PluginRef]
 
 
 class Extractor(_Strict):
+    """A data source's extractor, by plugin name."""
+
     plugin_ref: str = Field(alias="pluginRef")
 
 
 class DataSource(_Strict):
+    """One source of `dataLayer.sources`, by plugin name, and its extractors."""
+
     plugin_ref: str = Field(alias="pluginRef")
     extractors: list[Extractor] = []
 
 
 class DataLayer(_Strict):
+    """`dataLayer`: where the picker's endpoint data comes from."""
+
     sources: list[DataSource]
 
 
 class PriorityBand(_Strict):
+    """One band of `flowControl.priorityBands`: a priority's queue limits and its policies."""
+
     priority: int
     max_requests: int | None = Field(default=None, alias="maxRequests")
     max_bytes: str | None = Field(default=None, alias="maxBytes")
@@ -67,10 +82,14 @@ class PriorityBand(_Strict):
 
 
 class SaturationDetectorRef(_Strict):
+    """`flowControl.saturationDetector`: the plugin that says when the pool is saturated."""
+
     plugin_ref: str = Field(alias="pluginRef")
 
 
 class FlowControl(_Strict):
+    """`flowControl`: the admission queue's limits, its priority bands and its saturation detector."""
+
     max_bytes: str | None = Field(default=None, alias="maxBytes")
     max_requests: int | None = Field(default=None, alias="maxRequests")
     default_request_ttl: str | None = Field(default=None, alias="defaultRequestTTL")
@@ -79,6 +98,8 @@ class FlowControl(_Strict):
 
 
 class EndpointPickerConfig(_Strict):
+    """The whole config file the endpoint picker reads (`build_epp_config` makes it from the plan)."""
+
     api_version: str = Field(default="llm-d.ai/v1alpha1", alias="apiVersion")
     kind: str = "EndpointPickerConfig"
     feature_gates: list[str] = Field(default_factory=list, alias="featureGates")
@@ -88,6 +109,7 @@ class EndpointPickerConfig(_Strict):
     flow_control: FlowControl | None = Field(default=None, alias="flowControl")
 
     def to_yaml(self) -> str:
+        """The file's text: the aliases the picker decodes, unset fields left out, in field order."""
         return yaml.safe_dump(self.model_dump(by_alias=True, exclude_none=True), sort_keys=False)
 
     @classmethod
@@ -612,6 +634,8 @@ def _index_size(plan: FleetPlan) -> int:
 
 
 def needs_experimental_plugins(config: EndpointPickerConfig) -> bool:
+    """Whether the config names a plugin the pinned picker registers only behind
+    `--allow-experimental-plugins` (`EXPERIMENTAL_TYPES`: the ones llm-d-router marks Alpha)."""
     return any(p.type in EXPERIMENTAL_TYPES for p in config.plugins)
 
 

@@ -19,6 +19,7 @@ INFLIGHT_PRODUCER = "inflight-load"
 
 
 def epp_selector(config: StackConfig) -> dict[str, str]:
+    """The labels that select this stack's endpoint-picker pods (Service, NetworkPolicies)."""
     return {
         "app.kubernetes.io/component": "endpoint-picker",
         "app.kubernetes.io/instance": config.serving.name,
@@ -26,6 +27,7 @@ def epp_selector(config: StackConfig) -> dict[str, str]:
 
 
 def tokenizer_selector(config: StackConfig) -> dict[str, str]:
+    """The labels that select this stack's tokenizer pods (Service, NetworkPolicies)."""
     return {"app.kubernetes.io/component": "tokenizer", "app.kubernetes.io/instance": config.serving.name}
 
 

@@ -25,38 +25,29 @@ HF_TOKEN_SECRET = "llm-d-hf-token"
 
 
 class ModelServingArgs(TypedDict):
-    """Arguments of `ModelServing`.
-
-    - `config` (required): the validated stack config; `serving` names the namespace and the
-      DisaggregatedSet, `model` labels the pods.
-    - `plan` (required): the fleet plan; one pod template per role, one ResourceClaimTemplate per
-      node group and claim shape.
-    - `hf_token` (required, may be `None`): Hugging Face token (a secret); when set, the Secret
-      `llm-d-hf-token` is created and the pods read HF_TOKEN from it.
-    - `engine_image` (required): the image every engine container runs (`serving_image`), and
-      the fabric preflight's probe (`serving.preflight`, `FabricPreflight`).
-    - `beside` (default: none): the stable revision's `ModelServing` when this one is its canary
-      (layers/serving/canary.py): the namespace, token Secret and ResourceClaimTemplates are
-      that one's, not declared again.
-    - `alongside` (default `None`): another model's ModelServing in the same namespace
-      (`llmd-fleet:models`): its namespace and token Secret are shared, and its claim templates
-      where this model's roles use the same node group and claim shape.
-    """
+    """Arguments of `ModelServing`."""
 
     config: StackConfig
-    """The validated stack configuration."""
+    """The validated stack config; `serving` names the namespace and the DisaggregatedSet, `model`
+    labels the pods."""
     plan: FleetPlan
-    """The fleet plan derived from it."""
+    """The fleet plan; one pod template per role, one ResourceClaimTemplate per node group and claim
+    shape."""
     hf_token: pulumi.Input[str] | None
-    """Hugging Face token (a secret); no Secret is created and pods get no HF_TOKEN when None."""
+    """Hugging Face token (a secret); when set, the Secret `llm-d-hf-token` is created and the pods
+    read HF_TOKEN from it; None: no Secret, and no HF_TOKEN in the pods."""
     engine_image: pulumi.Input[str]
-    """The image every engine container runs, from llmd_fleet/images/build.py serving_image()."""
+    """The image every engine container runs (`serving_image`, llmd_fleet/images/build.py), and the
+    fabric preflight's probe (`serving.preflight`, `FabricPreflight`)."""
     beside: NotRequired[ModelServing]
-    """The stable revision's ModelServing, for a canary: its namespace, Secret and claim templates
-    are shared."""
+    """The stable revision's `ModelServing` when this one is its canary (layers/serving/canary.py):
+    the namespace, token Secret and ResourceClaimTemplates are that one's, not declared again
+    (default none)."""
     alongside: NotRequired[ModelServing | None]
-    """With `llmd-fleet:models`: the first model's ModelServing, whose namespace, token Secret and
-    ResourceClaimTemplates this model shares instead of declaring them again (default: none)."""
+    """With `llmd-fleet:models`: the first model's ModelServing in the same namespace, whose
+    namespace and token Secret this model shares instead of declaring them again, and its
+    ResourceClaimTemplates where this model's roles use the same node group and claim shape (default
+    none)."""
 
 
 class ModelServing(pulumi.ComponentResource):

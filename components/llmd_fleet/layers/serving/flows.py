@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 
 
 def flows(config: StackConfig, plan: FleetPlan, ranges: ClusterRanges) -> dict[str, PolicySpec]:
+    """The layer's NetworkPolicies in the serving namespace, by name: the flows of the module's
+    table; the layer's `namespace_flows` in llmd_fleet/stack/registry.py."""
     ports = policy_ports(plan)
     fleet = pods(pool_selector(config))
     epp = pods(epp_selector(config))

@@ -24,6 +24,7 @@ class PolicyPorts:
 
 
 def policy_ports(plan: FleetPlan) -> PolicyPorts:
+    """The serving pods' ports the NetworkPolicies open, by purpose, over both roles."""
     return PolicyPorts(
         client=tuple(sorted({p for role in plan.roles for p in role.client_ports})),
         engine=tuple(

@@ -129,6 +129,7 @@ LORA_ROOT = f"{CACHE_PATH}/lora"
 
 
 def lora_adapter_path(adapter: LoraAdapterConfig) -> str:
+    """Where the launch script puts the adapter (`LORA_ROOT`/<name>), the path vLLM loads it from."""
     return f"{LORA_ROOT}/{adapter.name}"
 
 

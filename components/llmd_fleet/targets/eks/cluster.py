@@ -205,17 +205,12 @@ class _EksPart(pulumi.ComponentResource):
 
 
 class EksNetworkArgs(TypedDict):
-    """Arguments of `EksNetwork`.
-
-    - `eks` (required): the `target.eks` section (VPC CIDR, capacity and secondary zones).
-    - `cluster_name` (required): the EKS cluster name; it names and tags the subnets.
-    - `tags` (required): tags on every resource.
-    """
+    """Arguments of `EksNetwork`. Every key is required."""
 
     eks: EksTargetConfig
-    """`target.eks`."""
+    """The `target.eks` section (VPC CIDR, capacity and secondary zones)."""
     cluster_name: str
-    """EKS cluster name (subnet tags for load-balancer discovery)."""
+    """The EKS cluster name; it names the subnets and tags them for load-balancer discovery."""
     tags: dict[str, str]
     """Tags on every resource."""
 
@@ -342,10 +337,7 @@ class EksNetwork(_EksPart):
 
 
 class EksIamArgs(TypedDict):
-    """Arguments of `EksIam`.
-
-    - `tags` (required): tags on both roles.
-    """
+    """Arguments of `EksIam`."""
 
     tags: dict[str, str]
     """Tags on both roles."""
@@ -388,25 +380,20 @@ class EksIam(_EksPart):
 
 
 class EksSystemNodesArgs(TypedDict):
-    """Arguments of `EksSystemNodes`.
-
-    - `system_nodes` (required): `target.eks.systemNodes` (instance type, count, root volume).
-    - `cluster` (required): the EKS cluster the node group joins.
-    - `node_role_arn` (required): the node role (EksIam).
-    - `subnet_ids` (required): the private subnets of both zones.
-    - `tags` (required): tags on every resource and instance.
-    - `depends_on` (default none): what the nodes need first (the CNI add-ons, the node role's
-      policies).
-    """
+    """Arguments of `EksSystemNodes`."""
 
     system_nodes: EksSystemNodesConfig
-    """`target.eks.systemNodes`."""
+    """`target.eks.systemNodes` (instance type, count, root volume)."""
     cluster: aws.eks.Cluster
+    """The EKS cluster the node group joins."""
     node_role_arn: pulumi.Input[str]
+    """The node role (`EksIam`)."""
     subnet_ids: list[pulumi.Output[str]]
+    """The private subnets of both zones."""
     tags: dict[str, str]
+    """Tags on every resource and instance."""
     depends_on: NotRequired[list[pulumi.Resource]]
-    """What the nodes need first."""
+    """What the nodes need first (the CNI add-ons, the node role's policies); default none."""
 
 
 class EksSystemNodes(_EksPart):
@@ -451,32 +438,30 @@ class EksSystemNodes(_EksPart):
 
 
 class EksGpuCapacityArgs(TypedDict):
-    """Arguments of `EksGpuCapacity`.
-
-    - `group_name` (required): the fleet node group's name (`fleet.nodeGroups` key).
-    - `group` (required): that node group (count, node labels).
-    - `capacity` (required): its `target.eks.gpuNodes` entry (Capacity Blocks or an ODCR).
-    - `availability_zone` (required): the capacity's zone (`target.eks.availabilityZone`).
-    - `physical_name` (required): the name of a placement group the stack creates.
-    - `cluster` (required): the EKS cluster the node groups join.
-    - `node_role_arn` (required): the node role (EksIam).
-    - `subnet_id` (required): the private subnet of the capacity zone.
-    - `security_group_ids` (required): security groups of every network interface.
-    - `tags` (required): tags on every resource and instance.
-    - `depends_on` (default none): what the nodes need first.
-    """
+    """Arguments of `EksGpuCapacity`."""
 
     group_name: str
+    """The fleet node group's name (its `fleet.nodeGroups` key)."""
     group: NodeGroupConfig
+    """That node group (count, node labels)."""
     capacity: EksGpuCapacityConfig
+    """Its `target.eks.gpuNodes` entry (Capacity Blocks or an ODCR)."""
     availability_zone: str
+    """The capacity's zone (`target.eks.availabilityZone`)."""
     physical_name: str
+    """The name of a placement group the stack creates."""
     cluster: aws.eks.Cluster
+    """The EKS cluster the node groups join."""
     node_role_arn: pulumi.Input[str]
+    """The node role (`EksIam`)."""
     subnet_id: pulumi.Input[str]
+    """The private subnet of the capacity zone."""
     security_group_ids: pulumi.Input[list[str]]
+    """Security groups of every network interface."""
     tags: dict[str, str]
+    """Tags on every resource and instance."""
     depends_on: NotRequired[list[pulumi.Resource]]
+    """What the nodes need first; default none."""
 
 
 class EksGpuCapacity(_EksPart):
@@ -592,28 +577,20 @@ class EksGpuCapacity(_EksPart):
 
 
 class EksClusterArgs(TypedDict):
-    """Arguments of `EksCluster`.
-
-    - `eks` (required): the `target.eks` section (region, VPC CIDR, GPU capacity, system nodes).
-    - `node_groups` (required): `fleet.nodeGroups`, the GPU groups' counts and node labels.
-    - `cluster_name` (required): the EKS cluster name; it also tags the subnets.
-    - `kubernetes_version` (required): the control-plane minor (images/versions.toml).
-    - `addon_versions` (required): EKS add-on name -> pinned version, one for each of ADDONS.
-    - `tags` (default none): tags added to every AWS resource that takes them.
-    """
+    """Arguments of `EksCluster`."""
 
     eks: EksTargetConfig
-    """`target.eks`."""
+    """The `target.eks` section (region, VPC CIDR, GPU capacity, system nodes)."""
     node_groups: Mapping[str, NodeGroupConfig]
     """`fleet.nodeGroups`: counts and node labels of the GPU groups."""
     cluster_name: str
-    """EKS cluster name (also tags the subnets for load-balancer discovery)."""
+    """The EKS cluster name; it also tags the subnets for load-balancer discovery."""
     kubernetes_version: str
-    """Control-plane minor (images/versions.toml [kubernetes].eks)."""
+    """The control-plane minor (images/versions.toml `[kubernetes].eks`)."""
     addon_versions: Mapping[str, str]
-    """EKS add-on name -> pinned version, one per name in ADDONS."""
+    """EKS add-on name -> pinned version, one for each name in ADDONS."""
     tags: NotRequired[dict[str, str]]
-    """Tags on every AWS resource that takes them."""
+    """Tags added to every AWS resource that takes them; default none."""
 
 
 class EksCluster(pulumi.ComponentResource):

@@ -35,34 +35,23 @@ MAINTENANCE_WINDOW = "sun:04:30-sun:05:30"
 
 
 class EksResponsesArgs(TypedDict):
-    """Arguments of `EksResponses`. Every key is required.
-
-    - `eks` (required): `target.eks`; the VPC range gives the database subnets, the capacity and
-      secondary availability zones place them.
-    - `responses` (required): `responses`; the store's name, owner, storage, retention and
-      `database.eks` instance class.
-    - `cluster_name` (required): the EKS cluster's name, prefix of every name here.
-    - `vpc_id` (required): the fleet's VPC.
-    - `cluster_security_group_id` (required): the cluster security group, the only source the
-      database admits on 5432.
-    - `password` (required): the master user's password, wrapped as a secret.
-    - `tags` (required): tags of every resource.
-    """
+    """Arguments of `EksResponses`. Every key is required."""
 
     eks: EksTargetConfig
-    """`target.eks`: VPC range and zones."""
+    """`target.eks`; the VPC range gives the database subnets, the capacity and secondary
+    availability zones place them."""
     responses: "ResponsesConfig"
-    """`responses`."""
+    """The `responses` section; the store's name, owner, storage, retention and `database.eks`
+    instance class."""
     cluster_name: str
-    """The EKS cluster's name: prefixes every name here."""
+    """The EKS cluster's name, prefix of every name here."""
     vpc_id: pulumi.Input[str]
     """The fleet's VPC."""
     cluster_security_group_id: pulumi.Output[str | None]
-    """The cluster security group EKS puts on every node (llmd_fleet/targets/eks/cluster.py); EKS
-    creates it, so
-    an offline render does not know it."""
+    """The cluster security group EKS puts on every node (llmd_fleet/targets/eks/cluster.py), the
+    only source the database admits on 5432; EKS creates it, so an offline render does not know it."""
     password: pulumi.Input[str]
-    """The master user's password (secret)."""
+    """The master user's password, wrapped as a secret."""
     tags: dict[str, str]
     """Tags of every resource."""
 

@@ -69,13 +69,11 @@ def gpu_network_names(cluster_name: str, count: int) -> list[GpuNetworkNames]:
 
 
 class GkeNetworkArgs(TypedDict):
-    """Arguments of `GkeNetwork`.
-
-    - `gke` (required): `target.gke`; `name`, `project` and `region` place and name the networks,
-      `network` gives their address ranges, GPU subnets and GPU MTU.
-    """
+    """Arguments of `GkeNetwork`."""
 
     gke: GkeTargetConfig
+    """`target.gke`; `name`, `project` and `region` place and name the networks, `network` gives
+    their address ranges, GPU subnets and GPU MTU."""
 
 
 class GkeNetwork(pulumi.ComponentResource):
@@ -182,37 +180,29 @@ class GkeNetwork(pulumi.ComponentResource):
 
 
 class GkeNodePoolArgs(TypedDict):
-    """Arguments of `GkeNodePool`. Every key is required.
-
-    - `pool_name` (required): GKE node pool name.
-    - `cluster` (required): the cluster's name.
-    - `project` (required): Google Cloud project id.
-    - `region` (required): the cluster's region (the pool's location).
-    - `zone` (required): the pool's one node location.
-    - `node_count` (required): fixed node count, or the autoscaling maximum with flex-start or
-      queued provisioning.
-    - `pool` (required): the pool's capacity and placement settings (`GkeNodePoolConfig`: machine
-      type, reservation or DWS, placement, disks).
-    - `node_labels` (required): node labels besides the DRA labels.
-    - `gpu_networks` (required): (VPC, subnet) of each additional node network, in NIC order.
-    - `service_account` (required): the nodes' service account (email).
-    """
+    """Arguments of `GkeNodePool`. Every key is required."""
 
     pool_name: str
     """GKE node pool name (the fleet node group's name)."""
     cluster: pulumi.Input[str]
-    """Cluster name."""
+    """The cluster's name."""
     project: str
+    """Google Cloud project id."""
     region: str
+    """The cluster's region (the pool's location)."""
     zone: str
+    """The pool's one node location."""
     node_count: int
-    """Nodes (fixed), or the autoscaling maximum with flex-start / queued provisioning."""
+    """Fixed node count, or the autoscaling maximum with flex-start or queued provisioning."""
     pool: GkeNodePoolConfig
+    """The pool's capacity and placement settings (`GkeNodePoolConfig`: machine type, reservation or
+    DWS, placement, disks)."""
     node_labels: dict[str, str]
-    """Labels besides the DRA labels (the fleet node group's nodeLabels)."""
+    """Node labels besides the DRA labels (the fleet node group's nodeLabels)."""
     gpu_networks: list[tuple[pulumi.Input[str], pulumi.Input[str]]]
-    """(VPC, subnet) names of the additional node networks, in NIC order."""
+    """(VPC, subnet) names of each additional node network, in NIC order."""
     service_account: pulumi.Input[str]
+    """The nodes' service account (email)."""
 
 
 def node_pool_labels(extra: dict[str, str]) -> dict[str, str]:
@@ -389,19 +379,14 @@ def kubeconfig(name: str, endpoint: str | None, ca_certificate: str | None) -> s
 
 
 class GkeClusterArgs(TypedDict):
-    """Arguments of `GkeCluster`.
-
-    - `gke` (required): the `target.gke` section (project, location, networks, pools).
-    - `node_groups` (required): `fleet.nodeGroups`, one `GkeNodePool` per group (each needs its
-      `target.gke.nodePools` entry; ValueError otherwise).
-
-    Nothing else of the stack reaches the cluster, so a serving change never touches a node pool.
-    """
+    """Arguments of `GkeCluster`. Nothing else of the stack reaches the cluster, so a serving change
+    never touches a node pool."""
 
     gke: GkeTargetConfig
-    """`target.gke`."""
+    """The `target.gke` section (project, location, networks, pools)."""
     node_groups: Mapping[str, NodeGroupConfig]
-    """`fleet.nodeGroups`: counts and node labels of the GPU groups."""
+    """`fleet.nodeGroups`: counts and node labels of the GPU groups, one `GkeNodePool` per group
+    (each needs its `target.gke.nodePools` entry; ValueError otherwise)."""
 
 
 class GkeCluster(pulumi.ComponentResource):

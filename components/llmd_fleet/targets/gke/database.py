@@ -59,29 +59,20 @@ def gateway_addresses(address_name: str) -> list[dict[str, str]]:
 
 
 class GkeResponsesArgs(TypedDict):
-    """Arguments of `GkeResponses`. Every key is required.
-
-    - `gke` (required): the `target.gke` section (project, region, name).
-    - `responses` (required): the `responses` section (the database's settings).
-    - `gateway_implementation` (required): `gateway.implementation`; the gateway's internal
-      address is reserved only for a managed one.
-    - `network` (required): the fleet's primary VPC (id), peered for Private Service Access.
-    - `subnet` (required): the node subnet (id) the gateway's address is reserved in.
-    - `password` (required): the owner role's password, wrapped as a secret.
-    """
+    """Arguments of `GkeResponses`. Every key is required."""
 
     gke: GkeTargetConfig
-    """`target.gke`."""
+    """The `target.gke` section (project, region, name)."""
     responses: "ResponsesConfig"
-    """`responses`."""
+    """The `responses` section (the database's settings)."""
     gateway_implementation: str
-    """`gateway.implementation`."""
+    """`gateway.implementation`; the gateway's internal address is reserved only for a managed one."""
     network: pulumi.Input[str]
-    """The fleet's primary VPC (id)."""
+    """The fleet's primary VPC (id), peered for Private Service Access."""
     subnet: pulumi.Input[str]
-    """The node subnet (id): the gateway's address is reserved in it."""
+    """The node subnet (id) the gateway's address is reserved in."""
     password: pulumi.Input[str]
-    """The owner role's password (secret)."""
+    """The owner role's password, wrapped as a secret."""
 
 
 class GkeResponses(pulumi.ComponentResource):

@@ -225,18 +225,14 @@ def cos_driver_installer_spec(accelerators: list[str]) -> dict[str, Any]:
 
 
 class TcpxoNodeSetupArgs(TypedDict):
-    """Arguments of `TcpxoNodeSetup`. Every key is required.
-
-    - `gpu_networks` (required): (VPC name, subnet name) per GPU NIC; one GKENetworkParamSet and
-      Network pair (vpc1..vpcN) each.
-    - `accelerators` (required): GKE accelerator types whose nodes get the TCPXO installer and
-      (where GKE installed no driver) the COS driver installer.
-    """
+    """Arguments of `TcpxoNodeSetup`. Every key is required."""
 
     gpu_networks: list[tuple[str, str]]
-    """(VPC name, subnet name) per GPU NIC, in NIC order (eth1 first)."""
+    """(VPC name, subnet name) per GPU NIC, in NIC order (eth1 first); one GKENetworkParamSet and
+    Network pair (vpc1..vpcN) each."""
     accelerators: list[str]
-    """GKE accelerator types of the GPU pools (node label cloud.google.com/gke-accelerator)."""
+    """GKE accelerator types of the GPU pools (node label cloud.google.com/gke-accelerator), whose
+    nodes get the TCPXO installer and (where GKE installed no driver) the COS driver installer."""
 
 
 class TcpxoNodeSetup(pulumi.ComponentResource):

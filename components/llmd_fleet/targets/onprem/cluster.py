@@ -7,18 +7,13 @@ import pulumi_kubernetes as k8s
 
 
 class OnPremClusterArgs(TypedDict):
-    """Arguments of `OnPremCluster`.
-
-    - `kubeconfig` (default `None`): kubeconfig contents, wrapped as a secret; the ambient
-      kubeconfig when unset.
-    - `context` (default `None`): kubeconfig context; the current context when unset.
-    """
+    """Arguments of `OnPremCluster`."""
 
     kubeconfig: NotRequired[pulumi.Input[str] | None]
-    """kubeconfig contents (a secret); the ambient kubeconfig ($KUBECONFIG or ~/.kube/config)
-    when unset."""
+    """kubeconfig contents, wrapped as a secret; the ambient kubeconfig ($KUBECONFIG or
+    ~/.kube/config) when unset (the default)."""
     context: NotRequired[str | None]
-    """kubeconfig context; the kubeconfig's current context when unset."""
+    """kubeconfig context; the kubeconfig's current context when unset (the default)."""
 
 
 class OnPremCluster(pulumi.ComponentResource):

@@ -1,5 +1,5 @@
-"""Scraping, alerts, dashboards and the plan's live figures (llmd_fleet/observability/,
-llmd_fleet/plan/observability.py)."""
+"""Scraping, alerts, dashboards and the plan's live figures (`components/llmd_fleet/layers/observability/`,
+`components/llmd_fleet/plan/observability.py`)."""
 
 import copy
 import json

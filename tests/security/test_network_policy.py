@@ -406,7 +406,7 @@ def flows(stack: str) -> list[Flow]:
 
 
 # One pool per stack here; the multi-model stack's flows between its models are in
-# tests/layers/test_models.py.
+# tests/layers/gateway/test_models.py.
 TABLE = [(stack, flow) for stack in single_model_stacks() for flow in flows(stack)]
 
 

@@ -1,7 +1,7 @@
-"""The Responses API with `previous_response_id` (components/responses*.py, docs/responses.md): the
-config section, a `/v1/responses` request followed through the rendered HTTPRoutes to the agentic
-API and its database Secret, the database of every target, and that serving changes replace no
-part of it."""
+"""The Responses API with `previous_response_id` (`components/llmd_fleet/layers/responses/`,
+`docs/responses.md`): the config section, a `/v1/responses` request followed through the rendered
+HTTPRoutes to the agentic API and its database Secret, the database of every target, and that
+serving changes replace no part of it."""
 
 import copy
 import functools

@@ -37,7 +37,8 @@ def _run_script(script: str, tmp_path: Path, env: dict[str, str]) -> list[str]:
         stub.write_text("#!/bin/bash\n" + body)
         stub.chmod(stub.stat().st_mode | stat.S_IEXEC)
     sysfs = tmp_path / "sys"
-    if not sysfs.exists():  # the NIC pinning reads sysfs: an 8-GPU node's (tests/layers/test_nic_pinning.py)
+    # The NIC pinning reads sysfs: an 8-GPU node's (tests/layers/serving/test_nic_pinning.py).
+    if not sysfs.exists():
         fake_sysfs(sysfs)
     result = subprocess.run(
         ["/bin/bash", "-c", script],

@@ -1,0 +1,140 @@
+"""How the day-two replay puts each revision into the twin (docs/day-two.md, "The upgrade").
+
+By default through the Pulumi engine, as an operator upgrades: `pulumi up` of the stack for
+revision a, then `pulumi up` of the edited stack (decode `maxNumSeqs` changed, as `variant` in
+run.py edits the stack file) for each next revision, with the real Pulumi CLI, the real Python
+language host (or, without its source snapshot, the Automation API's inline program) and the
+Kubernetes provider, as `make e2e`'s engine run does (devtools/twin/engine.py `Engine`). With
+`--apply-manifests` the rendered objects are applied server-side instead (faster, no engine).
+
+Each `pulumi up` prints the engine's line (`engine: up <N> created (<S> s)`, then `engine: update
+<N> updated, <R> replaced (<S> s)`); an upgrade that replaces anything is a failure: a role's
+setting changes the DisaggregatedSet in place and the LWS controller rolls it.
+"""
+
+import copy
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from devtools.twin import cluster, manifests
+from devtools.twin import engine as twin_engine
+from devtools.twin.kube import Kube
+
+SERVING_KEY = f"{twin_engine.PROJECT}:serving"
+# How long the replay waits for an upgrade's `pulumi up` to return once the rollout has settled
+# (the up returns when the DisaggregatedSet is patched: the provider awaits no custom resource).
+UP_JOIN_S = 300.0
+
+
+def with_decode_max_num_seqs(config: Mapping[str, Any], max_num_seqs: int) -> dict[str, Any]:
+    """The engine's stack config with decode `maxNumSeqs` set (the edit `variant` makes to the
+    stack file, on the config the engine deploys). Pure."""
+    changed = copy.deepcopy(dict(config))
+    changed[SERVING_KEY]["roles"]["decode"]["maxNumSeqs"] = max_num_seqs
+    return changed
+
+
+def upgrade_problems(step: twin_engine.Step) -> list[str]:
+    """What an upgrade's `pulumi up` must not do: change nothing, or replace anything. Pure."""
+    problems = []
+    if step.counts.get("update", 0) < 1:
+        problems.append(f"engine: {step.name}: no resource updated ({dict(step.counts)})")
+    if step.replaced:
+        problems.append(
+            f"engine: {step.name}: {step.replaced} resources replaced (an upgrade updates in place)"
+        )
+    return problems
+
+
+def apply_all(kube: Kube, objects: list[dict[str, Any]]) -> None:
+    """The rendered objects applied server-side, namespaces and cluster-scoped objects first."""
+    namespaced: dict[str, bool] = {}
+    for obj in objects:
+        key = f"{obj['apiVersion']}/{obj['kind']}"
+        if key not in namespaced:
+            namespaced[key] = kube.resource(obj["apiVersion"], obj["kind"]).namespaced
+    for obj in manifests.apply_order(objects, namespaced):
+        kube.apply(obj)
+
+
+class Deployer:
+    """Revision `i` of the replay into the twin: `pulumi up` (engine) or a server-side apply."""
+
+    def __init__(
+        self,
+        renders: list[list[dict[str, Any]]],
+        max_num_seqs: list[int | None],
+        root: Path,
+        stack: str,
+        by_engine: bool,
+    ) -> None:
+        self.root = root
+        self.renders = renders
+        self.max_num_seqs = max_num_seqs
+        """Decode `maxNumSeqs` per revision (None: as the stack file has it)."""
+        self.lines: list[str] = []
+        self.problems: list[str] = []
+        self.engine: twin_engine.Engine | None = None
+        if by_engine:
+            self.engine = twin_engine.Engine(stack, root, verbose=False)
+            tools = self.engine.tools
+            host = (
+                f"the real Python language host {tools.host.binary}"
+                if tools.host is not None
+                else f"the Automation API's inline program ({tools.host_absent})"
+            )
+            self.say(
+                f"day-two: revisions by `pulumi up`: Pulumi CLI {tools.cli}, {host}, "
+                f"Kubernetes provider {tools.plugin_version}"
+            )
+
+    def say(self, line: str) -> None:
+        self.lines.append(line)
+        print(line, flush=True)
+
+    def deploy(self, index: int) -> None:
+        """Revision `index` into the twin; returns when `pulumi up` (or the apply) has."""
+        if self.engine is None:
+            # A client of its own: `start` runs this beside the replay's sampling.
+            apply_all(cluster.client(self.root), self.renders[index])
+            return
+        config = self.engine.config
+        wanted = self.max_num_seqs[index]
+        if wanted is not None:
+            config = with_decode_max_num_seqs(config, wanted)
+        self.engine.write_config(config)
+        try:
+            step = self.engine.up("up" if index == 0 else "update")
+        except Exception as error:  # the CLI's CommandError, the host's or the provider's failure
+            raise cluster.TwinError(f"pulumi up of revision {index}: {error}") from None
+        self.say(twin_engine.step_line(step))
+        if index == 0:
+            if not step.counts.get("create"):
+                self.problems.append("engine: the first up created nothing")
+        else:
+            self.problems += upgrade_problems(step)
+
+    def start(self, index: int) -> Callable[[], None]:
+        """`deploy(index)` in a thread (the replay samples the rollout meanwhile); the returned
+        function waits for it and raises what it raised."""
+        errors: list[BaseException] = []
+
+        def work() -> None:
+            try:
+                self.deploy(index)
+            except BaseException as error:  # re-raised in join
+                errors.append(error)
+
+        thread = threading.Thread(target=work, name=f"deploy-{index}", daemon=True)
+        thread.start()
+
+        def join() -> None:
+            thread.join(UP_JOIN_S)
+            if thread.is_alive():
+                raise TimeoutError(f"revision {index}'s deploy did not return in {UP_JOIN_S:.0f} s")
+            if errors:
+                raise errors[0]
+
+        return join

@@ -1,0 +1,153 @@
+"""`make e2e`'s controller lines from the day-two replay (devtools/daytwo/contract.py), the
+revisions by `pulumi up` (devtools/daytwo/deploy.py) and e2e's `--without-day-two-checks`. Pure:
+`make day-two` and `make e2e` run them against the twin."""
+
+import re
+from typing import Any
+
+import pytest
+
+from devtools import prebuild
+from devtools.daytwo import contract, deploy
+from devtools.twin import e2e, lws_checks
+from devtools.twin.engine import Step
+from tests.devtools.test_twin_lws import SHAPES
+from tests.support import REPO
+
+LWS = lws_checks.LWS_NAME
+GROUP = lws_checks.GROUP_INDEX
+
+
+def _pod(name: str, lws: str, group: str, node: str, uid: str, owner: str = "") -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "uid": uid, "labels": {LWS: lws, GROUP: group}}
+    if owner:
+        meta["ownerReferences"] = [{"controller": True, "kind": "StatefulSet", "uid": owner}]
+    return {"metadata": meta, "spec": {"nodeName": node}}
+
+
+def _owned(kind: str, uid: str, owner_kind: str, owner_uid: str, owner_name: str) -> dict[str, Any]:
+    ref = {"controller": True, "kind": owner_kind, "uid": owner_uid, "name": owner_name}
+    return {"kind": kind, "metadata": {"uid": uid, "ownerReferences": [ref]}}
+
+
+def test_the_controller_line_counts_only_pods_whose_owner_chain_ends_at_the_set() -> None:
+    owners = [
+        _owned("StatefulSet", "sts-p", "LeaderWorkerSet", "lws-p", "glm52-prefill"),
+        _owned("LeaderWorkerSet", "lws-p", "DisaggregatedSet", "ds", "glm52"),
+        _owned("StatefulSet", "sts-other", "LeaderWorkerSet", "lws-o", "other"),
+        _owned("LeaderWorkerSet", "lws-o", "DisaggregatedSet", "ds2", "another-set"),
+    ]
+    pods = [
+        _pod("p-0", "glm52-prefill", "0", "kind-001", "u0", owner="sts-p"),
+        _pod("p-1", "glm52-prefill", "1", "kind-002", "u1", owner="sts-p"),
+        _pod("stray", "other", "0", "kind-003", "u2", owner="sts-other"),
+    ]
+    line, created = contract.controller_line(
+        pods, owners, "glm52", {"prefill": 3}, {"prefill": 1}, {"prefill": 2}, 61.6
+    )
+    assert created == 2
+    assert line == (
+        "controller: pods created by the LWS controller 2/3 (3 prefill in 2 groups of 1; 62 s to all Ready)"
+    )
+    assert re.match(SHAPES["controller"], line)
+
+
+def test_the_rollout_line_is_e2e_s_format_with_the_replay_s_figures() -> None:
+    replaced = contract.replaced_pods(
+        {"a": "prefill", "b": "prefill", "c": "decode", "d": "prefill"},
+        {"b", "new"},
+        "decode",
+        {"prefill": 3, "decode": 6},
+    )
+    assert replaced == {"prefill": (2, 3)}
+    line = contract.rollout_line(3, 3, 3, 142.9, 180, True, replaced, "glm52-decode", 40)
+    assert line == (
+        "rollout: decode minimum ready 3 of 3 instances, 143 s (planned minimum 3; 180 samples; completed; "
+        "2 of 3 prefill pods replaced (the controller's revision is one hash over every role's template, "
+        "so a decode-only change rolls every role); PodDisruptionBudget glm52-decode allowed no eviction "
+        "in 40 of 180 samples (a rollout deletes, it does not evict))"
+    )
+    assert re.match(SHAPES["rollout"], line)
+    quiet = contract.rollout_line(2, 3, 3, 10, 5, False, {"prefill": (0, 3)}, None, 0)
+    assert quiet.endswith("NOT completed; 0 of 3 prefill pods replaced; no PodDisruptionBudget for the role)")
+
+
+def test_node_loss_lines_name_each_group_the_node_took_and_the_spare_nodes_it_went_to() -> None:
+    before = [
+        _pod("decode-2", "set-decode", "2", "kind-001", "d2"),
+        _pod("decode-2-1", "set-decode", "2", "kind-008", "d21"),
+        _pod("prefill-1", "set-prefill", "1", "kind-008", "p1"),
+        _pod("decode-0", "set-decode", "0", "kind-002", "d0"),
+    ]
+    after = [
+        _pod("decode-2", "set-decode", "2", "kind-010", "n1"),
+        _pod("decode-2-1", "set-decode", "2", "kind-011", "n2"),
+        _pod("prefill-1", "set-prefill", "1", "kind-001", "n3"),
+        _pod("decode-0", "set-decode", "0", "kind-002", "d0"),
+    ]
+    lines = contract.node_loss_lines("kind-008", before, after, {"kind-010", "kind-011", "kind-012"}, 45.6)
+    assert lines == [
+        "node loss: group set-decode-2 recreated with a spare node: 2 pods replaced by 2 new ones after "
+        "kind-008 was lost, all Ready in 46 s (2 on the spare kind-010, kind-011)",
+        "node loss: group set-prefill-1 recreated with a spare node: 1 pods replaced by 1 new ones after "
+        "kind-008 was lost, all Ready in 46 s (0 on the spare none)",
+    ]
+    assert all(re.match(SHAPES["node loss"], line) for line in lines)
+
+
+def test_e2e_s_own_rollout_detail_is_unchanged_by_sharing_it() -> None:
+    # docs/twin.md's recorded e2e line, rebuilt from its figures.
+    detail = lws_checks.rollout_detail(4, 34, True, "decode", {"prefill": (28, 28)}, "glm52-decode", 15)
+    assert lws_checks.rollout_line(4, 5, 62, detail) == (
+        "rollout: decode minimum ready 4 of 5 instances, 62 s (planned minimum 4; 34 samples; completed; "
+        "28 of 28 prefill pods replaced (the controller's revision is one hash over every role's template, "
+        "so a decode-only change rolls every role); PodDisruptionBudget glm52-decode allowed no eviction "
+        "in 15 of 34 samples (a rollout deletes, it does not evict))"
+    )
+
+
+def test_an_upgrade_by_pulumi_up_edits_decode_max_num_seqs_only() -> None:
+    config = {"llmd-fleet:serving": {"roles": {"decode": {"maxNumSeqs": 32}, "prefill": {"maxNumSeqs": 8}}}}
+    changed = deploy.with_decode_max_num_seqs(config, 24)
+    assert changed["llmd-fleet:serving"]["roles"] == {
+        "decode": {"maxNumSeqs": 24},
+        "prefill": {"maxNumSeqs": 8},
+    }
+    assert config["llmd-fleet:serving"]["roles"]["decode"]["maxNumSeqs"] == 32  # the engine's config kept
+
+
+@pytest.mark.parametrize(
+    ("counts", "problems"),
+    [
+        ({"update": 1, "same": 30}, []),
+        ({"same": 31}, ["engine: update: no resource updated ({'same': 31})"]),
+        (
+            {"update": 1, "replace": 1, "same": 29},
+            ["engine: update: 1 resources replaced (an upgrade updates in place)"],
+        ),
+    ],
+)
+def test_an_upgrade_must_update_in_place(counts: dict[str, int], problems: list[str]) -> None:
+    assert deploy.upgrade_problems(Step("update", counts, 12.0)) == problems
+
+
+def test_e2e_refuses_an_unknown_flag_naming_the_allowed_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    assert e2e.main(["onprem-h100", "--without-day-two"]) == 2
+    assert capsys.readouterr().err == (
+        "e2e: unknown flag --without-day-two (allowed: --apiserver-only, --keep, --no-engine, "
+        "--without-day-two-checks)\n"
+    )
+
+
+def test_ci_runs_e2e_without_the_replayed_checks_and_the_replay_last_after_prometheus_is_built() -> None:
+    steps = [
+        line.removeprefix("step ").strip()
+        for line in (REPO / ".ci" / "run").read_text().splitlines()
+        if line.startswith("step make")
+    ]
+    assert "make e2e E2E_ARGS=--without-day-two-checks" in steps and "make e2e" not in steps
+    assert steps[-1] == "make day-two"
+    # The replay's Prometheus is the Go lane's last build: every other Go tool the replay needs
+    # is built before it, so the step waits on the cache's lock for Prometheus at most.
+    go_lane = [name for name, _ in prebuild.lanes()[1]]
+    assert go_lane[-1] == "Prometheus"

@@ -1,0 +1,72 @@
+"""The public names (components/llmd_fleet/__init__.py): the type checker's imports, the package's
+own table and the layers' names from the registry (llmd_fleet/stack/registry.py `LAYER_EXPORTS`)
+are one list, and `import llmd_fleet` stays light."""
+
+import ast
+import subprocess
+import sys
+
+import llmd_fleet
+from llmd_fleet.stack import registry
+from tests.support import REPO
+
+INIT = REPO / "components" / "llmd_fleet" / "__init__.py"
+
+
+def typing_imports(source: str) -> dict[str, str]:
+    """The names the `if TYPE_CHECKING:` block of a module's source imports -> their module."""
+    found: dict[str, str] = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for statement in node.body:
+                assert isinstance(statement, ast.ImportFrom) and statement.module, ast.dump(statement)
+                for alias in statement.names:
+                    # `X as X`: an explicit re-export, what the strict type checker requires.
+                    assert alias.asname == alias.name, alias.name
+                    found[alias.name] = statement.module
+    return found
+
+
+def mismatched(source: str, exports: dict[str, str]) -> list[str]:
+    """The public names the type checker's imports leave out, add or take from another module."""
+    imported = typing_imports(source)
+    return sorted(
+        name for name in imported.keys() | exports.keys() if imported.get(name) != exports.get(name)
+    )
+
+
+def test_the_type_checkers_imports_are_the_public_names():
+    exports = llmd_fleet._exports()
+    assert {"ModelServing", "GatewayLayerArgs", "parse_config", "OnPremCluster"} <= set(exports)
+    assert mismatched(INIT.read_text(encoding="utf-8"), exports) == []
+
+
+def test_a_layer_missing_from_the_type_checkers_imports_is_found():
+    """Not vacuous: a public name the type checker does not import is named, as is one imported
+    from another module than the tables say."""
+    source = INIT.read_text(encoding="utf-8")
+    exports = typing_imports(source)
+    assert exports["Router"] == "llmd_fleet.layers.router.component"
+    dropped = "\n".join(line for line in source.splitlines() if "import Router" not in line)
+    assert mismatched(dropped, exports) == ["Router", "RouterArgs"]
+    moved = source.replace(
+        "llmd_fleet.program import ServingLayers ", "llmd_fleet.checks import ServingLayers "
+    )
+    assert mismatched(moved, exports) == ["ServingLayers"]
+
+
+def test_the_layers_names_come_from_the_registry():
+    assert set(registry.LAYER_EXPORTS) <= set(llmd_fleet.__all__)
+    assert not set(registry.LAYER_EXPORTS) & set(llmd_fleet._EXPORTS)
+    assert registry.LAYER_EXPORTS["Autoscaling"] == "llmd_fleet.layers.autoscaling.component"
+    assert llmd_fleet.__all__ == sorted(llmd_fleet._exports())
+    # A component another layer declares is not public (preflight and ModelExpress: serving's).
+    assert "FabricPreflight" not in llmd_fleet.__all__ and "ModelExpressServer" not in llmd_fleet.__all__
+
+
+def test_import_and_the_name_list_load_no_pulumi():
+    code = "import sys, llmd_fleet; names = llmd_fleet.__all__; print(len(names), 'pulumi' in sys.modules)"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    assert result.stdout.split() == [str(len(llmd_fleet.__all__)), "False"]
