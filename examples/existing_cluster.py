@@ -70,7 +70,7 @@ def add_llmd_serving(
             "config": config,
             "plan": plan,
             # The pinned upstream image for the cluster's fabric (an ImageBuild's ref could be passed).
-            "engine_image": serving_image(kind, fabric_for(kind), None),
+            "engine_image": serving_image(fabric_for(kind), None),
             "responses_password": responses_password,
             "serving_after": serving_after,
         },

@@ -63,8 +63,9 @@ SLICE_FILE_TIERS = {
 }
 """A slice file's tier by its name; any other file of a slice (component.py, cluster.py, build.py,
 pod.py, ...) declares resources or builds them: tier 3."""
-SLICE_ROOT_TIERS = {"base": 1, "rules": 1, "specs": 1, "declared": 3}
-"""Files at the root of `targets/`: `base` (TargetBase, TargetSpec) and `specs` (SPECS) are config."""
+SLICE_ROOT_TIERS = {"base": 1, "rules": 1, "specs": 1, "images": 1, "extras": 1, "declared": 3}
+"""Files at the root of `targets/`: `base` (TargetBase, TargetSpec), `specs` (SPECS) and what reads
+only them (`images`: the images section's rule; `extras`: the SDK extras) are config."""
 STACK_TIERS = {"model": 1, "models": 1}
 """Modules of `llmd_fleet.stack` by name: the stack's model is config; the registry and parsing
 sit above the rules and flows they collect (tier 2)."""
@@ -87,7 +88,7 @@ def tier(module: str) -> int:
             return SLICE_ROOT_TIERS[parts[2]]
         if len(parts) >= 4:
             return SLICE_FILE_TIERS.get(parts[-1], 3)
-    if parts[1:2] == ["images"] and parts[-1] in ("config", "rules"):
+    if parts[1:2] == ["images"] and parts[-1] == "config":
         return 1
     if parts[1:2] == ["stack"]:
         # The whole stack's model over every section's (config), the registry over the rules and
@@ -283,12 +284,6 @@ COMPOSED = {
     ("llmd_fleet.layers.serving.component", "llmd_fleet.layers.preflight.component"),
     # The agentic API's routes attach to the gateway's Gateway (its policy API and drain settings).
     ("llmd_fleet.layers.responses.component", "llmd_fleet.layers.gateway.component"),
-    # A cloud target's database hands the Responses layer a ManagedDatabase (Pulumi outputs).
-    ("llmd_fleet.targets.gke.database", "llmd_fleet.layers.responses.component"),
-    ("llmd_fleet.targets.eks.database", "llmd_fleet.layers.responses.component"),
-    ("llmd_fleet.targets.gke.build", "llmd_fleet.layers.responses.component"),
-    ("llmd_fleet.targets.eks.build", "llmd_fleet.layers.responses.component"),
-    ("llmd_fleet.targets.onprem.build", "llmd_fleet.layers.responses.component"),
 }
 """Component-to-component edges between slices, each for the reason given."""
 
@@ -493,17 +488,9 @@ AREA_ORDER = (
 )
 """The library's top-level areas (its folders and top-level modules), bottom first: an area
 imports only areas below it, but for `UPWARD`."""
-UPWARD = {
-    ("images", "targets"): "images/build.py tells eks's upstream-image TCP fabric by its name",
-    ("plan", "layers"): "sizing reads the serving, router and autoscaling sections' models and helpers",
-    ("plan", "stack"): "plan/models.py plans each model's view (stack/model.py model_views)",
-    ("targets", "layers"): (
-        "a target's default Prometheus mode and gateway rules name the layers' sections; its "
-        "Pulumi half hands the Responses layer its managed database"
-    ),
-}
+UPWARD: dict[tuple[str, str], str] = {}
 """The area imports that still point up, each with why: the list only shrinks (a pair that no
-longer imports up fails until it is taken off)."""
+longer imports up fails until it is taken off). Empty: every area imports only areas below it."""
 
 
 def area_edges() -> dict[tuple[str, str], list[tuple[str, str]]]:

@@ -191,5 +191,5 @@ def test_every_build_module_keeps_the_target_contract():
     assert set(BUILDS.values()) == set(builds)
     for module in builds:
         loaded = import_module(module)
-        for name in ("declare", "image_registry_args", "responses_database"):
+        for name in ("declare", "image_registry", "responses_database"):
             assert callable(getattr(loaded, name)), f"{module}.{name}"

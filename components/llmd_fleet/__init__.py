@@ -147,7 +147,7 @@ _EXPORTS: dict[str, str] = {
     "serving_image": "llmd_fleet.images.build",
 }
 
-# Names under targets/gke and targets/eks that need no cloud SDK (pure halves).
+# Names under a cloud target's folder that need no cloud SDK (pure halves).
 _CLOUD_FREE: frozenset[str] = frozenset()
 
 
@@ -167,11 +167,12 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name) or (None if name.startswith("_") else _exports().get(name))
     if module is None:
         raise AttributeError(f"module 'llmd_fleet' has no attribute {name!r}")
-    cloud = module.split(".")[2] if module.startswith("llmd_fleet.targets.") else ""
-    if cloud in ("gke", "eks") and name not in _CLOUD_FREE:
+    # A target kind's folder whose kind needs a cloud SDK extra (`TargetSpec.sdk_extra`).
+    kind = module.split(".")[2] if module.startswith("llmd_fleet.targets.") else ""
+    if kind and name not in _CLOUD_FREE:
         extras = import_module("llmd_fleet.targets.extras")  # loaded on use, like every name here
         try:
-            extras.require_target_extra(cloud)
+            extras.require_target_extra(kind)
         except extras.MissingExtraError as exc:
             raise ImportError(f"llmd_fleet.{name}: {exc}") from None
     value = getattr(import_module(module), name)

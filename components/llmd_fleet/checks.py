@@ -33,7 +33,7 @@ def check_settings(settings: Mapping[str, Any], secrets: tuple[str, ...] = ()) -
     from llmd_fleet.cli.render import render_files
     from llmd_fleet.cli.stack_file import StackFile, stack_config
     from llmd_fleet.cli.synth import synthesize_validated
-    from llmd_fleet.plan.models import plan_models
+    from llmd_fleet.stack.plans import plan_models
 
     values = {f"{PROJECT}:{k}": v if isinstance(v, str) else json.dumps(v) for k, v in settings.items()}
     values.update({f"{PROJECT}:{k}": _SECRET_STANDIN for k in secrets})

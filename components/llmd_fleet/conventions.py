@@ -20,3 +20,7 @@ has completed (the fabric preflight before the DisaggregatedSet). The GPU budget
 on its own, not on top of the workload it precedes."""
 PREFLIGHT_COMPONENT = "preflight"
 """`app.kubernetes.io/component` of the fabric preflight Job and its pods."""
+POSTGRES_PORT = 5432
+"""PostgreSQL's port: the response store's, in the cluster (CloudNativePG) or a target's managed
+database (Cloud SQL, RDS); the Responses layer's policies and a cloud database's firewall agree
+on it."""

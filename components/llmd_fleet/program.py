@@ -15,7 +15,7 @@ target: the on-prem path imports no cloud SDK (docs/performance.md).
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from importlib import import_module
-from typing import TYPE_CHECKING, NotRequired, TypedDict, cast
+from typing import Any, NotRequired, TypedDict, cast
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -29,30 +29,24 @@ from llmd_fleet.layers.autoscaling.component import Autoscaling
 from llmd_fleet.layers.gateway.bbr import BodyBasedRouter
 from llmd_fleet.layers.gateway.component import GatewayLayer
 from llmd_fleet.layers.observability.component import Observability
-from llmd_fleet.layers.responses.component import ManagedDatabase, ResponsesLayer, gke_gateway_addresses
+from llmd_fleet.layers.responses.component import ResponsesLayer
 from llmd_fleet.layers.responses.config import PASSWORD_KEY, password_problems
 from llmd_fleet.layers.router.component import Router
 from llmd_fleet.layers.serving.canary import canary_config, canary_image
 from llmd_fleet.layers.serving.component import HF_TOKEN_SECRET, ModelServing
 from llmd_fleet.layers.serving.config import CANARY_SUFFIX
 from llmd_fleet.plan.fleet import FleetPlan, PlanError
-from llmd_fleet.plan.models import plan_models
 from llmd_fleet.platform.accelerators import AcceleratorPlatform, AcceleratorPlatformArgs
 from llmd_fleet.platform.dra import DRANET_RDMA_CLASS, DRANET_RDMA_SELECTOR
 from llmd_fleet.platform.lws import LeaderWorkerSetController
 from llmd_fleet.security.isolation import NetworkIsolation
 from llmd_fleet.stack.model import StackConfig, model_views
 from llmd_fleet.stack.parse import check_stack_secrets, parse_config, read_pulumi_config
-from llmd_fleet.targets.declared import DeclaredTarget, SecretSource, TargetBuild
+from llmd_fleet.stack.plans import plan_models
+from llmd_fleet.targets.declared import DeclaredTarget, ManagedDatabase, SecretSource, TargetBuild
 from llmd_fleet.targets.extras import MissingExtraError, require_image_build_extra, require_target_extra
-from llmd_fleet.targets.onprem.cluster import OnPremCluster
 from llmd_fleet.targets.specs import BUILDS, fabric_for
 from llmd_fleet.versions import Chart, versions
-
-if TYPE_CHECKING:
-    from llmd_fleet.layers.responses.component import ManagedDatabase
-    from llmd_fleet.targets.eks.cluster import EksCluster
-    from llmd_fleet.targets.gke.cluster import GkeCluster
 
 
 class ServingLayersArgs(TypedDict):
@@ -147,7 +141,7 @@ def add_serving_layers(
             "pool_name": config.serving.name,
             "install_crds": args.get("install_gateway_crds", True),
             "infrastructure_annotations": args.get("gateway_annotations", {}),
-            "addresses": gke_gateway_addresses(reserved.name) if reserved is not None else [],
+            "addresses": reserved.gateway_addresses if reserved is not None else [],
         },
         opts=on_cluster(serving, *([reserved.resource] if reserved is not None else [])),
     )
@@ -331,7 +325,9 @@ def add_canary(args: ServingLayersArgs, provider: k8s.Provider, stable: ModelSer
 class Fleet:
     """The top-level components of a stack."""
 
-    cluster: "OnPremCluster | GkeCluster | EksCluster"
+    cluster: Any
+    """The target's cluster component (llmd_fleet/targets/<kind>/cluster.py): its `provider`
+    reaches the cluster."""
     lws: LeaderWorkerSetController | None
     """The LWS controller the stack releases; None with `target.platform: preinstalled`."""
     serving: ModelServing
@@ -341,6 +337,8 @@ class Fleet:
     """The serving image build, when the stack asks for one (`llmd-fleet:images.build`)."""
     layers: ServingLayers
     """Every in-cluster layer `add_serving_layers` declared."""
+    kubeconfig: pulumi.Output[str] | None = None
+    """The kubeconfig of a cluster the stack created (`DeclaredTarget.kubeconfig`)."""
 
 
 def _declare_target(
@@ -362,12 +360,10 @@ def _image_build(
     """The wide-EP image build for the target's fabric, when the stack asks for one."""
     if not config.images.build:
         return None
-    kind = config.target.kind
     args: ImageBuildArgs = {
-        "target_kind": kind,
-        "variant": variant_for(fabric_for(kind).name),
+        "variant": variant_for(fabric_for(config.target.kind).name),
+        "registry": build.image_registry(config, secrets),
         "repository": config.images.repository,
-        **build.image_registry_args(config, secrets),  # type: ignore[typeddict-item]
     }
     opts = pulumi.ResourceOptions.merge(pulumi.ResourceOptions(parent=parent), target.cloud_opts)
     return ImageBuild("serving-image", args, opts=opts)
@@ -377,7 +373,7 @@ def _engine_image(config: StackConfig, image_build: ImageBuild | None) -> pulumi
     """The simulator's pinned image for `serving.engine: simulator`, else the serving image."""
     if config.serving.engine == "simulator":
         return versions().image("inference-sim").ref
-    return serving_image(config.target.kind, fabric_for(config.target.kind, config.images.build), image_build)
+    return serving_image(fabric_for(config.target.kind, config.images.build), image_build)
 
 
 def accelerator_platform_args(
@@ -472,6 +468,7 @@ def declare_fleet(
         router=layers.router,
         image_build=image_build,
         layers=layers,
+        kubeconfig=target.kubeconfig,
     )
 
 
@@ -479,7 +476,7 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
     """Declare every resource of the stack and its outputs."""
     fleet = declare_fleet(config, plan, pulumi.Config())
     serving, gateway, router = fleet.serving, fleet.gateway, fleet.router
-    cluster, image_build = fleet.cluster, fleet.image_build
+    image_build = fleet.image_build
     pulumi.export("gatewayAddress", gateway.address)
     pulumi.export("inferencePool", router.inference_pool.id.apply(lambda _: config.serving.name))
     pulumi.export("namespace", config.serving.namespace)
@@ -497,8 +494,8 @@ def build_fleet(config: StackConfig, plan: FleetPlan) -> Fleet:
         )
     if image_build is not None:
         pulumi.export("servingImage", image_build.ref)
-    if not isinstance(cluster, OnPremCluster):  # the stack made the cluster: hand over its kubeconfig
-        pulumi.export("kubeconfig", cluster.kubeconfig)
+    if fleet.kubeconfig is not None:  # the stack made the cluster: hand over its kubeconfig
+        pulumi.export("kubeconfig", fleet.kubeconfig)
     pulumi.export(
         "roles",
         {r.name: {"instances": r.instances, "nodesPerInstance": r.nodes_per_instance} for r in plan.roles},

@@ -31,8 +31,10 @@ from devtools.vllm_check.env import EnvError
 from llmd_fleet.cli.paths import CHECKOUT
 from llmd_fleet.cli.stack_file import read_stack_file, stack_names
 from llmd_fleet.core.problems import ConfigError
+from llmd_fleet.targets.specs import kinds_where
 
-CLOUD_KINDS = ("gke", "eks")
+CLOUD_KINDS = kinds_where(lambda spec: spec.sdk_extra is not None)
+"""The kinds whose stacks this check renders: those a cloud SDK serves (`TargetSpec.sdk_extra`)."""
 TARGET_KEY = "llmd-fleet:target"
 
 
@@ -87,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if wrong := [f"{s} ({k or 'no kind'})" for s, k in kinds.items() if k not in CLOUD_KINDS]:
         print(
-            f"error: {TARGET_KEY}.kind: `make check-cloud` checks gke and eks stacks, not {', '.join(wrong)}",
+            f"error: {TARGET_KEY}.kind: `make check-cloud` checks {' and '.join(CLOUD_KINDS)} stacks, "
+            f"not {', '.join(wrong)}",
             file=sys.stderr,
         )
         return 2

@@ -39,9 +39,9 @@ from devtools.promtool.build import BuildError, ensure
 from llmd_fleet.cli.stack_file import read_stack_file, stack_config, stack_names
 from llmd_fleet.layers.observability.alerts import fleet_alerts, promtool_tests, rule_groups
 from llmd_fleet.plan.fleet import plan_fleet
-from llmd_fleet.plan.models import plan_models
 from llmd_fleet.plan.observability import plan_observability
 from llmd_fleet.stack.model import StackConfig, model_views
+from llmd_fleet.stack.plans import plan_models
 
 RULE_KINDS = {("monitoring.coreos.com/v1", "PrometheusRule"), ("monitoring.googleapis.com/v1", "Rules")}
 

@@ -10,9 +10,9 @@ import yaml
 
 from llmd_fleet.cli.main import run
 from llmd_fleet.plan.fleet import PlanError
-from llmd_fleet.plan.models import plan_model_shares
 from llmd_fleet.stack.model import model_views
 from llmd_fleet.stack.parse import parse_config
+from llmd_fleet.stack.plans import plan_model_shares
 from tests.support import problems_by_key, stack_raw_config
 
 MULTI = "onprem-h100-multimodel"

@@ -30,7 +30,7 @@ def decode_dp_48(monkeypatch) -> None:
     config layer would refuse such a role, so the plan is edited after it)."""
     import llmd_fleet.cli.main
     import llmd_fleet.cli.synth
-    from llmd_fleet.plan.models import plan_models as real_plan_models
+    from llmd_fleet.stack.plans import plan_models as real_plan_models
 
     def plan_models(config):
         def edited(plan):

@@ -27,7 +27,7 @@ from llmd_fleet.cli.synth import (
     synthesize,
 )
 from llmd_fleet.core.fabric import Fabric
-from llmd_fleet.images.build import GCP_REGISTRY_USER, ImageBuild, main, serving_image
+from llmd_fleet.images.build import ImageBuild, main, own_registry, serving_image
 from llmd_fleet.images.spec import (
     DEFAULT_REPOSITORY,
     DOCKERFILE,
@@ -36,15 +36,18 @@ from llmd_fleet.images.spec import (
     ImagesConfig,
     Variant,
     build_args,
-    default_variant,
     image_tag,
     images_config_problems,
     images_dir,
     is_built_image,
     variant_for,
 )
+from llmd_fleet.targets.eks import build as eks_build
+from llmd_fleet.targets.gke import build as gke_build
 from llmd_fleet.targets.gke.config import GkeTarget
+from llmd_fleet.targets.images import image_target
 from llmd_fleet.targets.onprem.fabric import INFINIBAND
+from llmd_fleet.targets.specs import fabric_for
 from llmd_fleet.versions import versions
 from tests.helpers import matrix_raw, matrix_versions, version_pattern
 from tests.support import REPO, STACKS_DIR, start_mock_engine, vllm_stacks
@@ -165,27 +168,19 @@ def test_the_build_context_is_kept_empty():
 
 @pytest.mark.parametrize("target", ["onprem", "gke"])
 def test_without_a_build_every_non_efa_target_runs_the_pinned_image_its_fabric_names(target):
-    assert default_variant(target) == "ib" and variant_for(INFINIBAND.name) == "ib"
-    assert serving_image(target, INFINIBAND, None) == versions().image(INFINIBAND.image).ref
+    assert image_target(target).variant == "ib" and variant_for(INFINIBAND.name) == "ib"
+    assert serving_image(INFINIBAND, None) == versions().image(INFINIBAND.image).ref
     assert INFINIBAND.image == "vllm"
     tcpxo = Fabric(name="tcpxo", nixl_backends=("UCX",))
     assert variant_for(tcpxo.name) == "ib"
-    assert serving_image(target, tcpxo, None) == versions().image("vllm").ref
+    assert serving_image(tcpxo, None) == versions().image("vllm").ref
+    assert serving_image(fabric_for(target, False), None) == versions().image("vllm").ref
 
 
-@pytest.mark.parametrize(
-    ("target", "fabric", "words"),
-    [
-        ("eks", EFA, "no EFA user space"),
-        ("eks", INFINIBAND, "variant must be efa"),
-        ("onprem", EFA, "only on the eks target"),
-        ("gke", EFA, "only on the eks target"),
-    ],
-)
-def test_impossible_image_choices_are_refused(target, fabric, words):
-    assert default_variant("eks") == variant_for(EFA.name) == "efa"
-    with pytest.raises(ValueError, match=words):
-        serving_image(target, fabric, None)
+def test_the_efa_fabric_needs_the_build():
+    assert image_target("eks").variant == variant_for(EFA.name) == "efa"
+    with pytest.raises(ValueError, match="no EFA user space"):
+        serving_image(EFA, None)
 
 
 @pytest.mark.parametrize(
@@ -199,10 +194,11 @@ def test_impossible_image_choices_are_refused(target, fabric, words):
         ("eks", {"build": True, "registry": "r.lab/ml"}, [("llmd-fleet:images.registry", "ECR")]),
         ("gke", {"build": True}, []),
         ("gke", {"registry": "registry.lab/ml"}, [("llmd-fleet:images.registry", "Artifact Registry")]),
+        ("local", {"registry": "registry.lab/ml"}, [("llmd-fleet:images.registry", "nothing is built")]),
     ],
 )
 def test_images_config_problems_name_the_key(target, config, problems):
-    found = images_config_problems(target, ImagesConfig.model_validate(config))
+    found = images_config_problems(image_target(target), ImagesConfig.model_validate(config))
     assert [path for path, _ in found] == [path for path, _ in problems]
     for (_, message), (_, words) in zip(found, problems, strict=True):
         assert words in message
@@ -278,13 +274,7 @@ def _common_inputs(inputs: dict[str, Any], variant: Variant, repository_url: str
 def test_onprem_build_pushes_to_the_configured_registry_with_a_secret_password(engine):
     build = ImageBuild(
         "serving-image",
-        {
-            "target_kind": "onprem",
-            "variant": "ib",
-            "registry": "registry.lab:5000/ml",
-            "username": "robot",
-            "password": "hunter2",
-        },
+        {"variant": "ib", "registry": own_registry("registry.lab:5000/ml", "robot", "hunter2")},
     )
     repository_url = f"registry.lab:5000/ml/{DEFAULT_REPOSITORY}/{IMAGE_NAME}"
 
@@ -299,9 +289,9 @@ def test_onprem_build_pushes_to_the_configured_registry_with_a_secret_password(e
         assert "hunter2" not in repr(inputs)
         # The mock reports no digest: pods then get the pushed tag.
         assert ref == f"{repository_url}:{image_tag('ib')}"
-        assert serving_image("onprem", INFINIBAND, build) is build.ref
+        assert serving_image(INFINIBAND, build) is build.ref
         with pytest.raises(ValueError, match="the ib variant, fabric efa needs efa"):
-            serving_image("eks", EFA, build)
+            serving_image(EFA, build)
         # On-prem registries exist already: nothing but the component and the image.
         assert sorted(r.type for r in engine.created) == sorted(["llmd-fleet:images:ImageBuild", IMAGE_TYPE])
 
@@ -310,7 +300,7 @@ def test_onprem_build_pushes_to_the_configured_registry_with_a_secret_password(e
 
 @pulumi.runtime.test
 def test_eks_build_creates_an_ecr_repository_and_logs_in_with_its_token(engine):
-    build = ImageBuild("serving-image", {"target_kind": "eks", "variant": "efa"})
+    build = ImageBuild("serving-image", {"variant": "efa", "registry": eks_build.ecr_registry})
     repository_url = f"{ECR_HOST}/{DEFAULT_REPOSITORY}/{IMAGE_NAME}"
 
     def check(_):
@@ -330,7 +320,7 @@ def test_eks_build_creates_an_ecr_repository_and_logs_in_with_its_token(engine):
 def test_gke_build_creates_an_artifact_registry_repository_and_uses_an_access_token(engine):
     build = ImageBuild(
         "serving-image",
-        {"target_kind": "gke", "variant": "ib", "gcp_project": "ml-prod", "gcp_location": "us-central1"},
+        {"variant": "ib", "registry": gke_build.artifact_registry("ml-prod", "us-central1")},
     )
     repository_url = f"us-central1-docker.pkg.dev/ml-prod/{DEFAULT_REPOSITORY}/{IMAGE_NAME}"
 
@@ -341,7 +331,11 @@ def test_gke_build_creates_an_artifact_registry_repository_and_uses_an_access_to
         inputs = _image_inputs(engine)
         _common_inputs(inputs, "ib", repository_url)
         assert _registries(engine) == [
-            {"address": "us-central1-docker.pkg.dev", "username": GCP_REGISTRY_USER, "password": "gcp-token"}
+            {
+                "address": "us-central1-docker.pkg.dev",
+                "username": gke_build.GCP_REGISTRY_USER,
+                "password": "gcp-token",
+            }
         ]
         assert "gcp-token" not in repr(inputs)
 
@@ -349,12 +343,10 @@ def test_gke_build_creates_an_artifact_registry_repository_and_uses_an_access_to
 
 
 def test_unusable_build_args_are_refused_before_anything_is_registered(engine):
-    with pytest.raises(ValueError, match="only on the eks target"):
-        ImageBuild("serving-image", {"target_kind": "onprem", "variant": "efa", "registry": "r.lab"})
+    with pytest.raises(ValueError, match="variant must be one of ib, efa"):
+        ImageBuild("serving-image", {"variant": "roce", "registry": own_registry("r.lab")})  # type: ignore[typeddict-item]
     with pytest.raises(ValueError, match="needs a registry address"):
-        ImageBuild("serving-image", {"target_kind": "onprem", "variant": "ib"})
-    with pytest.raises(ValueError, match="gcp_project and gcp_location"):
-        ImageBuild("serving-image", {"target_kind": "gke", "variant": "ib"})
+        own_registry(None)
     assert engine.created == []
 
 

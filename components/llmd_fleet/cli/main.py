@@ -41,7 +41,7 @@ from llmd_fleet.cli.stack_file import StackArgumentError
 from llmd_fleet.config.model import client_model_name
 from llmd_fleet.core.problems import ConfigError, printable
 from llmd_fleet.plan.fleet import PlanError
-from llmd_fleet.plan.models import plan_models
+from llmd_fleet.stack.plans import plan_models
 from llmd_fleet.targets.extras import MissingExtraError, require_image_build_extra, require_target_extra
 from llmd_fleet.targets.specs import SPECS
 
@@ -447,8 +447,8 @@ def _plan_models(args: argparse.Namespace, config: "StackConfig") -> int:
     from llmd_fleet.cli.plan_output import cost_line, fit_tables, hourly_cost, plan_json, throughput_json
     from llmd_fleet.cli.plan_sections import memory_section, workload_section
     from llmd_fleet.cli.render import plan_table
-    from llmd_fleet.plan.models import plan_model_shares
     from llmd_fleet.stack.model import model_views
+    from llmd_fleet.stack.plans import plan_model_shares
 
     shares = plan_model_shares(config)
     views = model_views(config)

@@ -295,7 +295,6 @@ def throughput_section(
 ) -> str:
     """Tokens/min, the limiting resource, headroom and cost (plan/throughput.py); empty when the
     plan cannot model the stack (simulator, no model description, unknown GPU)."""
-    from llmd_fleet.layers.router.config import non_cached_tokens
     from llmd_fleet.plan.throughput import mtp_acceptance, plan_throughput, why_not_modelled
 
     f = plan_throughput(config, plan, gpu_hour_usd, cache_hit)
@@ -334,7 +333,7 @@ def throughput_section(
                 (
                     "prefill the P/D decider leaves on decode",
                     f"{f.turn.local_share:.1%} of turns (uncached suffix under "
-                    f"{non_cached_tokens(config.router)} tokens), "
+                    f"{config.router.remote_prefill_threshold()} tokens), "
                     f"{f.turn.local_prefill_tokens:,.0f} tokens per turn on average: "
                     f"{t.local_prefill_s_per_output * 1000:.2f} ms per output token, charged to decode",
                     'rate of `vllm:prompt_tokens_by_source_total{source="local_compute"}` on decode ranks',

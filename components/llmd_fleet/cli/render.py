@@ -18,7 +18,7 @@ from llmd_fleet.cli.paths import CHECKOUT
 from llmd_fleet.cli.stack_file import SECRET_PLACEHOLDER
 from llmd_fleet.cli.synth import REDACTED, Recorded, Synthesis, clean
 from llmd_fleet.core.problems import PROJECT, ConfigError
-from llmd_fleet.layers.router.specs import OVERLOAD
+from llmd_fleet.plan.admission import OVERLOAD
 from llmd_fleet.plan.fleet import FleetPlan, RolePlan
 
 _TOP_KEYS = ("apiVersion", "kind", "metadata")
@@ -402,8 +402,8 @@ def _diagram(synthesis: Synthesis) -> str:
 
 def _models_summary(synthesis: Synthesis, counts: Counter[str]) -> str:
     """The summary of a stack with `llmd-fleet:models`: the totals, then each model's plan."""
-    from llmd_fleet.plan.models import plan_model_shares
     from llmd_fleet.stack.model import model_views
+    from llmd_fleet.stack.plans import plan_model_shares
 
     config = synthesis.config
     shares = plan_model_shares(config)

@@ -15,8 +15,8 @@ from pulumi.runtime import MockCallArgs, MockResourceArgs, Mocks, mocks, set_moc
 from llmd_fleet.cli.stack_file import StackFile, read_stack_file, stack_config
 from llmd_fleet.core.problems import PROJECT
 from llmd_fleet.plan.fleet import FleetPlan
-from llmd_fleet.plan.models import plan_models
 from llmd_fleet.stack.model import StackConfig
+from llmd_fleet.stack.plans import plan_models
 
 # The marker the Pulumi wire format wraps secret values in (pulumi.runtime.rpc).
 _SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d"

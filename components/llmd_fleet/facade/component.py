@@ -28,9 +28,9 @@ import pulumi_kubernetes as k8s
 from llmd_fleet.core.problems import PROJECT, ConfigError
 from llmd_fleet.facade import inputs
 from llmd_fleet.plan.fleet import FleetPlan, PlanError
-from llmd_fleet.plan.models import plan_models
 from llmd_fleet.stack.model import SECRET_KEYS, StackConfig
 from llmd_fleet.stack.parse import KUBECONFIG_KINDS, check_stack_secrets, parse_config
+from llmd_fleet.stack.plans import plan_models
 from llmd_fleet.targets.specs import SPECS
 
 PACKAGE = PROJECT

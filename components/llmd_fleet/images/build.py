@@ -5,8 +5,9 @@ reference comes from one place, `serving_image()`:
 
 - no build (the default): the pinned upstream vLLM image, `versions().image("vllm")`;
 - a build (`ImageBuild`): the wide-EP image from images/Dockerfile.wide-ep, built with BuildKit
-  (pulumi-docker-build), pushed to the target's registry (Artifact Registry on GKE, ECR on EKS,
-  a configured registry on-prem), and referenced by digest.
+  (pulumi-docker-build), pushed to the target's registry (`ImageRegistry`: the target's Pulumi
+  half creates it, llmd_fleet/targets/<kind>/build.py `image_registry`, or `own_registry` names
+  the stack's), and referenced by digest.
 
 The built image has a variant per kind of fabric (`Variant`): `ib` for InfiniBand or RoCE
 (NVSHMEM over IBGDA, NIXL over UCX) and `efa` for AWS EFA (libfabric). The variant follows from the
@@ -25,7 +26,8 @@ llmd_fleet/images/spec.py, which needs no cloud SDK; this module adds the build 
 import argparse
 import sys
 from collections.abc import Mapping
-from typing import NotRequired, TypedDict, get_args
+from dataclasses import dataclass
+from typing import NotRequired, Protocol, TypedDict, get_args
 
 import pulumi
 
@@ -35,25 +37,20 @@ from llmd_fleet.images.spec import (
     DOCKERFILE,
     IMAGE_NAME,
     SERVING_TARGET,
-    TargetKind,
     Variant,
     build_args,
     image_labels,
     image_tag,
     images_dir,
     variant_for,
-    variant_problem,
 )
-from llmd_fleet.targets.eks.fabric import VPC_TCP
 from llmd_fleet.versions import versions
 
-# The cloud and build SDKs are imported where a build is declared: a stack that builds no image
-# (or builds on another target) never pays for their import (docs/performance.md).
+# The build SDK is imported where a build is declared, a cloud's by the target's registry: a stack
+# that builds no image never pays for their import (docs/performance.md).
 
 PLATFORM = "linux/amd64"
 """H100 nodes are x86_64 (docker_build.Platform.LINUX_AMD64)."""
-GCP_REGISTRY_USER = "oauth2accesstoken"
-"""Artifact Registry accepts an OAuth access token as the password of this user."""
 CACHE_TAG_PREFIX = "buildcache-"
 """Tag prefix of the registry build cache next to the image (one tag per variant)."""
 
@@ -63,29 +60,66 @@ CACHE_TAG_PREFIX = "buildcache-"
 # ----------------------------------------------------------------------------------------------
 
 
-class ImageBuildArgs(TypedDict):
-    """Arguments of `ImageBuild`. Unusable combinations raise ValueError before anything is
-    registered (`_build_args_problem`)."""
+@dataclass(frozen=True)
+class RegistryPush:
+    """Where a build pushes: the image's repository URL and the registry login, if any."""
 
-    target_kind: TargetKind
-    """`gke`, `eks` or `onprem`: the target the image is for; picks the registry (gke: Artifact
-    Registry, eks: ECR, onprem: `registry`)."""
+    repository_url: pulumi.Output[str]
+    """Registry path of the image, without tag."""
+    address: pulumi.Input[str] | None = None
+    """The registry host the login is for; None: no login (an open registry)."""
+    username: pulumi.Input[str] | None = None
+    password: pulumi.Input[str] | None = None
+    """Sent as a secret whatever it is."""
+
+
+class ImageRegistry(Protocol):
+    """The registry a build pushes to, declared as the build's child: a target's Pulumi half gives
+    its own (llmd_fleet/targets/<kind>/build.py `image_registry`: Artifact Registry, ECR), or the
+    stack names one (`own_registry`)."""
+
+    def __call__(self, name: str, repository: str, parent: pulumi.Resource) -> RegistryPush:
+        """Declare what the registry needs under `parent` (children named `<name>-...`) and say
+        where repository `repository` is."""
+        ...
+
+
+def registry_host(address: str) -> str:
+    """The host[:port] of a registry address (host[:port][/path])."""
+    return address.split("/", 1)[0]
+
+
+def own_registry(
+    address: str | None,
+    username: pulumi.Input[str] | None = None,
+    password: pulumi.Input[str] | None = None,
+) -> ImageRegistry:
+    """A registry that exists already at `address` (host[:port][/path]), with a login when
+    `username` is set. Raises ValueError without an address."""
+    if not address:
+        raise ValueError("the image build needs a registry address (images.registry)")
+    where = address
+
+    def declare(name: str, repository: str, parent: pulumi.Resource) -> RegistryPush:
+        url = pulumi.Output.from_input(f"{where}/{repository}/{IMAGE_NAME}")
+        if username is None:
+            return RegistryPush(url)
+        return RegistryPush(url, registry_host(where), username, password)
+
+    return declare
+
+
+class ImageBuildArgs(TypedDict):
+    """Arguments of `ImageBuild`."""
+
     variant: Variant
-    """`ib` or `efa`; must suit the target (`variant_problem`, `variant_for(fabric)`)."""
+    """`ib` or `efa`: the variant the target's fabric needs (`variant_for(fabric)`)."""
+    registry: ImageRegistry
+    """Where the image goes: the target's registry (its Pulumi half's `image_registry`) or the
+    stack's own (`own_registry`)."""
     repository: NotRequired[str]
-    """Artifact Registry repository id, ECR repository prefix, or path under `registry` (default
+    """Repository id or prefix in the target's registry, or path under the stack's own (default
     `"llmd-fleet"`, `DEFAULT_REPOSITORY`)."""
-    registry: NotRequired[str | None]
-    """onprem: registry host[:port][/path]; required there (default `None`)."""
-    username: NotRequired[pulumi.Input[str] | None]
-    """onprem: registry user; no registry login when unset (default `None`)."""
-    password: NotRequired[pulumi.Input[str] | None]
-    """onprem: registry password, wrapped as a secret regardless (default `None`)."""
-    gcp_project: NotRequired[pulumi.Input[str] | None]
-    """gke: project of the Artifact Registry repository; required there (default `None`)."""
-    gcp_location: NotRequired[str | None]
-    """gke: region of the Artifact Registry repository (e.g. us-central1); required there (default
-    `None`)."""
     push: NotRequired[bool]
     """Push the image (default `True`); False only builds, which leaves pods nothing to pull."""
     cache: NotRequired[bool]
@@ -93,29 +127,12 @@ class ImageBuildArgs(TypedDict):
     stages take most of an hour without it."""
 
 
-def _registry_host(address: str) -> str:
-    return address.split("/", 1)[0]
-
-
-def _build_args_problem(args: ImageBuildArgs) -> str | None:
-    """What makes these ImageBuild args unusable, checked before anything is registered."""
-    kind = args["target_kind"]
-    problem = variant_problem(kind, args["variant"])
-    if problem:
-        return problem
-    if kind == "gke" and (args.get("gcp_project") is None or not args.get("gcp_location")):
-        return "gke needs gcp_project and gcp_location (the Artifact Registry repository)"
-    if kind == "onprem" and not args.get("registry"):
-        return f"the {kind} target needs a registry address"
-    return None
-
-
 class ImageBuild(pulumi.ComponentResource):
     """Builds images/Dockerfile.wide-ep in one variant and pushes it to the target's registry.
 
-    Children: the registry repository (Artifact Registry on gke, ECR on eks; on-prem registries
-    exist already) and the `docker-build:index:Image`. `ref` is what pods use: the pushed tag with
-    its digest.
+    Children: what the registry needs (a repository in the registry a target creates; a stack's
+    own registry exists already) and the `docker-build:index:Image`. `ref` is what pods use: the
+    pushed tag with its digest.
     """
 
     # `image` (the docker-build Image) is set in __init__; no class annotation, since Pulumi
@@ -129,78 +146,26 @@ class ImageBuild(pulumi.ComponentResource):
     variant: Variant
 
     def __init__(self, name: str, args: ImageBuildArgs, opts: pulumi.ResourceOptions | None = None):
-        kind, variant = args["target_kind"], args["variant"]
-        problem = _build_args_problem(args)
-        if problem:
-            raise ValueError(f"ImageBuild {name}: {problem}")
+        variant = args["variant"]
+        if variant not in get_args(Variant):
+            raise ValueError(
+                f"ImageBuild {name}: variant must be one of {', '.join(get_args(Variant))} (got {variant!r})"
+            )
         super().__init__("llmd-fleet:images:ImageBuild", name, {}, opts)
         import pulumi_docker_build as docker_build
 
         self.variant = variant
         repository = args.get("repository", DEFAULT_REPOSITORY)
         child = pulumi.ResourceOptions(parent=self)
+        push = args["registry"](name, repository, self)
+        self.repository_url = push.repository_url
         registry: docker_build.RegistryArgs | None = None
-        if kind == "gke":
-            import pulumi_gcp as gcp  # its submodules load on first use: only these two
-
-            project, location = args.get("gcp_project"), args.get("gcp_location")
-            ar = gcp.artifactregistry.Repository(
-                f"{name}-repository",
-                repository_id=repository,
-                location=location,
-                project=project,
-                format="DOCKER",
-                description="llmd-fleet serving images",
-                opts=child,
-            )
-            host = f"{location}-docker.pkg.dev"
-            self.repository_url = pulumi.Output.all(ar.project, ar.repository_id).apply(
-                lambda a: f"{host}/{a[0]}/{a[1]}/{IMAGE_NAME}"
-            )
-            token = gcp.organizations.get_client_config_output(opts=pulumi.InvokeOutputOptions(parent=self))
+        if push.address is not None:
             registry = docker_build.RegistryArgs(
-                address=host,
-                username=GCP_REGISTRY_USER,
-                password=pulumi.Output.secret(token.access_token),
+                address=push.address,
+                username=push.username,
+                password=pulumi.Output.secret(push.password) if push.password is not None else None,
             )
-        elif kind == "eks":
-            import pulumi_aws as aws
-
-            ecr = aws.ecr.Repository(
-                f"{name}-repository",
-                name=f"{repository}/{IMAGE_NAME}",
-                image_scanning_configuration=aws.ecr.RepositoryImageScanningConfigurationArgs(
-                    scan_on_push=True
-                ),
-                # Image tags hash their inputs, so a tag never needs to move; only the build
-                # cache tags are rewritten by every build.
-                image_tag_mutability="IMMUTABLE_WITH_EXCLUSION",
-                image_tag_mutability_exclusion_filters=[
-                    aws.ecr.RepositoryImageTagMutabilityExclusionFilterArgs(
-                        filter=f"{CACHE_TAG_PREFIX}*", filter_type="WILDCARD"
-                    )
-                ],
-                opts=child,
-            )
-            self.repository_url = ecr.repository_url
-            auth = aws.ecr.get_authorization_token_output(
-                registry_id=ecr.registry_id, opts=pulumi.InvokeOutputOptions(parent=self)
-            )
-            registry = docker_build.RegistryArgs(
-                address=ecr.repository_url.apply(_registry_host),
-                username=auth.user_name,
-                password=pulumi.Output.secret(auth.password),
-            )
-        else:
-            address = args.get("registry") or ""
-            self.repository_url = pulumi.Output.from_input(f"{address}/{repository}/{IMAGE_NAME}")
-            username, password = args.get("username"), args.get("password")
-            if username is not None:
-                registry = docker_build.RegistryArgs(
-                    address=_registry_host(address),
-                    username=username,
-                    password=pulumi.Output.secret(password) if password is not None else None,
-                )
 
         context = images_dir()
         self.tag = image_tag(variant)
@@ -251,17 +216,13 @@ class ImageBuild(pulumi.ComponentResource):
 # ----------------------------------------------------------------------------------------------
 
 
-def serving_image(target_kind: TargetKind, fabric: Fabric, build: ImageBuild | None) -> pulumi.Input[str]:
+def serving_image(fabric: Fabric, build: ImageBuild | None) -> pulumi.Input[str]:
     """The image every engine container runs: the build's pushed ref when the stack builds, else
     the pinned matrix image the fabric names (`fabric.image`, the upstream vLLM image). Raises
     ValueError for a combination that cannot serve (EFA without a build, a build of the other
-    variant, a fabric the target does not have). Without a build, eks serves over TCP
-    (targets/eks/fabric.py VPC_TCP)."""
+    variant). The fabric is the target's for the choice (llmd_fleet/targets/specs.py `fabric_for`:
+    a kind whose fabric the upstream image cannot drive serves it over another)."""
     variant = variant_for(fabric.name)
-    # eks without a build: the upstream image over TCP (VPC_TCP), the one non-efa eks fabric.
-    upstream_on_eks = target_kind == "eks" and build is None and fabric.name == VPC_TCP.name
-    if not upstream_on_eks and (problem := variant_problem(target_kind, variant)):
-        raise ValueError(problem)
     if build is not None:
         if build.variant != variant:
             raise ValueError(

@@ -3,6 +3,7 @@ variant each target's fabric needs. Config layer: pydantic and the config base o
 stack config can use it without importing the image builders (llmd_fleet/images/spec.py).
 """
 
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from llmd_fleet.config.base import ConfigModel
@@ -14,12 +15,10 @@ Variant = Literal["ib", "efa"]
 does not go through the pod's verbs (GKE TCPXO: NCCL's plugin comes from the node). `efa`: AWS
 Elastic Fabric Adapter (libfabric)."""
 VARIANTS: tuple[Variant, ...] = ("ib", "efa")
-TargetKind = Literal["onprem", "gke", "eks", "local"]
-"""Where the fleet runs (the stack's target.kind)."""
 
 DEFAULT_REPOSITORY = "llmd-fleet"
-"""Artifact Registry repository id (gke), ECR repository prefix (eks), path under the registry
-(onprem)."""
+"""The repository the build pushes to: a repository id or prefix in a registry the target creates,
+or a path under the stack's own registry (`images.registry`)."""
 
 
 def variant_for(fabric_name: str) -> Variant:
@@ -27,18 +26,19 @@ def variant_for(fabric_name: str) -> Variant:
     return "efa" if fabric_name == "efa" else "ib"
 
 
-def default_variant(target_kind: TargetKind) -> Variant:
-    """EKS GPU nodes talk over EFA; every other target over InfiniBand/RoCE/TCPXO."""
-    return "efa" if target_kind == "eks" else "ib"
+@dataclass(frozen=True)
+class ImageTarget:
+    """What the `images` section is checked against: the stack's target kind as its `TargetSpec`
+    describes it (llmd_fleet/targets/images.py builds it from the registry)."""
 
-
-def variant_problem(target_kind: TargetKind, variant: Variant) -> str | None:
-    """Why image variant `variant` cannot serve on `target_kind`, or None when it can."""
-    if variant == "efa" and target_kind != "eks":
-        return f"the efa image serves only on the eks target (target is {target_kind})"
-    if target_kind == "eks" and variant != "efa":
-        return "eks GPU nodes talk over EFA: the image variant must be efa"
-    return None
+    kind: str
+    """The target kind, named in messages."""
+    variant: Variant
+    """The image variant the kind's GPU fabric needs (`variant_for` of its fabric)."""
+    pushes_to: str | None
+    """Where the image goes without `images.registry`, said when that key is set anyway ("the
+    build pushes to ECR"); None: the stack names its own registry (`images.registry`, required
+    with `images.build`, with its login)."""
 
 
 class ImagesConfig(ConfigModel):
@@ -64,46 +64,39 @@ _IMAGES_KEY = Key("llmd-fleet:images", declared=ImagesConfig)
 
 
 def images_config_problems(
-    target_kind: TargetKind,
+    target: ImageTarget,
     config: ImagesConfig,
     has_registry_password: bool = False,
     prefix: Key = _IMAGES_KEY,
     instance_spans_nodes: bool = True,
 ) -> list[Problem]:
-    """Key paths and messages for an `images` config that cannot work on `target_kind`.
+    """Key paths and messages for an `images` config that cannot work on `target`.
     `instance_spans_nodes`: some serving role's instance has more than one node (its MoE
     all-to-all then crosses nodes)."""
     problems: list[Problem] = []
-    if default_variant(target_kind) == "efa" and not config.build and instance_spans_nodes:
+    kind = target.kind
+    if target.variant == "efa" and not config.build and instance_spans_nodes:
         problems.append(
             Problem(
                 prefix.at("build"),
-                f"must be true on {target_kind} when an instance spans nodes "
+                f"must be true on {kind} when an instance spans nodes "
                 "(serving.roles.*.nodesPerInstance > 1): EFA needs the built image, the upstream "
                 "vLLM image has no EFA user space (libfabric); with one node per instance the "
                 "upstream image serves, its KV moving over TCP",
             )
         )
-    own_registry = target_kind == "onprem"
+    own_registry = target.pushes_to is None
     if config.build and own_registry and config.registry is None:
-        problems.append(
-            Problem(prefix.at("registry"), f"required when build is true on the {target_kind} target")
-        )
-    if not own_registry and (config.registry is not None or config.registry_username is not None):
-        pushes_to = {"gke": "the build pushes to Artifact Registry", "eks": "the build pushes to ECR"}
-        problems.append(
-            Problem(
-                prefix.at("registry"),
-                f"not used on {target_kind}: "
-                + pushes_to.get(target_kind, "nothing is built there (the simulator image is pinned)"),
-            )
-        )
+        problems.append(Problem(prefix.at("registry"), f"required when build is true on the {kind} target"))
+    if target.pushes_to is not None and (config.registry is not None or config.registry_username is not None):
+        problems.append(Problem(prefix.at("registry"), f"not used on {kind}: {target.pushes_to}"))
     root = prefix.rsplit(":", 1)[0]
     if has_registry_password and (not own_registry or config.registry_username is None):
         problems.append(
             Problem(
                 f"{root}:registryPassword",
-                "only used with images.registryUsername on the onprem target (the registry login)",
+                "only used with images.registryUsername on a target with its own registry "
+                "(images.registry: the registry login)",
             )
         )
     if own_registry and config.registry_username is not None and not has_registry_password:

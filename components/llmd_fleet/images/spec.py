@@ -13,12 +13,10 @@ from pathlib import Path
 from llmd_fleet.images.config import DEFAULT_REPOSITORY as DEFAULT_REPOSITORY
 from llmd_fleet.images.config import VARIANTS as VARIANTS
 from llmd_fleet.images.config import ImagesConfig as ImagesConfig
-from llmd_fleet.images.config import TargetKind as TargetKind
+from llmd_fleet.images.config import ImageTarget as ImageTarget
 from llmd_fleet.images.config import Variant as Variant
-from llmd_fleet.images.config import default_variant as default_variant
 from llmd_fleet.images.config import images_config_problems as images_config_problems
 from llmd_fleet.images.config import variant_for as variant_for
-from llmd_fleet.images.config import variant_problem as variant_problem
 from llmd_fleet.versions import VersionMatrix, versions
 
 IMAGE_NAME = "vllm-wide-ep"

@@ -20,9 +20,6 @@ from typing import TYPE_CHECKING, Literal, TypedDict
 from llmd_fleet.config.fleet import HBM_MIB, NodeGroupConfig
 from llmd_fleet.core.fabric import Fabric
 from llmd_fleet.core.problems import PROJECT, Problem
-from llmd_fleet.layers.autoscaling.rules import autoscaling_max_instances
-from llmd_fleet.layers.router.config import expected_prompt_tokens, non_cached_tokens
-from llmd_fleet.layers.serving.config import RoleConfig
 from llmd_fleet.models import description_for
 from llmd_fleet.plan.epp import epp_cpus_for
 from llmd_fleet.plan.kernels import MoeKernels, moe_kernels
@@ -38,9 +35,11 @@ from llmd_fleet.plan.memory import (
 )
 from llmd_fleet.plan.router import RouterPlan, plan_router
 from llmd_fleet.plan.system_nodes import system_node_problems
+from llmd_fleet.plan.weight_load import WeightLoadPlan, weight_load_plan
 from llmd_fleet.targets.specs import fabric_for
 
 if TYPE_CHECKING:
+    from llmd_fleet.layers.serving.config import RoleConfig
     from llmd_fleet.plan.canary import CanaryPlan
     from llmd_fleet.stack.model import StackConfig
 
@@ -100,22 +99,6 @@ NIXL_SIDE_CHANNEL_PORT = 5600
 # p2p KV tier (vLLM VLLM_P2P_SIDE_CHANNEL_PORT, also + global DP rank); 7777 is the routing
 # sidecar's default --p2p-connector-port, which must name the same base.
 P2P_PORT = 7777
-# ModelExpress client ports (serving.weightLoading: modelexpress), each + the GPU's device index
-# (modelexpress load_strategy/base.py and metadata/publish.py at the pinned tag): the NIXL listen port of
-# the weights (MX_METADATA_PORT, upstream default 5555, which is DP_RPC_PORT here) and the worker
-# gRPC server peers read tensor metadata from (MX_WORKER_GRPC_PORT, upstream default 6555).
-MX_METADATA_PORT = 5700
-MX_WORKER_GRPC_PORT = 6555
-# The ModelExpress server's gRPC port (its clients' MX_SERVER_ADDRESS).
-MX_SERVER_PORT = 8001
-# A target tries this many peer sources before it falls back to the hub (rdma_strategy.py
-# MAX_SOURCE_RETRIES at the pinned tag); each wedged source costs one MX_TRANSFER_TIMEOUT.
-MX_SOURCE_ATTEMPTS = 3
-# Share of the fabric's line rate a weight transfer is planned at, and the margin and floor of the
-# per-source timeout over that estimate.
-MX_FABRIC_EFFICIENCY = 0.5
-MX_TIMEOUT_MARGIN = 4
-MX_MIN_TRANSFER_TIMEOUT_S = 120
 
 
 class PlanError(Exception):
@@ -154,50 +137,6 @@ class MemoryPlan:
     context_tokens: int = 0
     """The declared turn `agent_contexts` counts in (the workload's p50 input + output)."""
     """What KV tokens (HBM and CPU tier) were sized with."""
-
-
-@dataclass(frozen=True)
-class WeightLoadPlan:
-    """How a pod of a role gets its weights, and how long its startup probe waits for them."""
-
-    mode: Literal["hub", "modelexpress"]
-    hub_seconds: int
-    """The configured load budget from the hub (`serving.modelLoadMinutes`)."""
-    peer_transfer_seconds: float = 0.0
-    """modelexpress: estimated time to receive one GPU's weights from a peer (fabric line rate
-    x MX_FABRIC_EFFICIENCY); 0 for hub."""
-    transfer_timeout_seconds: int = 0
-    """modelexpress: MX_TRANSFER_TIMEOUT, the receive budget per peer source; 0 for hub."""
-    metadata_ports: tuple[int, ...] = ()
-    worker_grpc_ports: tuple[int, ...] = ()
-
-    @property
-    def startup_seconds(self) -> int:
-        """The startup probe's budget: the hub load, plus with ModelExpress every peer attempt a
-        pod may spend before it falls back to the hub (a cold fleet has no peer)."""
-        return self.hub_seconds + MX_SOURCE_ATTEMPTS * self.transfer_timeout_seconds
-
-
-def weight_load_plan(
-    config: StackConfig, memory: MemoryPlan, gpus_per_node: int, fabric: Fabric
-) -> WeightLoadPlan:
-    """The weight-loading plan of one role: the hub budget, and with ModelExpress the peer
-    transfer estimate, its per-source timeout and the client's ports."""
-    hub = config.serving.model_load_minutes * 60
-    if config.serving.weight_loading == "hub":
-        return WeightLoadPlan(mode="hub", hub_seconds=hub)
-    weights_gib = memory.replicated_weights_gib + memory.expert_weights_gib
-    rate = max(1, fabric.weight_gbps_per_gpu) * 1e9 * MX_FABRIC_EFFICIENCY / 8
-    estimate = weights_gib * 2**30 / rate
-    timeout = max(MX_MIN_TRANSFER_TIMEOUT_S, math.ceil(MX_TIMEOUT_MARGIN * estimate))
-    return WeightLoadPlan(
-        mode="modelexpress",
-        hub_seconds=hub,
-        peer_transfer_seconds=estimate,
-        transfer_timeout_seconds=timeout,
-        metadata_ports=tuple(MX_METADATA_PORT + i for i in range(gpus_per_node)),
-        worker_grpc_ports=tuple(MX_WORKER_GRPC_PORT + i for i in range(gpus_per_node)),
-    )
 
 
 @dataclass(frozen=True)
@@ -596,7 +535,7 @@ def _instance_range(config: StackConfig, name: RoleName) -> _InstanceRange:
     return {
         "autoscaled": autoscaled,
         "min_instances": scaling.min_instances if scaling is not None and autoscaled else role.instances,
-        "max_instances": autoscaling_max_instances(config.serving, name),
+        "max_instances": config.serving.max_instances(name),
     }
 
 
@@ -684,7 +623,9 @@ def _role_plan(config: StackConfig, name: RoleName) -> tuple[RolePlan, list[tupl
         all2all_backend=all2all,
         drain_seconds=config.serving.drain_seconds,
         **_instance_range(config, name),
-        weights=weight_load_plan(config, memory, group.gpus_per_node, fabric),
+        weights=weight_load_plan(
+            config, memory.replicated_weights_gib + memory.expert_weights_gib, group.gpus_per_node, fabric
+        ),
         moe=moe_kernels(description_for(config.model.id), role.mtp_tokens > 0),
     )
     return plan, problems
@@ -734,7 +675,7 @@ def plan_fleet(config: StackConfig) -> FleetPlan:
         spare = {group: left - canary.nodes_in(group) for group, left in spare.items()}
     # What the P/D decider leaves to decode: under the prefix decider, any remainder shorter
     # than its threshold (layers/router/config.py).
-    threshold = non_cached_tokens(config.router)
+    threshold = config.router.remote_prefill_threshold()
     local_prefill = threshold - 1 if threshold is not None else 0
     rollouts = rollouts_for(roles, spare)
     for i, r in enumerate(roles):
@@ -746,7 +687,7 @@ def plan_fleet(config: StackConfig) -> FleetPlan:
             local_prefill_tokens=local_prefill if r.name == "decode" else 0,
         )
     router = plan_router(config, tuple(roles))
-    prompt_tokens = expected_prompt_tokens(config.router, config.workload.input_tokens_p50)
+    prompt_tokens = config.router.prompt_tokens(config.workload.input_tokens_p50)
     if config.router.probabilistic_admission and router.admission is None:
         raise PlanError(
             [

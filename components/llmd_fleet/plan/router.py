@@ -7,8 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from llmd_fleet.layers.router.config import expected_prompt_tokens
-from llmd_fleet.layers.router.specs import (
+from llmd_fleet.plan.admission import (
     AdmissionPlan,
     FairnessPlan,
     nominal_saturation,
@@ -55,7 +54,7 @@ class RouterPlan:
     """Memory request and limit per EPP replica: working set plus the queue bound, with headroom."""
     nominal_saturation: float = 0.0
     """Pool saturation at nominal load: one typical prompt in every rank's KV cache, no queue
-    (llmd_fleet/layers/router/specs.py)."""
+    (llmd_fleet/plan/admission.py)."""
     admission: AdmissionPlan | None = None
     """The probabilistic admitter's curve (None when the nominal load is already at the gate)."""
     fairness: FairnessPlan | None = None
@@ -72,7 +71,7 @@ def plan_router(config: StackConfig, roles: tuple[RolePlan, ...]) -> RouterPlan:
     cpu_tier = config.serving.kv_tier.cpu_offload and any(r.memory.cpu_tier_tokens > 0 for r in roles)
     tiers = 2 if cpu_tier else 1
     holders = math.ceil(endpoints * tiers * INDEX_HOLDER_HEADROOM)
-    prompt_tokens = expected_prompt_tokens(router, config.workload.input_tokens_p50)
+    prompt_tokens = router.prompt_tokens(config.workload.input_tokens_p50)
     prompt_bytes = prompt_tokens * PROMPT_BYTES_PER_TOKEN
     bands = tuple((c.priority, c.max_requests * prompt_bytes) for c in router.priority_classes)
     queue_bytes = sum(b for _, b in bands) if router.flow_control else 0

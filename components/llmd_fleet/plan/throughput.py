@@ -27,7 +27,6 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from llmd_fleet.layers.router.config import non_cached_tokens
 from llmd_fleet.models import FAMILIES, Acceptance, ModelDescription
 from llmd_fleet.plan.memory import GIB, KvBytesPerToken, kv_bytes_per_token, param_counts, total_params
 
@@ -589,7 +588,7 @@ def declared_turn(config: StackConfig, plan: FleetPlan, cache_hit: float | None 
     context = int(context_mean(w.input_tokens_p50, w.input_tokens_p90, window)) + w.output_tokens
     hit = ASSUMED_CACHE_HIT.value if cache_hit is None else cache_hit
     share, local = local_prefill(
-        w.input_tokens_p50, w.input_tokens_p90, hit, non_cached_tokens(config.router)
+        w.input_tokens_p50, w.input_tokens_p90, hit, config.router.remote_prefill_threshold()
     )
     return Turn(context, context - w.output_tokens, w.output_tokens, hit, share, local)
 

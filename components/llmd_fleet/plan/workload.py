@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 from llmd_fleet.config.workload import Percentile
 from llmd_fleet.core.problems import key
-from llmd_fleet.layers.router.config import expected_prompt_tokens
 from llmd_fleet.plan.epp import EPP_BASELINE_GIB, EPP_BYTES_PER_TOKEN_PER_RPS, GIB
 
 if TYPE_CHECKING:
@@ -115,7 +114,7 @@ def plan_workload(config: StackConfig, plan: FleetPlan) -> WorkloadPlan | None:
         EPP_BASELINE_GIB
         + EPP_BYTES_PER_TOKEN_PER_RPS
         * rate
-        * expected_prompt_tokens(config.router, config.workload.input_tokens_p50)
+        * config.router.prompt_tokens(config.workload.input_tokens_p50)
         / GIB
     )
     return WorkloadPlan(

@@ -21,7 +21,6 @@ from pydantic import TypeAdapter
 from llmd_fleet.config.rules import model_problems, node_group_problems, workload_problems
 from llmd_fleet.core.netpol import ClusterRanges, PolicySpec
 from llmd_fleet.core.problems import Problem
-from llmd_fleet.images.rules import images_problems
 from llmd_fleet.layers.autoscaling.rules import autoscaling_problems
 from llmd_fleet.layers.gateway import flows as gateway_flows
 from llmd_fleet.layers.gateway.rules import gateway_problems
@@ -45,6 +44,7 @@ from llmd_fleet.plan.fleet import FleetPlan
 from llmd_fleet.stack.model import MODELS_KEY, SECRET_KEYS, StackConfig, TargetConfig
 from llmd_fleet.stack.models import lora_problems
 from llmd_fleet.targets.base import kubernetes_version_problems
+from llmd_fleet.targets.images import images_problems
 from llmd_fleet.targets.local.rules import local_problems
 from llmd_fleet.targets.specs import SPECS
 

@@ -9,16 +9,21 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from llmd_fleet.config.base import ConfigModel
 from llmd_fleet.config.grammar import Pattern
 from llmd_fleet.core.fabric import Fabric
-from llmd_fleet.core.netpol import ClusterRanges
+from llmd_fleet.core.netpol import ClusterRanges, Peer
 from llmd_fleet.core.problems import Key, Problem, key
-from llmd_fleet.images.config import TargetKind
-from llmd_fleet.layers.observability.config import PrometheusMode
 from llmd_fleet.versions import version_tuple, versions
 
 if TYPE_CHECKING:
     from llmd_fleet.stack.model import StackConfig
 
 PlatformMode = Literal["install", "preinstalled"]
+PrometheusMode = Literal["operator", "gmp", "install", "none"]
+"""Who scrapes the fleet (`observability.prometheus`, llmd_fleet/layers/observability/config.py);
+each kind names its default (`TargetSpec.prometheus`)."""
+TargetKind = Literal["onprem", "gke", "eks", "local"]
+"""Where the fleet runs (the stack's `target.kind`), named for the type checker and the config
+reference: the kinds are the keys of `SPECS` (llmd_fleet/targets/specs.py), and
+tests/test_target_registry.py fails when the two differ."""
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,33 @@ class SystemPool:
     machine_type: str
     count_key: Key
     count: int
+
+
+def _no_problems(config: "StackConfig") -> list[Problem]:
+    return []
+
+
+@dataclass(frozen=True)
+class ResponsesStore:
+    """Where a kind keeps the PostgreSQL of `llmd-fleet:responses`: what the Responses layer's
+    rules and NetworkPolicies need to know of it (llmd_fleet/layers/responses/rules.py, flows.py)."""
+
+    section: str
+    """The `responses.database.<section>` the kind reads (its model is in the kind's folder; a
+    section under another kind is refused)."""
+    managed: bool
+    """Whether the kind's platform runs the database (Cloud SQL, RDS: its own backups, storage
+    that grows to `maxStorageGiB`); False: the layer declares CloudNativePG in the cluster, and
+    `responses.backup` is required."""
+    problems: "Callable[[StackConfig], list[Problem]]" = _no_problems
+    """The kind's rules of its database (GKE: the Cloud SQL tier and ranges, the gateway address;
+    on-prem: the backup store outside the cluster's ranges)."""
+    peers: "Callable[[StackConfig], list[Peer]] | None" = None
+    """Where a managed database answers, the agentic API's egress to it (Cloud SQL's private
+    service range, RDS's subnets); None: the CloudNativePG pods."""
+    gateway_address: "Callable[[StackConfig], str | None]" = lambda config: None
+    """The address reserved for a gateway the kind's platform manages, which the agentic API sends
+    its inference requests to (GKE's gke-l7-rilb); None: the gateway's proxy pods."""
 
 
 class TargetBase(ConfigModel):
@@ -136,6 +168,22 @@ class TargetSpec:
     """Whether the kind runs CPU nodes and the engine simulator only (a laptop's kind cluster):
     `serving.simulator` may be set without the simulator engine (the engine itself is refused
     otherwise) and the router's tokenizer is sized for a try-out."""
+    image_registry: str | None = None
+    """Where the serving image goes when the stack names no registry, said when `images.registry`
+    is set anyway ("the build pushes to ECR": the registry its Pulumi half's `image_registry`
+    creates; kind local: nothing is built); None: the stack names its own (`images.registry`,
+    required with `images.build`)."""
+    upstream_fabric: Fabric | None = None
+    """The fabric when the stack runs the upstream vLLM image (`images.build: false`), where that
+    image lacks the user space of the kind's own fabric (EKS: no EFA, so KV moves over TCP);
+    None: the same fabric as with a build."""
+    responses: ResponsesStore | None = None
+    """Where the kind keeps the response store (`llmd-fleet:responses`); None: the kind keeps none
+    (kind local refuses the key)."""
+    sdk_extra: tuple[str, str, str] | None = None
+    """(extra, distribution, module) of the cloud SDK the kind's Pulumi half loads: the
+    package's optional extra (`llmd-fleet[<extra>]`, pyproject.toml) checked before the stack
+    imports that half; None: the core install serves it."""
 
 
 def kubernetes_version_problems(config: "StackConfig") -> list[Problem]:

@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pulumi
 
+from llmd_fleet.conventions import POSTGRES_PORT
 from llmd_fleet.versions import Chart
 
 if TYPE_CHECKING:
-    from llmd_fleet.layers.responses.component import ManagedDatabase
+    from llmd_fleet.images.build import ImageRegistry
     from llmd_fleet.stack.model import StackConfig
 
 
@@ -42,6 +43,36 @@ class DeclaredTarget:
     """Annotations for the Gateway's generated Service (EKS: the NLB)."""
     cloud_opts: pulumi.ResourceOptions | None = None
     """Options for the stack's other cloud resources (EKS: the region's AWS provider)."""
+    kubeconfig: pulumi.Output[str] | None = None
+    """The kubeconfig of a cluster the stack created, exported as the stack's `kubeconfig`
+    output; None where the cluster is reached through the user's kubeconfig."""
+
+
+@dataclass(frozen=True)
+class ReservedGatewayAddress:
+    """An internal address the target reserves for a gateway its platform manages (GKE's
+    gke-l7-rilb), which the agentic API sends its inference requests back to."""
+
+    address: str
+    """The IPv4 address (the agentic API's hostAliases map the upstream host to it)."""
+    gateway_addresses: list[dict[str, str]]
+    """The Gateway's `spec.addresses` naming it (GKE: a `NamedAddress`)."""
+    resource: pulumi.Resource
+    """The reservation, which the Gateway waits for."""
+
+
+@dataclass(frozen=True)
+class ManagedDatabase:
+    """A database a target's platform runs for `llmd-fleet:responses` (Cloud SQL, RDS): where the
+    agentic API reaches it."""
+
+    host: pulumi.Output[str]
+    """Private address or DNS name of the primary."""
+    port: int = POSTGRES_PORT
+    resources: list[pulumi.Resource] = field(default_factory=list)
+    """What the agentic API waits for (the instance, its database and user)."""
+    gateway_address: ReservedGatewayAddress | None = None
+    """The address reserved for the platform's managed gateway, when the stack uses it."""
 
 
 class TargetBuild(Protocol):
@@ -54,8 +85,8 @@ class TargetBuild(Protocol):
         """Create (or reach) the cluster and what the platform layer needs to know about it."""
         ...
 
-    def image_registry_args(self, config: "StackConfig", secrets: SecretSource) -> dict[str, Any]:
-        """Where the serving image build pushes (`ImageBuildArgs` keys) and its credentials."""
+    def image_registry(self, config: "StackConfig", secrets: SecretSource) -> "ImageRegistry":
+        """Where the serving image build pushes, with its credentials (`ImageBuildArgs.registry`)."""
         ...
 
     def responses_database(

@@ -5,15 +5,16 @@ neither. So is the serving image build's SDK (`llmd-fleet[build]`, pulumi-docker
 Kubernetes' (the component provider, docs/components.md).
 `require_target_extra` is called before anything imports a target's cloud half, by the
 CLI (render, check) and by the stack program (`pulumi up`), so a missing SDK is one line naming the
-extra rather than an import traceback. Pure: importlib only."""
+extra rather than an import traceback. Pure: importlib and the target registry only."""
 
 import importlib.util
 
-# target kind -> (extra, distribution, module)
+from llmd_fleet.targets.specs import SPECS
+
 TARGET_EXTRAS: dict[str, tuple[str, str, str]] = {
-    "gke": ("gcp", "pulumi-gcp", "pulumi_gcp"),
-    "eks": ("aws", "pulumi-aws", "pulumi_aws"),
+    kind: spec.sdk_extra for kind, spec in SPECS.items() if spec.sdk_extra is not None
 }
+"""target kind -> (extra, distribution, module), from each kind's `TargetSpec.sdk_extra`."""
 
 
 # `llmd-fleet:images.build: true` -> (extra, distribution, module)
@@ -32,7 +33,8 @@ def _installed(module: str) -> bool:
 
 
 def require_target_extra(kind: str) -> None:
-    """Raise MissingExtraError when target kind `kind` needs an extra that is not installed."""
+    """Raise MissingExtraError when target kind `kind` needs an extra that is not installed
+    (nothing for a kind, or a name under targets/ that is no kind, without an extra)."""
     if kind not in TARGET_EXTRAS:
         return
     extra, distribution, module = TARGET_EXTRAS[kind]

@@ -7,20 +7,29 @@ from typing import TYPE_CHECKING
 
 from llmd_fleet.core.fabric import Fabric
 from llmd_fleet.core.netpol import ClusterRanges
-from llmd_fleet.targets.base import TargetSpec
+from llmd_fleet.targets.base import ResponsesStore, TargetSpec
 from llmd_fleet.targets.eks import fabric as eks_fabric
-from llmd_fleet.targets.eks.rules import eks_cluster_ranges, eks_system_pool, eks_target_problems
+from llmd_fleet.targets.eks.rules import (
+    eks_cluster_ranges,
+    eks_database_peers,
+    eks_system_pool,
+    eks_target_problems,
+)
 from llmd_fleet.targets.gke import fabric as gke_fabric
+from llmd_fleet.targets.gke.config import MANAGED_GATEWAY
 from llmd_fleet.targets.gke.rules import (
     gke_cluster_ranges,
+    gke_database_peers,
     gke_defaults,
+    gke_gateway_address,
+    gke_responses_problems,
     gke_system_pool,
     gke_target_problems,
 )
 from llmd_fleet.targets.local import fabric as local_fabric
 from llmd_fleet.targets.local.rules import local_defaults, local_target_problems
 from llmd_fleet.targets.onprem import fabric as onprem_fabric
-from llmd_fleet.targets.onprem.rules import onprem_problems
+from llmd_fleet.targets.onprem.rules import backup_endpoint_problems, onprem_problems
 from llmd_fleet.targets.rules import existing_cluster_ranges
 
 if TYPE_CHECKING:
@@ -43,6 +52,7 @@ SPECS: dict[str, TargetSpec] = {
             problems=onprem_problems,
             cluster_ranges=existing_cluster_ranges,
             section="onprem",
+            responses=ResponsesStore("onprem", managed=False, problems=backup_endpoint_problems),
         ),
         TargetSpec(
             kind="local",
@@ -54,6 +64,7 @@ SPECS: dict[str, TargetSpec] = {
             defaults=local_defaults,
             section="onprem",
             simulated=True,
+            image_registry="nothing is built there (the simulator image is pinned)",
         ),
         TargetSpec(
             kind="gke",
@@ -66,8 +77,17 @@ SPECS: dict[str, TargetSpec] = {
             section="gke",
             creates_cluster=True,
             system_pool=gke_system_pool,
-            platform_gateways=("gke-l7-rilb",),
+            platform_gateways=(MANAGED_GATEWAY,),
             platform_prometheus=(("gmp", "Managed Service for Prometheus"),),
+            image_registry="the build pushes to Artifact Registry",
+            responses=ResponsesStore(
+                "gke",
+                managed=True,
+                problems=gke_responses_problems,
+                peers=gke_database_peers,
+                gateway_address=gke_gateway_address,
+            ),
+            sdk_extra=("gcp", "pulumi-gcp", "pulumi_gcp"),
         ),
         TargetSpec(
             kind="eks",
@@ -79,6 +99,10 @@ SPECS: dict[str, TargetSpec] = {
             section="eks",
             creates_cluster=True,
             system_pool=eks_system_pool,
+            image_registry="the build pushes to ECR",
+            responses=ResponsesStore("eks", managed=True, peers=eks_database_peers),
+            upstream_fabric=eks_fabric.VPC_TCP,
+            sdk_extra=("aws", "pulumi-aws", "pulumi_aws"),
         ),
     )
 }
@@ -93,11 +117,12 @@ BUILDS: dict[str, str] = {
 
 def fabric_for(target_kind: str, image_build: bool = True) -> Fabric:
     """The fabric of a target kind (one per kind: a target's GPU network is fixed by its machines),
-    except eks with the upstream image (`image_build` false: `images.build`): that image has no
-    EFA user space, so the KV transfer runs over TCP (targets/eks/fabric.py VPC_TCP)."""
-    if target_kind == "eks" and not image_build:
-        return eks_fabric.VPC_TCP
-    return SPECS[target_kind].fabric
+    except with the upstream image (`image_build` false: `images.build`) on a kind whose fabric
+    that image cannot drive (`TargetSpec.upstream_fabric`: eks, whose KV then moves over TCP)."""
+    spec = SPECS[target_kind]
+    if not image_build and spec.upstream_fabric is not None:
+        return spec.upstream_fabric
+    return spec.fabric
 
 
 def cluster_ranges(config: "StackConfig") -> ClusterRanges:

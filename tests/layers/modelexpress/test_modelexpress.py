@@ -17,9 +17,9 @@ from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.layers.serving.vllm import engine_env, startup_budget_seconds, vllm_serve_argv
 from llmd_fleet.plan.fleet import (
     DP_RPC_PORT,
-    MX_SOURCE_ATTEMPTS,
     plan_fleet,
 )
+from llmd_fleet.plan.weight_load import MX_SOURCE_ATTEMPTS
 from llmd_fleet.policies.rules import serving as serving_rules
 from llmd_fleet.stack.parse import parse_config
 from llmd_fleet.versions import versions

@@ -18,19 +18,11 @@ from llmd_fleet.cli.render import render_files
 from llmd_fleet.cli.synth import _SECRET_SIG, _SECRET_SIG_KEY, RecordingMocks, Synthesis, clean, synthesize
 from llmd_fleet.layers.gateway.specs import GATEWAY_NAME_LABEL
 from llmd_fleet.layers.responses.component import database_url
-from llmd_fleet.layers.responses.config import (
-    ResponsesConfig,
-    ResponsesDatabaseConfig,
-    ResponsesEksDatabaseConfig,
-    ResponsesGkeDatabaseConfig,
-    ResponsesOnpremDatabaseConfig,
-    S3BackupConfig,
-    database_subnet_cidrs,
-    default_gateway_address,
-)
+from llmd_fleet.layers.responses.config import ResponsesConfig, ResponsesDatabaseConfig, S3BackupConfig
 from llmd_fleet.stack.parse import parse_config
-from llmd_fleet.targets.eks.config import EksTarget
-from llmd_fleet.targets.gke.config import GkeTarget
+from llmd_fleet.targets.eks.config import EksTarget, ResponsesEksDatabaseConfig, database_subnet_cidrs
+from llmd_fleet.targets.gke.config import GkeTarget, ResponsesGkeDatabaseConfig, default_gateway_address
+from llmd_fleet.targets.onprem.config import ResponsesOnpremDatabaseConfig
 from llmd_fleet.versions import version_tuple, versions
 from tests.helpers import restricted_violations
 from tests.httproutes import route_request

@@ -13,7 +13,6 @@ import pytest
 from devtools.metrics_catalogue.catalogue import catalogue
 from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.layers.router.component import epp_args
-from llmd_fleet.layers.router.config import expected_prompt_tokens
 from llmd_fleet.layers.router.epp_config import (
     EndpointPickerConfig,
     build_epp_config,
@@ -165,7 +164,7 @@ def test_admission_sheds_no_batch_at_nominal_load_and_all_at_the_gate(stack):
     plan = plan_fleet(config)
     params = build_epp_config(config, plan, TOKENIZER).plugin("probabilistic-admitter").parameters
     assert params is not None
-    prompt = expected_prompt_tokens(config.router, config.workload.input_tokens_p50)
+    prompt = config.router.prompt_tokens(config.workload.input_tokens_p50)
     nominal = [
         min(min(prompt, getattr(config.serving.roles, role.name).max_model_len) / role.memory.kv_tokens, 1.0)
         for role in plan.roles

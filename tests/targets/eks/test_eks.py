@@ -627,7 +627,7 @@ def test_eks_with_one_node_per_instance_serves_the_upstream_image_over_tcp() -> 
     plan = plan_fleet(config)
     assert plan.role("prefill").fabric is VPC_TCP and plan.role("decode").fabric is VPC_TCP
     assert VPC_TCP.nixl_backends == ("UCX",) and "FI_PROVIDER" not in dict(VPC_TCP.engine_env)
-    assert serving_image("eks", fabric_for("eks", False), None) == versions().image("vllm").ref
+    assert serving_image(fabric_for("eks", False), None) == versions().image("vllm").ref
     assert fabric_for("eks") is EFA and fabric_for("eks", True) is EFA
     # The same stack with an instance of two nodes needs the build again.
     raw = stack_raw_config("eks-h100-2node")

@@ -30,16 +30,6 @@ def autoscaling_cooldown_seconds(serving: ServingConfig, role: _RoleAutoscalingC
     return min(serving.model_load_minutes * 60 + COOLDOWN_MARGIN_SECONDS, HPA_MAX_STABILIZATION_SECONDS)
 
 
-def autoscaling_max_instances(serving: ServingConfig, role_name: str) -> int:
-    """Most instances role `role_name` can run: its autoscaling maximum when it autoscales, else
-    its fixed `instances`."""
-    role: RoleConfig = getattr(serving.roles, role_name)
-    scaling = serving.autoscaling.role(role_name) if serving.autoscaling is not None else None
-    if scaling is None or not scaling.enabled:
-        return role.instances
-    return scaling.max_instances if scaling.max_instances is not None else role.instances
-
-
 def autoscaling_problems(config: StackConfig) -> list[Problem]:
     """Bounds around the configured instances, room in the node groups for every maximum, a
     cooldown longer than a model load, a drain a scale-down can wait for, and a Prometheus to
@@ -130,10 +120,7 @@ def autoscaling_problems(config: StackConfig) -> list[Problem]:
         )
     for group_name, group in sorted(config.fleet.node_groups.items()):
         on_group = [n for n in ("prefill", "decode") if getattr(serving.roles, n).node_group == group_name]
-        peak = {
-            n: autoscaling_max_instances(serving, n) * getattr(serving.roles, n).nodes_per_instance
-            for n in on_group
-        }
+        peak = {n: serving.max_instances(n) * getattr(serving.roles, n).nodes_per_instance for n in on_group}
         scaled = [n for n in on_group if n in enabled]
         if scaled and sum(peak.values()) > group.count:
             detail = " + ".join(f"{n} {peak[n]}" for n in on_group)

@@ -5,8 +5,10 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from llmd_fleet.config.base import ConfigModel
+from llmd_fleet.targets.specs import SPECS
 
-MANAGED_IMPLEMENTATIONS = frozenset({"gke-l7-rilb"})
+MANAGED_IMPLEMENTATIONS = frozenset(name for spec in SPECS.values() for name in spec.platform_gateways)
+"""The gateway classes a target's platform provides and manages (`TargetSpec.platform_gateways`)."""
 
 
 class _Model(ConfigModel):

@@ -37,12 +37,3 @@ def gateway_peers(config: StackConfig, ranges: ClusterRanges) -> list[Peer]:
     # An empty `from` would admit every source.
     assert peers, "a gateway without sources"
     return peers
-
-
-def aws_nlb_annotations(scheme: str) -> dict[str, str]:
-    """Service annotations that put a Gateway's LoadBalancer Service behind an AWS Network Load
-    Balancer (EKS's built-in service controller); `scheme` is `internal` or `internet-facing`."""
-    annotations = {"service.beta.kubernetes.io/aws-load-balancer-type": "nlb"}
-    if scheme == "internal":
-        annotations["service.beta.kubernetes.io/aws-load-balancer-internal"] = "true"
-    return annotations

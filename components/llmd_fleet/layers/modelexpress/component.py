@@ -25,7 +25,7 @@ from llmd_fleet.core.pod_context import (
 )
 from llmd_fleet.labels import common_labels
 from llmd_fleet.layers.modelexpress.specs import COMPONENT, server_address, server_name, server_selector
-from llmd_fleet.plan.fleet import MX_SERVER_PORT
+from llmd_fleet.plan.weight_load import MX_SERVER_PORT
 from llmd_fleet.versions import versions
 
 if TYPE_CHECKING:

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 from llmd_fleet.core.netpol import API_SERVER_PORTS, ClusterRanges, PolicySpec, pods, tcp
 from llmd_fleet.layers.modelexpress.specs import server_selector
 from llmd_fleet.layers.serving.specs import MODEL_SERVER_POLICY, pool_selector
-from llmd_fleet.plan.fleet import MX_SERVER_PORT, FleetPlan
+from llmd_fleet.plan.fleet import FleetPlan
+from llmd_fleet.plan.weight_load import MX_SERVER_PORT
 
 if TYPE_CHECKING:
     from llmd_fleet.stack.model import StackConfig

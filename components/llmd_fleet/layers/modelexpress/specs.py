@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from llmd_fleet.plan.fleet import MX_SERVER_PORT
+from llmd_fleet.plan.weight_load import MX_SERVER_PORT
 
 if TYPE_CHECKING:
     from llmd_fleet.stack.model import StackConfig

@@ -39,12 +39,12 @@ from llmd_fleet.layers.observability.config import GMP_NAMESPACE
 from llmd_fleet.layers.observability.dashboards import DASHBOARD_LABEL, dashboard_json, fleet_dashboards
 from llmd_fleet.layers.router.specs import (
     METRICS_PORT,
-    PROGRAM_SERIES,
     TOKENIZER_PORT,
     RouterNames,
     epp_selector,
     tokenizer_selector,
 )
+from llmd_fleet.plan.admission import PROGRAM_SERIES
 from llmd_fleet.plan.fleet import FleetPlan, RoleName
 from llmd_fleet.plan.observability import ObservabilityPlan, plan_observability
 from llmd_fleet.platform.helm import pinned_release

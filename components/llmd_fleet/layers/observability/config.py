@@ -1,6 +1,6 @@
 """The `observability` section. Pure."""
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import Field
 
@@ -9,6 +9,7 @@ from llmd_fleet.config.grammar import (
     Labels,
     ManagedNamespace,
 )
+from llmd_fleet.targets.base import PrometheusMode
 
 
 class _Model(ConfigModel):
@@ -17,9 +18,6 @@ class _Model(ConfigModel):
 
 # GKE Standard runs the managed collectors in this namespace (Managed Service for Prometheus).
 GMP_NAMESPACE = "gmp-system"
-
-
-PrometheusMode = Literal["operator", "gmp", "install", "none"]
 
 
 class ObservabilityConfig(_Model):

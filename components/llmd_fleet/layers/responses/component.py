@@ -23,7 +23,7 @@ replaces no part of the response store.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 from urllib.parse import quote
 
@@ -61,6 +61,7 @@ from llmd_fleet.layers.responses.specs import (
     upstream_ready_timeout_seconds,
 )
 from llmd_fleet.platform.helm import pinned_release
+from llmd_fleet.targets.declared import ManagedDatabase
 from llmd_fleet.versions import versions
 
 if TYPE_CHECKING:
@@ -349,12 +350,6 @@ def gke_service_policies(config: StackConfig) -> dict[str, dict[str, Any]]:
     }
 
 
-def gke_gateway_addresses(address_name: str) -> list[dict[str, str]]:
-    """The Gateway's `spec.addresses` on GKE: the regional internal address the stack reserves
-    (GKE Gateway: `NamedAddress`, a reserved address by name)."""
-    return [{"type": "NamedAddress", "value": address_name}]
-
-
 # --- On-prem: CloudNativePG ------------------------------------------------------------------------
 
 
@@ -449,31 +444,6 @@ def cnpg_scheduled_backup_spec(config: StackConfig) -> dict[str, Any]:
 
 
 # --- The component -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ReservedGatewayAddress:
-    """GKE: the internal address the stack reserves for the managed gateway."""
-
-    address: str
-    """The IPv4 address (the agentic API's hostAliases map the upstream host to it)."""
-    name: str
-    """Its GCE name (the Gateway's NamedAddress)."""
-    resource: pulumi.Resource
-    """The reservation, which the Gateway waits for."""
-
-
-@dataclass(frozen=True)
-class ManagedDatabase:
-    """A database a cloud target created (Cloud SQL, RDS): where the agentic API reaches it."""
-
-    host: pulumi.Output[str]
-    """Private address or DNS name of the primary."""
-    port: int = POSTGRES_PORT
-    resources: list[pulumi.Resource] = field(default_factory=list)
-    """What the agentic API waits for (the instance, its database and user)."""
-    gateway_address: ReservedGatewayAddress | None = None
-    """GKE's managed gateway: its reserved internal address."""
 
 
 class ResponsesLayerArgs(TypedDict):

@@ -33,12 +33,7 @@ from llmd_fleet.core.netpol import (
     tcp,
 )
 from llmd_fleet.layers.gateway.specs import GATEWAY_POLICY, gateway_peers, gateway_proxies
-from llmd_fleet.layers.responses.config import (
-    ResponsesGkeDatabaseConfig,
-    S3BackupConfig,
-    database_subnet_cidrs,
-    gke_gateway_address,
-)
+from llmd_fleet.layers.responses.config import S3BackupConfig
 from llmd_fleet.layers.responses.specs import (
     AGENTIC_API_PORT,
     CNPG_METRICS_PORT,
@@ -50,8 +45,7 @@ from llmd_fleet.layers.responses.specs import (
     is_managed_gateway,
 )
 from llmd_fleet.plan.fleet import FleetPlan
-from llmd_fleet.targets.eks.config import EksTarget
-from llmd_fleet.targets.gke.config import GkeTarget
+from llmd_fleet.targets.specs import SPECS
 
 if TYPE_CHECKING:
     from llmd_fleet.stack.model import StackConfig
@@ -59,22 +53,22 @@ if TYPE_CHECKING:
 
 def database_peers(config: StackConfig) -> list[Peer]:
     """Where the response store answers: the CloudNativePG pods, or the managed database's
-    private range (Cloud SQL's Private Service Access range, RDS's own subnets)."""
+    private range (the kind's `ResponsesStore.peers`: Cloud SQL's Private Service Access range,
+    RDS's own subnets)."""
     responses = config.responses
     assert responses is not None
-    target = config.target
-    if target.kind == "gke":
-        settings = responses.database.gke or ResponsesGkeDatabaseConfig()
-        return [{"ipBlock": {"cidr": settings.private_service_cidr}}]
-    if isinstance(target, EksTarget):
-        return [{"ipBlock": {"cidr": c}} for c in database_subnet_cidrs(target.eks.vpc_cidr).values()]
+    store = SPECS[config.target.kind].responses
+    if store is not None and store.peers is not None:
+        return store.peers(config)
     return [pods(database_selector(responses))]
 
 
 def _gateway_destination(config: StackConfig) -> list[Peer]:
-    if is_managed_gateway(config):
-        assert isinstance(config.target, GkeTarget) and config.responses is not None
-        address = gke_gateway_address(config.responses, config.target.gke)
+    """Where the agentic API sends inference requests: the address the kind reserved for its
+    managed gateway, or the in-cluster gateway's proxies."""
+    store = SPECS[config.target.kind].responses
+    address = store.gateway_address(config) if store is not None else None
+    if address is not None:
         return [{"ipBlock": {"cidr": f"{address}/32"}}]
     return [gateway_proxies()]
 
@@ -108,7 +102,8 @@ def flows(config: StackConfig, plan: FleetPlan, ranges: ClusterRanges) -> dict[s
             {"to": database_peers(config), "ports": tcp(POSTGRES_PORT)},
         ],
     }
-    if config.target.kind == "onprem":
+    kind_store = SPECS[config.target.kind].responses
+    if kind_store is not None and not kind_store.managed:  # CloudNativePG in the cluster
         store = pods(database_selector(responses))
         egress: list[dict[str, Any]] = [
             {"to": [store], "ports": tcp(POSTGRES_PORT, CNPG_STATUS_PORT)},

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from llmd_fleet.conventions import POSTGRES_PORT as POSTGRES_PORT
 from llmd_fleet.layers.gateway.config import MANAGED_IMPLEMENTATIONS
 from llmd_fleet.layers.responses.config import ResponsesConfig
 
@@ -40,7 +41,6 @@ REPLAY_BYTES_PER_TOKEN = 8
 """Assumed bytes of request body per token of a replayed agent history: twice the ~4 characters
 of English text per token of OpenAI's tokenizer guidance, for JSON escaping (quotes, newlines,
 code) and the item wrappers around each turn. No published figure for GLM's tokenizer."""
-POSTGRES_PORT = 5432
 CNPG_STATUS_PORT = 8000
 """CloudNativePG's instance manager status endpoint; the operator polls it (CNPG security docs,
 "Exposed Ports")."""

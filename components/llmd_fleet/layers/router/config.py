@@ -143,27 +143,25 @@ class RouterConfig(_Model):
     """Export the EPP's traces over OTLP; unset turns tracing off (`--tracing=false`), since the
     EPP traces by default and with no collector every span is wasted work."""
 
+    def decider(self) -> Literal["always", "prefix"]:
+        """The P/D decider the stack runs: as named, else `prefix` when it sets a threshold, else
+        `always`."""
+        if self.pd_decider is not None:
+            return self.pd_decider
+        return "prefix" if self.non_cached_tokens_for_remote_prefill is not None else "always"
+
+    def remote_prefill_threshold(self) -> int | None:
+        """The prefix decider's threshold (None with the always decider): tokens decode may
+        prefill locally, just under this many per request."""
+        if self.decider() != "prefix":
+            return None
+        return self.non_cached_tokens_for_remote_prefill or DEFAULT_NON_CACHED_TOKENS
+
+    def prompt_tokens(self, workload_input_p50: int) -> int:
+        """`expectedPromptTokens`, or the workload's median input when unset."""
+        return self.expected_prompt_tokens or workload_input_p50
+
 
 # The prefix decider's threshold when a stack names none: the router's own P/D configs
 # (deploy/config/pd-epp-config.yaml and sim-pd-epp-config.yaml at v0.10.0: nonCachedTokens 16).
 DEFAULT_NON_CACHED_TOKENS = 16
-
-
-def pd_decider(router: RouterConfig) -> Literal["always", "prefix"]:
-    """The decider a stack runs: as named, else `prefix` when it sets a threshold, else `always`."""
-    if router.pd_decider is not None:
-        return router.pd_decider
-    return "prefix" if router.non_cached_tokens_for_remote_prefill is not None else "always"
-
-
-def non_cached_tokens(router: RouterConfig) -> int | None:
-    """The prefix decider's threshold (None with the always decider): tokens decode may prefill
-    locally, just under this many per request."""
-    if pd_decider(router) != "prefix":
-        return None
-    return router.non_cached_tokens_for_remote_prefill or DEFAULT_NON_CACHED_TOKENS
-
-
-def expected_prompt_tokens(router: RouterConfig, workload_input_p50: int) -> int:
-    """`router.expectedPromptTokens`, or the workload's median input when unset."""
-    return router.expected_prompt_tokens or workload_input_p50

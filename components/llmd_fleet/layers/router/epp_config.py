@@ -14,8 +14,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmd_fleet.config.model import client_model_name
-from llmd_fleet.layers.router.config import RouterConfig, non_cached_tokens, pd_decider
-from llmd_fleet.layers.router.specs import INFLIGHT_PRODUCER, KV_CACHE_UTIL_THRESHOLD, QUEUE_DEPTH_THRESHOLD
+from llmd_fleet.layers.router.config import RouterConfig
+from llmd_fleet.layers.router.specs import INFLIGHT_PRODUCER
+from llmd_fleet.plan.admission import KV_CACHE_UTIL_THRESHOLD, QUEUE_DEPTH_THRESHOLD
 from llmd_fleet.plan.epp import epp_cpus_for
 from llmd_fleet.plan.fleet import KV_EVENTS_PORT, FleetPlan
 
@@ -205,7 +206,7 @@ def _fairness_plugin(router: RouterConfig, plan: FleetPlan) -> Plugin:
         return Plugin(name=kind, type=kind)
     # Least attained service per program (agent session), decayed on the wall clock (the per-Pick
     # default follows the pick rate) and forgotten a few tool-loop gaps after its last completion,
-    # which bounds the programs, their queues and series (llmd_fleet/layers/router/specs.py).
+    # which bounds the programs, their queues and series (llmd_fleet/plan/admission.py).
     return Plugin(
         name=kind,
         type=kind,
@@ -401,8 +402,8 @@ def _scorers(config: StackConfig, plan: FleetPlan) -> list[Plugin]:
 def _decider(config: StackConfig) -> Plugin:
     """The P/D decider (router.pdDecider): always-disagg sends every request through a prefill
     instance; prefix-based only those with at least nonCachedTokens uncached on decode."""
-    threshold = non_cached_tokens(config.router)
-    if pd_decider(config.router) == "always" or threshold is None:
+    threshold = config.router.remote_prefill_threshold()
+    if config.router.decider() == "always" or threshold is None:
         return Plugin(name=DECIDER, type="always-disagg-pd-decider")
     return Plugin(name=DECIDER, type="prefix-based-pd-decider", parameters={"nonCachedTokens": threshold})
 

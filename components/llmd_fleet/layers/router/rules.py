@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from llmd_fleet.core.problems import Problem, key
-from llmd_fleet.layers.router.config import non_cached_tokens
 
 if TYPE_CHECKING:
     from llmd_fleet.stack.model import StackConfig
@@ -70,7 +69,7 @@ def _decode_budget_problems(config: StackConfig) -> list[Problem]:
     prefix P/D decider leaves to decode, or DeepEP's low-latency buffers (sized from the budget)
     and the decode step disagree with the requests the router sends."""
     decode = config.serving.roles.decode
-    threshold = non_cached_tokens(config.router)
+    threshold = config.router.remote_prefill_threshold()
     if threshold is None or decode.max_num_batched_tokens is None or decode.max_num_seqs is None:
         return []
     needed = decode.max_num_seqs * (1 + decode.mtp_tokens) + threshold - 1

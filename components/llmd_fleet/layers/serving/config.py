@@ -254,3 +254,12 @@ class ServingConfig(_Model):
     canary: CanaryConfig | None = None
     """A canary revision beside this one, taking `weight` percent of the requests (optional;
     absent: no canary, every request goes to this revision; docs/day-two.md)."""
+
+    def max_instances(self, role_name: str) -> int:
+        """Most instances role `role_name` can run: its autoscaling maximum when it autoscales,
+        else its fixed `instances`."""
+        role: RoleConfig = getattr(self.roles, role_name)
+        scaling = self.autoscaling.role(role_name) if self.autoscaling is not None else None
+        if scaling is None or not scaling.enabled:
+            return role.instances
+        return scaling.max_instances if scaling.max_instances is not None else role.instances

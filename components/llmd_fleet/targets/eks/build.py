@@ -3,13 +3,13 @@ store. Imported only for an eks stack (it loads the AWS SDK)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pulumi
 
-from llmd_fleet.layers.gateway.specs import aws_nlb_annotations
-from llmd_fleet.layers.responses.component import ManagedDatabase
-from llmd_fleet.targets.declared import DeclaredTarget, SecretSource
+from llmd_fleet.images.build import CACHE_TAG_PREFIX, ImageRegistry, RegistryPush, registry_host
+from llmd_fleet.images.spec import IMAGE_NAME
+from llmd_fleet.targets.declared import DeclaredTarget, ManagedDatabase, SecretSource
 from llmd_fleet.targets.eks.cluster import ADDONS, EksCluster
 from llmd_fleet.targets.eks.config import EksTarget
 from llmd_fleet.targets.eks.database import EksResponses
@@ -22,6 +22,15 @@ if TYPE_CHECKING:
 def _target(config: StackConfig) -> EksTarget:
     assert isinstance(config.target, EksTarget), "the eks build ran for another kind"
     return config.target
+
+
+def aws_nlb_annotations(scheme: str) -> dict[str, str]:
+    """Service annotations that put a Gateway's LoadBalancer Service behind an AWS Network Load
+    Balancer (EKS's built-in service controller); `scheme` is `internal` or `internet-facing`."""
+    annotations = {"service.beta.kubernetes.io/aws-load-balancer-type": "nlb"}
+    if scheme == "internal":
+        annotations["service.beta.kubernetes.io/aws-load-balancer-internal"] = "true"
+    return annotations
 
 
 def declare(
@@ -50,12 +59,41 @@ def declare(
         nic_driver=("aws-dranet", versions().chart("aws-dranet"), "kube-system"),
         gateway_annotations=aws_nlb_annotations(eks.load_balancer_scheme),
         cloud_opts=pulumi.ResourceOptions(providers={"aws": cluster.aws_provider}),
+        kubeconfig=cluster.kubeconfig,
     )
 
 
-def image_registry_args(config: StackConfig, secrets: SecretSource) -> dict[str, Any]:
-    """The image build pushes to ECR in the cluster's region: nothing to add."""
-    return {}
+def ecr_registry(name: str, repository: str, parent: pulumi.Resource) -> RegistryPush:
+    """An ECR repository `<repository>/<image>` (scanned on push, tags immutable but the build
+    cache's), pushed to with the registry's authorization token."""
+    import pulumi_aws as aws
+
+    ecr = aws.ecr.Repository(
+        f"{name}-repository",
+        name=f"{repository}/{IMAGE_NAME}",
+        image_scanning_configuration=aws.ecr.RepositoryImageScanningConfigurationArgs(scan_on_push=True),
+        # Image tags hash their inputs, so a tag never needs to move; only the build cache tags
+        # are rewritten by every build.
+        image_tag_mutability="IMMUTABLE_WITH_EXCLUSION",
+        image_tag_mutability_exclusion_filters=[
+            aws.ecr.RepositoryImageTagMutabilityExclusionFilterArgs(
+                filter=f"{CACHE_TAG_PREFIX}*", filter_type="WILDCARD"
+            )
+        ],
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    auth = aws.ecr.get_authorization_token_output(
+        registry_id=ecr.registry_id, opts=pulumi.InvokeOutputOptions(parent=parent)
+    )
+    return RegistryPush(
+        ecr.repository_url, ecr.repository_url.apply(registry_host), auth.user_name, auth.password
+    )
+
+
+def image_registry(config: StackConfig, secrets: SecretSource) -> ImageRegistry:
+    """The image build pushes to ECR in the cluster's region (the region's provider comes with
+    the build's options, `DeclaredTarget.cloud_opts`)."""
+    return ecr_registry
 
 
 def responses_database(

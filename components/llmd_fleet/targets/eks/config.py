@@ -13,7 +13,7 @@ from typing import Annotated, Literal, Protocol
 from pydantic import Field
 
 from llmd_fleet.config.base import ConfigModel
-from llmd_fleet.config.grammar import Pattern
+from llmd_fleet.config.grammar import Pattern, RdsInstanceClass
 from llmd_fleet.core.problems import Key, Problem
 from llmd_fleet.targets.base import TargetBase
 
@@ -332,3 +332,25 @@ def _group_problems(
                 )
             )
     return problems
+
+
+# The kind's section of `llmd-fleet:responses` (`responses.database.eks`), read through its
+# `TargetSpec.responses` (llmd_fleet/targets/eks/rules.py).
+
+
+class ResponsesEksDatabaseConfig(ConfigModel):
+    """RDS for PostgreSQL on the eks target: Multi-AZ, encrypted, in two private subnets of its
+    own, reachable only from the cluster's security group."""
+
+    instance_class: RdsInstanceClass = "db.m7g.large"
+    """DB instance class (default db.m7g.large: 2 vCPUs, 8 GiB)."""
+
+
+def database_subnet_cidrs(vpc_cidr: str) -> dict[str, str]:
+    """eks: the two /24 subnets of the RDS instance, first of the VPC's fourth quarter (the first
+    three hold the node and public subnets, llmd_fleet/targets/eks/config.py subnet_cidrs), one in the
+    capacity zone and one in the secondary zone (Multi-AZ needs two)."""
+    vpc = ipaddress.IPv4Network(vpc_cidr)
+    quarter = list(vpc.subnets(new_prefix=vpc.prefixlen + 2))[3]
+    first, second = list(quarter.subnets(new_prefix=24))[:2]
+    return {"database-capacity": str(first), "database-secondary": str(second)}

@@ -15,20 +15,18 @@ Every input comes from `target.eks` and `responses`: a serving change replaces n
 The cloud SDK's `rds` module loads only on this code path.
 """
 
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 import pulumi
 import pulumi_aws as aws
 
-from llmd_fleet.layers.responses.component import ManagedDatabase
-from llmd_fleet.layers.responses.config import (
-    ResponsesConfig,
-    ResponsesEksDatabaseConfig,
-    database_subnet_cidrs,
-)
-from llmd_fleet.layers.responses.specs import POSTGRES_PORT
-from llmd_fleet.targets.eks.config import EksTargetConfig
+from llmd_fleet.conventions import POSTGRES_PORT
+from llmd_fleet.targets.declared import ManagedDatabase
+from llmd_fleet.targets.eks.config import EksTargetConfig, ResponsesEksDatabaseConfig, database_subnet_cidrs
 from llmd_fleet.versions import versions
+
+if TYPE_CHECKING:
+    from llmd_fleet.layers.responses.config import ResponsesConfig
 
 BACKUP_WINDOW = "03:00-04:00"
 """UTC daily backup window."""
@@ -42,7 +40,7 @@ class EksResponsesArgs(TypedDict):
     eks: EksTargetConfig
     """`target.eks`; the VPC range gives the database subnets, the capacity and secondary
     availability zones place them."""
-    responses: ResponsesConfig
+    responses: "ResponsesConfig"
     """The `responses` section; the store's name, owner, storage, retention and `database.eks`
     instance class."""
     cluster_name: str

@@ -52,7 +52,7 @@ EFA = Fabric(
 # AWS p5.48xlarge running the pinned upstream vLLM image (`images.build: false`): it has no EFA
 # user space (no libfabric efa provider), so the EFA interfaces are unusable and KV blocks move
 # through NIXL's UCX backend over TCP on the pod's VPC interface (UCX has no EFA transport). The
-# config allows this only where no instance spans nodes (images/rules.py): the MoE all-to-all
+# config allows this only where no instance spans nodes (targets/images.py): the MoE all-to-all
 # then stays inside a node on NVLink, and only the prefill-to-decode KV transfer crosses nodes.
 VPC_TCP = Fabric(
     name="tcp",

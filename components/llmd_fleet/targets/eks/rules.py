@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from llmd_fleet.core.netpol import ClusterRanges
+from llmd_fleet.core.netpol import ClusterRanges, Peer
 from llmd_fleet.core.problems import Problem, key
 from llmd_fleet.targets.base import SystemPool, managed_cluster_problems
-from llmd_fleet.targets.eks.config import EksTarget, eks_problems
+from llmd_fleet.targets.eks.config import EksTarget, database_subnet_cidrs, eks_problems
 from llmd_fleet.versions import versions
 
 if TYPE_CHECKING:
@@ -54,3 +54,8 @@ def eks_system_pool(config: StackConfig) -> SystemPool:
         key(config, "target", "eks", "system_nodes", "count"),
         nodes.count,
     )
+
+
+def eks_database_peers(config: StackConfig) -> list[Peer]:
+    """RDS answers from its own two subnets of the VPC."""
+    return [{"ipBlock": {"cidr": c}} for c in database_subnet_cidrs(_target(config).eks.vpc_cidr).values()]

@@ -1,14 +1,16 @@
-"""Kind gke, the Pulumi half: the GKE cluster, its TCPXO node setup, the image build's registry and
-the Cloud SQL response store. Imported only for a gke stack (it loads the Google Cloud SDK)."""
+"""Kind gke, the Pulumi half: the GKE cluster, its TCPXO node setup, the image build's registry
+(Artifact Registry) and the Cloud SQL response store. Imported only for a gke stack (it loads the
+Google Cloud SDK)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pulumi
 
-from llmd_fleet.layers.responses.component import ManagedDatabase
-from llmd_fleet.targets.declared import DeclaredTarget, SecretSource
+from llmd_fleet.images.build import ImageRegistry, RegistryPush
+from llmd_fleet.images.spec import IMAGE_NAME
+from llmd_fleet.targets.declared import DeclaredTarget, ManagedDatabase, SecretSource
 from llmd_fleet.targets.gke.cluster import GkeCluster
 from llmd_fleet.targets.gke.config import GkeTarget
 from llmd_fleet.targets.gke.database import GkeResponses
@@ -50,16 +52,44 @@ def declare(
         gpu_operator=False,
         install_gateway_crds=False,
         critical_priority=False,
+        kubeconfig=cluster.kubeconfig,
     )
 
 
-def image_registry_args(config: StackConfig, secrets: SecretSource) -> dict[str, Any]:
+GCP_REGISTRY_USER = "oauth2accesstoken"
+"""Artifact Registry accepts an OAuth access token as the password of this user."""
+
+
+def artifact_registry(project: pulumi.Input[str], location: str) -> ImageRegistry:
+    """An Artifact Registry repository in `project` and `location`, pushed to with the
+    provider's access token."""
+
+    def declare(name: str, repository: str, parent: pulumi.Resource) -> RegistryPush:
+        import pulumi_gcp as gcp  # its submodules load on first use: only these two
+
+        ar = gcp.artifactregistry.Repository(
+            f"{name}-repository",
+            repository_id=repository,
+            location=location,
+            project=project,
+            format="DOCKER",
+            description="llmd-fleet serving images",
+            opts=pulumi.ResourceOptions(parent=parent),
+        )
+        host = f"{location}-docker.pkg.dev"
+        url = pulumi.Output.all(ar.project, ar.repository_id).apply(
+            lambda a: f"{host}/{a[0]}/{a[1]}/{IMAGE_NAME}"
+        )
+        token = gcp.organizations.get_client_config_output(opts=pulumi.InvokeOutputOptions(parent=parent))
+        return RegistryPush(url, host, GCP_REGISTRY_USER, token.access_token)
+
+    return declare
+
+
+def image_registry(config: StackConfig, secrets: SecretSource) -> ImageRegistry:
     """The image build pushes to Artifact Registry in the cluster's project and region."""
     gke = _target(config).gke
-    return {
-        "gcp_project": gke.project,
-        "gcp_location": gke.region,
-    }
+    return artifact_registry(gke.project, gke.region)
 
 
 def responses_database(

@@ -13,9 +13,13 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from llmd_fleet.config.base import ConfigModel
-from llmd_fleet.config.grammar import Pattern
+from llmd_fleet.config.grammar import CloudSqlTier, Ipv4Address, Ipv4Cidr, Pattern
 from llmd_fleet.core.problems import Key, Problem
 from llmd_fleet.targets.base import TargetBase
+
+MANAGED_GATEWAY = "gke-l7-rilb"
+"""The gateway class GKE's platform provides (the regional internal Application Load Balancer):
+`gateway.implementation` may name it on kind gke only (`TargetSpec.platform_gateways`)."""
 
 _GCP_NAME = Pattern(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 _RESERVATION = (
@@ -323,3 +327,46 @@ def gke_problems(gke: GkeTargetConfig, node_groups: dict[str, tuple[int, int]], 
                 Problem(path.at("network", "master_authorized_cidrs", i), f"not an IPv4 CIDR: {exc}")
             )
     return problems
+
+
+# The kind's section of `llmd-fleet:responses` (`responses.database.gke`), read through its
+# `TargetSpec.responses` (llmd_fleet/targets/gke/rules.py).
+
+CLOUD_SQL_PERF_OPTIMIZED = "db-perf-optimized-N-"
+"""Prefix of the Cloud SQL tiers the ENTERPRISE_PLUS edition takes (and the only ones it takes)."""
+
+
+class ResponsesGkeDatabaseConfig(ConfigModel):
+    """Cloud SQL for PostgreSQL on the gke target: regional (HA), private IP only, in the fleet's
+    VPC through Private Service Access."""
+
+    tier: CloudSqlTier = "db-perf-optimized-N-4"
+    """Machine tier (default db-perf-optimized-N-4: 4 vCPUs). ENTERPRISE_PLUS takes only the
+    `db-perf-optimized-N-*` tiers, ENTERPRISE the others (`db-custom-<vCPUs>-<MiB>`)."""
+    edition: Literal["ENTERPRISE_PLUS", "ENTERPRISE"] = "ENTERPRISE_PLUS"
+    """Cloud SQL edition (default ENTERPRISE_PLUS, which is also the API's default for PostgreSQL
+    16 and later; it is set explicitly so that a changed API default never touches the
+    instance)."""
+    private_service_cidr: Ipv4Cidr = "10.98.0.0/20"
+    """The range Private Service Access reserves in the fleet's VPC for Google-managed services;
+    Cloud SQL's private IP comes from it (default 10.98.0.0/20). A /16 to /24 that overlaps no
+    range of target.gke.network. The agentic API may reach port 5432 in this range and nowhere
+    else outside the cluster."""
+    gateway_address: Ipv4Address | None = None
+    """The managed gateway's (gke-l7-rilb) internal address, reserved by the stack in the node
+    subnet and named on the Gateway: the agentic API sends its inference requests back through
+    the gateway to it. Default: the fourth-to-last address of target.gke.network.nodeCidr
+    (10.0.15.252 for the default 10.0.0.0/20)."""
+
+
+def default_gateway_address(node_cidr: str) -> str:
+    """The fourth-to-last address of the node subnet: GCE reserves the last two addresses of a
+    subnet, and nodes take addresses from its start."""
+    network = ipaddress.IPv4Network(node_cidr)
+    return str(network.broadcast_address - 3)
+
+
+def gateway_address(settings: ResponsesGkeDatabaseConfig | None, gke: GkeTargetConfig) -> str:
+    """The managed gateway's internal address (the configured one or the default)."""
+    chosen = settings.gateway_address if settings is not None else None
+    return chosen or default_gateway_address(gke.network.node_cidr)

@@ -17,20 +17,22 @@ The cloud SDK's `sql` and `servicenetworking` modules load only on this code pat
 """
 
 import ipaddress
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 import pulumi
 import pulumi_gcp as gcp
 
-from llmd_fleet.layers.gateway.config import MANAGED_IMPLEMENTATIONS
-from llmd_fleet.layers.responses.component import ManagedDatabase, ReservedGatewayAddress
-from llmd_fleet.layers.responses.config import (
-    ResponsesConfig,
+from llmd_fleet.targets.declared import ManagedDatabase, ReservedGatewayAddress
+from llmd_fleet.targets.gke.config import (
+    MANAGED_GATEWAY,
+    GkeTargetConfig,
     ResponsesGkeDatabaseConfig,
-    gke_gateway_address,
+    gateway_address,
 )
-from llmd_fleet.targets.gke.config import GkeTargetConfig
 from llmd_fleet.versions import versions
+
+if TYPE_CHECKING:
+    from llmd_fleet.layers.responses.config import ResponsesConfig
 
 SERVICE_NETWORKING = "servicenetworking.googleapis.com"
 BACKUP_START = "03:00"
@@ -50,12 +52,18 @@ def gateway_address_name(gke: GkeTargetConfig) -> str:
     return f"{gke.name}-gateway"
 
 
+def gateway_addresses(address_name: str) -> list[dict[str, str]]:
+    """The Gateway's `spec.addresses` on GKE: the regional internal address the stack reserves
+    (GKE Gateway: `NamedAddress`, a reserved address by name)."""
+    return [{"type": "NamedAddress", "value": address_name}]
+
+
 class GkeResponsesArgs(TypedDict):
     """Arguments of `GkeResponses`. Every key is required."""
 
     gke: GkeTargetConfig
     """The `target.gke` section (project, region, name)."""
-    responses: ResponsesConfig
+    responses: "ResponsesConfig"
     """The `responses` section (the database's settings)."""
     gateway_implementation: str
     """`gateway.implementation`; the gateway's internal address is reserved only for a managed one."""
@@ -154,8 +162,8 @@ class GkeResponses(pulumi.ComponentResource):
             opts=child,
         )
         reserved: ReservedGatewayAddress | None = None
-        if args["gateway_implementation"] in MANAGED_IMPLEMENTATIONS:
-            address = gke_gateway_address(responses, gke)
+        if args["gateway_implementation"] == MANAGED_GATEWAY:
+            address = gateway_address(responses.database.gke, gke)
             address_name = gateway_address_name(gke)
             reservation = gcp.compute.Address(
                 f"{name}-gateway-address",
@@ -168,7 +176,9 @@ class GkeResponses(pulumi.ComponentResource):
                 purpose="SHARED_LOADBALANCER_VIP",
                 opts=child,
             )
-            reserved = ReservedGatewayAddress(address=address, name=address_name, resource=reservation)
+            reserved = ReservedGatewayAddress(
+                address=address, gateway_addresses=gateway_addresses(address_name), resource=reservation
+            )
         host = self.instance.private_ip_address.apply(lambda ip: ip or "")
         self.database = ManagedDatabase(
             host=host, resources=[self.instance, sql_database, user], gateway_address=reserved

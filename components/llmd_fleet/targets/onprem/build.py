@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pulumi
 
-from llmd_fleet.layers.responses.component import ManagedDatabase
-from llmd_fleet.targets.declared import DeclaredTarget, SecretSource
+from llmd_fleet.images.build import ImageRegistry, own_registry
+from llmd_fleet.targets.declared import DeclaredTarget, ManagedDatabase, SecretSource
 from llmd_fleet.targets.onprem.cluster import OnPremCluster
 
 if TYPE_CHECKING:
@@ -29,14 +29,11 @@ def declare(
     return DeclaredTarget(cluster, [], driver_root, gpu_operator=True, install_gateway_crds=True)
 
 
-def image_registry_args(config: StackConfig, secrets: SecretSource) -> dict[str, Any]:
-    """The image build pushes to the cluster's own registry (kind local builds nothing)."""
+def image_registry(config: StackConfig, secrets: SecretSource) -> ImageRegistry:
+    """The image build pushes to the stack's own registry (`images.registry`; kind local builds
+    nothing)."""
     images = config.images
-    return {
-        "registry": images.registry,
-        "username": images.registry_username,
-        "password": secrets.get_secret("registryPassword"),
-    }
+    return own_registry(images.registry, images.registry_username, secrets.get_secret("registryPassword"))
 
 
 def responses_database(

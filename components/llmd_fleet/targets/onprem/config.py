@@ -1,10 +1,12 @@
 """Kind onprem: the target model and its `onprem` section (the cluster's address ranges, shared with
 kind local). Pure."""
 
-from typing import Literal
+from typing import Annotated, Literal
+
+from pydantic import Field
 
 from llmd_fleet.config.base import ConfigModel
-from llmd_fleet.config.grammar import Ipv4Cidr
+from llmd_fleet.config.grammar import DnsSubdomain, Ipv4Cidr
 from llmd_fleet.targets.base import TargetBase
 
 
@@ -30,3 +32,19 @@ class OnPremTarget(TargetBase):
     onprem: OnPremTargetConfig | None = None
     """kinds onprem and local: the cluster's pod and Service ranges (OnPremTargetConfig's defaults
     when unset; a kind cluster's own defaults are 10.244.0.0/16 and 10.96.0.0/16)."""
+
+
+class ResponsesOnpremDatabaseConfig(ConfigModel):
+    """A CloudNativePG `Cluster` on the onprem target, in the serving namespace."""
+
+    instances: Annotated[int, Field(ge=3, le=9)] = 3
+    """PostgreSQL instances (default 3, at most 9): one primary and streaming standbys, each on
+    its own node. Three keeps a standby after a failover."""
+    storage_class: DnsSubdomain | None = None
+    """StorageClass of each instance's volume; the cluster's default class when unset. Use a
+    class that survives a node loss (replicated or network storage) or local disks with the
+    replicas as the redundancy."""
+    cpus: Annotated[int, Field(ge=1, le=64)] = 2
+    """CPUs per instance (default 2, at most 64), requested and limited."""
+    memory_gib: Annotated[int, Field(ge=1, le=512)] = 8
+    """Memory per instance in GiB (default 8, at most 512), requested and limited."""
