@@ -58,6 +58,7 @@ FIXED: dict[str, Check] = {
     "vllm.version": PyPI(("vllm",), "build"),
     "tools.checkov": PyPI(("checkov",), HOST_PYTHON),
     "tools.promtool": GoModule("github.com/prometheus/prometheus"),
+    "tools.custom-metrics-apiserver": GoModule("sigs.k8s.io/custom-metrics-apiserver"),
     "tools.inference-perf": PyPI(("inference-perf",), "inference-perf"),
     "tools.inference-perf-python": Offline(
         "a Python minor taken from the machine (PATH, pyenv), never downloaded"
