@@ -111,8 +111,11 @@ def pickers_down(run: "Replay", monitor: prometheus.Monitor, config_text: str) -
         lambda: all(monitor.times.get(a, prometheus.AlertTimes()).fired for a in FAULT_ALERTS),
         FIRE_TIMEOUT_S,
     )
-    run.pickers(config_text, "restored")
+    # Recovery is the moment both pickers are started again, not the first request routed after
+    # it: under load their warm-up outlasts the next scrape, and an alert that resolved before
+    # "recovery" would print a negative time.
     recovered_at = time.monotonic()
+    run.pickers(config_text, "restored")
     if not fired:
         silent = [a for a in FAULT_ALERTS if not monitor.times.get(a, prometheus.AlertTimes()).fired]
         failures.append(f"{FAULT}: {', '.join(silent)} did not fire in {FIRE_TIMEOUT_S} s")
@@ -122,6 +125,8 @@ def pickers_down(run: "Replay", monitor: prometheus.Monitor, config_text: str) -
         RESOLVE_TIMEOUT_S,
     )
     for name, t in sorted(monitor.times.items()):
+        if t.resolved is not None and t.resolved < recovered_at:
+            failures.append(f"alert {name} resolved before the pickers were started again")
         line = prometheus.alert_line(name, FAULT, fault_at, recovered_at, t)
         if line is not None:
             lines.append(line)
