@@ -209,6 +209,27 @@ def connects(name: str, host: str, port: int, timeout: float = 2.0) -> bool:
         return False
 
 
+def splice(client: socket.socket, upstream: socket.socket) -> None:
+    """Bytes both ways between two connected sockets until either side closes; the upstream-to-client
+    direction in a thread of its own, this call returning when the client side ends."""
+    upstream.settimeout(None)
+    client.settimeout(None)
+
+    def copy(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+
+    threading.Thread(target=copy, args=(upstream, client), daemon=True).start()
+    copy(client, upstream)
+
+
 class Forwarder:
     """TCP from `host:port` inside the given namespaces to the same `host:port` on the host."""
 
@@ -233,21 +254,7 @@ class Forwarder:
         except OSError:
             client.close()
             return
-        upstream.settimeout(None)
-
-        def copy(src: socket.socket, dst: socket.socket) -> None:
-            try:
-                while data := src.recv(65536):
-                    dst.sendall(data)
-            except OSError:
-                pass
-            finally:
-                for s in (src, dst):
-                    with contextlib.suppress(OSError):
-                        s.shutdown(socket.SHUT_RDWR)
-
-        threading.Thread(target=copy, args=(upstream, client), daemon=True).start()
-        copy(client, upstream)
+        splice(client, upstream)
 
     def close(self) -> None:
         self.stop.set()

@@ -25,7 +25,6 @@ minReplicas >= 1 never does, so it maps to nothing here.
 """
 
 import base64
-import contextlib
 import random
 import socket
 import threading
@@ -427,22 +426,7 @@ class IntoNamespace:
         except OSError:
             client.close()
             return
-        upstream.settimeout(None)
-        client.settimeout(None)
-
-        def copy(src: socket.socket, dst: socket.socket) -> None:
-            try:
-                while data := src.recv(65536):
-                    dst.sendall(data)
-            except OSError:
-                pass
-            finally:
-                for s in (src, dst):
-                    with contextlib.suppress(OSError):
-                        s.shutdown(socket.SHUT_RDWR)
-
-        threading.Thread(target=copy, args=(upstream, client), daemon=True).start()
-        copy(client, upstream)
+        netns.splice(client, upstream)
 
     def close(self) -> None:
         self.stop.set()
