@@ -55,6 +55,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -1010,13 +1011,18 @@ class Replay:
     # --- Scaling (docs/day-two.md, "Scaling"): the HPA KEDA would make, against an
     # external-metrics stand-in serving the trigger's query from the live Prometheus.
 
-    def scale(self) -> tuple[list[str], list[str]]:
+    def scale(
+        self, meanwhile: Callable[[], tuple[list[str], list[str]]] | None = None
+    ) -> tuple[list[str], list[str]]:
         """A burst of long prompts until the HPA has scaled the autoscaled role up and the new
-        instance is Ready; then no traffic until it is back at its minimum. Returns (contract
-        lines, failures)."""
+        instance is Ready; then no traffic until it is back at its minimum. `meanwhile`, a
+        scenario that needs no traffic either (the alerts' fault), runs in a thread beside the
+        scale-down's wait: the rendered stabilization window is waited in full, not twice.
+        Returns (contract lines, failures), `meanwhile`'s after the scaling's."""
         objects = [o for o in self.renders[0] if o["kind"] == "ScaledObject"]
         if not objects:
-            return [f"scale: not run: the {self.stack} stack autoscales no role"], []
+            alone = meanwhile() if meanwhile is not None else ([], [])
+            return [f"scale: not run: the {self.stack} stack autoscales no role", *alone[0]], alone[1]
         scaled = objects[0]
         role = scaling.role_of(scaled, self.set_name)
         hpa = scaling.keda_hpa(scaled)
@@ -1104,6 +1110,14 @@ class Replay:
                 last = (wanted, scaling.ready_groups(pods, size))
                 return last
 
+            def role_pods() -> list[dict[str, Any]]:
+                return [
+                    p
+                    for p in serving_pods(self.kube, self.topo.namespace, self.set_name)
+                    if p["metadata"]["labels"].get(topology.DS_ROLE) == role
+                ]
+
+            before_pods = role_pods()
             self.procs.start("gateway-scale", argv, self.logs)
             began = time.monotonic()
             b = a
@@ -1118,8 +1132,11 @@ class Replay:
             self.procs.stop("gateway-scale")
             if up_s is None:
                 up_s = time.monotonic() - began
+            peak_pods = role_pods()
             stopped = time.monotonic()
             down_s = None
+            pool = ThreadPoolExecutor(1, thread_name_prefix="beside-scale-down")
+            beside = pool.submit(meanwhile) if meanwhile is not None else None
             if b > a:
                 while time.monotonic() - stopped < SCALE_DOWN_TIMEOUT_S:
                     wanted, ready = look()
@@ -1137,16 +1154,27 @@ class Replay:
                         down_s = time.monotonic() - stopped
                         break
                     time.sleep(1.0)
+            after_pods = role_pods()
+            status_replicas = (self.kube.get(scaler_path).get("status") or {}).get("replicas")
+            # The scenario beside the scale-down ends before the stand-in it may read goes.
+            beside_lines, beside_failures = beside.result() if beside is not None else ([], [])
+            pool.shutdown()
             results = read_results(out)
             failed = sum(1 for r in results if r.get("outcome") != "served")
             lines = [
                 scaling.scale_line(role, a, b, up_s, down_s),
+                contract.scale_contract_line(
+                    role, before_pods, peak_pods, after_pods, scaler, up_s, down_s, status_replicas
+                ),
                 f"day-two: scale: {hpa_name} -> {scaling.ROLE_SCALER_KIND} {scaler}: metric "
                 f"{scaling.metric_summary(hpa, peak)}; burst {len(results)} requests "
                 f"({BURST.per_second:g}/s of ~{BURST.prompt_words} words), {failed} failed; "
                 f"scale-down window {scaling.scale_down_window(hpa)} s (rendered)",
             ]
-            return lines, scaling.scale_failures(role, a, b, maximum, down_s, failed, len(results))
+            return [*lines, *beside_lines], [
+                *scaling.scale_failures(role, a, b, maximum, down_s, failed, len(results)),
+                *beside_failures,
+            ]
         finally:
             self.procs.stop("gateway-scale")
             for obj in reversed(aggregation):
@@ -1219,15 +1247,14 @@ def main(argv: Sequence[str]) -> int:
         for line in fault_lines:
             print(line)
         failures += fault_failures
-        scale_lines, scale_failures = run.scale()
+        # Scaling, then Prometheus and alerts: the fault that fires the router's alerts needs no
+        # traffic, as the scale-down's stabilization window does; it runs during that window.
+        monitor = run.monitor
+        scale_lines, scale_failures = run.scale(
+            lambda: alerts.pickers_down(run, monitor, without_gating(run.topo.picker.config))
+        )
         print("\n".join(scale_lines))
         failures += scale_failures
-        # Prometheus and alerts: the fault that fires the router's alerts, with no traffic running.
-        alert_lines, alert_failures = alerts.pickers_down(
-            run, run.monitor, without_gating(run.topo.picker.config)
-        )
-        print("\n".join(alert_lines))
-        failures += alert_failures
         if run.kubelet is not None:
             failures += run.kubelet.errors
         if run.deployer is not None:
