@@ -32,17 +32,19 @@ traffic.
    `canary:` line.
 8. Faults under one steady traffic stream (`Replay.faults`, one method per scenario): the leader
    picker stopped (`failover:`), a decode worker's node lost (`node loss:`, and e2e's `node
-   loss:` line with a spare node), a decode node drained in place of a GPU device taint the
-   stack's DRA-less nodes cannot carry (`gpu loss:`).
+   loss:` line with a spare node), a decode node drained in place of a GPU device taint (a
+   DeviceTaintRule evicts through ResourceClaims, which this stack's pods do not hold; `gpu
+   loss:`).
 9. Scaling (`Replay.scale`, devtools/daytwo/scaling.py): the HPA KEDA would make from the
    rendered ScaledObject (applied beside it: the twin runs no KEDA) scales the role's
    DisaggregatedSetRoleScaler on the trigger's query, served from the live Prometheus by an
    external-metrics stand-in behind the API server's aggregation layer; a burst of long prompts
-   raises it, and the role comes back down after the rendered cooldown. The `scale:` line.
-10. A real Prometheus (devtools/daytwo/prometheus.py, alerts.py) scrapes from step 3's end on; at
-    the end both pickers are stopped until the router's alerts fire and restarted until they
-    resolve (the `alert:` lines), and promtool evaluates the other rendered alerts over the
-    series the run scraped.
+   raises it, and the role comes back down after the rendered cooldown. The `scale:` line, and
+   e2e's `scale:` line from the same scaling.
+10. A real Prometheus (devtools/daytwo/prometheus.py, alerts.py) scrapes from step 3's end on;
+    during step 9's scale-down window (no traffic runs then either) both pickers are stopped
+    until the router's alerts fire and restarted until they resolve (the `alert:` lines), and
+    promtool evaluates the other rendered alerts over the series the run scraped.
 
 With --apply-manifests every revision is applied as its rendered manifests (server-side)
 instead of by `pulumi up`.
@@ -862,9 +864,10 @@ class Replay:
         lines.append(figures.gpu_loss_line(moved))
         lines.append(figures.loss_detail("gpu loss", moved))
         lines.append(
-            f"day-two: gpu loss: not a DeviceTaintRule: the {self.stack} stack's nodes publish no DRA "
-            f"device (acceleratorAllocation none), so {gpu.what}'s decode pod was drained instead "
-            "(cordon, then the Eviction API)"
+            f"day-two: gpu loss: not a DeviceTaintRule: the {self.stack} stack's pods hold no "
+            "ResourceClaim (acceleratorAllocation none, no ResourceSlice), and the device-taint "
+            f"eviction controller evicts only pods whose claims hold a tainted device, so {gpu.what}'s "
+            "decode pod was drained instead (cordon, then the Eviction API)"
         )
         failures += figures.loss_failures("gpu loss", moved)
         return lines, failures
@@ -963,9 +966,12 @@ class Replay:
         return contract.node_loss_lines(w.what, before, after, spare, w.recovered_s)
 
     def gpu_loss_fault(self, now_ms: Callable[[], float]) -> "Window":
-        """A decode node's GPU goes bad. A DRA DeviceTaintRule needs devices the pods claim, and
-        this stack's nodes publish none (acceleratorAllocation none), so the node is drained as
-        an operator does with a failed GPU: cordoned (the node.kubernetes.io/unschedulable taint),
+        """A decode node's GPU goes bad. A DRA DeviceTaintRule acts only through ResourceClaims
+        (Kubernetes v1.34 pkg/controller/devicetainteviction evicts pods whose allocated claims
+        hold a tainted device; the scheduler skips tainted devices when it allocates a claim), and
+        this stack's pods hold none (kind local: acceleratorAllocation none, no ResourceSlice;
+        docs/day-two.md, "Faults under traffic"), so the node is drained as an operator does with
+        a failed GPU: cordoned (the node.kubernetes.io/unschedulable taint),
         its decode pod evicted through the Eviction API (retried while the role's
         PodDisruptionBudget refuses). The window ends when the group is back with new pods, all
         Ready, none on that node."""
