@@ -137,8 +137,9 @@ twin-down: ## Stop the twin and delete its etcd data
 twin-status: ## What the twin runs, API server readiness, nodes Ready, ResourceSlices
 	$(UV) run --frozen python -m devtools.twin status
 
-# E2E_ARGS=--without-day-two-checks (CI) leaves the decode rollout and the node loss with a spare
-# node to `make day-two`, which runs both under traffic and prints their lines (docs/day-two.md).
+# E2E_ARGS=--without-day-two-checks (CI) leaves the decode rollout, the node loss with a spare node
+# and the External scaling to `make day-two`, which runs them under traffic (the scaling by the HPA
+# controller) and prints their lines (docs/day-two.md).
 E2E_ARGS ?=
 
 e2e: ## Put TWIN_STACK into a fresh twin and assert by reading the API server; prints the figures
@@ -176,7 +177,7 @@ doctor-twin: ## llmd-fleet doctor on the quickstart's twin prepared as a real in
 # screener on, then off (the negative control), each revision by `pulumi up` (the Pulumi CLI, the
 # Python language host and the Kubernetes provider of `make e2e`'s engine run); then, under one
 # traffic stream, the leader picker stopped, a decode node lost and a decode node drained (GPU
-# loss); e2e's `controller:`, `rollout:` and `node loss:` lines from the same runs. Needs root and
+# loss); e2e's `controller:`, `rollout:`, `node loss:` and `scale:` lines from the same runs. Needs root and
 # the LWS, router and simulator source snapshots ("not run" without them).
 DAYTWO_STACK ?= day-two
 # DAYTWO_ARGS=--apply-manifests applies each revision's rendered objects instead of `pulumi up`.

@@ -1,12 +1,13 @@
 """`make e2e`'s controller lines from the day-two replay (docs/day-two.md, "e2e's lines from the
 replay"): the replay runs the same real LWS controller, under traffic and with the process
-kubelet's simulated loads, so CI runs e2e without its rollout and its node loss with a spare node
-(`--without-day-two-checks`) and the replay prints those lines in e2e's format, from its own
-upgrade and node loss (devtools/twin/lws_checks.py builds the text for both):
+kubelet's simulated loads, so CI runs e2e without its rollout, its node loss with a spare node
+and its External scaling (`--without-day-two-checks`) and the replay prints those lines in e2e's
+format, from its own upgrade, node loss and scaling (devtools/twin/lws_checks.py builds the text for each):
 
     controller: pods created by the LWS controller N/N (...; S s to all Ready)
     rollout: decode minimum ready X of Y instances, S s (planned minimum ...)
     node loss: group <name> recreated with a spare node: ...
+    scale: prefill A -> B -> A groups through DisaggregatedSetRoleScaler <name> /scale ...
 
 `RolloutWatch` samples what e2e's rollout samples (ready decode groups, the decode
 PodDisruptionBudget) while the replay's upgrade runs; the rest is pure.
@@ -96,6 +97,35 @@ def node_loss_lines(
             )
         )
     return lines
+
+
+def scale_contract_line(
+    role: str,
+    before: list[dict[str, Any]],
+    peak: list[dict[str, Any]],
+    after: list[dict[str, Any]],
+    scaler: str,
+    up_s: float,
+    down_s: float | None,
+    status_replicas: Any,
+) -> str:
+    """e2e's `scale:` line from the replay's scaling: `before`, `peak` and `after` are the role's
+    pods before the burst, when the HPA's new instance was Ready, and once the role was back;
+    the groups the HPA added are those at `peak` that were not there before. Pure."""
+    live = [lws_checks.groups(p for p in pods if not p["metadata"].get("deletionTimestamp"))
+            for pods in (before, peak, after)]  # fmt: skip
+    added = {k: len(v) for k, v in live[1].items() if k not in live[0]}
+    start = len(live[0])
+    removed = f"removed in {down_s:.0f} s" if down_s is not None else "not removed"
+    return lws_checks.scale_line(
+        role,
+        start,
+        start + len(added),
+        f"groups through DisaggregatedSetRoleScaler {scaler} /scale written by the HPA controller: "
+        f"+{len(added)} group of {', '.join(map(str, added.values())) or 0} pods Ready in {up_s:.0f} s, "
+        f"{removed} ({'the same' if set(live[2]) == set(live[0]) else 'other'} groups remain; "
+        f"scaler status.replicas {status_replicas})",
+    )
 
 
 @dataclass

@@ -60,6 +60,10 @@ PORT = 9090
 OPERATOR_DEFAULT_INTERVAL = "30s"
 # How often the targets file is rewritten from the API server, and the alerts read.
 SYNC_S = 2.0
+# Longest wait for Prometheus to drop a deleted pod's targets before they are counted: the file
+# refresh (5 s, the jobs' file_sd_configs) and the discovery manager's update (5 s), with margin.
+TARGETS_SETTLE_S = 20.0
+POD_NAME = "__meta_kubernetes_pod_name"
 
 
 class BuildError(Exception):
@@ -345,6 +349,16 @@ def picker_pods(
     return out
 
 
+def stale_targets(targets_json: str, pods: set[str]) -> list[str]:
+    """The active targets (Prometheus' /api/v1/targets answer) of pods not in `pods`, the pod
+    names the target files list: targets Prometheus has not yet dropped. Pure."""
+    return sorted(
+        t["scrapeUrl"]
+        for t in json.loads(targets_json)["data"]["activeTargets"]
+        if (t.get("discoveredLabels") or {}).get(POD_NAME) not in pods
+    )
+
+
 def config_text(job_list: list[Job], rules_file: Path) -> str:
     return str(
         yaml.safe_dump(
@@ -433,6 +447,8 @@ class Monitor:
     procs: dataplane.Processes = field(default_factory=lambda: dataplane.Processes([]))
     times: dict[str, AlertTimes] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    written: set[str] = field(default_factory=set)
+    """The pod names the target files listed when last written."""
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -453,6 +469,7 @@ class Monitor:
 
     def write_targets(self) -> None:
         pods = self.list_pods()
+        written: set[str] = set()
         for job in self.jobs:
             if job.monitor["kind"] == "PodMonitor":
                 groups = pod_targets(job.monitor, job.endpoint, pods)
@@ -461,10 +478,12 @@ class Monitor:
                 groups = pod_targets(
                     {**job.monitor, "spec": {**job.monitor["spec"], "selector": {}}}, job.endpoint, backing
                 )
+            written |= {g["labels"][POD_NAME] for g in groups}
             file = Path(job.config["file_sd_configs"][0]["files"][0])
             tmp = file.with_suffix(".tmp")
             tmp.write_text(json.dumps(groups, indent=1))
             tmp.replace(file)
+        self.written = written
 
     def start(self) -> None:
         self.started = time.time()
@@ -503,9 +522,16 @@ class Monitor:
             if text is not None:
                 observe(self.times, firing_names(text), time.monotonic())
 
-    def targets_up(self) -> dict[str, tuple[int, int]]:
-        """Per job: (targets up, targets)."""
+    def targets_up(self, settle_s: float = TARGETS_SETTLE_S) -> dict[str, tuple[int, int]]:
+        """Per job: (targets up, targets), once Prometheus lists no target of a pod the last
+        target files no longer have (a deleted pod: its discovery drops it a few seconds after the
+        file's rewrite, the file refresh and the discovery manager's update), or after `settle_s`."""
+        time.sleep(SYNC_S)  # the monitor's thread rewrites the files from the pods listed now
+        deadline = time.monotonic() + settle_s
         text = self.query("/api/v1/targets?state=active")
+        while text is not None and stale_targets(text, self.written) and time.monotonic() < deadline:
+            time.sleep(1.0)
+            text = self.query("/api/v1/targets?state=active")
         out: dict[str, tuple[int, int]] = {}
         if text is None:
             return out

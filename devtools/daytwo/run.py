@@ -32,17 +32,19 @@ traffic.
    `canary:` line.
 8. Faults under one steady traffic stream (`Replay.faults`, one method per scenario): the leader
    picker stopped (`failover:`), a decode worker's node lost (`node loss:`, and e2e's `node
-   loss:` line with a spare node), a decode node drained in place of a GPU device taint the
-   stack's DRA-less nodes cannot carry (`gpu loss:`).
+   loss:` line with a spare node), a decode node drained in place of a GPU device taint (a
+   DeviceTaintRule evicts through ResourceClaims, which this stack's pods do not hold; `gpu
+   loss:`).
 9. Scaling (`Replay.scale`, devtools/daytwo/scaling.py): the HPA KEDA would make from the
    rendered ScaledObject (applied beside it: the twin runs no KEDA) scales the role's
    DisaggregatedSetRoleScaler on the trigger's query, served from the live Prometheus by an
    external-metrics stand-in behind the API server's aggregation layer; a burst of long prompts
-   raises it, and the role comes back down after the rendered cooldown. The `scale:` line.
-10. A real Prometheus (devtools/daytwo/prometheus.py, alerts.py) scrapes from step 3's end on; at
-    the end both pickers are stopped until the router's alerts fire and restarted until they
-    resolve (the `alert:` lines), and promtool evaluates the other rendered alerts over the
-    series the run scraped.
+   raises it, and the role comes back down after the rendered cooldown. The `scale:` line, and
+   e2e's `scale:` line from the same scaling.
+10. A real Prometheus (devtools/daytwo/prometheus.py, alerts.py) scrapes from step 3's end on;
+    during step 9's scale-down window (no traffic runs then either) both pickers are stopped
+    until the router's alerts fire and restarted until they resolve (the `alert:` lines), and
+    promtool evaluates the other rendered alerts over the series the run scraped.
 
 With --apply-manifests every revision is applied as its rendered manifests (server-side)
 instead of by `pulumi up`.
@@ -55,6 +57,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -861,9 +864,10 @@ class Replay:
         lines.append(figures.gpu_loss_line(moved))
         lines.append(figures.loss_detail("gpu loss", moved))
         lines.append(
-            f"day-two: gpu loss: not a DeviceTaintRule: the {self.stack} stack's nodes publish no DRA "
-            f"device (acceleratorAllocation none), so {gpu.what}'s decode pod was drained instead "
-            "(cordon, then the Eviction API)"
+            f"day-two: gpu loss: not a DeviceTaintRule: the {self.stack} stack's pods hold no "
+            "ResourceClaim (acceleratorAllocation none, no ResourceSlice), and the device-taint "
+            f"eviction controller evicts only pods whose claims hold a tainted device, so {gpu.what}'s "
+            "decode pod was drained instead (cordon, then the Eviction API)"
         )
         failures += figures.loss_failures("gpu loss", moved)
         return lines, failures
@@ -962,9 +966,12 @@ class Replay:
         return contract.node_loss_lines(w.what, before, after, spare, w.recovered_s)
 
     def gpu_loss_fault(self, now_ms: Callable[[], float]) -> "Window":
-        """A decode node's GPU goes bad. A DRA DeviceTaintRule needs devices the pods claim, and
-        this stack's nodes publish none (acceleratorAllocation none), so the node is drained as
-        an operator does with a failed GPU: cordoned (the node.kubernetes.io/unschedulable taint),
+        """A decode node's GPU goes bad. A DRA DeviceTaintRule acts only through ResourceClaims
+        (Kubernetes v1.34 pkg/controller/devicetainteviction evicts pods whose allocated claims
+        hold a tainted device; the scheduler skips tainted devices when it allocates a claim), and
+        this stack's pods hold none (kind local: acceleratorAllocation none, no ResourceSlice;
+        docs/day-two.md, "Faults under traffic"), so the node is drained as an operator does with
+        a failed GPU: cordoned (the node.kubernetes.io/unschedulable taint),
         its decode pod evicted through the Eviction API (retried while the role's
         PodDisruptionBudget refuses). The window ends when the group is back with new pods, all
         Ready, none on that node."""
@@ -1010,13 +1017,18 @@ class Replay:
     # --- Scaling (docs/day-two.md, "Scaling"): the HPA KEDA would make, against an
     # external-metrics stand-in serving the trigger's query from the live Prometheus.
 
-    def scale(self) -> tuple[list[str], list[str]]:
+    def scale(
+        self, meanwhile: Callable[[], tuple[list[str], list[str]]] | None = None
+    ) -> tuple[list[str], list[str]]:
         """A burst of long prompts until the HPA has scaled the autoscaled role up and the new
-        instance is Ready; then no traffic until it is back at its minimum. Returns (contract
-        lines, failures)."""
+        instance is Ready; then no traffic until it is back at its minimum. `meanwhile`, a
+        scenario that needs no traffic either (the alerts' fault), runs in a thread beside the
+        scale-down's wait: the rendered stabilization window is waited in full, not twice.
+        Returns (contract lines, failures), `meanwhile`'s after the scaling's."""
         objects = [o for o in self.renders[0] if o["kind"] == "ScaledObject"]
         if not objects:
-            return [f"scale: not run: the {self.stack} stack autoscales no role"], []
+            alone = meanwhile() if meanwhile is not None else ([], [])
+            return [f"scale: not run: the {self.stack} stack autoscales no role", *alone[0]], alone[1]
         scaled = objects[0]
         role = scaling.role_of(scaled, self.set_name)
         hpa = scaling.keda_hpa(scaled)
@@ -1104,6 +1116,14 @@ class Replay:
                 last = (wanted, scaling.ready_groups(pods, size))
                 return last
 
+            def role_pods() -> list[dict[str, Any]]:
+                return [
+                    p
+                    for p in serving_pods(self.kube, self.topo.namespace, self.set_name)
+                    if p["metadata"]["labels"].get(topology.DS_ROLE) == role
+                ]
+
+            before_pods = role_pods()
             self.procs.start("gateway-scale", argv, self.logs)
             began = time.monotonic()
             b = a
@@ -1118,8 +1138,11 @@ class Replay:
             self.procs.stop("gateway-scale")
             if up_s is None:
                 up_s = time.monotonic() - began
+            peak_pods = role_pods()
             stopped = time.monotonic()
             down_s = None
+            pool = ThreadPoolExecutor(1, thread_name_prefix="beside-scale-down")
+            beside = pool.submit(meanwhile) if meanwhile is not None else None
             if b > a:
                 while time.monotonic() - stopped < SCALE_DOWN_TIMEOUT_S:
                     wanted, ready = look()
@@ -1137,16 +1160,27 @@ class Replay:
                         down_s = time.monotonic() - stopped
                         break
                     time.sleep(1.0)
+            after_pods = role_pods()
+            status_replicas = (self.kube.get(scaler_path).get("status") or {}).get("replicas")
+            # The scenario beside the scale-down ends before the stand-in it may read goes.
+            beside_lines, beside_failures = beside.result() if beside is not None else ([], [])
+            pool.shutdown()
             results = read_results(out)
             failed = sum(1 for r in results if r.get("outcome") != "served")
             lines = [
                 scaling.scale_line(role, a, b, up_s, down_s),
+                contract.scale_contract_line(
+                    role, before_pods, peak_pods, after_pods, scaler, up_s, down_s, status_replicas
+                ),
                 f"day-two: scale: {hpa_name} -> {scaling.ROLE_SCALER_KIND} {scaler}: metric "
                 f"{scaling.metric_summary(hpa, peak)}; burst {len(results)} requests "
                 f"({BURST.per_second:g}/s of ~{BURST.prompt_words} words), {failed} failed; "
                 f"scale-down window {scaling.scale_down_window(hpa)} s (rendered)",
             ]
-            return lines, scaling.scale_failures(role, a, b, maximum, down_s, failed, len(results))
+            return [*lines, *beside_lines], [
+                *scaling.scale_failures(role, a, b, maximum, down_s, failed, len(results)),
+                *beside_failures,
+            ]
         finally:
             self.procs.stop("gateway-scale")
             for obj in reversed(aggregation):
@@ -1219,15 +1253,14 @@ def main(argv: Sequence[str]) -> int:
         for line in fault_lines:
             print(line)
         failures += fault_failures
-        scale_lines, scale_failures = run.scale()
+        # Scaling, then Prometheus and alerts: the fault that fires the router's alerts needs no
+        # traffic, as the scale-down's stabilization window does; it runs during that window.
+        monitor = run.monitor
+        scale_lines, scale_failures = run.scale(
+            lambda: alerts.pickers_down(run, monitor, without_gating(run.topo.picker.config))
+        )
         print("\n".join(scale_lines))
         failures += scale_failures
-        # Prometheus and alerts: the fault that fires the router's alerts, with no traffic running.
-        alert_lines, alert_failures = alerts.pickers_down(
-            run, run.monitor, without_gating(run.topo.picker.config)
-        )
-        print("\n".join(alert_lines))
-        failures += alert_failures
         if run.kubelet is not None:
             failures += run.kubelet.errors
         if run.deployer is not None:

@@ -25,9 +25,10 @@
    their ResourceClaims, the scheduler allocates them against the fake nodes' ResourceSlices
    and binds the pods, kwok marks them Ready. Read back: pods bound, claims allocated, each GPU
    paired with the NIC on its pcieRoot, one pod per node. With --without-day-two-checks (CI) the
-   decode rollout and the node loss with a spare node are left out: `make day-two` runs both
-   under traffic with the same controller and prints their `rollout:` and `node loss:` lines in
-   this format; the disruption, the node loss without a spare node and the scaling stay here.
+   decode rollout, the node loss with a spare node and the External scaling are left out: `make
+   day-two` runs them under traffic with the same controller (the scaling by the HPA controller)
+   and prints their `rollout:`, `node loss:` and `scale:` lines in this format; the disruption
+   and the node loss without a spare node stay here.
 6. with the node side, the stack's objects deleted again and the program deployed by the Pulumi
    engine into the same twin (engine_e2e.py, engine.py), the program and the policy pack run by
    the real Python language host: a type error refused before any resource, preview, up with the
@@ -226,8 +227,10 @@ def run(
             print("e2e: Deployments and PodDisruptionBudgets (controller manager, scheduler, kwok)")
             pods.deployments(kube, objects, report)
             _status(stack, report, groups=controller is not None)
-            if fleet is not None:
+            if fleet is not None and day_two_checks:
                 lws_checks.scale_stack(kube, fleet, report)
+            elif fleet is not None:
+                report.figure(*lws_checks.DAY_TWO_SCALE)
             if engine:
                 engine_e2e.run(kube, stack, objects, report, stand_in=not controller)
         else:

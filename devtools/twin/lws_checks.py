@@ -70,6 +70,13 @@ DAY_TWO_CHECKS = (
     "rollout and node loss with a spare node",
     "not run here (--without-day-two-checks): `make day-two` runs both under traffic",
 )
+# Step 5 under --without-day-two-checks: `make day-two` scales prefill by the twin's HPA controller
+# (through the same DisaggregatedSetRoleScaler /scale) and prints a `scale:` line of this shape.
+DAY_TWO_SCALE = (
+    "External scaling",
+    "not run here (--without-day-two-checks): `make day-two` scales prefill through its "
+    "DisaggregatedSetRoleScaler /scale by the HPA controller under a burst and prints this `scale:` line",
+)
 
 
 class Reporter(Protocol):

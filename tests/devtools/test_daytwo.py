@@ -527,3 +527,20 @@ def test_a_lost_node_takes_down_every_group_with_a_pod_on_it() -> None:
     lost = daytwo.groups_on(pods, "kind-008")
     assert sorted(lost) == [("set-decode", "2"), ("set-prefill", "1")]
     assert [p["metadata"]["name"] for p in lost[("set-decode", "2")]] == ["decode-2", "decode-2-1"]
+
+
+def test_the_scenario_beside_the_scale_down_runs_and_reports_when_no_role_autoscales(tmp_path: Path) -> None:
+    replay = daytwo.Replay(tmp_path, "local-sim", 40.0)
+    replay.renders = [[{"kind": "Service", "metadata": {"name": "x"}}]]
+    ran: list[bool] = []
+
+    def alerts() -> tuple[list[str], list[str]]:
+        ran.append(True)
+        return ["alert: EppLeaderMissing fired ..."], ["one failure"]
+
+    assert replay.scale(alerts) == (
+        ["scale: not run: the local-sim stack autoscales no role", "alert: EppLeaderMissing fired ..."],
+        ["one failure"],
+    )
+    assert ran == [True]
+    assert replay.scale() == (["scale: not run: the local-sim stack autoscales no role"], [])

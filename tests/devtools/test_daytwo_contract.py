@@ -3,13 +3,15 @@ revisions by `pulumi up` (devtools/daytwo/deploy.py) and e2e's `--without-day-tw
 `make day-two` and `make e2e` run them against the twin."""
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from devtools import prebuild
 from devtools.daytwo import contract, deploy
-from devtools.twin import e2e, lws_checks
+from devtools.twin import cluster, e2e, lws_checks
+from devtools.twin import pods as twin_pods
 from devtools.twin.engine import Step
 from tests.devtools.test_twin_lws import SHAPES
 from tests.support import REPO
@@ -152,3 +154,65 @@ def test_ci_runs_e2e_without_the_replayed_checks_and_the_replay_last_after_its_o
     # before them, so no step but the last waits on the cache's lock for them.
     go_lane = [name for name, _ in prebuild.lanes()[1]]
     assert go_lane[-2:] == ["Prometheus", "external-metrics stand-in"]
+
+
+def _prefill_pod(name: str, group: str, deleting: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": {LWS: "glm52-0-abc-prefill", GROUP: group}}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-12-06T21:00:00Z"
+    return {"metadata": meta, "spec": {"nodeName": f"kind-{name}"}}
+
+
+def test_the_replay_s_scale_line_is_e2e_s_format_counting_the_groups_the_hpa_added() -> None:
+    before = [_prefill_pod("p0", "0"), _prefill_pod("p1", "1"), _prefill_pod("p2", "2")]
+    peak = [*before, _prefill_pod("p3", "3")]
+    # The role back at 3; a pod of the removed group still terminating is not a group.
+    after = [*before, _prefill_pod("p3", "3", deleting=True)]
+    line = contract.scale_contract_line("prefill", before, peak, after, "glm52-prefill", 71.2, 128.6, 3)
+    assert line == (
+        "scale: prefill 3 -> 4 -> 3 groups through DisaggregatedSetRoleScaler glm52-prefill /scale "
+        "written by the HPA controller: +1 group of 1 pods Ready in 71 s, removed in 129 s "
+        "(the same groups remain; scaler status.replicas 3)"
+    )
+    assert re.match(SHAPES["scale"], line).groups()[:4] == ("prefill", "3", "4", "3")  # type: ignore[union-attr]
+    stuck = contract.scale_contract_line("prefill", before, peak, peak, "glm52-prefill", 71.2, None, 4)
+    assert "not removed (other groups remain; scaler status.replicas 4)" in stuck
+
+
+def test_e2e_without_the_day_two_checks_leaves_the_scaling_to_the_replay(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The External scaling runs in `make e2e` alone and not under --without-day-two-checks,
+    where a figure names `make day-two` instead."""
+    scaled: list[bool] = []
+
+    class State:
+        components = ("kwok",)
+
+    monkeypatch.setattr(cluster, "state_path", lambda: tmp_path / "none")
+    monkeypatch.setattr(cluster, "up", lambda *a, **k: State())
+    monkeypatch.setattr(cluster, "down", lambda *a, **k: None)
+    monkeypatch.setattr(cluster, "twin_dir", lambda: tmp_path)
+    monkeypatch.setattr(cluster, "ready_nodes", lambda kube: 0)
+    monkeypatch.setattr(e2e, "_crds", lambda kube, report: {})
+    monkeypatch.setattr(e2e, "render", lambda stack, out: [])
+    monkeypatch.setattr(e2e, "_apply_stack", lambda *a: None)
+    monkeypatch.setattr(e2e, "_negative_controls", lambda *a: None)
+    monkeypatch.setattr(e2e, "_status", lambda *a, **k: None)
+    monkeypatch.setattr(twin_pods, "preflight", lambda *a: None)
+    monkeypatch.setattr(twin_pods, "deployments", lambda *a: None)
+
+    class Kube:
+        def list(self, *a: Any) -> list[Any]:
+            return []
+
+    monkeypatch.setattr(cluster, "client", lambda **k: Kube())
+    monkeypatch.setattr(lws_checks, "start_controller", lambda *a: object())
+    monkeypatch.setattr(lws_checks, "held_back", lambda objects: [])
+    monkeypatch.setattr(lws_checks, "serving", lambda *a: object())
+    monkeypatch.setattr(lws_checks, "scale_stack", lambda *a: scaled.append(True))
+    alone = e2e.run("onprem-h100", False, False, engine=False, day_two_checks=True)
+    assert scaled == [True] and lws_checks.DAY_TWO_SCALE not in alone.figures
+    in_ci = e2e.run("onprem-h100", False, False, engine=False, day_two_checks=False)
+    assert scaled == [True] and lws_checks.DAY_TWO_SCALE in in_ci.figures
+    assert "`make day-two`" in lws_checks.DAY_TWO_SCALE[1]

@@ -203,6 +203,25 @@ def test_service_monitor_targets_are_the_picker_processes() -> None:
     assert prometheus.picker_pods(SERVICE_MONITOR, [unselected], endpoint, pickers) == []
 
 
+def test_stale_targets_are_those_of_pods_the_target_files_no_longer_list() -> None:
+    def target(pod: str, port: int) -> dict[str, Any]:
+        return {
+            "scrapePool": "podMonitor/llm-d/glm52-prefill/0",
+            "scrapeUrl": f"http://{pod}:{port}/metrics",
+            "discoveredLabels": {"__meta_kubernetes_pod_name": pod},
+            "health": "down" if pod == "gone" else "up",
+        }
+
+    answer = json.dumps(
+        {"data": {"activeTargets": [target("p0", 8000), target("gone", 8200), target("gone", 8000)]}}
+    )
+    assert prometheus.stale_targets(answer, {"p0", "p1"}) == [
+        "http://gone:8000/metrics",
+        "http://gone:8200/metrics",
+    ]
+    assert prometheus.stale_targets(answer, {"p0", "gone"}) == []
+
+
 def test_rules_and_config_are_valid_for_promtool(tmp_path: Path) -> None:
     rule = {
         "kind": "PrometheusRule",
