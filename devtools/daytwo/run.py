@@ -65,7 +65,7 @@ from devtools import source_snapshot
 from devtools.dataplane import build, multimodel, netns, replay, topology
 from devtools.dataplane import report as replay_report
 from devtools.dataplane import run as dataplane
-from devtools.daytwo import alerts, contract, deploy, figures, prometheus, scaling
+from devtools.daytwo import alerts, contract, deploy, figures, prometheus, routing, scaling
 from devtools.daytwo.kubelet import ProcessKubelet
 from devtools.router_check.check import without_gating
 from devtools.twin import cluster, lws_checks, manifests, nodes, pki
@@ -1197,6 +1197,11 @@ def main(argv: Sequence[str]) -> int:
         controller_line, controller_failures = run.controller_contract()
         print(controller_line)
         failures += controller_failures
+        # The data plane's routing figures and its negative control on this deployment
+        # (devtools/daytwo/routing.py), before the upgrades.
+        routing_lines, routing_failures = routing.measure(run)
+        print("\n".join(routing_lines))
+        failures += routing_failures
         # Prometheus and alerts (devtools/daytwo/alerts.py): scraping from here to the end.
         run.monitor = alerts.start(run)
         pickers = run.pickers(run.topo.picker.config, "screener-on")
