@@ -19,6 +19,7 @@ dataplane-reference`'s.
 """
 
 import json
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -78,8 +79,10 @@ def broken_detail(figs: dict[str, Any], failures: list[str]) -> str:
 
 
 def measure(run: "Replay") -> tuple[list[str], list[str]]:
-    """The phases above on `run`'s deployment: the printed lines and the failures."""
+    """The phases above on `run`'s deployment: the printed lines (the last one its time) and the
+    failures."""
     assert run.kubelet is not None
+    began = time.monotonic()
     out_dir = run.run_dir / "routing"
     out_dir.mkdir(parents=True, exist_ok=True)
     # `llmd-fleet status --request` runs from a client namespace that reaches the API server
@@ -95,7 +98,8 @@ def measure(run: "Replay") -> tuple[list[str], list[str]]:
             dataplane.gateway_status(dataplane.GATEWAY_IP),
             "application/merge-patch+json",
         )
-        return _measure(run, out_dir)
+        lines, failures = _measure(run, out_dir)
+        return [*lines, f"day-two: routing figures in {time.monotonic() - began:.0f} s"], failures
     finally:
         run.procs.stop("picker-")
         forwarder.close()
