@@ -16,6 +16,8 @@ traffic.
    LWS controller makes the groups, the scheduler binds them, the process kubelet starts
    simulators and routing sidecars in per-pod network namespaces and readies them after the
    simulated load. e2e's `controller:` line for the set (devtools/daytwo/contract.py).
+   Then `make dataplane`'s routing figures and `make dataplane-broken`'s negative control on
+   these pods (devtools/daytwo/routing.py).
 4. Two endpoint pickers with the rendered flags and config (devtools/dataplane/run.py), watching
    the pods through the API server, behind the gateway stand-in; steady agent traffic starts.
 5. Revision b by `pulumi up` of the edited stack while the traffic runs; the rollout is followed
