@@ -566,6 +566,132 @@ def responses_phase(
     return out
 
 
+def endpoint_sets(pods: list[topology.Pod]) -> tuple[list[str], set[str], set[str]]:
+    """What the replay reads of the serving pods (pure): the engines' metrics URLs it scrapes,
+    the prefill endpoints (engine ports of prefill pods) and the decode endpoints (the routing
+    sidecar's ports of decode pods), by which it tells where a request was prefilled."""
+    scrape = [
+        f"http://{p.ip}:{port}/metrics"
+        for p in pods
+        for c in p.containers
+        if c.name == topology.SIMULATOR
+        for port in c.ports
+    ]
+    prefill = {
+        f"{p.ip}:{port}"
+        for p in pods
+        if p.role == "prefill"
+        for c in p.containers
+        if c.name == topology.SIMULATOR
+        for port in c.ports
+    }
+    decode = {
+        f"{p.ip}:{port}"
+        for p in pods
+        if p.role == "decode"
+        for c in p.containers
+        if c.name != topology.SIMULATOR
+        for port in c.ports
+    }
+    return scrape, prefill, decode
+
+
+@dataclass
+class Bench:
+    """What the replay phases need, whoever started the pods: this module's `start_pods` (`make
+    dataplane`) or the day-two replay's process kubelet (devtools/daytwo/routing.py). `scrape`,
+    `prefill` and `decode` are the serving pods' (`endpoint_sets`); `files` the replay files."""
+
+    procs: Processes
+    bins: dict[str, Path]
+    logs: Path
+    run_dir: Path
+    picker: topology.Picker
+    cap: topology.Capacity
+    wave: replay.Flood
+    files: dict[str, Path]
+    scrape: list[str]
+    prefill: set[str]
+    decode: set[str]
+
+    @classmethod
+    def of(
+        cls,
+        procs: Processes,
+        topo: topology.Topology,
+        bins: dict[str, Path],
+        logs: Path,
+        run_dir: Path,
+        shape: replay.Shape,
+        model: str,
+        phases: tuple[str, ...] = ("steady", "overload"),
+    ) -> "Bench":
+        """The bench of `topo` (its pods, its rendered capacity), with the replay files of
+        `phases` written under `run_dir`."""
+        bands = replay.bands_of(topo.objectives)
+        cap = topology.capacity(topo)
+        wave = replay.flood(cap.decode_seqs, cap.saturating_waiting, cap.itl_ms)
+        generators = {
+            "steady": lambda: replay.generate(shape, model, bands),
+            "overload": lambda: replay.overload(shape, wave, model, bands),
+            "failover": lambda: replay.failover(shape, model, bands),
+        }
+        files = {}
+        for phase in phases:
+            files[phase] = run_dir / f"replay-{phase}.jsonl"
+            files[phase].write_text(replay.write(generators[phase]()))
+        scrape, prefill, decode = endpoint_sets(topo.pods)
+        return cls(procs, bins, logs, run_dir, topo.picker, cap, wave, files, scrape, prefill, decode)
+
+    def replay(self, tag: str, phase: str, pickers: list[str]) -> tuple[Path, list[dict[str, Any]]]:
+        out = self.run_dir / tag / phase
+        results = run_replay(
+            self.procs, self.bins, pickers, self.files[phase], out, self.scrape, self.logs, self.picker
+        )
+        return out, results
+
+
+def steady_phase(bench: Bench, tag: str, pickers: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The steady replay through `pickers`: hit rate, TTFT, stickiness and P/D over this replay
+    alone (report.figures), and its periodic scrapes."""
+    out, results = bench.replay(tag, "steady", pickers)
+    figs = report.figures(results, scrapes(out, "before"), scrapes(out, "after"), bench.prefill, bench.decode)
+    return figs, samples_of(out)
+
+
+def overload_phase(
+    bench: Bench,
+    tag: str,
+    pickers: list[str],
+    figs: dict[str, Any],
+    max_wave: int = MAX_WAVE,
+    budget: str = "this machine replays",
+) -> list[dict[str, Any]]:
+    """The overload wave once the steady replay is done (flow control in its own window), its
+    figures into `figs["flow_control"]`; or, for a wave over `max_wave` (the machine's budget,
+    `budget` saying whose), why it is not run (`figs["flow_control_not_run"]`). Its periodic
+    scrapes."""
+    if bench.wave.count > max_wave:
+        figs["flow_control_not_run"] = (
+            f"the overload wave for these engines is {bench.wave.count} requests, "
+            f"more than the {max_wave} {budget}"
+        )
+        return []
+    out, results = bench.replay(tag, "overload", pickers)
+    samples = samples_of(out)
+    fc = report.flow_control(results)
+    fc["peak_saturation"] = report.peak_saturation(samples, bench.cap.queue_depth, bench.cap.kv_threshold)
+    fc["shed_at"] = bench.cap.shed_at
+    figs["flow_control"] = fc
+    # Drain: what follows starts with the engines idle again (bounded: a gauge left over by a
+    # refused request must not stop the run; recorded).
+    drain_until = time.monotonic() + 30
+    while not idle(bench.scrape) and time.monotonic() < drain_until:
+        time.sleep(1)
+    fc["drained_before_failover"] = idle(bench.scrape)
+    return samples
+
+
 def main_run(
     stack: str,
     long: bool,
@@ -617,19 +743,11 @@ def main_run(
     model = next(
         names[-1] for p in topo.pods for c in p.containers if (names := topology.served_names(c.args))
     )
-    threshold = topology.pd_threshold(topo.picker.config)
-    shape = replay.fit(replay.LONG if long else replay.SHORT, threshold)
-    cap = topology.capacity(topo)
-    wave = replay.flood(cap.decode_seqs, cap.saturating_waiting, cap.itl_ms)
-    files = {}
-    for phase, entries in (
-        ("steady", replay.generate(shape, model, bands)),
-        ("overload", replay.overload(shape, wave, model, bands)),
-        ("failover", replay.failover(shape, model, bands)),
-    ):
-        files[phase] = run_dir / f"replay-{phase}.jsonl"
-        files[phase].write_text(replay.write(entries))
+    shape = replay.fit(replay.LONG if long else replay.SHORT, topology.pd_threshold(topo.picker.config))
     procs = Processes([])
+    phases = ("steady", "overload", "failover")
+    bench = Bench.of(procs, topo, bins, logs, run_dir, shape, model, phases)
+    cap, wave, files = bench.cap, bench.wave, bench.files
     forwarder = None
     try:
         cluster.up(twin_stack, apiserver_only=True, root=root)
@@ -702,27 +820,7 @@ def main_run(
             state.ports["apiserver"],
         )
         kubeconfig = cluster.twin_dir(root) / "kubeconfig"
-        scrape = [
-            f"http://{p.ip}:{port}/metrics"
-            for p in topo.pods
-            for c in p.containers
-            if c.name == "simulator"
-            for port in c.ports
-        ]
-        prefill = {
-            f"{p.ip}:{port}"
-            for p in topo.role("prefill")
-            for c in p.containers
-            if c.name == "simulator"
-            for port in c.ports
-        }
-        decode = {
-            f"{p.ip}:{port}"
-            for p in topo.role("decode")
-            for c in p.containers
-            if c.name != "simulator"
-            for port in c.ports
-        }
+        scrape = bench.scrape
         result: dict[str, Any] = {
             "stack": stack,
             "bands": bands,
@@ -756,39 +854,10 @@ def main_run(
                 )
                 result["status"] = {"lines": lines, "exit": code, "answered": answered(lines)}
 
-            def replay_phase(
-                name: str, tag: str = tag, pickers: list[str] = pickers
-            ) -> tuple[Path, list[dict[str, Any]]]:
-                out = run_dir / tag / name
-                return out, run_replay(procs, bins, pickers, files[name], out, scrape, logs, topo.picker)
-
             # Steady replay: hit rate, TTFT, stickiness, P/D, over this replay alone.
-            out, results = replay_phase("steady")
-            figs = report.figures(results, scrapes(out, "before"), scrapes(out, "after"), prefill, decode)
-            steady_samples = samples_of(out)
+            figs, steady_samples = steady_phase(bench, tag, pickers)
             if tag == "rendered" and not broken:
-                overload_samples: list[dict[str, Any]] = []
-                if wave.count <= MAX_WAVE:
-                    # Overload, once the steady replay is done: flow control in its own window.
-                    out, results = replay_phase("overload")
-                    overload_samples = samples_of(out)
-                    fc = report.flow_control(results)
-                    fc["peak_saturation"] = report.peak_saturation(
-                        overload_samples, cap.queue_depth, cap.kv_threshold
-                    )
-                    fc["shed_at"] = cap.shed_at
-                    figs["flow_control"] = fc
-                    # Drain: the failover replay starts with the engines idle again (bounded: a
-                    # gauge left over by a refused request must not stop the run; recorded).
-                    drain_until = time.monotonic() + 30
-                    while not idle(scrape) and time.monotonic() < drain_until:
-                        time.sleep(1)
-                    fc["drained_before_failover"] = idle(scrape)
-                else:
-                    figs["flow_control_not_run"] = (
-                        f"the overload wave for these engines is {wave.count} requests, "
-                        f"more than the {MAX_WAVE} this machine replays"
-                    )
+                overload_samples = overload_phase(bench, tag, pickers, figs)
                 # Failover: stop the leader mid-replay; nothing else runs meanwhile.
                 killed: dict[str, Any] = {}
                 out = run_dir / tag / "failover"
@@ -809,7 +878,7 @@ def main_run(
                             procs.stop(f"picker-{i}-")
 
                 threading.Thread(target=stop_leader, daemon=True).start()
-                out, results = replay_phase("failover")
+                results = run_replay(procs, bins, pickers, files["failover"], out, scrape, logs, topo.picker)
                 figs["failover"] = report.failover(results, killed.get("at_ms"), killed.get("picker"))
                 series[tag] = report.time_series(joined([steady_samples, overload_samples, samples_of(out)]))
                 series[tag]["hit rate"] = report.time_series(steady_samples)["hit rate"]

@@ -306,6 +306,25 @@ class ProcessKubelet:
             self.say(f"kubelet: {p.name} on {node} at {p.ip}: killed with its node")
         return [p.ip for p in victims]
 
+    def restart_engines(self, timeout: float = 60.0) -> list[topology.Pod]:
+        """Every running pod's processes stopped and started again in its namespace, as a
+        kubelet restarts a pod's containers (empty engine caches, same address, the pod left
+        Ready: nothing is routed meanwhile), once every readiness probe answers again. The
+        pods, as the data-plane twin's replay reads them."""
+        with self._lock:
+            running = [p for p in self.pods.values() if not p.draining]
+        for state in running:
+            state.procs.stop()
+            run.start_pods(state.procs, replace(self.base, pods=[state.pod]), self.bins, self.logs)
+        until = time.monotonic() + timeout
+        for state in running:
+            for path, port in state.probes:
+                while netns.fetch(state.name, f"http://{state.ip}:{port}{path}", timeout=2) is None:
+                    if time.monotonic() > until:
+                        raise TimeoutError(f"kubelet: {state.name} did not answer its probes after a restart")
+                    time.sleep(0.2)
+        return [state.pod for state in running]
+
     def stop(self) -> None:
         self._stop.set()
         for thread in self._threads:

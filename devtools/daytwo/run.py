@@ -16,6 +16,8 @@ traffic.
    LWS controller makes the groups, the scheduler binds them, the process kubelet starts
    simulators and routing sidecars in per-pod network namespaces and readies them after the
    simulated load. e2e's `controller:` line for the set (devtools/daytwo/contract.py).
+   Then `make dataplane`'s routing figures and `make dataplane-broken`'s negative control on
+   these pods (devtools/daytwo/routing.py).
 4. Two endpoint pickers with the rendered flags and config (devtools/dataplane/run.py), watching
    the pods through the API server, behind the gateway stand-in; steady agent traffic starts.
 5. Revision b by `pulumi up` of the edited stack while the traffic runs; the rollout is followed
@@ -68,7 +70,7 @@ from devtools import source_snapshot
 from devtools.dataplane import build, multimodel, netns, replay, topology
 from devtools.dataplane import report as replay_report
 from devtools.dataplane import run as dataplane
-from devtools.daytwo import alerts, contract, deploy, figures, prometheus, scaling
+from devtools.daytwo import alerts, contract, deploy, figures, prometheus, routing, scaling
 from devtools.daytwo.kubelet import ProcessKubelet
 from devtools.router_check.check import without_gating
 from devtools.twin import cluster, lws_checks, manifests, nodes, pki
@@ -1231,6 +1233,11 @@ def main(argv: Sequence[str]) -> int:
         controller_line, controller_failures = run.controller_contract()
         print(controller_line)
         failures += controller_failures
+        # The data plane's routing figures and its negative control on this deployment
+        # (devtools/daytwo/routing.py), before the upgrades.
+        routing_lines, routing_failures = routing.measure(run)
+        print("\n".join(routing_lines))
+        failures += routing_failures
         # Prometheus and alerts (devtools/daytwo/alerts.py): scraping from here to the end.
         run.monitor = alerts.start(run)
         pickers = run.pickers(run.topo.picker.config, "screener-on")

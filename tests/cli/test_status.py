@@ -477,3 +477,27 @@ def test_each_model_of_a_multi_model_stack_has_its_own_lines() -> None:
         "fleet      subagent in namespace llm-d",
         "groups     prefill 0/3 groups ready (0/6 pods), decode 1/2 groups ready (4/8 pods)",
     ]
+
+
+def test_an_autoscaled_role_s_desired_groups_are_its_role_scaler_s() -> None:
+    """An External role sets no `replicas`: its desired groups are what the autoscaler wrote to its
+    DisaggregatedSetRoleScaler (`<set>-<role>`), 1 (LWS's seed) while that scaler is missing."""
+    config = _config()
+    ns, name = config.serving.namespace, config.serving.name
+    api = FakeApi(config, DESIRED)
+    ds = api.objects[f"/apis/disaggregatedset.x-k8s.io/v1/namespaces/{ns}/disaggregatedsets/{name}"]
+    prefill = next(r for r in ds["spec"]["roles"] if r["name"] == "prefill")
+    del prefill["spec"]["replicas"]
+    seeded = read_status(api, config, NOW).lines()
+    assert seeded[1].startswith(
+        f"groups     prefill 3/1 groups ready ({DESIRED['prefill'] * SIZES['prefill']}/"
+    )
+    api.objects[
+        f"/apis/disaggregatedset.x-k8s.io/v1/namespaces/{ns}/disaggregatedsetrolescalers/{name}-prefill"
+    ] = {"spec": {"replicas": DESIRED["prefill"]}, "status": {"replicas": 1}}
+    status = read_status(api, config, NOW)
+    assert (
+        status.lines()[1]
+        == "groups     prefill 3/3 groups ready (6/6 pods), decode 2/2 groups ready (8/8 pods)"
+    )
+    assert status.all_ready

@@ -39,6 +39,9 @@ from llmd_fleet.layers.serving.specs import DS_NAME_LABEL, DS_ROLE_LABEL, pool_s
 from llmd_fleet.stack.model import StackConfig
 
 DS_API = "disaggregatedset.x-k8s.io/v1"
+# The role scaler LWS makes for an External role (the vendored CRD
+# schemas/crds/disaggregatedset.x-k8s.io/disaggregatedset.x-k8s.io_disaggregatedsetrolescalers.yaml).
+ROLE_SCALERS = "disaggregatedsetrolescalers"
 LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
 GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
 ROLE_LABEL = "llm-d.ai/role"
@@ -294,6 +297,18 @@ def _reasons(pods: list[dict[str, Any]], missing: list[str]) -> tuple[str, ...]:
     return tuple(lines)
 
 
+def _desired_groups(read: Reader, ns: str, name: str, role: dict[str, Any], spec: dict[str, Any]) -> int:
+    """A role's desired groups: its `replicas`, or for an autoscaled (External) role, which sets
+    none, its DisaggregatedSetRoleScaler's (`<set>-<role>`, whose `/scale` the autoscaler writes:
+    specReplicasPath `.spec.replicas` in the LWS CRD); 1 while the scaler does not exist yet, the
+    count LWS seeds it with."""
+    if spec.get("replicas") is not None:
+        return _int(spec.get("replicas"), 1)
+    scaler_name = f"{name}-{role.get('name')}"
+    scaler = read(f"/apis/{DS_API}/namespaces/{quote(ns)}/{ROLE_SCALERS}/{quote(scaler_name)}", None)
+    return _int(_dict(_dict(scaler).get("spec")).get("replicas"), 1)
+
+
 def _roles_and_reasons(
     read: Reader, config: StackConfig
 ) -> tuple[tuple[RoleGroups, ...] | None, tuple[str, ...]]:
@@ -327,7 +342,7 @@ def _roles_and_reasons(
             labels = pod["metadata"].get("labels") or {}
             groups.setdefault((labels.get(LWS_NAME, ""), labels.get(GROUP_INDEX, "")), []).append(pod)
         ready = sum(1 for g in groups.values() if len(g) == size and all(is_ready(p) for p in g))
-        desired = _int(spec.get("replicas"), 1)
+        desired = _desired_groups(read, ns, name, role, spec)
         counted += mine
         if len(mine) < desired * size:
             missing.append(
