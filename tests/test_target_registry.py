@@ -1,20 +1,27 @@
-"""The target kinds come from one registry (llmd_fleet/targets/specs.py `SPECS`): the names the
-type checker and the config reference read (`TargetKind`, the `target` union of stack/model.py),
-the Pulumi halves (`BUILDS`), the section kinds and the cloud SDK extras (pyproject.toml's
-optional dependencies) are checked against it, and the tables derived from it hold no second
-list of kinds."""
+"""The target kinds come from one registry (llmd_fleet/targets/specs.py `SPECS`): the `target`
+union of stack/model.py is built from each spec's model, whose `kind` must be its own; the Pulumi
+halves (`BUILDS`), the section kinds and the cloud SDK extras (pyproject.toml's optional
+dependencies) are checked against it, and the tables derived from it hold no second list of
+kinds."""
 
 import tomllib
 from collections.abc import Iterable, Mapping
 from typing import get_args
 
+import pytest
 from packaging.requirements import Requirement
 
+from llmd_fleet.core.problems import ConfigError
 from llmd_fleet.stack.model import StackConfig
-from llmd_fleet.targets.base import TargetKind
+from llmd_fleet.stack.parse import parse_config
 from llmd_fleet.targets.extras import IMAGE_BUILD_EXTRA, TARGET_EXTRAS
 from llmd_fleet.targets.specs import BUILDS, SECTION_KINDS, SPECS
 from tests.support import REPO
+
+
+def model_kinds() -> dict[str, tuple[str, ...]]:
+    """Each spec's kind -> the `kind` values its model accepts (its `Literal`)."""
+    return {kind: get_args(spec.config.model_fields["kind"].annotation) for kind, spec in SPECS.items()}
 
 
 def union_kinds() -> tuple[str, ...]:
@@ -60,7 +67,7 @@ def test_every_list_of_kinds_is_the_registry():
     assert (
         disagreements(
             SPECS,
-            {"TargetKind": get_args(TargetKind), "BUILDS": BUILDS, "target union": union_kinds()},
+            {"BUILDS": BUILDS, "target union": union_kinds()},
             TARGET_EXTRAS,
             pyproject_extras(),
             [IMAGE_BUILD_EXTRA[0]],
@@ -73,20 +80,31 @@ def test_the_check_sees_each_disagreement():
     """Not vacuous: a kind missing from a list, an extra pyproject.toml lacks, an orphan extra."""
     found = disagreements(
         ["onprem", "azure"],
-        {"TargetKind": ["onprem"]},
+        {"BUILDS": ["onprem"]},
         {"azure": ("azure", "pulumi-azure-native", "pulumi_azure_native")},
         {"gcp": {"pulumi-gcp"}},
         [],
     )
     assert found == [
-        "TargetKind: ['azure']",
+        "BUILDS: ['azure']",
         "azure: pyproject.toml has no extra azure with pulumi-azure-native",
         "pyproject.toml extra gcp belongs to no kind",
     ]
 
 
 def test_the_derived_tables_follow_the_specs():
-    """The section kinds, and the order the config reference lists the kinds in."""
+    """The section kinds; the union lists the kinds in registry order (the config reference and an
+    unknown kind's error name them in it), each spec's model accepting its own kind only."""
     assert set(SECTION_KINDS) == {spec.section for spec in SPECS.values() if spec.section}
-    # The config reference prints `TargetKind` in the union's order (docs/configuration.md).
-    assert get_args(TargetKind) == union_kinds()
+    assert union_kinds() == tuple(SPECS)
+    assert model_kinds() == {kind: (kind,) for kind in SPECS}
+
+
+def test_an_unknown_kind_is_refused_with_the_registrys_kinds():
+    """The union's tags are the registry's: the error names the key and every kind, in order."""
+    with pytest.raises(ConfigError) as error:
+        parse_config({"target": {"kind": "azure", "kubernetesVersion": "1.34.2"}})
+    kinds = [f"'{kind}'" for kind in SPECS]
+    allowed = ", ".join(kinds[:-1]) + f" or {kinds[-1]}"
+    assert f"llmd-fleet:target.kind: must be one of {allowed} (got 'azure')" in str(error.value)
+    assert allowed == "'onprem', 'gke', 'eks' or 'local'"

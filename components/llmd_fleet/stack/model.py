@@ -34,7 +34,9 @@ reach the component schema (tests/golden/components/schema.json) verbatim, the p
 included.
 """
 
-from typing import Annotated, Any
+import functools
+import operator
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field, TypeAdapter
 
@@ -49,13 +51,20 @@ from llmd_fleet.layers.responses.config import ResponsesConfig
 from llmd_fleet.layers.router.config import RouterConfig
 from llmd_fleet.layers.serving.config import ServingConfig
 from llmd_fleet.stack.models import ModelEntryConfig, ModelsConfig
-from llmd_fleet.targets.eks.config import EksTarget
-from llmd_fleet.targets.gke.config import GkeTarget
-from llmd_fleet.targets.local.config import LocalTarget
-from llmd_fleet.targets.onprem.config import OnPremTarget
+from llmd_fleet.targets.base import TargetBase
+from llmd_fleet.targets.specs import SPECS
 
-TargetConfig = Annotated[OnPremTarget | GkeTarget | EksTarget | LocalTarget, Field(discriminator="kind")]
-"""`llmd-fleet:target`: one model per kind (llmd_fleet/targets/<kind>/config.py), chosen by `kind`."""
+if TYPE_CHECKING:
+    # The type checker sees what every kind has; a kind's own section is read after narrowing
+    # (`isinstance(config.target, GkeTarget)`) in that kind's folder.
+    TargetConfig = TargetBase
+else:
+    TargetConfig = Annotated[
+        functools.reduce(operator.or_, (spec.config for spec in SPECS.values())), Field(discriminator="kind")
+    ]
+"""`llmd-fleet:target`: one model per kind (llmd_fleet/targets/<kind>/config.py), chosen by `kind`:
+the registry's (`SPECS[kind].config`, in its order), so an unknown kind is refused with the kinds
+it has."""
 
 
 class StackConfig(ConfigModel):
