@@ -36,6 +36,7 @@ included.
 
 import functools
 import operator
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field, TypeAdapter
@@ -51,20 +52,25 @@ from llmd_fleet.layers.responses.config import ResponsesConfig
 from llmd_fleet.layers.router.config import RouterConfig
 from llmd_fleet.layers.serving.config import ServingConfig
 from llmd_fleet.stack.models import ModelEntryConfig, ModelsConfig
-from llmd_fleet.targets.base import TargetBase
+from llmd_fleet.targets.base import TargetBase, TargetSpec
 from llmd_fleet.targets.specs import SPECS
+
+
+def target_union(specs: Mapping[str, TargetSpec]) -> Any:
+    """The `target` section's type: the kinds' models (`TargetSpec.config`, in registry order) as
+    a union discriminated by `kind`, so an unknown kind is refused with the kinds there are."""
+    return Annotated[
+        functools.reduce(operator.or_, (spec.config for spec in specs.values())), Field(discriminator="kind")
+    ]
+
 
 if TYPE_CHECKING:
     # The type checker sees what every kind has; a kind's own section is read after narrowing
     # (`isinstance(config.target, GkeTarget)`) in that kind's folder.
     TargetConfig = TargetBase
 else:
-    TargetConfig = Annotated[
-        functools.reduce(operator.or_, (spec.config for spec in SPECS.values())), Field(discriminator="kind")
-    ]
-"""`llmd-fleet:target`: one model per kind (llmd_fleet/targets/<kind>/config.py), chosen by `kind`:
-the registry's (`SPECS[kind].config`, in its order), so an unknown kind is refused with the kinds
-it has."""
+    TargetConfig = target_union(SPECS)
+"""`llmd-fleet:target`: one model per kind (llmd_fleet/targets/<kind>/config.py), chosen by `kind`."""
 
 
 class StackConfig(ConfigModel):

@@ -10,6 +10,7 @@ its kind's folder, llmd_fleet/targets/<kind>/config.py) and whether its platform
 (llmd_fleet/layers/responses/component.py). Field names are camelCase in YAML, snake_case in Python.
 """
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, ValidatorFunctionWrapHandler, WrapValidator, create_model
@@ -23,7 +24,7 @@ from llmd_fleet.config.grammar import (
     S3BucketName,
 )
 from llmd_fleet.core.problems import Problem
-from llmd_fleet.targets.base import ResponsesStore
+from llmd_fleet.targets.base import ResponsesStore, TargetSpec
 from llmd_fleet.targets.specs import SPECS
 
 PASSWORD_KEY = "responsesDbPassword"
@@ -55,22 +56,22 @@ class _StoreConfig(_Model):
     backups and PITR this long; CloudNativePG's retention policy on the object store."""
 
 
-def _stores() -> list[ResponsesStore]:
+def _stores(specs: Mapping[str, TargetSpec]) -> list[ResponsesStore]:
     """Each kind's response store, one per `responses.database` section: the managed databases
     first, then those that run in the cluster, each group in registry order."""
-    stores = [spec.responses for spec in SPECS.values() if spec.responses is not None]
+    stores = [spec.responses for spec in specs.values() if spec.responses is not None]
     by_section: dict[str, ResponsesStore] = {}
     for store in sorted(stores, key=lambda store: not store.managed):  # stable: registry order kept
         by_section.setdefault(store.section, store)
     return list(by_section.values())
 
 
-def _database_model() -> type[_StoreConfig]:
+def database_model(specs: Mapping[str, TargetSpec]) -> type[_StoreConfig]:
     """The database section: the keys every store has, then one optional field per kind's
     section (`ResponsesStore.settings`, its model in the kind's folder), named by the registry."""
     sections: dict[str, Any] = {
         store.section: (store.settings | None, Field(default=None, description=store.settings_doc))
-        for store in _stores()
+        for store in _stores(specs)
     }
     return create_model(
         "ResponsesDatabaseConfig",
@@ -86,7 +87,7 @@ if TYPE_CHECKING:
     # llmd_fleet/targets/base.py `store_settings`.
     ResponsesDatabaseConfig = _StoreConfig
 else:
-    ResponsesDatabaseConfig = _database_model()
+    ResponsesDatabaseConfig = database_model(SPECS)
 
 
 class S3BackupConfig(_Model):
