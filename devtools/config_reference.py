@@ -9,6 +9,7 @@ once; `tests/config/test_config_reference.py` fails when the committed page no l
 """
 
 import argparse
+import copy
 import enum
 import sys
 import types
@@ -126,6 +127,22 @@ def _rows(model: type[BaseModel], prefix: str) -> list[str]:
     return rows
 
 
+def _union_rows(base: type[BaseModel], members: list[type[BaseModel]], prefix: str) -> list[str]:
+    """The rows of the keys every member of a union discriminated by `kind` has (the target's:
+    `TargetBase`), `kind` typed by the members' own values in the union's order (the registry's:
+    the base declares it a string)."""
+    tags = tuple(
+        value for member in members for value in typing.get_args(member.model_fields["kind"].annotation)
+    )
+    rows: list[str] = []
+    for name, field in base.model_fields.items():
+        if name == "kind":
+            field = copy.copy(field)
+            field.annotation = typing.Literal[tags]  # type: ignore[assignment]
+        rows += _field_rows(name, field, prefix)
+    return rows
+
+
 def _field_rows(name: str, field: FieldInfo, prefix: str) -> list[str]:
     """The row of one field, then the rows of the models under it."""
     key = f"{prefix}.{field.alias or name}"
@@ -158,7 +175,7 @@ def render() -> str:
         # A section that is a union discriminated by kind (the target): the keys every kind has,
         # then each kind's own section.
         base = TargetBase if len(models) > 1 else models[0]
-        rows = _rows(base, key)
+        rows = _rows(base, key) if len(models) == 1 else _union_rows(base, models, key)
         for member in models if len(models) > 1 else []:
             own = {n: f for n, f in member.model_fields.items() if n not in base.model_fields}
             for name, field in own.items():

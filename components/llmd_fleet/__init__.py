@@ -97,6 +97,7 @@ if TYPE_CHECKING:
 # their modules on first use. Public name -> its module, for every name that is not a layer's: the
 # layers' components and their Args come from the registry (`LAYER_EXPORTS`, one `LayerSpec` per
 # layer in llmd_fleet/stack/registry.py), read on first use so `import llmd_fleet` stays light.
+# The target kinds' components come from it too (`TARGET_EXPORTS`, from each kind's `TargetSpec`).
 # tests/facade/test_exports.py holds the imports above to the two tables.
 _EXPORTS: dict[str, str] = {
     "ConfigError": "llmd_fleet.core.problems",
@@ -108,26 +109,6 @@ _EXPORTS: dict[str, str] = {
     "plan_fleet": "llmd_fleet.plan.fleet",
     "Fabric": "llmd_fleet.core.fabric",
     "fabric_for": "llmd_fleet.targets.specs",
-    "OnPremCluster": "llmd_fleet.targets.onprem.cluster",
-    "OnPremClusterArgs": "llmd_fleet.targets.onprem.cluster",
-    "GkeCluster": "llmd_fleet.targets.gke.cluster",
-    "GkeClusterArgs": "llmd_fleet.targets.gke.cluster",
-    "GkeNetwork": "llmd_fleet.targets.gke.cluster",
-    "GkeNetworkArgs": "llmd_fleet.targets.gke.cluster",
-    "GkeNodePool": "llmd_fleet.targets.gke.cluster",
-    "GkeNodePoolArgs": "llmd_fleet.targets.gke.cluster",
-    "EksCluster": "llmd_fleet.targets.eks.cluster",
-    "EksClusterArgs": "llmd_fleet.targets.eks.cluster",
-    "EksGpuCapacity": "llmd_fleet.targets.eks.cluster",
-    "EksGpuCapacityArgs": "llmd_fleet.targets.eks.cluster",
-    "EksIam": "llmd_fleet.targets.eks.cluster",
-    "EksIamArgs": "llmd_fleet.targets.eks.cluster",
-    "EksNetwork": "llmd_fleet.targets.eks.cluster",
-    "EksNetworkArgs": "llmd_fleet.targets.eks.cluster",
-    "EksSystemNodes": "llmd_fleet.targets.eks.cluster",
-    "EksSystemNodesArgs": "llmd_fleet.targets.eks.cluster",
-    "TcpxoNodeSetup": "llmd_fleet.targets.gke.tcpxo",
-    "TcpxoNodeSetupArgs": "llmd_fleet.targets.gke.tcpxo",
     "AcceleratorPlatform": "llmd_fleet.platform.accelerators",
     "AcceleratorPlatformArgs": "llmd_fleet.platform.accelerators",
     "LeaderWorkerSetController": "llmd_fleet.platform.lws",
@@ -136,10 +117,6 @@ _EXPORTS: dict[str, str] = {
     "ServingLayersArgs": "llmd_fleet.program",
     "add_serving_layers": "llmd_fleet.program",
     "accelerator_platform_args": "llmd_fleet.program",
-    "GkeResponses": "llmd_fleet.targets.gke.database",
-    "GkeResponsesArgs": "llmd_fleet.targets.gke.database",
-    "EksResponses": "llmd_fleet.targets.eks.database",
-    "EksResponsesArgs": "llmd_fleet.targets.eks.database",
     "NetworkIsolation": "llmd_fleet.security.isolation",
     "NetworkIsolationArgs": "llmd_fleet.security.isolation",
     "ImageBuild": "llmd_fleet.images.build",
@@ -152,9 +129,10 @@ _CLOUD_FREE: frozenset[str] = frozenset()
 
 
 def _exports() -> dict[str, str]:
-    """Every public name -> the module that defines it: this module's table and the layers'."""
+    """Every public name -> the module that defines it: this module's table, the layers' and the
+    target kinds'."""
     registry = import_module("llmd_fleet.stack.registry")
-    return {**_EXPORTS, **registry.LAYER_EXPORTS}
+    return {**_EXPORTS, **registry.LAYER_EXPORTS, **registry.TARGET_EXPORTS}
 
 
 def __getattr__(name: str) -> Any:

@@ -34,7 +34,10 @@ reach the component schema (tests/golden/components/schema.json) verbatim, the p
 included.
 """
 
-from typing import Annotated, Any
+import functools
+import operator
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field, TypeAdapter
 
@@ -49,12 +52,24 @@ from llmd_fleet.layers.responses.config import ResponsesConfig
 from llmd_fleet.layers.router.config import RouterConfig
 from llmd_fleet.layers.serving.config import ServingConfig
 from llmd_fleet.stack.models import ModelEntryConfig, ModelsConfig
-from llmd_fleet.targets.eks.config import EksTarget
-from llmd_fleet.targets.gke.config import GkeTarget
-from llmd_fleet.targets.local.config import LocalTarget
-from llmd_fleet.targets.onprem.config import OnPremTarget
+from llmd_fleet.targets.base import TargetBase, TargetSpec
+from llmd_fleet.targets.specs import SPECS
 
-TargetConfig = Annotated[OnPremTarget | GkeTarget | EksTarget | LocalTarget, Field(discriminator="kind")]
+
+def target_union(specs: Mapping[str, TargetSpec]) -> Any:
+    """The `target` section's type: the kinds' models (`TargetSpec.config`, in registry order) as
+    a union discriminated by `kind`, so an unknown kind is refused with the kinds there are."""
+    return Annotated[
+        functools.reduce(operator.or_, (spec.config for spec in specs.values())), Field(discriminator="kind")
+    ]
+
+
+if TYPE_CHECKING:
+    # The type checker sees what every kind has; a kind's own section is read after narrowing
+    # (`isinstance(config.target, GkeTarget)`) in that kind's folder.
+    TargetConfig = TargetBase
+else:
+    TargetConfig = target_union(SPECS)
 """`llmd-fleet:target`: one model per kind (llmd_fleet/targets/<kind>/config.py), chosen by `kind`."""
 
 

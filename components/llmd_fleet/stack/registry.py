@@ -45,7 +45,6 @@ from llmd_fleet.stack.model import MODELS_KEY, SECRET_KEYS, StackConfig, TargetC
 from llmd_fleet.stack.models import lora_problems
 from llmd_fleet.targets.base import kubernetes_version_problems
 from llmd_fleet.targets.images import images_problems
-from llmd_fleet.targets.local.rules import local_problems
 from llmd_fleet.targets.specs import SPECS
 
 Rule = Callable[[StackConfig], list[Problem]]
@@ -104,11 +103,17 @@ def _target_kind_problems(config: StackConfig) -> list[Problem]:
     return SPECS[config.target.kind].problems(config)
 
 
+def _target_fleet_problems(config: StackConfig) -> list[Problem]:
+    """The kind's rules of the other sections (`TargetSpec.fleet_problems`: its node groups, the
+    engine), after the Kubernetes version rule."""
+    return SPECS[config.target.kind].fleet_problems(config)
+
+
 LAYERS: tuple[LayerSpec, ...] = (
     LayerSpec(
         "target",
         keys=("target",),
-        rules=(_target_kind_problems, kubernetes_version_problems, local_problems),
+        rules=(_target_kind_problems, kubernetes_version_problems, _target_fleet_problems),
         folder=False,
     ),
     LayerSpec("fleet", keys=("fleet",), rules=(node_group_problems,), folder=False),
@@ -218,5 +223,13 @@ NAMESPACE_FLOWS: tuple[Flows, ...] = tuple(
 LAYER_EXPORTS: dict[str, str] = {name: module for spec in LAYERS for name, module in spec.exports.items()}
 """The layers' public names -> their module: what `llmd_fleet` exports besides its own table
 (components/llmd_fleet/__init__.py reads it on first use)."""
+TARGET_EXPORTS: dict[str, str] = {
+    exported: module
+    for spec in SPECS.values()
+    for module, _, name in (component.partition(":") for component in spec.components)
+    for exported in (name, f"{name}Args")
+}
+"""The target kinds' public components and their `<Component>Args` -> their module (each kind's
+`TargetSpec.components`): what `llmd_fleet` exports besides its table and the layers' names."""
 KNOWN_KEYS = frozenset(OBJECT_KEYS) | frozenset(OPTIONAL_OBJECT_KEYS) | frozenset(SECRET_KEYS) | {MODELS_KEY}
 """Every key a stack file may set under `llmd-fleet:`."""

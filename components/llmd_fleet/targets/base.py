@@ -4,7 +4,7 @@ Pure."""
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal, TypeVar
 
 from llmd_fleet.config.base import ConfigModel
 from llmd_fleet.config.grammar import Pattern
@@ -20,10 +20,7 @@ PlatformMode = Literal["install", "preinstalled"]
 PrometheusMode = Literal["operator", "gmp", "install", "none"]
 """Who scrapes the fleet (`observability.prometheus`, llmd_fleet/layers/observability/config.py);
 each kind names its default (`TargetSpec.prometheus`)."""
-TargetKind = Literal["onprem", "gke", "eks", "local"]
-"""Where the fleet runs (the stack's `target.kind`), named for the type checker and the config
-reference: the kinds are the keys of `SPECS` (llmd_fleet/targets/specs.py), and
-tests/test_target_registry.py fails when the two differ."""
+Settings = TypeVar("Settings", bound=ConfigModel)
 
 
 @dataclass(frozen=True)
@@ -53,6 +50,11 @@ class ResponsesStore:
     """Whether the kind's platform runs the database (Cloud SQL, RDS: its own backups, storage
     that grows to `maxStorageGiB`); False: the layer declares CloudNativePG in the cluster, and
     `responses.backup` is required."""
+    settings: type[ConfigModel]
+    """The model of its `responses.database.<section>` (in the kind's folder): the database model
+    (llmd_fleet/layers/responses/config.py) has one optional field of it per section."""
+    settings_doc: str
+    """That field's description (the config reference and the component schema show it)."""
     problems: "Callable[[StackConfig], list[Problem]]" = _no_problems
     """The kind's rules of its database (GKE: the Cloud SQL tier and ranges, the gateway address;
     on-prem: the backup store outside the cluster's ranges)."""
@@ -69,7 +71,7 @@ class TargetBase(ConfigModel):
     for kind eks, `onprem` for kinds onprem and local (one model per kind, llmd_fleet/targets/<kind>/
     config.py; a section under another kind is refused)."""
 
-    kind: TargetKind
+    kind: str
     """Target platform. `onprem`: an existing Kubernetes cluster reached through a kubeconfig.
     `gke`: a GKE Standard cluster with A3 Mega GPU pools, created by the stack (`gke` section).
     `eks`: an EKS cluster with p5.48xlarge GPU node groups on EFA, created by the stack (`eks`
@@ -139,6 +141,9 @@ class TargetSpec:
 
     kind: str
     """The `target.kind` value that selects this spec (`SPECS` is keyed by it)."""
+    config: type[TargetBase]
+    """The kind's model of `llmd-fleet:target` (its `kind: Literal["<kind>"]` and its section): the
+    stack's `target` union is built from these, in registry order (llmd_fleet/stack/model.py)."""
     fabric: Fabric
     """How KV and the all-to-all move between nodes (NIXL backends, env, pod additions)."""
     nic_gbps: int
@@ -149,6 +154,10 @@ class TargetSpec:
     """The kind's cross-field rules (its section against the fleet, what it cannot run)."""
     cluster_ranges: "Callable[[StackConfig], ClusterRanges]"
     """The cluster's pod and Service ranges, and where gateway and health-check traffic comes from."""
+    fleet_problems: "Callable[[StackConfig], list[Problem]]"
+    """The kind's rules of the other sections (its node groups, the serving engine), reported after
+    the Kubernetes version rule: a GPU kind's (llmd_fleet/targets/rules.py
+    `gpu_fleet_problems`) or the simulator's (kind local)."""
     defaults: "Callable[[StackConfig], StackConfig]" = lambda config: config
     """The kind's defaults of other sections (an explicit value is always kept)."""
     section: str | None = None
@@ -184,6 +193,20 @@ class TargetSpec:
     """(extra, distribution, module) of the cloud SDK the kind's Pulumi half loads: the
     package's optional extra (`llmd-fleet[<extra>]`, pyproject.toml) checked before the stack
     imports that half; None: the core install serves it."""
+    components: tuple[str, ...] = ()
+    """`module:Component` of each public component under the kind's folder: `llmd_fleet` exports
+    it and its `<Component>Args` (llmd_fleet/stack/registry.py `TARGET_EXPORTS`)."""
+
+
+def store_settings(database: object, section: str, model: type[Settings]) -> Settings:
+    """A kind's section of `responses.database` (`section`, its `ResponsesStore.section`), its
+    model's defaults when unset. The database model's sections are built from the registry, so
+    the type checker sees the kind's own model only through this."""
+    value = getattr(database, section, None)
+    if value is None:
+        return model()
+    assert isinstance(value, model), f"responses.database.{section} is a {type(value).__name__}"
+    return value
 
 
 def kubernetes_version_problems(config: "StackConfig") -> list[Problem]:

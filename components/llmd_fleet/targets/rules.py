@@ -1,16 +1,37 @@
-"""Rules and ranges the kinds that run on an existing cluster (onprem, local) share. Pure."""
+"""Rules and ranges the kinds that run on an existing cluster (onprem, local) share, and the GPU
+kinds' rules of the node groups and the engine. Pure."""
 
 from __future__ import annotations
 
 import ipaddress
 from typing import TYPE_CHECKING
 
+from llmd_fleet.config.rules import gpu_node_group_problems
 from llmd_fleet.core.netpol import ClusterRanges
 from llmd_fleet.core.problems import Problem, key
 from llmd_fleet.targets.onprem.config import OnPremTargetConfig
 
 if TYPE_CHECKING:
     from llmd_fleet.stack.model import StackConfig
+
+
+def gpu_fleet_problems(config: StackConfig) -> list[Problem]:
+    """A GPU kind's `TargetSpec.fleet_problems`: its node groups carry GPUs and the engine is vLLM
+    (the simulator is kind local's, llmd_fleet/targets/local/rules.py)."""
+    kind = config.target.kind
+    problems: list[Problem] = []
+    for name, group in config.fleet.node_groups.items():
+        problems += gpu_node_group_problems(config, name, group, kind)
+    if config.serving.engine == "simulator":
+        problems.append(
+            Problem(
+                key(config, "serving", "engine"),
+                f"simulator is only for kind local (the target is {kind}): on GPU nodes it "
+                "would hold every H100 without using one; try the layout on a kind cluster "
+                "(docs/local-sim.md)",
+            )
+        )
+    return problems
 
 
 def range_problems(config: StackConfig) -> list[Problem]:

@@ -9,6 +9,7 @@ from llmd_fleet.core.fabric import Fabric
 from llmd_fleet.core.netpol import ClusterRanges
 from llmd_fleet.targets.base import ResponsesStore, TargetSpec
 from llmd_fleet.targets.eks import fabric as eks_fabric
+from llmd_fleet.targets.eks.config import EksTarget, ResponsesEksDatabaseConfig
 from llmd_fleet.targets.eks.rules import (
     eks_cluster_ranges,
     eks_database_peers,
@@ -16,7 +17,7 @@ from llmd_fleet.targets.eks.rules import (
     eks_target_problems,
 )
 from llmd_fleet.targets.gke import fabric as gke_fabric
-from llmd_fleet.targets.gke.config import MANAGED_GATEWAY
+from llmd_fleet.targets.gke.config import MANAGED_GATEWAY, GkeTarget, ResponsesGkeDatabaseConfig
 from llmd_fleet.targets.gke.rules import (
     gke_cluster_ranges,
     gke_database_peers,
@@ -27,10 +28,12 @@ from llmd_fleet.targets.gke.rules import (
     gke_target_problems,
 )
 from llmd_fleet.targets.local import fabric as local_fabric
-from llmd_fleet.targets.local.rules import local_defaults, local_target_problems
+from llmd_fleet.targets.local.config import LocalTarget
+from llmd_fleet.targets.local.rules import local_defaults, local_problems, local_target_problems
 from llmd_fleet.targets.onprem import fabric as onprem_fabric
+from llmd_fleet.targets.onprem.config import OnPremTarget, ResponsesOnpremDatabaseConfig
 from llmd_fleet.targets.onprem.rules import backup_endpoint_problems, onprem_problems
-from llmd_fleet.targets.rules import existing_cluster_ranges
+from llmd_fleet.targets.rules import existing_cluster_ranges, gpu_fleet_problems
 
 if TYPE_CHECKING:
     from llmd_fleet.stack.model import StackConfig
@@ -46,33 +49,33 @@ SPECS: dict[str, TargetSpec] = {
     for spec in (
         TargetSpec(
             kind="onprem",
+            config=OnPremTarget,
             fabric=onprem_fabric.INFINIBAND,
             nic_gbps=400,
             prometheus="operator",
             problems=onprem_problems,
             cluster_ranges=existing_cluster_ranges,
+            fleet_problems=gpu_fleet_problems,
             section="onprem",
-            responses=ResponsesStore("onprem", managed=False, problems=backup_endpoint_problems),
-        ),
-        TargetSpec(
-            kind="local",
-            fabric=local_fabric.LOCAL,
-            nic_gbps=10,
-            prometheus="none",
-            problems=local_target_problems,
-            cluster_ranges=existing_cluster_ranges,
-            defaults=local_defaults,
-            section="onprem",
-            simulated=True,
-            image_registry="nothing is built there (the simulator image is pinned)",
+            responses=ResponsesStore(
+                "onprem",
+                managed=False,
+                settings=ResponsesOnpremDatabaseConfig,
+                settings_doc="kind onprem: CloudNativePG settings (ResponsesOnpremDatabaseConfig's "
+                "defaults when unset).",
+                problems=backup_endpoint_problems,
+            ),
+            components=("llmd_fleet.targets.onprem.cluster:OnPremCluster",),
         ),
         TargetSpec(
             kind="gke",
+            config=GkeTarget,
             fabric=gke_fabric.TCPXO,
             nic_gbps=200,
             prometheus="gmp",
             problems=gke_target_problems,
             cluster_ranges=gke_cluster_ranges,
+            fleet_problems=gpu_fleet_problems,
             defaults=gke_defaults,
             section="gke",
             creates_cluster=True,
@@ -83,34 +86,76 @@ SPECS: dict[str, TargetSpec] = {
             responses=ResponsesStore(
                 "gke",
                 managed=True,
+                settings=ResponsesGkeDatabaseConfig,
+                settings_doc="kind gke: Cloud SQL settings (ResponsesGkeDatabaseConfig's defaults "
+                "when unset).",
                 problems=gke_responses_problems,
                 peers=gke_database_peers,
                 gateway_address=gke_gateway_address,
             ),
             sdk_extra=("gcp", "pulumi-gcp", "pulumi_gcp"),
+            components=(
+                "llmd_fleet.targets.gke.cluster:GkeCluster",
+                "llmd_fleet.targets.gke.cluster:GkeNetwork",
+                "llmd_fleet.targets.gke.cluster:GkeNodePool",
+                "llmd_fleet.targets.gke.tcpxo:TcpxoNodeSetup",
+                "llmd_fleet.targets.gke.database:GkeResponses",
+            ),
         ),
         TargetSpec(
             kind="eks",
+            config=EksTarget,
             fabric=eks_fabric.EFA,
             nic_gbps=100,
             prometheus="operator",
             problems=eks_target_problems,
             cluster_ranges=eks_cluster_ranges,
+            fleet_problems=gpu_fleet_problems,
             section="eks",
             creates_cluster=True,
             system_pool=eks_system_pool,
             image_registry="the build pushes to ECR",
-            responses=ResponsesStore("eks", managed=True, peers=eks_database_peers),
+            responses=ResponsesStore(
+                "eks",
+                managed=True,
+                settings=ResponsesEksDatabaseConfig,
+                settings_doc="kind eks: RDS settings (ResponsesEksDatabaseConfig's defaults when unset).",
+                peers=eks_database_peers,
+            ),
             upstream_fabric=eks_fabric.VPC_TCP,
             sdk_extra=("aws", "pulumi-aws", "pulumi_aws"),
+            components=(
+                "llmd_fleet.targets.eks.cluster:EksCluster",
+                "llmd_fleet.targets.eks.cluster:EksGpuCapacity",
+                "llmd_fleet.targets.eks.cluster:EksIam",
+                "llmd_fleet.targets.eks.cluster:EksNetwork",
+                "llmd_fleet.targets.eks.cluster:EksSystemNodes",
+                "llmd_fleet.targets.eks.database:EksResponses",
+            ),
+        ),
+        TargetSpec(
+            kind="local",
+            config=LocalTarget,
+            fabric=local_fabric.LOCAL,
+            nic_gbps=10,
+            prometheus="none",
+            problems=local_target_problems,
+            cluster_ranges=existing_cluster_ranges,
+            fleet_problems=local_problems,
+            defaults=local_defaults,
+            section="onprem",
+            simulated=True,
+            image_registry="nothing is built there (the simulator image is pinned)",
         ),
     )
 }
+"""Every target kind, in the order the stack's `target` union lists them (the config reference
+and an unknown kind's error name them in this order)."""
 BUILDS: dict[str, str] = {
     "onprem": "llmd_fleet.targets.onprem.build",
-    "local": "llmd_fleet.targets.onprem.build",
     "gke": "llmd_fleet.targets.gke.build",
     "eks": "llmd_fleet.targets.eks.build",
+    "local": "llmd_fleet.targets.onprem.build",
 }
 """kind -> the module whose `declare(config, secrets, parent)` creates (or reaches) the cluster."""
 

@@ -52,7 +52,7 @@ def _one(synthesis: Synthesis, type_token: str, name: str) -> dict[str, Any]:
 
 def test_the_stack_parses_and_defaults_to_the_gke_gateway():
     config = parse_config(_raw())
-    assert config.target.kind == "gke" and config.target.gke is not None
+    assert isinstance(config.target, GkeTarget) and config.target.kind == "gke"
     assert config.gateway.implementation == "gke-l7-rilb"
 
 

@@ -24,7 +24,7 @@ replaces no part of the response store.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, Protocol, TypedDict, cast
 from urllib.parse import quote
 
 import pulumi
@@ -61,7 +61,9 @@ from llmd_fleet.layers.responses.specs import (
     upstream_ready_timeout_seconds,
 )
 from llmd_fleet.platform.helm import pinned_release
+from llmd_fleet.targets.base import store_settings
 from llmd_fleet.targets.declared import ManagedDatabase
+from llmd_fleet.targets.specs import SPECS
 from llmd_fleet.versions import versions
 
 if TYPE_CHECKING:
@@ -376,6 +378,20 @@ def _object_store(backup: S3BackupConfig, retention_days: int) -> dict[str, Any]
     }
 
 
+class InClusterSettings(Protocol):
+    """What the CloudNativePG `Cluster` reads of the section of `responses.database` an in-cluster
+    store's kind names (`ResponsesStore.settings`, e.g. llmd_fleet/targets/onprem/config.py)."""
+
+    @property
+    def instances(self) -> int: ...
+    @property
+    def storage_class(self) -> str | None: ...
+    @property
+    def cpus(self) -> int: ...
+    @property
+    def memory_gib(self) -> int: ...
+
+
 def cnpg_cluster_spec(config: StackConfig) -> dict[str, Any]:
     """A CloudNativePG `Cluster`: PostgreSQL 17 on `instances` pods, one per node, the owner role
     and database bootstrapped from the owner Secret and kept in sync with it (managed role, so a
@@ -384,10 +400,11 @@ def cnpg_cluster_spec(config: StackConfig) -> dict[str, Any]:
     responses = config.responses
     assert responses is not None, "Responses is off"
     database = responses.database
-    onprem = database.onprem
-    instances = onprem.instances if onprem else 3
-    storage_class = onprem.storage_class if onprem else None
-    cpus, memory = (onprem.cpus, onprem.memory_gib) if onprem else (2, 8)
+    store = SPECS[config.target.kind].responses
+    assert store is not None and not store.managed, "the kind's response store is not in the cluster"
+    settings = cast(InClusterSettings, store_settings(database, store.section, store.settings))
+    instances, storage_class = settings.instances, settings.storage_class
+    cpus, memory = settings.cpus, settings.memory_gib
     names = responses_names(config)
     resources = {"cpu": str(cpus), "memory": f"{memory}Gi"}
     storage: dict[str, Any] = {"size": f"{database.storage_gib}Gi"}

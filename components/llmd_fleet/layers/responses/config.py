@@ -10,9 +10,10 @@ its kind's folder, llmd_fleet/targets/<kind>/config.py) and whether its platform
 (llmd_fleet/layers/responses/component.py). Field names are camelCase in YAML, snake_case in Python.
 """
 
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, ValidatorFunctionWrapHandler, WrapValidator
+from pydantic import Field, ValidatorFunctionWrapHandler, WrapValidator, create_model
 
 from llmd_fleet.config.base import ConfigModel
 from llmd_fleet.config.grammar import (
@@ -23,9 +24,8 @@ from llmd_fleet.config.grammar import (
     S3BucketName,
 )
 from llmd_fleet.core.problems import Problem
-from llmd_fleet.targets.eks.config import ResponsesEksDatabaseConfig
-from llmd_fleet.targets.gke.config import ResponsesGkeDatabaseConfig
-from llmd_fleet.targets.onprem.config import ResponsesOnpremDatabaseConfig
+from llmd_fleet.targets.base import ResponsesStore, TargetSpec
+from llmd_fleet.targets.specs import SPECS
 
 PASSWORD_KEY = "responsesDbPassword"
 """The secret config key of the database owner's password (`pulumi config set --secret`)."""
@@ -35,7 +35,7 @@ class _Model(ConfigModel):
     """Strict, frozen, unknown keys refused, camelCase in YAML (llmd_fleet/config/base.py)."""
 
 
-class ResponsesDatabaseConfig(_Model):
+class _StoreConfig(_Model):
     """The response store: one PostgreSQL database and the role that owns it."""
 
     name: PostgresIdentifier = "agentic_api"
@@ -54,12 +54,40 @@ class ResponsesDatabaseConfig(_Model):
     automated backup per day for this many days and transaction logs for point-in-time recovery
     one day less, at most 7 (it keeps fewer days of logs than backups); RDS keeps automated
     backups and PITR this long; CloudNativePG's retention policy on the object store."""
-    gke: ResponsesGkeDatabaseConfig | None = None
-    """kind gke: Cloud SQL settings (ResponsesGkeDatabaseConfig's defaults when unset)."""
-    eks: ResponsesEksDatabaseConfig | None = None
-    """kind eks: RDS settings (ResponsesEksDatabaseConfig's defaults when unset)."""
-    onprem: ResponsesOnpremDatabaseConfig | None = None
-    """kind onprem: CloudNativePG settings (ResponsesOnpremDatabaseConfig's defaults when unset)."""
+
+
+def _stores(specs: Mapping[str, TargetSpec]) -> list[ResponsesStore]:
+    """Each kind's response store, one per `responses.database` section: the managed databases
+    first, then those that run in the cluster, each group in registry order."""
+    stores = [spec.responses for spec in specs.values() if spec.responses is not None]
+    by_section: dict[str, ResponsesStore] = {}
+    for store in sorted(stores, key=lambda store: not store.managed):  # stable: registry order kept
+        by_section.setdefault(store.section, store)
+    return list(by_section.values())
+
+
+def database_model(specs: Mapping[str, TargetSpec]) -> type[_StoreConfig]:
+    """The database section: the keys every store has, then one optional field per kind's
+    section (`ResponsesStore.settings`, its model in the kind's folder), named by the registry."""
+    sections: dict[str, Any] = {
+        store.section: (store.settings | None, Field(default=None, description=store.settings_doc))
+        for store in _stores(specs)
+    }
+    return create_model(
+        "ResponsesDatabaseConfig",
+        __base__=_StoreConfig,
+        __module__=__name__,
+        __doc__=_StoreConfig.__doc__,
+        **sections,
+    )
+
+
+if TYPE_CHECKING:
+    # The type checker sees the keys every store has; a kind reads its own section with
+    # llmd_fleet/targets/base.py `store_settings`.
+    ResponsesDatabaseConfig = _StoreConfig
+else:
+    ResponsesDatabaseConfig = database_model(SPECS)
 
 
 class S3BackupConfig(_Model):

@@ -36,7 +36,7 @@ def simulator_problems(config: StackConfig) -> list[Problem]:
                     "and compile take minutes); only engine simulator may declare less",
                 )
             )
-        # On kind local the engine itself is refused already (_local_problems).
+        # On kind local the engine itself is refused already (its `TargetSpec.fleet_problems`).
         if "simulator" in serving.model_fields_set and not SPECS[config.target.kind].simulated:
             problems.append(Problem(key(config, "serving", "simulator"), "only for engine simulator"))
         return problems

@@ -21,6 +21,7 @@ import pulumi
 import pulumi_aws as aws
 
 from llmd_fleet.conventions import POSTGRES_PORT
+from llmd_fleet.targets.base import store_settings
 from llmd_fleet.targets.declared import ManagedDatabase
 from llmd_fleet.targets.eks.config import EksTargetConfig, ResponsesEksDatabaseConfig, database_subnet_cidrs
 from llmd_fleet.versions import versions
@@ -67,7 +68,7 @@ class EksResponses(pulumi.ComponentResource):
     def __init__(self, name: str, args: EksResponsesArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llmd-fleet:responses:EksResponses", name, {}, opts)
         eks, responses = args["eks"], args["responses"]
-        settings = responses.database.eks or ResponsesEksDatabaseConfig()
+        settings = store_settings(responses.database, "eks", ResponsesEksDatabaseConfig)
         store = responses.database
         cluster_name, tags = args["cluster_name"], args["tags"]
         child = pulumi.ResourceOptions(parent=self)

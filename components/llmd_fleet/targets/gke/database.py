@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, TypedDict
 import pulumi
 import pulumi_gcp as gcp
 
+from llmd_fleet.targets.base import store_settings
 from llmd_fleet.targets.declared import ManagedDatabase, ReservedGatewayAddress
 from llmd_fleet.targets.gke.config import (
     MANAGED_GATEWAY,
@@ -85,7 +86,7 @@ class GkeResponses(pulumi.ComponentResource):
     def __init__(self, name: str, args: GkeResponsesArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llmd-fleet:responses:GkeResponses", name, {}, opts)
         gke, responses = args["gke"], args["responses"]
-        settings = responses.database.gke or ResponsesGkeDatabaseConfig()
+        settings = store_settings(responses.database, "gke", ResponsesGkeDatabaseConfig)
         store = responses.database
         child = pulumi.ResourceOptions(parent=self)
         psa = ipaddress.IPv4Network(settings.private_service_cidr)
@@ -163,7 +164,7 @@ class GkeResponses(pulumi.ComponentResource):
         )
         reserved: ReservedGatewayAddress | None = None
         if args["gateway_implementation"] == MANAGED_GATEWAY:
-            address = gateway_address(responses.database.gke, gke)
+            address = gateway_address(settings, gke)
             address_name = gateway_address_name(gke)
             reservation = gcp.compute.Address(
                 f"{name}-gateway-address",

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from llmd_fleet.core.netpol import ClusterRanges, Peer
 from llmd_fleet.core.problems import Problem, key
-from llmd_fleet.targets.base import SystemPool, managed_cluster_problems
+from llmd_fleet.targets.base import SystemPool, managed_cluster_problems, store_settings
 from llmd_fleet.targets.gke.config import (
     CLOUD_SQL_PERF_OPTIMIZED,
     MANAGED_GATEWAY,
@@ -89,7 +89,7 @@ def gke_system_pool(config: StackConfig) -> SystemPool:
 def _database(config: StackConfig) -> ResponsesGkeDatabaseConfig:
     """`responses.database.gke` (its defaults when unset)."""
     assert config.responses is not None
-    return config.responses.database.gke or ResponsesGkeDatabaseConfig()
+    return store_settings(config.responses.database, "gke", ResponsesGkeDatabaseConfig)
 
 
 def gke_responses_problems(config: StackConfig) -> list[Problem]:
@@ -166,4 +166,4 @@ def gke_gateway_address(config: StackConfig) -> str | None:
     """The internal address reserved for the managed gateway, when the stack uses it."""
     if config.gateway.implementation != MANAGED_GATEWAY or config.responses is None:
         return None
-    return gateway_address(config.responses.database.gke, _target(config).gke)
+    return gateway_address(_database(config), _target(config).gke)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from llmd_fleet.config.fleet import Accelerator, NodeGroupConfig
-from llmd_fleet.config.rules import gpu_node_group_problems
 from llmd_fleet.core.problems import Problem, key
 from llmd_fleet.targets.rules import preinstalled_platform_problems, range_problems
 
@@ -48,24 +47,12 @@ def _local_node_group_problems(config: StackConfig, name: str, group: NodeGroupC
 
 
 def local_problems(config: StackConfig) -> list[Problem]:
-    """kind local: the simulator on CPU nodes; what only a GPU or cloud target has is refused.
-    Other targets: none of the local-only values."""
+    """kind local (its `TargetSpec.fleet_problems`): the simulator on CPU nodes; what only a GPU
+    or cloud target has is refused. The GPU kinds refuse the local-only values
+    (llmd_fleet/targets/rules.py `gpu_fleet_problems`)."""
     target = config.target
     problems: list[Problem] = []
     engine_path = key(config, "serving", "engine")
-    if target.kind != "local":
-        for name, group in config.fleet.node_groups.items():
-            problems += gpu_node_group_problems(config, name, group, target.kind)
-        if config.serving.engine == "simulator":
-            problems.append(
-                Problem(
-                    engine_path,
-                    f"simulator is only for kind local (the target is {target.kind}): on GPU nodes it "
-                    "would hold every H100 without using one; try the layout on a kind cluster "
-                    "(docs/local-sim.md)",
-                )
-            )
-        return problems
     for name, group in config.fleet.node_groups.items():
         problems += _local_node_group_problems(config, name, group)
     if config.serving.engine != "simulator":
