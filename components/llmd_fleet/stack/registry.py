@@ -6,8 +6,9 @@ them; config/ imports neither (docs/architecture.md, "The registry").
 Adding a layer is a folder under layers/ and one `LayerSpec` in `LAYERS` (its public names,
 `LAYER_EXPORTS`, follow); a layer that owns a config key also declares that key's field on
 `StackConfig` (llmd_fleet/stack/model.py: a static class, so the type checker sees every
-section), and tests/test_registry.py holds the two against each other, as it holds
-`ServingLayers` (llmd_fleet/program.py) to the layers the program declares. Adding a target kind
+section), and tests/test_registry.py holds the two against each other. A layer the program
+declares has a `Declaration` (its builder in its own folder, its position, what it depends on):
+`add_serving_layers` (llmd_fleet/program.py) loops over `DECLARED`. Adding a target kind
 is a folder under targets/ and its entry in llmd_fleet/targets/specs.py (`SPECS`, `BUILDS`),
 which the `target` record reads. Pure.
 """
