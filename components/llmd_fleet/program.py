@@ -161,14 +161,19 @@ def add_serving_layers(
     )
     declared: dict[str, list[object]] = {}
     per_model: dict[tuple[str, int], object] = {}
+    records = {spec.name: spec for spec in DECLARED}
 
     def declare(spec: LayerSpec, context: Assembly, index: int | None) -> None:
         assert spec.declaration is not None
         after: list[pulumi.Resource] = []
         for name in spec.declaration.after:
-            own = index is not None and (name, index) in per_model
-            for component in [per_model[(name, cast(int, index))]] if own else declared.get(name, []):
-                after.append(cast(pulumi.Resource, component))
+            # Declared model by model here and there: its own model's; else every one declared.
+            own = index is not None and records[name].per_model
+            found = [per_model[(name, index)]] if own and (name, index) in per_model else []
+            for component in found if own else declared.get(name, []):
+                if not isinstance(component, pulumi.Resource):
+                    raise TypeError(f"{spec.name} depends on {name}, which declared no resource")
+                after.append(component)
         context = replace(
             context,
             lws=lws,
