@@ -213,6 +213,7 @@ def test_serving_layers_hold_what_each_record_declared(stack):
     first model's."""
     import pulumi_kubernetes as k8s
 
+    from llmd_fleet.layers.assembly import ServingLayersArgs
     from llmd_fleet.layers.router.component import Router
     from llmd_fleet.program import ServingLayers, add_serving_layers
     from llmd_fleet.stack.parse import parse_config
@@ -223,7 +224,11 @@ def test_serving_layers_hold_what_each_record_declared(stack):
     found: list[ServingLayers] = []
 
     def build() -> None:
-        args = {"config": config, "plan": plan_models(config)[0], "engine_image": ENGINE_IMAGE}
+        args: ServingLayersArgs = {
+            "config": config,
+            "plan": plan_models(config)[0],
+            "engine_image": ENGINE_IMAGE,
+        }
         if config.responses is not None:
             args["responses_password"] = "a-test-password-of-16"
         found.append(add_serving_layers(args, k8s.Provider("cluster")))

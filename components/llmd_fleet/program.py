@@ -168,9 +168,11 @@ def add_serving_layers(
         after: list[pulumi.Resource] = []
         for name in spec.declaration.after:
             # Declared model by model here and there: its own model's; else every one declared.
-            own = index is not None and records[name].per_model
-            found = [per_model[(name, index)]] if own and (name, index) in per_model else []
-            for component in found if own else declared.get(name, []):
+            if index is not None and records[name].per_model:
+                found = [per_model[(name, index)]] if (name, index) in per_model else []
+            else:
+                found = declared.get(name, [])
+            for component in found:
                 if not isinstance(component, pulumi.Resource):
                     raise TypeError(f"{spec.name} depends on {name}, which declared no resource")
                 after.append(component)
