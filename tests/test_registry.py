@@ -4,14 +4,13 @@ tables are the registry's: a layer or a target added without its record fails he
 from collections import Counter
 from importlib import import_module
 from pathlib import Path
-from typing import get_type_hints
 
 import pulumi
 import pytest
 
 from llmd_fleet.stack import registry
 from llmd_fleet.stack.model import StackConfig
-from tests.support import REPO, STACKS_DIR, stack_raw_config
+from tests.support import ENGINE_IMAGE, REPO, STACKS_DIR, record, stack_raw_config
 
 PACKAGE = REPO / "components" / "llmd_fleet"
 # StackConfig fields that are not sections: the several-models form (its own key), the model
@@ -137,18 +136,121 @@ def test_every_layer_the_program_declares_is_exported_with_its_args():
             assert spec.declared_by in registry.REGISTERED_LAYERS and spec.exports == {}, spec.name
 
 
-def test_serving_layers_has_a_field_per_layer_the_program_declares():
-    """`ServingLayers` (program.py) holds one component of each such layer, typed by it."""
-    from llmd_fleet.program import ServingLayers
-
-    hints = get_type_hints(ServingLayers)
-    for spec in registry.LAYERS:
-        if spec.component is None or spec.declared_by is not None:
+def declaration_problems(specs: tuple[registry.LayerSpec, ...]) -> list[str]:
+    """How the records disagree with the program's loop (llmd_fleet/program.py
+    `add_serving_layers`): a layer the program declares without a `Declaration`, a builder outside
+    its layer's folder or that is not there, a dependency on a layer declared later or not at all,
+    two layers at one position."""
+    problems = []
+    positions = Counter(spec.declaration.position for spec in specs if spec.declaration is not None)
+    position = {spec.name: spec.declaration.position for spec in specs if spec.declaration is not None}
+    for spec in specs:
+        declaration = spec.declaration
+        if declaration is None:
+            if spec.component is not None and spec.declared_by is None:
+                problems.append(f"{spec.name}: exported, but the program does not declare it")
             continue
-        module, name = spec.component
-        component = getattr(import_module(module), name)
-        assert spec.name in hints, spec.name
-        assert hints[spec.name] in (component, component | None), (spec.name, hints[spec.name])
+        for reference in filter(None, (declaration.builder, declaration.input_problems)):
+            module, _, name = reference.partition(":")
+            if spec.folder and not module.startswith(f"llmd_fleet.layers.{spec.name}."):
+                problems.append(f"{spec.name}: {reference} is outside its folder")
+            elif not callable(getattr(import_module(module), name, None)):
+                problems.append(f"{spec.name}: {reference} is not a function")
+        for other in declaration.after:
+            if position.get(other, declaration.position) >= declaration.position:
+                problems.append(f"{spec.name}: depends on {other}, which is not declared before it")
+        if positions[declaration.position] > 1:
+            problems.append(f"{spec.name}: shares position {declaration.position}")
+    return problems
+
+
+def test_every_layer_the_program_declares_has_its_declaration():
+    """The program's loop over the records (`DECLARED`) declares every exported layer from a
+    builder in the layer's own folder, each after what it depends on."""
+    assert declaration_problems(registry.LAYERS) == []
+    names = [spec.name for spec in registry.DECLARED]
+    # The program's order: serving first, the gateway before the routers, the policies and the
+    # canary before the responses API, observability before the autoscalers that read it.
+    order = ["serving", "gateway", "router", "network", "canary", "responses", "observability", "autoscaling"]
+    assert [name for name in names if name in order] == order
+
+
+def test_a_declaration_that_disagrees_is_found():
+    """Not vacuous: a planted record for each way a declaration can disagree is named."""
+    from dataclasses import replace
+
+    records = {spec.name: spec for spec in registry.LAYERS}
+    router = records["router"]
+    assert router.declaration is not None
+    planted = (
+        records["serving"],
+        records["gateway"],
+        replace(router, declaration=replace(router.declaration, after=("observability",))),
+        replace(records["observability"], declaration=None),
+        replace(
+            records["autoscaling"],
+            declaration=registry.Declaration("llmd_fleet.layers.router.component:declare", position=20),
+        ),
+        replace(
+            records["responses"],
+            declaration=registry.Declaration("llmd_fleet.layers.responses.component:absent", position=60),
+        ),
+    )
+    assert declaration_problems(planted) == [
+        "gateway: shares position 20",
+        "router: depends on observability, which is not declared before it",
+        "observability: exported, but the program does not declare it",
+        "autoscaling: llmd_fleet.layers.router.component:declare is outside its folder",
+        "autoscaling: shares position 20",
+        "responses: llmd_fleet.layers.responses.component:absent is not a function",
+    ]
+
+
+@pytest.mark.parametrize("stack", ["onprem-h100", "onprem-h100-multimodel"])
+def test_serving_layers_hold_what_each_record_declared(stack):
+    """`ServingLayers` is keyed by the records: each declared layer's components, of its record's
+    component type, one per model for a layer declared per model; the typed accessors are the
+    first model's."""
+    import pulumi_kubernetes as k8s
+
+    from llmd_fleet.layers.assembly import ServingLayersArgs
+    from llmd_fleet.layers.router.component import Router
+    from llmd_fleet.program import ServingLayers, add_serving_layers
+    from llmd_fleet.stack.parse import parse_config
+    from llmd_fleet.stack.plans import plan_models
+
+    config = parse_config(stack_raw_config(stack))
+    models = max(1, len(config.models))
+    found: list[ServingLayers] = []
+
+    def build() -> None:
+        args: ServingLayersArgs = {
+            "config": config,
+            "plan": plan_models(config)[0],
+            "engine_image": ENGINE_IMAGE,
+        }
+        if config.responses is not None:
+            args["responses_password"] = "a-test-password-of-16"
+        found.append(add_serving_layers(args, k8s.Provider("cluster")))
+
+    record(build)
+    (layers,) = found
+    expected = {"serving", "gateway", "router", "network", "observability"}
+    assert expected | ({"responses"} if models == 1 else set()) <= set(layers.components)
+    assert set(layers.components) <= {spec.name for spec in registry.DECLARED}
+    assert "responses" not in layers.components or models == 1  # single-model stacks only
+    for spec in registry.DECLARED:
+        components = layers.components.get(spec.name, ())
+        if spec.component is not None and components:
+            module, name = spec.component
+            assert layers.all(spec.name, getattr(import_module(module), name)) == components, spec.name
+        if components and spec.per_model:
+            assert len(components) == models, spec.name
+    assert layers.serving is layers.components["serving"][0]
+    assert layers.router is layers.components["router"][0] and layers.gateway is not None
+    assert layers.get("canary", object) is None
+    with pytest.raises(TypeError, match="not a Router"):
+        layers.get("serving", Router)
 
 
 def test_per_model_is_what_the_program_does_with_several_models():

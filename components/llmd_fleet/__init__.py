@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from llmd_fleet.images.build import ImageBuild as ImageBuild
     from llmd_fleet.images.build import ImageBuildArgs as ImageBuildArgs
     from llmd_fleet.images.build import serving_image as serving_image
+    from llmd_fleet.layers.assembly import ServingLayersArgs as ServingLayersArgs
     from llmd_fleet.layers.autoscaling.component import Autoscaling as Autoscaling
     from llmd_fleet.layers.autoscaling.component import AutoscalingArgs as AutoscalingArgs
     from llmd_fleet.layers.gateway.component import GatewayLayer as GatewayLayer
@@ -60,7 +61,6 @@ if TYPE_CHECKING:
     from llmd_fleet.platform.lws import LeaderWorkerSetController as LeaderWorkerSetController
     from llmd_fleet.platform.lws import LeaderWorkerSetControllerArgs as LeaderWorkerSetControllerArgs
     from llmd_fleet.program import ServingLayers as ServingLayers
-    from llmd_fleet.program import ServingLayersArgs as ServingLayersArgs
     from llmd_fleet.program import accelerator_platform_args as accelerator_platform_args
     from llmd_fleet.program import add_serving_layers as add_serving_layers
     from llmd_fleet.security.isolation import NetworkIsolation as NetworkIsolation
@@ -114,7 +114,7 @@ _EXPORTS: dict[str, str] = {
     "LeaderWorkerSetController": "llmd_fleet.platform.lws",
     "LeaderWorkerSetControllerArgs": "llmd_fleet.platform.lws",
     "ServingLayers": "llmd_fleet.program",
-    "ServingLayersArgs": "llmd_fleet.program",
+    "ServingLayersArgs": "llmd_fleet.layers.assembly",
     "add_serving_layers": "llmd_fleet.program",
     "accelerator_platform_args": "llmd_fleet.program",
     "NetworkIsolation": "llmd_fleet.security.isolation",

@@ -12,10 +12,11 @@ cloud target's components (and with them its SDK) are imported only when a stack
 target: the on-prem path imports no cloud SDK (docs/performance.md).
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from importlib import import_module
-from typing import Any, NotRequired, TypedDict, cast
+from types import MappingProxyType
+from typing import Any, TypeVar, cast
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -25,16 +26,15 @@ from llmd_fleet.config.model import client_model_name
 from llmd_fleet.core.problems import PROJECT, ConfigError
 from llmd_fleet.images.build import ImageBuild, ImageBuildArgs, serving_image
 from llmd_fleet.images.spec import variant_for
-from llmd_fleet.layers.autoscaling.component import Autoscaling
-from llmd_fleet.layers.gateway.bbr import BodyBasedRouter
+from llmd_fleet.layers.assembly import Assembly
+from llmd_fleet.layers.assembly import ServingLayersArgs as ServingLayersArgs  # its former home
 from llmd_fleet.layers.gateway.component import GatewayLayer
-from llmd_fleet.layers.observability.component import Observability
-from llmd_fleet.layers.responses.component import ResponsesLayer
-from llmd_fleet.layers.responses.config import PASSWORD_KEY, password_problems
+from llmd_fleet.layers.responses.config import PASSWORD_KEY
 from llmd_fleet.layers.router.component import Router
 from llmd_fleet.layers.serving.canary import canary_config, canary_image
-from llmd_fleet.layers.serving.component import HF_TOKEN_SECRET, ModelServing
+from llmd_fleet.layers.serving.component import ModelServing
 from llmd_fleet.layers.serving.config import CANARY_SUFFIX
+from llmd_fleet.layers.serving.specs import HF_TOKEN_SECRET
 from llmd_fleet.plan.fleet import FleetPlan, PlanError
 from llmd_fleet.platform.accelerators import AcceleratorPlatform, AcceleratorPlatformArgs
 from llmd_fleet.platform.dra import DRANET_RDMA_CLASS, DRANET_RDMA_SELECTOR
@@ -43,231 +43,162 @@ from llmd_fleet.security.isolation import NetworkIsolation
 from llmd_fleet.stack.model import StackConfig, model_views
 from llmd_fleet.stack.parse import check_stack_secrets, parse_config, read_pulumi_config
 from llmd_fleet.stack.plans import plan_models
-from llmd_fleet.targets.declared import DeclaredTarget, ManagedDatabase, SecretSource, TargetBuild
+from llmd_fleet.stack.registry import DECLARED, LayerSpec
+from llmd_fleet.targets.declared import DeclaredTarget, SecretSource, TargetBuild
 from llmd_fleet.targets.extras import MissingExtraError, require_image_build_extra, require_target_extra
 from llmd_fleet.targets.specs import BUILDS, fabric_for
 from llmd_fleet.versions import Chart, versions
 
-
-class ServingLayersArgs(TypedDict):
-    """Arguments of `add_serving_layers`."""
-
-    config: StackConfig
-    """The validated stack configuration."""
-    plan: FleetPlan
-    """The fleet plan derived from it."""
-    engine_image: pulumi.Input[str]
-    """The image every engine container runs (`serving_image`, llmd_fleet/images/build.py)."""
-    hf_token: NotRequired[pulumi.Input[str] | None]
-    """Hugging Face token (a secret; default none); when set, `ModelServing` creates the token
-    Secret and the router's tokenizer reads it."""
-    install_gateway_crds: NotRequired[bool]
-    """`GatewayLayer`'s `install_crds` (default `True`; False where the platform ships the CRDs, as
-    GKE does)."""
-    gateway_annotations: NotRequired[dict[str, str]]
-    """`GatewayLayer`'s `infrastructure_annotations` (default `{}`; on EKS the NLB's)."""
-    serving_after: NotRequired[list[pulumi.Resource]]
-    """Resources `ModelServing` depends on besides the LWS controller: node setup the serving pods
-    need first (e.g. GKE's TCPXO DaemonSets); default `[]`."""
-    responses_password: NotRequired[pulumi.Input[str] | None]
-    """The response store owner's password (a secret; default none); required when
-    `config.responses` is set (ConfigError otherwise), and `ResponsesLayer` is declared only with
-    it."""
-    responses_database: NotRequired[ManagedDatabase | None]
-    """With `llmd-fleet:responses` on a cloud target: its managed database (`GkeResponses`,
-    `EksResponses`), whose reserved gateway address, if any, becomes the Gateway's address; None
-    (the default) declares the CloudNativePG operator and a Cluster in the cluster (on-prem)."""
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class ServingLayers:
-    """What `add_serving_layers` declared: one component per layer (`responses` only with
-    `llmd-fleet:responses`)."""
+    """What `add_serving_layers` declared: the LWS controller and each layer's components, by the
+    name of its record in the registry (llmd_fleet/stack/registry.py `DECLARED`). The layers every
+    stack has are typed attributes; any other is read by name and type (`get`, `all`)."""
 
     lws: LeaderWorkerSetController | None
     """The LWS controller release; None where the cluster runs it (`target.platform: preinstalled`)."""
-    serving: ModelServing
-    gateway: GatewayLayer
-    router: Router
-    network: NetworkIsolation
-    """The serving namespace's NetworkPolicies (llmd_fleet/security/isolation.py)."""
-    responses: ResponsesLayer | None = None
-    """The agentic API and its routes (llmd_fleet/layers/responses/component.py), with
-    `llmd-fleet:responses`."""
-    observability: Observability | None = None
-    """Monitors, alerts, dashboards and the endpoint picker's metrics auth
-    (llmd_fleet/layers/observability/component.py)."""
-    autoscaling: Autoscaling | None = None
-    """KEDA and the roles' ScaledObjects (llmd_fleet/layers/autoscaling/component.py), with
-    `serving.autoscaling` and at least one role enabled."""
-    canary: "CanaryLayers | None" = None
-    """The canary revision's serving, router and policies, with `serving.canary`."""
+    components: Mapping[str, tuple[object, ...]]
+    """Layer name -> what its builder declared, in order: one per model for a layer declared per
+    model with `llmd-fleet:models` (`serving`, `router`, `network`, `observability`), else one. A
+    layer the stack does not use is absent (`responses` without `llmd-fleet:responses`,
+    `autoscaling` without an autoscaled role, `canary` without `serving.canary`: its
+    `CanaryLayers`)."""
+
+    def all(self, layer: str, kind: type[T]) -> tuple[T, ...]:
+        """Every component of `layer` (none when the stack does not use it); TypeError when one
+        is not a `kind`."""
+        found = self.components.get(layer, ())
+        for component in found:
+            if not isinstance(component, kind):
+                raise TypeError(
+                    f"layer {layer!r} declared a {type(component).__name__}, not a {kind.__name__}"
+                )
+        return cast(tuple[T, ...], found)
+
+    def get(self, layer: str, kind: type[T]) -> T | None:
+        """The first component of `layer` (the first model's), or None when the stack does not
+        use it; TypeError when it is not a `kind`."""
+        found = self.all(layer, kind)
+        return found[0] if found else None
+
+    def _one(self, layer: str, kind: type[T]) -> T:
+        component = self.get(layer, kind)
+        if component is None:
+            raise LookupError(f"no {layer!r} layer was declared")
+        return component
+
+    @property
+    def serving(self) -> ModelServing:
+        """The (first model's) prefill/decode DisaggregatedSet."""
+        return self._one("serving", ModelServing)
+
+    @property
+    def gateway(self) -> GatewayLayer:
+        """The gateway in front of every model's pool."""
+        return self._one("gateway", GatewayLayer)
+
+    @property
+    def router(self) -> Router:
+        """The (first model's) endpoint picker and InferencePool."""
+        return self._one("router", Router)
+
+
+def _load(reference: str) -> Callable[[Assembly], Any]:
+    """A `module:function` of a record's `Declaration`."""
+    module, _, name = reference.partition(":")
+    return cast(Callable[[Assembly], Any], getattr(import_module(module), name))
+
+
+def _runs(specs: Sequence[LayerSpec], several_models: bool) -> list[tuple[bool, list[LayerSpec]]]:
+    """The records in declaration order, as runs: with several models, consecutive records declared
+    per model form one run declared model by model (`True`); every other record is a run of its
+    own, declared once."""
+    runs: list[tuple[bool, list[LayerSpec]]] = []
+    for spec in specs:
+        per_model = several_models and spec.per_model
+        if per_model and runs and runs[-1][0]:
+            runs[-1][1].append(spec)
+        else:
+            runs.append((per_model, [spec]))
+    return runs
 
 
 def add_serving_layers(
     args: ServingLayersArgs, provider: k8s.Provider, parent: pulumi.Resource | None = None
 ) -> ServingLayers:
-    """Declare the LWS controller, serving, gateway and router on `provider`'s cluster (as children
-    of `parent`, the `Fleet` component's, when given)."""
-    config, plan = args["config"], args["plan"]
-    hf_token = args.get("hf_token")
-    responses_password = args.get("responses_password")
-    if problems := password_problems(config.responses, responses_password is not None, PROJECT):
-        raise ConfigError(problems)
-    database = args.get("responses_database")
-    reserved = database.gateway_address if database is not None else None
+    """Declare the LWS controller and every layer the registry's records declare (serving,
+    gateway, router, the namespace's policies, and what the stack enables) on `provider`'s cluster
+    (as children of `parent`, the `Fleet` component's, when given), in the records' order, each
+    from its builder. With `llmd-fleet:models`, a layer declared per model gets each model's view
+    and plan (one gateway in front, with the body-based router and a route per model:
+    llmd_fleet/layers/gateway/bbr.py). Raises ConfigError before anything is declared when an
+    input a layer needs is missing."""
+    config = args["config"]
+    several = bool(config.models)
 
     def on_cluster(*after: pulumi.Resource) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions(
             parent=parent, providers={"kubernetes": provider}, depends_on=list(after)
         )
 
+    views = model_views(config)
+    plans = plan_models(config) if several else (args["plan"],)
+    stack = Assembly(config, args["plan"], args, provider, on_cluster, None, views, None, (), {})
+    if problems := [
+        problem
+        for spec in DECLARED
+        if spec.declaration is not None and spec.declaration.input_problems is not None
+        for problem in _load(spec.declaration.input_problems)(stack)
+    ]:
+        raise ConfigError(problems)
     lws = (
         LeaderWorkerSetController("lws", {"chart": versions().chart("lws")}, opts=on_cluster())
         if config.target.installs_platform
         else None
     )
-    if config.models:
-        return _add_model_layers(args, provider, lws, on_cluster)
-    serving = ModelServing(
-        config.serving.name,
-        {"config": config, "plan": plan, "hf_token": hf_token, "engine_image": args["engine_image"]},
-        opts=on_cluster(*([lws] if lws is not None else []), *args.get("serving_after", [])),
-    )
-    gateway = GatewayLayer(
-        "gateway",
-        {
-            "config": config,
-            "pool_name": config.serving.name,
-            "install_crds": args.get("install_gateway_crds", True),
-            "infrastructure_annotations": args.get("gateway_annotations", {}),
-            "addresses": reserved.gateway_addresses if reserved is not None else [],
-        },
-        opts=on_cluster(serving, *([reserved.resource] if reserved is not None else [])),
-    )
-    router = Router(
-        "router",
-        {
-            "config": config,
-            "plan": plan,
-            "hf_token_secret": HF_TOKEN_SECRET if hf_token is not None else None,
-        },
-        # The InferencePool and objective CRDs come with the gateway layer.
-        opts=on_cluster(gateway, serving),
-    )
-    # Default deny plus the fleet's flows, once the namespace exists.
-    network = NetworkIsolation("network-policies", {"config": config, "plan": plan}, opts=on_cluster(serving))
-    canary = add_canary(args, provider, serving)
-    responses = None
-    if config.responses is not None and responses_password is not None:
-        # The agentic API ahead of the pool's route, and its database
-        # (llmd_fleet/layers/responses/component.py).
-        responses = ResponsesLayer(
-            "responses",
-            {
-                "config": config,
-                "pool_name": config.serving.name,
-                "password": responses_password,
-                "database": database,
-            },
-            opts=on_cluster(gateway, router, serving),
-        )
-    # Scrape objects, alert rules and dashboards of the namespace's workloads.
-    observability = Observability(
-        "observability", {"config": config, "plan": plan}, opts=on_cluster(serving, router)
-    )
-    autoscaling = None
-    if any(role.autoscaled for role in plan.roles):
-        # The scalers exist once the DisaggregatedSet does; KEDA reads the router's and the
-        # engines' series from the Prometheus the observability layer feeds.
-        autoscaling = Autoscaling(
-            "autoscaling", {"config": config, "plan": plan}, opts=on_cluster(serving, router, observability)
-        )
-    return ServingLayers(
-        lws=lws,
-        serving=serving,
-        gateway=gateway,
-        router=router,
-        network=network,
-        responses=responses,
-        observability=observability,
-        autoscaling=autoscaling,
-        canary=canary,
-    )
+    declared: dict[str, list[object]] = {}
+    per_model: dict[tuple[str, int], object] = {}
+    records = {spec.name: spec for spec in DECLARED}
 
+    def declare(spec: LayerSpec, context: Assembly, index: int | None) -> None:
+        assert spec.declaration is not None
+        after: list[pulumi.Resource] = []
+        for name in spec.declaration.after:
+            # Declared model by model here and there: its own model's; else every one declared.
+            if index is not None and records[name].per_model:
+                found = [per_model[(name, index)]] if (name, index) in per_model else []
+            else:
+                found = declared.get(name, [])
+            for component in found:
+                if not isinstance(component, pulumi.Resource):
+                    raise TypeError(f"{spec.name} depends on {name}, which declared no resource")
+                after.append(component)
+        context = replace(
+            context,
+            lws=lws,
+            after=tuple(after),
+            declared=MappingProxyType({name: tuple(found) for name, found in declared.items()}),
+        )
+        component = _load(spec.declaration.builder)(context)
+        if component is None:
+            return
+        declared.setdefault(spec.name, []).append(component)
+        if index is not None:
+            per_model[(spec.name, index)] = component
 
-def _add_model_layers(
-    args: ServingLayersArgs,
-    provider: k8s.Provider,
-    lws: LeaderWorkerSetController | None,
-    on_cluster: Callable[..., pulumi.ResourceOptions],
-) -> ServingLayers:
-    """`llmd-fleet:models`: per model its serving, router (InferencePool, picker pair,
-    objectives), NetworkPolicies and observability, each from the model's view; one gateway in
-    front with the body-based router and a route per model (llmd_fleet/layers/gateway/bbr.py)."""
-    config = args["config"]
-    hf_token = args.get("hf_token")
-    plans = plan_models(config)
-    views = model_views(config)
-    first: ModelServing | None = None
-    servings: list[ModelServing] = []
-    for view, plan in zip(views, plans, strict=True):
-        serving = ModelServing(
-            view.serving.name,
-            {
-                "config": view,
-                "plan": plan,
-                "hf_token": hf_token,
-                "engine_image": args["engine_image"],
-                "alongside": first,
-            },
-            opts=on_cluster(*([lws] if lws is not None else []), *args.get("serving_after", [])),
-        )
-        first = first or serving
-        servings.append(serving)
-    gateway = GatewayLayer(
-        "gateway",
-        {
-            "config": config,
-            "pool_name": config.serving.name,
-            "install_crds": args.get("install_gateway_crds", True),
-            "infrastructure_annotations": args.get("gateway_annotations", {}),
-            "route": False,
-        },
-        opts=on_cluster(*servings),
-    )
-    BodyBasedRouter("model-routing", views, opts=on_cluster(gateway, *servings))
-    routers: list[Router] = []
-    observability: Observability | None = None
-    network: NetworkIsolation | None = None
-    for view, plan, serving in zip(views, plans, servings, strict=True):
-        model = view.serving.name
-        router = Router(
-            f"router-{model}",
-            {
-                "config": view,
-                "plan": plan,
-                "hf_token_secret": HF_TOKEN_SECRET if hf_token is not None else None,
-                "objective_prefix": f"{model}-",
-            },
-            opts=on_cluster(gateway, serving),
-        )
-        routers.append(router)
-        network = NetworkIsolation(
-            f"network-policies-{model}", {"config": view, "plan": plan}, opts=on_cluster(serving)
-        )
-        observability = Observability(
-            f"observability-{model}", {"config": view, "plan": plan}, opts=on_cluster(serving, router)
-        )
-    assert network is not None and observability is not None  # at least one model
-    return ServingLayers(
-        lws=lws,
-        serving=servings[0],
-        gateway=gateway,
-        router=routers[0],
-        network=network,
-        observability=observability,
-    )
+    specs = [spec for spec in DECLARED if not several or (spec.declaration and spec.declaration.with_models)]
+    for model_by_model, run in _runs(specs, several):
+        if not model_by_model:
+            for spec in run:
+                declare(spec, stack, None)
+            continue
+        for index, (view, plan) in enumerate(zip(views, plans, strict=True)):
+            for spec in run:
+                declare(spec, replace(stack, config=view, plan=plan, model=view.serving.name), index)
+    return ServingLayers(lws=lws, components={name: tuple(found) for name, found in declared.items()})
 
 
 @dataclass(frozen=True)
@@ -279,27 +210,28 @@ class CanaryLayers:
     network: NetworkIsolation
 
 
-def add_canary(args: ServingLayersArgs, provider: k8s.Provider, stable: ModelServing) -> CanaryLayers | None:
-    """With `serving.canary`: the canary's DisaggregatedSet (in the stable one's namespace, with its
-    Secret and claim templates), its router and InferencePool (no objectives) and its
-    NetworkPolicies. The gateway's route weighs the two pools (layers/gateway/component.py
-    backend_refs). None without a canary."""
-    config, plan = args["config"], args["plan"]
+def declare_canary(ctx: Assembly) -> CanaryLayers | None:
+    """The `canary` record's builder, with `serving.canary`: the canary's DisaggregatedSet (in the
+    stable one's namespace, with its Secret and claim templates), its router and InferencePool (no
+    objectives) and its NetworkPolicies, each after the stable serving. The gateway's route weighs
+    the two pools (layers/gateway/component.py backend_refs). None without a canary."""
+    config, plan = ctx.config, ctx.plan
     canary = config.serving.canary
     derived = canary_config(config)
     if canary is None or derived is None or plan.canary is None:
         return None
+    (stable,) = ctx.after
     canary_plan = replace(plan, roles=plan.canary.roles, canary=None)
-    opts = pulumi.ResourceOptions(providers={"kubernetes": provider}, depends_on=[stable])
+    opts = pulumi.ResourceOptions(providers={"kubernetes": ctx.provider}, depends_on=[stable])
     name = derived.serving.name
     serving = ModelServing(
         name,
         {
             "config": derived,
             "plan": canary_plan,
-            "hf_token": args.get("hf_token"),
-            "engine_image": canary_image(config) or args["engine_image"],
-            "beside": stable,
+            "hf_token": ctx.args.get("hf_token"),
+            "engine_image": canary_image(config) or ctx.args["engine_image"],
+            "beside": cast(ModelServing, stable),
         },
         opts=opts,
     )
@@ -308,7 +240,7 @@ def add_canary(args: ServingLayersArgs, provider: k8s.Provider, stable: ModelSer
         {
             "config": derived,
             "plan": canary_plan,
-            "hf_token_secret": HF_TOKEN_SECRET if args.get("hf_token") is not None else None,
+            "hf_token_secret": HF_TOKEN_SECRET if ctx.args.get("hf_token") is not None else None,
             "objectives": False,
         },
         opts=opts,

@@ -35,10 +35,24 @@ def mismatched(source: str, exports: dict[str, str]) -> list[str]:
     )
 
 
+def wanted_lines(source: str, exports: dict[str, str]) -> list[str]:
+    """The `TYPE_CHECKING` import lines the public names need and the source lacks (what a new
+    layer's record asks for: its component and its Args, from the record's module)."""
+    imported = typing_imports(source)
+    return [
+        f"    from {exports[name]} import {name} as {name}"
+        for name in sorted(exports)
+        if imported.get(name) != exports[name]
+    ]
+
+
 def test_the_type_checkers_imports_are_the_public_names():
     exports = llmd_fleet._exports()
     assert {"ModelServing", "GatewayLayerArgs", "parse_config", "OnPremCluster"} <= set(exports)
-    assert mismatched(INIT.read_text(encoding="utf-8"), exports) == []
+    source = INIT.read_text(encoding="utf-8")
+    assert mismatched(source, exports) == [], "\n".join(
+        ["add to __init__.py:", *wanted_lines(source, exports)]
+    )
 
 
 def test_a_layer_missing_from_the_type_checkers_imports_is_found():
@@ -49,6 +63,10 @@ def test_a_layer_missing_from_the_type_checkers_imports_is_found():
     assert exports["Router"] == "llmd_fleet.layers.router.component"
     dropped = "\n".join(line for line in source.splitlines() if "import Router" not in line)
     assert mismatched(dropped, exports) == ["Router", "RouterArgs"]
+    assert wanted_lines(dropped, exports) == [
+        "    from llmd_fleet.layers.router.component import Router as Router",
+        "    from llmd_fleet.layers.router.component import RouterArgs as RouterArgs",
+    ]
     moved = source.replace(
         "llmd_fleet.program import ServingLayers ", "llmd_fleet.checks import ServingLayers "
     )

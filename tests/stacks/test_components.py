@@ -4,7 +4,8 @@ import pulumi
 import pytest
 
 from llmd_fleet.cli.synth import REDACTED, RecordingMocks, clean
-from llmd_fleet.layers.serving.component import HF_TOKEN_SECRET, ModelServing
+from llmd_fleet.layers.serving.component import ModelServing
+from llmd_fleet.layers.serving.specs import HF_TOKEN_SECRET
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.platform.lws import LeaderWorkerSetController
 from llmd_fleet.stack.parse import parse_config

@@ -54,6 +54,7 @@ from llmd_fleet.stack.registry import NAMESPACE_FLOWS
 from llmd_fleet.targets.specs import cluster_ranges as cluster_ranges  # the ranges the policies use
 
 if TYPE_CHECKING:
+    from llmd_fleet.layers.assembly import Assembly
     from llmd_fleet.stack.model import StackConfig
 
 RULE_LISTS = ("ingress", "egress")
@@ -116,3 +117,11 @@ class NetworkIsolation(pulumi.ComponentResource):
             for suffix, spec in network_policy_specs(config, args["plan"]).items()
         }
         self.register_outputs({})
+
+
+def declare(ctx: Assembly) -> NetworkIsolation:
+    """The builder of the serving namespace's policies (the `network` record's `Declaration` in
+    llmd_fleet/stack/registry.py): default deny plus the fleet's flows, once the namespace exists
+    (after the model's serving); with several models, one set per model."""
+    name = "network-policies" if ctx.model is None else f"network-policies-{ctx.model}"
+    return NetworkIsolation(name, {"config": ctx.config, "plan": ctx.plan}, opts=ctx.options())

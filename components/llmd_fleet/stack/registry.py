@@ -6,8 +6,9 @@ them; config/ imports neither (docs/architecture.md, "The registry").
 Adding a layer is a folder under layers/ and one `LayerSpec` in `LAYERS` (its public names,
 `LAYER_EXPORTS`, follow); a layer that owns a config key also declares that key's field on
 `StackConfig` (llmd_fleet/stack/model.py: a static class, so the type checker sees every
-section), and tests/test_registry.py holds the two against each other, as it holds
-`ServingLayers` (llmd_fleet/program.py) to the layers the program declares. Adding a target kind
+section), and tests/test_registry.py holds the two against each other. A layer the program
+declares has a `Declaration` (its builder in its own folder, its position, what it depends on):
+`add_serving_layers` (llmd_fleet/program.py) loops over `DECLARED`. Adding a target kind
 is a folder under targets/ and its entry in llmd_fleet/targets/specs.py (`SPECS`, `BUILDS`),
 which the `target` record reads. Pure.
 """
@@ -54,6 +55,32 @@ Flows = Callable[[StackConfig, FleetPlan, ClusterRanges], Mapping[str, PolicySpe
 
 
 @dataclass(frozen=True)
+class Declaration:
+    """How the program declares a layer (`add_serving_layers`, llmd_fleet/program.py loops over
+    the records): its builder, where it stands in the order of declaration, what it depends on
+    and whether it is declared with several models."""
+
+    builder: str
+    """`module:function` of its builder, in its own folder (imported only by the program): the
+    function takes the program's context (llmd_fleet/layers/assembly.py `Assembly`), reads its
+    arguments from the config, the plan and the program's inputs, and returns its component, or
+    None when the stack does not use the layer."""
+    position: int
+    """Its place in the order the program declares the layers (ascending; after every layer in
+    `after`). With `llmd-fleet:models`, consecutive layers declared per model are declared model
+    by model (the first model's, then the next's)."""
+    after: tuple[str, ...] = ()
+    """The layers whose components its component depends on (Pulumi `depends_on`), in order: per
+    model, its own model's component of a layer declared per model; once, every model's."""
+    with_models: bool = True
+    """Whether it is declared on a stack with `llmd-fleet:models` (False: single-model stacks
+    only, as the responses API, autoscaling and the canary are today)."""
+    input_problems: str | None = None
+    """`module:function` of a check of the program's inputs (the `Assembly` -> `Problem`s), run
+    for every record before anything is declared."""
+
+
+@dataclass(frozen=True)
 class LayerSpec:
     """What the rest of the package needs to know about one section owner: a layer (its folder
     under layers/) or a section of the config core, the target or the image (`folder` None)."""
@@ -79,6 +106,8 @@ class LayerSpec:
     declared_by: str | None = None
     """The layer whose component declares this one's as a child (preflight and ModelExpress:
     `serving`); None: the program declares it (`add_serving_layers`), and the package exports it."""
+    declaration: Declaration | None = None
+    """How the program declares it (None: it declares nothing, or another layer's component does)."""
 
     @property
     def component(self) -> tuple[str, str] | None:
@@ -125,6 +154,7 @@ LAYERS: tuple[LayerSpec, ...] = (
         namespace_flows=serving_flows.flows,
         build="llmd_fleet.layers.serving.component:ModelServing",
         per_model=True,
+        declaration=Declaration("llmd_fleet.layers.serving.component:declare", position=10),
     ),
     LayerSpec(
         "router",
@@ -133,6 +163,9 @@ LAYERS: tuple[LayerSpec, ...] = (
         namespace_flows=router_flows.flows,
         build="llmd_fleet.layers.router.component:Router",
         per_model=True,
+        declaration=Declaration(
+            "llmd_fleet.layers.router.component:declare", position=30, after=("gateway", "serving")
+        ),
     ),
     LayerSpec(
         "preflight",
@@ -148,6 +181,7 @@ LAYERS: tuple[LayerSpec, ...] = (
         rules=(gateway_problems,),
         namespace_flows=gateway_flows.flows,
         build="llmd_fleet.layers.gateway.component:GatewayLayer",
+        declaration=Declaration("llmd_fleet.layers.gateway.bbr:declare", position=20, after=("serving",)),
     ),
     LayerSpec(
         "modelexpress",
@@ -164,6 +198,9 @@ LAYERS: tuple[LayerSpec, ...] = (
         rules=(observability_problems,),
         build="llmd_fleet.layers.observability.component:Observability",
         per_model=True,
+        declaration=Declaration(
+            "llmd_fleet.layers.observability.component:declare", position=70, after=("serving", "router")
+        ),
     ),
     LayerSpec(
         "responses",
@@ -171,12 +208,41 @@ LAYERS: tuple[LayerSpec, ...] = (
         rules=(responses_problems,),
         namespace_flows=responses_flows.flows,
         build="llmd_fleet.layers.responses.component:ResponsesLayer",
+        declaration=Declaration(
+            "llmd_fleet.layers.responses.component:declare",
+            position=60,
+            after=("gateway", "router", "serving"),
+            with_models=False,
+            input_problems="llmd_fleet.layers.responses.component:input_problems",
+        ),
     ),
     LayerSpec("workload", keys=("workload",), rules=(workload_problems,), folder=False),
     LayerSpec(
         "autoscaling",
         rules=(autoscaling_problems,),
         build="llmd_fleet.layers.autoscaling.component:Autoscaling",
+        declaration=Declaration(
+            "llmd_fleet.layers.autoscaling.component:declare",
+            position=80,
+            after=("serving", "router", "observability"),
+            with_models=False,
+        ),
+    ),
+    # The serving namespace's NetworkPolicies (the union of the layers' flows above) and the
+    # canary revision (serving, router and policies of a derived config): declared by the program
+    # with the layers, neither a folder under layers/ nor a config owner.
+    LayerSpec(
+        "network",
+        per_model=True,
+        folder=False,
+        declaration=Declaration("llmd_fleet.security.isolation:declare", position=40, after=("serving",)),
+    ),
+    LayerSpec(
+        "canary",
+        folder=False,
+        declaration=Declaration(
+            "llmd_fleet.program:declare_canary", position=50, after=("serving",), with_models=False
+        ),
     ),
 )
 """Every section owner, in the order their keys are validated and reported, their rules run and
@@ -231,5 +297,12 @@ TARGET_EXPORTS: dict[str, str] = {
 }
 """The target kinds' public components and their `<Component>Args` -> their module (each kind's
 `TargetSpec.components`): what `llmd_fleet` exports besides its table and the layers' names."""
+DECLARED: tuple[LayerSpec, ...] = tuple(
+    sorted(
+        (spec for spec in LAYERS if spec.declaration is not None),
+        key=lambda spec: spec.declaration.position if spec.declaration is not None else 0,
+    )
+)
+"""The records the program declares, in its order of declaration (`Declaration.position`)."""
 KNOWN_KEYS = frozenset(OBJECT_KEYS) | frozenset(OPTIONAL_OBJECT_KEYS) | frozenset(SECRET_KEYS) | {MODELS_KEY}
 """Every key a stack file may set under `llmd-fleet:`."""

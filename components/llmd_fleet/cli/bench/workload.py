@@ -35,7 +35,7 @@ from llmd_fleet.layers.gateway.specs import (
     GATEWAY_NAME_LABEL,
     gateway_proxies,
 )
-from llmd_fleet.layers.serving.component import HF_TOKEN_SECRET
+from llmd_fleet.layers.serving.specs import HF_TOKEN_SECRET
 from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.targets.specs import cluster_ranges
 from llmd_fleet.versions import versions

@@ -67,6 +67,7 @@ from llmd_fleet.platform.helm import pinned_release
 from llmd_fleet.versions import versions
 
 if TYPE_CHECKING:
+    from llmd_fleet.layers.assembly import Assembly
     from llmd_fleet.stack.model import StackConfig
 
 KEDA_CHART = "keda"
@@ -288,3 +289,12 @@ class Autoscaling(pulumi.ComponentResource):
             for role in autoscaled_roles(plan)
         }
         self.register_outputs({})
+
+
+def declare(ctx: Assembly) -> Autoscaling | None:
+    """The layer's builder (its registry record's `Declaration`): with at least one role
+    autoscaled, KEDA and the scalers, once the DisaggregatedSet exists; KEDA reads the router's
+    and the engines' series from the Prometheus the observability layer feeds."""
+    if not any(role.autoscaled for role in ctx.plan.roles):
+        return None
+    return Autoscaling("autoscaling", {"config": ctx.config, "plan": ctx.plan}, opts=ctx.options())

@@ -17,7 +17,8 @@ InferencePool CRD the stack installs, which moved it to llm-d/llm-d-inference-pa
 (that release's README); images/versions.toml says why.
 
 These functions only build specs; the HTTPRoute per model is kept apart from the single-model
-route (gateway/component.py) so the two evolve separately. Pure apart from `BodyBasedRouter`.
+route (gateway/component.py) so the two evolve separately. Pure apart from `BodyBasedRouter` and
+`declare`, the layer's builder (here, above component.py, as it declares both).
 """
 
 from __future__ import annotations
@@ -39,13 +40,14 @@ from llmd_fleet.core.pod_context import (
     skip_annotations,
 )
 from llmd_fleet.labels import common_labels
-from llmd_fleet.layers.gateway.component import GKE_IMPLEMENTATIONS, pool_ref
+from llmd_fleet.layers.gateway.component import GKE_IMPLEMENTATIONS, GatewayLayer, GatewayLayerArgs, pool_ref
 from llmd_fleet.layers.gateway.config import MANAGED_IMPLEMENTATIONS
 from llmd_fleet.layers.gateway.specs import GATEWAY_NAME, GATEWAY_NAME_LABEL, gateway_peers
 from llmd_fleet.targets.specs import cluster_ranges
 from llmd_fleet.versions import versions
 
 if TYPE_CHECKING:
+    from llmd_fleet.layers.assembly import Assembly
     from llmd_fleet.stack.model import StackConfig
 
 BBR_NAME = "body-based-router"
@@ -368,3 +370,27 @@ class BodyBasedRouter(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[list_route]),
         )
         self.register_outputs({})
+
+
+def declare(ctx: Assembly) -> GatewayLayer:
+    """The gateway layer's builder (its registry record's `Declaration`): the Gateway after every
+    model's serving; on one model its route to the pool and, with a managed database's reserved
+    address, that address (and after it); with several models a route per model (`route` off)
+    behind the body-based router."""
+    args: GatewayLayerArgs = {
+        "config": ctx.config,
+        "pool_name": ctx.config.serving.name,
+        "install_crds": ctx.args.get("install_gateway_crds", True),
+        "infrastructure_annotations": ctx.args.get("gateway_annotations", {}),
+    }
+    if ctx.several_models:
+        args["route"] = False
+        gateway = GatewayLayer("gateway", args, opts=ctx.options())
+        BodyBasedRouter("model-routing", ctx.views, opts=ctx.on_cluster(gateway, *ctx.after))
+        return gateway
+    database = ctx.args.get("responses_database")
+    reserved = database.gateway_address if database is not None else None
+    args["addresses"] = reserved.gateway_addresses if reserved is not None else []
+    return GatewayLayer(
+        "gateway", args, opts=ctx.options(*([reserved.resource] if reserved is not None else []))
+    )

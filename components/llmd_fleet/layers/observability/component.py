@@ -51,6 +51,7 @@ from llmd_fleet.platform.helm import pinned_release
 from llmd_fleet.versions import versions
 
 if TYPE_CHECKING:
+    from llmd_fleet.layers.assembly import Assembly
     from llmd_fleet.stack.model import StackConfig
 
 PROMETHEUS_OPERATOR_API = "monitoring.coreos.com/v1"
@@ -484,3 +485,10 @@ class Observability(pulumi.ComponentResource):
                 opts=after_crds,
             )
         self.register_outputs({})
+
+
+def declare(ctx: Assembly) -> Observability:
+    """The layer's builder (its registry record's `Declaration`): the scrape objects, alert rules
+    and dashboards of the model's workloads, after its serving and router."""
+    name = "observability" if ctx.model is None else f"observability-{ctx.model}"
+    return Observability(name, {"config": ctx.config, "plan": ctx.plan}, opts=ctx.options())

@@ -39,6 +39,7 @@ from llmd_fleet.core.pod_context import (
     restricted_pod_context,
     skip_annotations,
 )
+from llmd_fleet.core.problems import PROJECT, Problem
 from llmd_fleet.labels import common_labels, prefer_separate_nodes
 from llmd_fleet.layers.gateway.component import (
     GKE_POLICY_API_VERSION,
@@ -47,7 +48,7 @@ from llmd_fleet.layers.gateway.component import (
     backend_refs,
 )
 from llmd_fleet.layers.gateway.specs import GATEWAY_NAME, GATEWAY_NAME_LABEL
-from llmd_fleet.layers.responses.config import ResponsesConfig, S3BackupConfig
+from llmd_fleet.layers.responses.config import ResponsesConfig, S3BackupConfig, password_problems
 from llmd_fleet.layers.responses.specs import (
     AGENTIC_API_HOME,
     AGENTIC_API_PORT,
@@ -67,6 +68,7 @@ from llmd_fleet.targets.specs import SPECS
 from llmd_fleet.versions import versions
 
 if TYPE_CHECKING:
+    from llmd_fleet.layers.assembly import Assembly
     from llmd_fleet.stack.model import StackConfig
 
 CNPG_RELEASE = "cnpg"
@@ -659,3 +661,24 @@ class ResponsesLayer(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
             )
         return cluster
+
+
+def input_problems(ctx: Assembly) -> list[Problem]:
+    """The program's inputs against the section: with `llmd-fleet:responses`, the store owner's
+    password is required (`responses_password`)."""
+    return password_problems(ctx.config.responses, ctx.args.get("responses_password") is not None, PROJECT)
+
+
+def declare(ctx: Assembly) -> ResponsesLayer | None:
+    """The layer's builder (its registry record's `Declaration`): with `llmd-fleet:responses` and
+    its password, the agentic API ahead of the pool's route and its database."""
+    password = ctx.args.get("responses_password")
+    if ctx.config.responses is None or password is None:
+        return None
+    args: ResponsesLayerArgs = {
+        "config": ctx.config,
+        "pool_name": ctx.config.serving.name,
+        "password": password,
+        "database": ctx.args.get("responses_database"),
+    }
+    return ResponsesLayer("responses", args, opts=ctx.options())

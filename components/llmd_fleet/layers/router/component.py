@@ -33,12 +33,13 @@ from llmd_fleet.layers.router.specs import (
     epp_selector,
     tokenizer_selector,
 )
-from llmd_fleet.layers.serving.specs import pool_selector
+from llmd_fleet.layers.serving.specs import HF_TOKEN_SECRET, pool_selector
 from llmd_fleet.plan.fleet import FleetPlan
 from llmd_fleet.targets.specs import SPECS
 from llmd_fleet.versions import versions
 
 if TYPE_CHECKING:
+    from llmd_fleet.layers.assembly import Assembly
     from llmd_fleet.stack.model import StackConfig
 
 TOKENIZER_REPLICAS = 2
@@ -495,3 +496,17 @@ class Router(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.inference_pool]),
             )
         self.register_outputs({"inferencePool": names.pool})
+
+
+def declare(ctx: Assembly) -> Router:
+    """The layer's builder (its registry record's `Declaration`): the endpoint picker of the
+    model's pool, after the gateway (which brings the InferencePool and objective CRDs) and its
+    model's serving; with several models named by the model, its objectives prefixed by it."""
+    args: RouterArgs = {
+        "config": ctx.config,
+        "plan": ctx.plan,
+        "hf_token_secret": HF_TOKEN_SECRET if ctx.args.get("hf_token") is not None else None,
+    }
+    if ctx.model is not None:
+        args["objective_prefix"] = f"{ctx.model}-"
+    return Router("router" if ctx.model is None else f"router-{ctx.model}", args, opts=ctx.options())

@@ -13,15 +13,14 @@ from llmd_fleet.labels import common_labels, serving_labels
 from llmd_fleet.layers.modelexpress.component import ModelExpressServer
 from llmd_fleet.layers.preflight.component import FabricPreflight
 from llmd_fleet.layers.serving.pod import PodInputs, disaggregated_set_spec
-from llmd_fleet.layers.serving.specs import role_budget_name, role_budget_spec
+from llmd_fleet.layers.serving.specs import HF_TOKEN_SECRET, role_budget_name, role_budget_spec
 from llmd_fleet.plan.fleet import FleetPlan
 from llmd_fleet.platform.dra import claim_template_name, claim_template_spec
 from llmd_fleet.versions import versions
 
 if TYPE_CHECKING:
+    from llmd_fleet.layers.assembly import Assembly
     from llmd_fleet.stack.model import StackConfig
-
-HF_TOKEN_SECRET = "llm-d-hf-token"
 
 
 class ModelServingArgs(TypedDict):
@@ -254,3 +253,22 @@ class ModelServing(pulumi.ComponentResource):
             for role in plan.roles
         }
         self.register_outputs({"disaggregatedSet": serving.name})
+
+
+def declare(ctx: Assembly) -> ModelServing:
+    """The layer's builder (its registry record's `Declaration`): the model's DisaggregatedSet,
+    after the LWS controller and the node setup the program was given; with several models, each
+    after the first model's (`alongside`: their shared namespace objects)."""
+    args: ModelServingArgs = {
+        "config": ctx.config,
+        "plan": ctx.plan,
+        "hf_token": ctx.args.get("hf_token"),
+        "engine_image": ctx.args["engine_image"],
+    }
+    if ctx.several_models:
+        earlier = ctx.declared.get("serving", ())
+        args["alongside"] = cast(ModelServing, earlier[0]) if earlier else None
+    platform = [ctx.lws] if ctx.lws is not None else []
+    return ModelServing(
+        ctx.config.serving.name, args, opts=ctx.options(*platform, *ctx.args.get("serving_after", []))
+    )

@@ -10,6 +10,10 @@ from llmd_fleet.plan.fleet import FleetPlan
 if TYPE_CHECKING:
     from llmd_fleet.stack.model import StackConfig
 
+HF_TOKEN_SECRET = "llm-d-hf-token"
+"""The Secret holding the Hugging Face token (`hfToken`), which the engines and the router's
+tokenizer read."""
+
 
 @dataclass(frozen=True)
 class PolicyPorts:
