@@ -65,7 +65,16 @@ from devtools import source_snapshot
 from devtools.dataplane import build, multimodel, netns, replay, topology
 from devtools.dataplane import report as replay_report
 from devtools.dataplane import run as dataplane
-from devtools.daytwo import alerts, contract, deploy, figures, prometheus, scaling
+from devtools.daytwo import (
+    alerts,
+    contract,
+    deploy,
+    figures,
+    models_phase,
+    prometheus,
+    responses_phase,
+    scaling,
+)
 from devtools.daytwo.kubelet import ProcessKubelet
 from devtools.router_check.check import without_gating
 from devtools.twin import cluster, lws_checks, manifests, nodes, pki
@@ -399,7 +408,9 @@ class Replay:
             self.logs,
             self.load_seconds,
             topology.kv_blocks_per_rank(self.topo.picker.config),
+            mend=self.run_dir / "responses" / "records",
         )
+        (self.run_dir / "responses" / "records").mkdir(parents=True, exist_ok=True)
         self.kubelet.start()
         self.start_deployer()
         began = time.monotonic()
@@ -1228,6 +1239,12 @@ def main(argv: Sequence[str]) -> int:
         )
         print("\n".join(alert_lines))
         failures += alert_failures
+        # The Responses phase on the replay's deployment, then several models in a namespace of
+        # their own on its twin (docs/day-two.md; responses_phase.py, models_phase.py).
+        for phase in (responses_phase.run_phase, models_phase.run_phase):
+            phase_lines, phase_failures = phase(run)
+            print("\n".join(phase_lines), flush=True)
+            failures += phase_failures
         if run.kubelet is not None:
             failures += run.kubelet.errors
         if run.deployer is not None:
