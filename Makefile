@@ -216,10 +216,14 @@ DATAPLANE_REFERENCE_RANKS ?= 2
 # model): routing by model through the body-based router, the `models:` and `lora:` lines and the
 # negative control (docs/multi-model.md). Empty, or the same as the stack above, runs it once.
 DATAPLANE_MODELS_STACK ?= onprem-h100-multimodel
+# DATAPLANE_REFERENCE_ARGS=--without-responses (CI) leaves the reference run's Responses phase to
+# `make day-two`, which runs it on the replay's own deployment, and the multi-model run with it
+# (CI also sets DATAPLANE_MODELS_STACK empty; docs/day-two.md).
+DATAPLANE_REFERENCE_ARGS ?=
 
 dataplane-reference: ## Scaled-down reference stack with precise prefix routing and KV events, then the multi-model reference (in CI)
 	@start=$$(date +%s); $(UV) run --frozen python -m devtools.dataplane run $(DATAPLANE_REFERENCE_STACK) \
-	  --scaled --ranks-per-pod=$(DATAPLANE_REFERENCE_RANKS) --kv-events; \
+	  --scaled --ranks-per-pod=$(DATAPLANE_REFERENCE_RANKS) --kv-events $(DATAPLANE_REFERENCE_ARGS); \
 	status=$$?; echo "dataplane-reference: $(DATAPLANE_REFERENCE_STACK): $$(( $$(date +%s) - start )) s"; \
 	if [ -n "$(DATAPLANE_MODELS_STACK)" ] && [ "$(DATAPLANE_MODELS_STACK)" != "$(DATAPLANE_REFERENCE_STACK)" ]; then \
 	  models_start=$$(date +%s); $(UV) run --frozen python -m devtools.dataplane run $(DATAPLANE_MODELS_STACK) \
