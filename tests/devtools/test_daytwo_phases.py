@@ -160,3 +160,29 @@ def test_the_process_kubelet_puts_the_output_id_stand_in_in_front_of_its_simulat
         )
         k._run(_Kube(), pod)  # type: ignore[arg-type]
     assert started == [tmp_path / "records", None]
+
+
+class _Procs:
+    def __init__(self) -> None:
+        self.started: dict[str, list[str]] = {}
+
+    def start(self, name: str, argv: list[str], logs: Path, env: dict[str, str] | None = None) -> None:
+        self.started[name] = argv
+
+
+def test_a_rendered_simulator_engine_gets_the_output_id_stand_in_on_its_rank_ports(tmp_path: Path) -> None:
+    """engine simulator (day-two): no `vllm serve` to map, the rendered simulator's ports are its
+    rank ports; it moves MEND_OFFSET up and the stand-in serves them."""
+    sim = topology.Container(topology.SIMULATOR, ("--port=8000", "--data-parallel-size=2"), (8000, 8001))
+    pod = topology.Pod("glm52-prefill-0", "prefill", "10.244.0.10", {}, (sim,))
+    procs = _Procs()
+    bins = {"simulator": Path("/bin/sim"), "pd-sidecar": Path("/bin/pd")}
+    records = dataplane.start_pods(procs, _topo([pod]), bins, tmp_path, mend=tmp_path)  # type: ignore[arg-type]
+    assert records == [tmp_path / "glm52-prefill-0.jsonl"]
+    assert procs.started["pod-glm52-prefill-0-mend"][-2:] == ["8000=28000", "8001=28001"]
+    assert "--port=28000" in procs.started["pod-glm52-prefill-0-simulator"]
+    # Without the folder: no stand-in, the simulator on its rendered port.
+    procs = _Procs()
+    assert dataplane.start_pods(procs, _topo([pod]), bins, tmp_path) == []  # type: ignore[arg-type]
+    assert list(procs.started) == ["pod-glm52-prefill-0-simulator"]
+    assert "--port=8000" in procs.started["pod-glm52-prefill-0-simulator"]
