@@ -79,6 +79,18 @@ def new_spaces(spaces: list[tuple[str, str]], existing: set[str]) -> list[tuple[
     return [(name, ip) for name, ip in spaces if netns.ns_name(name) not in existing]
 
 
+def pod_node(kubelet_nodes: frozenset[str], lost: set[str], existing: set[str]) -> str:
+    """The node the multi-model pods are bound to: the last, by name, of the process kubelet's
+    nodes that did not die in the replay and that the twin still has (a pod bound to a missing
+    node is the pod garbage collector's); pure."""
+    live = sorted((kubelet_nodes - lost) & existing)
+    if not live:
+        raise cluster.TwinError(
+            "no node of the process kubelet's is left in the twin for the multi-model pods"
+        )
+    return live[-1]
+
+
 def render_models(run: "Replay") -> tuple[str, Path]:
     """The scaled multi-model reference, in NAMESPACE, rendered; its stack name and render."""
     copy_dir = run.run_dir / "stacks-models"
@@ -103,11 +115,13 @@ def render_models(run: "Replay") -> tuple[str, Path]:
 
 
 def run_phase(run: "Replay") -> tuple[list[str], list[str]]:
-    """Both passes of the multi-model run on the replay's twin, its pods bound to the last of
-    the process kubelet's nodes; the lines and failures."""
+    """Both passes of the multi-model run on the replay's twin, its pods bound to a node of the
+    process kubelet's the twin still has (`pod_node`); the lines and failures."""
     if run.kubelet is None:
         return ["models: not run: the replay's twin has no process kubelet nodes"], []
-    node = sorted(run.kubelet.nodes)[-1]
+    node = pod_node(
+        run.kubelet.nodes, run.kubelet.lost, {n["metadata"]["name"] for n in run.kube.list("v1", "Node")}
+    )
     name, render = render_models(run)
     docs = topology.load_manifests(render)
     pools = [topology.with_ranks_per_pod(t, RANKS_PER_POD) for t in topology.pool_topologies(render)]

@@ -13,6 +13,7 @@ from devtools.dataplane import multimodel, netns, responses, topology
 from devtools.dataplane import run as dataplane
 from devtools.daytwo import kubelet, models_phase, prometheus, responses_phase
 from devtools.daytwo import run as daytwo
+from devtools.twin import cluster
 from tests.support import STACKS_DIR
 
 
@@ -186,3 +187,13 @@ def test_a_rendered_simulator_engine_gets_the_output_id_stand_in_on_its_rank_por
     assert dataplane.start_pods(procs, _topo([pod]), bins, tmp_path) == []  # type: ignore[arg-type]
     assert list(procs.started) == ["pod-glm52-prefill-0-simulator"]
     assert "--port=8000" in procs.started["pod-glm52-prefill-0-simulator"]
+
+
+def test_the_multi_model_pods_go_to_a_kubelet_node_that_is_still_there() -> None:
+    nodes = frozenset({"kind-000", "kind-011", "kind-012"})
+    assert models_phase.pod_node(nodes, set(), {"kind-000", "kind-011", "kind-012", "ctl"}) == "kind-012"
+    # The lost node (deleted with its pods) and one the twin no longer has are passed over.
+    assert models_phase.pod_node(nodes, {"kind-012"}, {"kind-000", "kind-011", "kind-012"}) == "kind-011"
+    assert models_phase.pod_node(nodes, set(), {"kind-000"}) == "kind-000"
+    with pytest.raises(cluster.TwinError, match="no node"):
+        models_phase.pod_node(nodes, set(), {"ctl"})
