@@ -176,8 +176,10 @@ doctor-twin: ## llmd-fleet doctor on the quickstart's twin prepared as a real in
 # screener on, then off (the negative control), each revision by `pulumi up` (the Pulumi CLI, the
 # Python language host and the Kubernetes provider of `make e2e`'s engine run); then, under one
 # traffic stream, the leader picker stopped, a decode node lost and a decode node drained (GPU
-# loss); e2e's `controller:`, `rollout:` and `node loss:` lines from the same runs. Needs root and
-# the LWS, router and simulator source snapshots ("not run" without them).
+# loss); e2e's `controller:`, `rollout:` and `node loss:` lines from the same runs; last, the
+# Responses phase on its deployment and the multi-model reference in a namespace of its own on its
+# twin (the `responses`, `models:` and `lora:` lines). Needs root and the LWS, router and simulator
+# source snapshots ("not run" without them).
 DAYTWO_STACK ?= day-two
 # DAYTWO_ARGS=--apply-manifests applies each revision's rendered objects instead of `pulumi up`.
 DAYTWO_ARGS ?=

@@ -43,6 +43,8 @@ traffic.
     the end both pickers are stopped until the router's alerts fire and restarted until they
     resolve (the `alert:` lines), and promtool evaluates the other rendered alerts over the
     series the run scraped.
+11. Last, the Responses phase on the replay's deployment (devtools/daytwo/responses_phase.py)
+    and the multi-model reference in a namespace of its own on its twin (models_phase.py).
 
 With --apply-manifests every revision is applied as its rendered manifests (server-side)
 instead of by `pulumi up`.
