@@ -54,15 +54,24 @@ def in_namespace(text: str, namespace: str) -> str:
     return str(yaml.safe_dump(doc, sort_keys=False))
 
 
+# The LeaderWorkerSet labels the data-plane twin gives its pods: on the replay's twin the LWS
+# controller's pod webhook (LWS v0.10.0 pkg/webhooks/pod_webhook.go `Default`, `mpod.kb.io`)
+# defaults every pod carrying the set's name label and refuses one without the group size
+# annotation its controller sets. These pods are not its: they go in without them (the pools
+# select by their own labels, and nothing of the multi-model run reads these).
+LWS_LABEL_PREFIX = "leaderworkerset.sigs.k8s.io/"
+
+
 def moved(pools: list[topology.Topology], first_host: int) -> list[topology.Topology]:
     """The pools with their pods' addresses renumbered from `first_host` on, in order, none
-    shared (pure)."""
+    shared, and without the LeaderWorkerSet labels (LWS_LABEL_PREFIX); pure."""
     out = []
     host = first_host
     for topo in pools:
         pods = []
         for pod in topo.pods:
-            pods.append(replace(pod, ip=f"{topology.POD_SUBNET}.{host}"))
+            labels = {k: v for k, v in pod.labels.items() if not k.startswith(LWS_LABEL_PREFIX)}
+            pods.append(replace(pod, ip=f"{topology.POD_SUBNET}.{host}", labels=labels))
             host += 1
         out.append(replace(topo, pods=pods))
     if host - 1 >= multimodel.PICKER_HOST:

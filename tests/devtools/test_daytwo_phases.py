@@ -54,6 +54,11 @@ def test_the_multi_model_pods_are_renumbered_in_order_across_pools() -> None:
         ("b-1", "10.244.0.154"),
     ]
     assert [p.ip for p in pools[0].pods] == ["10.244.0.10", "10.244.0.11", "10.244.0.12"]  # not edited
+    # The LeaderWorkerSet labels go (the LWS pod webhook would refuse the pods), the others stay.
+    labelled = topology.Pod(
+        "x-0", "decode", "10.244.0.9", {"leaderworkerset.sigs.k8s.io/name": "x", "app": "x"}, ()
+    )
+    assert models_phase.moved([_topo([labelled])], 150)[0].pods[0].labels == {"app": "x"}
     with pytest.raises(ValueError, match="pickers' addresses start at 200"):
         models_phase.moved([_topo(_pods(51, "c"))], 150)
 
