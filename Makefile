@@ -177,8 +177,10 @@ doctor-twin: ## llmd-fleet doctor on the quickstart's twin prepared as a real in
 # screener on, then off (the negative control), each revision by `pulumi up` (the Pulumi CLI, the
 # Python language host and the Kubernetes provider of `make e2e`'s engine run); then, under one
 # traffic stream, the leader picker stopped, a decode node lost and a decode node drained (GPU
-# loss); e2e's `controller:`, `rollout:`, `node loss:` and `scale:` lines from the same runs. Needs root and
-# the LWS, router and simulator source snapshots ("not run" without them).
+# loss); e2e's `controller:`, `rollout:`, `node loss:` and `scale:` lines from the same runs;
+# last, the Responses phase on its deployment and the multi-model reference in a namespace of its
+# own on its twin (the `responses`, `models:` and `lora:` lines). Needs root and the LWS, router
+# and simulator source snapshots ("not run" without them).
 DAYTWO_STACK ?= day-two
 # DAYTWO_ARGS=--apply-manifests applies each revision's rendered objects instead of `pulumi up`.
 DAYTWO_ARGS ?=
@@ -217,10 +219,14 @@ DATAPLANE_REFERENCE_RANKS ?= 2
 # model): routing by model through the body-based router, the `models:` and `lora:` lines and the
 # negative control (docs/multi-model.md). Empty, or the same as the stack above, runs it once.
 DATAPLANE_MODELS_STACK ?= onprem-h100-multimodel
+# DATAPLANE_REFERENCE_ARGS=--without-responses (CI) leaves the reference run's Responses phase to
+# `make day-two`, which runs it on the replay's own deployment, and the multi-model run with it
+# (CI also sets DATAPLANE_MODELS_STACK empty; docs/day-two.md).
+DATAPLANE_REFERENCE_ARGS ?=
 
 dataplane-reference: ## Scaled-down reference stack with precise prefix routing and KV events, then the multi-model reference (in CI)
 	@start=$$(date +%s); $(UV) run --frozen python -m devtools.dataplane run $(DATAPLANE_REFERENCE_STACK) \
-	  --scaled --ranks-per-pod=$(DATAPLANE_REFERENCE_RANKS) --kv-events; \
+	  --scaled --ranks-per-pod=$(DATAPLANE_REFERENCE_RANKS) --kv-events $(DATAPLANE_REFERENCE_ARGS); \
 	status=$$?; echo "dataplane-reference: $(DATAPLANE_REFERENCE_STACK): $$(( $$(date +%s) - start )) s"; \
 	if [ -n "$(DATAPLANE_MODELS_STACK)" ] && [ "$(DATAPLANE_MODELS_STACK)" != "$(DATAPLANE_REFERENCE_STACK)" ]; then \
 	  models_start=$$(date +%s); $(UV) run --frozen python -m devtools.dataplane run $(DATAPLANE_MODELS_STACK) \

@@ -1,13 +1,15 @@
 """The data-plane twin (docs/twin.md).
 
     python -m devtools.dataplane run STACK [--long] [--broken] [--kv-events] [--broken-kv-events]
-                                           [--scaled] [--ranks-per-pod=N]
+                                           [--scaled] [--ranks-per-pod=N] [--without-responses]
 
 --broken runs with the token producer's render URL on a wrong port (the run must then fail).
 --kv-events runs each engine rank as a simulator of its own publishing KV events through a relay
 to the picker's precise prefix producer (stacks with precise prefix routing); --broken-kv-events
 does so with the producer's socket port wrong. --scaled runs a copy of STACK with one instance per
 role (devtools/dataplane/scaled.py); --ranks-per-pod=N runs N data-parallel ranks per pod.
+--without-responses leaves out the Responses phase of a stack that renders the agentic API (CI:
+`make day-two` runs it on the replay's own deployment, devtools/daytwo/responses_phase.py).
 """
 
 import sys
@@ -31,7 +33,15 @@ def _has_models(stack: str) -> bool:
     return isinstance(config, dict) and "llmd-fleet:models" in config
 
 
-FLAGS = ("--long", "--broken", "--kv-events", "--broken-kv-events", "--scaled", "--ranks-per-pod=N")
+FLAGS = (
+    "--long",
+    "--broken",
+    "--kv-events",
+    "--broken-kv-events",
+    "--scaled",
+    "--ranks-per-pod=N",
+    "--without-responses",
+)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -81,6 +91,7 @@ def main(argv: Sequence[str]) -> int:
             broken_kv_events="--broken-kv-events" in args,
             scaled_down="--scaled" in args,
             ranks_per_pod=ranks,
+            with_responses="--without-responses" not in args,
         )
     except source_snapshot.SnapshotMissing as exc:
         print(f"dataplane: not run: {exc}")

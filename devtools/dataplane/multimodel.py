@@ -20,6 +20,7 @@ or refuses some."""
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -410,9 +411,15 @@ def run(
     kubeconfig: Path,
     api_port: int,
     negative_route: str,
+    network: Callable[[list[tuple[str, str]]], None] = netns.setup,
+    node: str = "dataplane",
+    with_sets: bool = True,
 ) -> dict[str, Any]:
     """Start the pools, the router and the pickers; route both passes; the result (stopping
-    what it started is the caller's `procs.stop()`)."""
+    what it started is the caller's `procs.stop()`). `network` makes the run's namespaces (a
+    fresh pod network; the day-two replay adds them to its own, devtools/daytwo/models_phase.py),
+    `node` is the node the pod objects are bound to, and `with_sets=False` leaves the
+    DisaggregatedSets out (a twin whose LWS controller would act on them)."""
     from devtools.dataplane import run as single
 
     docs = topology.load_manifests(render)
@@ -426,13 +433,14 @@ def run(
         and d["metadata"].get("labels", {}).get("inference.networking.k8s.io/bbr-managed") == "true"
     ]
     for topo in pools:
-        for obj in [topo.pool, *topo.objectives, topo.serving_set]:
+        for obj in [topo.pool, *topo.objectives, *([topo.serving_set] if with_sets else [])]:
             kube.apply(obj)
     for cm in bbr_cms:
         kube.apply(cm)
     for topo in pools:
         for pod in topo.pods:
             obj = single.pod_object(pod, topo.namespace)
+            obj["spec"]["nodeName"] = node
             kube.apply(obj)
             kube.request(
                 "PATCH",
@@ -443,7 +451,7 @@ def run(
     spaces = [(single.GATEWAY_NS, single.GATEWAY_IP), (BBR_NS, BBR_IP)]
     spaces += [s for p in pickers.values() for s in p] + list(renders.values())
     spaces += [(p.name, p.ip) for topo in pools for p in topo.pods]
-    netns.setup(spaces)
+    network(spaces)
     hosts = {topo.renderer.host: renders[topo.pool["metadata"]["name"]][1] for topo in pools if topo.renderer}
     netns.write_hosts([name for name, _ in spaces], hosts)
     forwarder = netns.Forwarder([BBR_NS, *(n for p in pickers.values() for n, _ in p)], "127.0.0.1", api_port)

@@ -205,7 +205,9 @@ def start_pods(
         env = {"POD_IP": pod.ip, "POD_NAME": pod.name, "POD_NAMESPACE": topo.namespace}
         offset = MEND_OFFSET if mend is not None else 0
         for c in pod.containers:
-            if c.name == topology.SIMULATOR and mend is not None and c.vllm:
+            # Every simulator: a mapped `vllm serve` or one the stack renders (engine simulator,
+            # whose ports are its rank ports too).
+            if c.name == topology.SIMULATOR and mend is not None:
                 record = mend / f"{pod.name}.jsonl"
                 records.append(record)
                 procs.start(
@@ -217,7 +219,7 @@ def start_pods(
                         "devtools.dataplane.mend",
                         str(record),
                         pod.name,
-                        *(f"{p}={p + offset}" for p in range(c.vllm.port, c.vllm.port + c.vllm.ranks)),
+                        *(f"{p}={p + offset}" for p in c.ports),
                     ],
                     logs,
                     {"PYTHONPATH": str(Path(__file__).resolve().parents[2])},
@@ -701,6 +703,7 @@ def main_run(
     broken_kv_events: bool = False,
     scaled_down: bool = False,
     ranks_per_pod: int | None = None,
+    with_responses: bool = True,
 ) -> int:
     started = time.monotonic()
     # The twin's API server takes its Kubernetes version from the stack file; a scaled copy's is its
@@ -717,7 +720,7 @@ def main_run(
             bins["simulator" if b == "llm-d-inference-sim" else b] = folder / b
     # The Responses phase (devtools/dataplane/responses.py), for a stack that renders the agentic API.
     agentic = None
-    if not (broken or broken_kv_events):
+    if with_responses and not (broken or broken_kv_events):
         try:
             agentic = responses.rendered(render)
         except ValueError as exc:  # a stack whose database the twin cannot stand in for

@@ -133,6 +133,10 @@ class ProcessKubelet:
     logs: Path
     load_seconds: float
     kv_blocks: int | None = None
+    mend: Path | None = None
+    """With a folder: the output-id stand-in (devtools/dataplane/mend.py) in front of every
+    simulator it starts, recording each `/v1/responses` request into <folder>/<pod>.jsonl (the
+    Responses phase, devtools/daytwo/responses_phase.py)."""
     say: Callable[[str], None] = print
     clock: Callable[[], float] = time.monotonic
     endpoints: dict[str, Endpoint] = field(default_factory=dict)
@@ -212,7 +216,7 @@ class ProcessKubelet:
         as_pod = topology.Pod(name, role, ip, dict(labels), containers)
         netns.attach(name, ip, veth)
         procs = run.Processes([])
-        run.start_pods(procs, replace(self.base, pods=[as_pod]), self.bins, self.logs)
+        run.start_pods(procs, replace(self.base, pods=[as_pod]), self.bins, self.logs, mend=self.mend)
         state = PodRun(
             meta["uid"], name, ip, as_pod, procs, self.clock(), probe_targets(spec), spec["nodeName"]
         )

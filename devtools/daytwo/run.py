@@ -47,6 +47,8 @@ traffic.
     during step 9's scale-down window (no traffic runs then either) both pickers are stopped
     until the router's alerts fire and restarted until they resolve (the `alert:` lines), and
     promtool evaluates the other rendered alerts over the series the run scraped.
+11. Last, the Responses phase on the replay's deployment (devtools/daytwo/responses_phase.py)
+    and the multi-model reference in a namespace of its own on its twin (models_phase.py).
 
 With --apply-manifests every revision is applied as its rendered manifests (server-side)
 instead of by `pulumi up`.
@@ -70,7 +72,17 @@ from devtools import source_snapshot
 from devtools.dataplane import build, multimodel, netns, replay, topology
 from devtools.dataplane import report as replay_report
 from devtools.dataplane import run as dataplane
-from devtools.daytwo import alerts, contract, deploy, figures, prometheus, routing, scaling
+from devtools.daytwo import (
+    alerts,
+    contract,
+    deploy,
+    figures,
+    models_phase,
+    prometheus,
+    responses_phase,
+    routing,
+    scaling,
+)
 from devtools.daytwo.kubelet import ProcessKubelet
 from devtools.router_check.check import without_gating
 from devtools.twin import cluster, lws_checks, manifests, nodes, pki
@@ -404,7 +416,9 @@ class Replay:
             self.logs,
             self.load_seconds,
             topology.kv_blocks_per_rank(self.topo.picker.config),
+            mend=self.run_dir / "responses" / "records",
         )
+        (self.run_dir / "responses" / "records").mkdir(parents=True, exist_ok=True)
         self.kubelet.start()
         self.start_deployer()
         began = time.monotonic()
@@ -1268,6 +1282,12 @@ def main(argv: Sequence[str]) -> int:
         )
         print("\n".join(scale_lines))
         failures += scale_failures
+        # The Responses phase on the replay's deployment, then several models in a namespace of
+        # their own on its twin (docs/day-two.md; responses_phase.py, models_phase.py).
+        for phase in (responses_phase.run_phase, models_phase.run_phase):
+            phase_lines, phase_failures = phase(run)
+            print("\n".join(phase_lines), flush=True)
+            failures += phase_failures
         if run.kubelet is not None:
             failures += run.kubelet.errors
         if run.deployer is not None:

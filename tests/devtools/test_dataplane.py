@@ -288,6 +288,7 @@ def test_twin_cli_dispatches_dataplane(monkeypatch: pytest.MonkeyPatch) -> None:
     from devtools.twin import cli
 
     seen: list[tuple[str, bool, bool, bool, bool]] = []
+    responses: list[bool] = []
 
     def fake_run(
         stack: str,
@@ -298,8 +299,10 @@ def test_twin_cli_dispatches_dataplane(monkeypatch: pytest.MonkeyPatch) -> None:
         broken_kv_events: bool = False,
         scaled_down: bool = False,
         ranks_per_pod: int | None = None,
+        with_responses: bool = True,
     ) -> int:
         seen.append((stack, long, broken, kv_events, broken_kv_events))
+        responses.append(with_responses)
         if scaled_down:
             assert ranks_per_pod == 2
         if stack == "bad":
@@ -314,12 +317,16 @@ def test_twin_cli_dispatches_dataplane(monkeypatch: pytest.MonkeyPatch) -> None:
     assert cli.main(["dataplane", "bad"]) == 2  # a rendering the run cannot map: an error line
     assert cli.main(["dataplane", "local-sim", "--ranks-per-pod=0"]) == 2
     assert cli.main(["dataplane", "onprem-h100", "--scaled", "--ranks-per-pod=2"]) == 0
+    assert cli.main(["dataplane", "onprem-h100", "--scaled", "--ranks-per-pod=2", "--without-responses"]) == 0
     assert seen == [
         ("local-sim", False, True, False, False),
         ("quickstart-h100", False, False, True, False),
         ("bad", False, False, False, False),
         ("onprem-h100", False, False, False, False),
+        ("onprem-h100", False, False, False, False),
     ]
+    # The Responses phase runs unless the flag leaves it out (CI: `make day-two` runs it).
+    assert responses == [True, True, True, True, False]
 
 
 def test_a_twin_that_does_not_come_up_is_one_line_and_exit_1(

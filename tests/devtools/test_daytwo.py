@@ -271,7 +271,9 @@ def test_the_kubelet_starts_readies_after_the_load_and_finalizes_a_deleted_pod(
     monkeypatch.setattr(netns, "detach", lambda name: events.append(f"detach {name}"))
     monkeypatch.setattr(netns, "fetch", lambda name, url, timeout=5.0: "ok")
     monkeypatch.setattr(
-        dataplane, "start_pods", lambda procs, topo, bins, logs: events.append(f"start {topo.pods[0].name}")
+        dataplane,
+        "start_pods",
+        lambda procs, topo, bins, logs, **kw: events.append(f"start {topo.pods[0].name}"),
     )
     monkeypatch.setattr(kubelet, "SETTLE_S", 0.0)
     clock = [100.0]
@@ -477,7 +479,7 @@ def test_a_lost_node_kills_its_pods_at_once_and_the_kubelet_leaves_them_alone(
     events: list[str] = []
     monkeypatch.setattr(netns, "attach", lambda name, ip, index: None)
     monkeypatch.setattr(netns, "detach", lambda name: events.append(f"detach {name}"))
-    monkeypatch.setattr(dataplane, "start_pods", lambda procs, topo, bins, logs: None)
+    monkeypatch.setattr(dataplane, "start_pods", lambda procs, topo, bins, logs, **kw: None)
     fake = FakeKube()
     kube = cast(Kube, fake)
     base = topology.Topology("llm-d", topology.Picker("epp", 1, (), ""), {}, [], [])

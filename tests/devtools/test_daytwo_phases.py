@@ -1,0 +1,204 @@
+"""The day-two replay's Responses and multi-model phases (docs/day-two.md): the stack edit that
+puts the multi-model reference in a namespace of its own, its pods' addresses, the namespaces each
+phase adds to the replay's pod network, what the phase reads of the upstream, and the process
+kubelet's output-id stand-in."""
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from devtools.dataplane import multimodel, netns, responses, topology
+from devtools.dataplane import run as dataplane
+from devtools.daytwo import kubelet, models_phase, prometheus, responses_phase
+from devtools.daytwo import run as daytwo
+from devtools.twin import cluster
+from tests.support import STACKS_DIR
+
+
+def _pods(n: int, prefix: str) -> list[topology.Pod]:
+    return [topology.Pod(f"{prefix}-{i}", "decode", f"10.244.0.{10 + i}", {}, ()) for i in range(n)]
+
+
+def _topo(pods: list[topology.Pod]) -> topology.Topology:
+    picker = topology.Picker("epp", 1, (), "")
+    return topology.Topology("llm-d", picker, {"metadata": {"name": "p"}}, [], pods)
+
+
+def test_every_model_of_the_multi_model_reference_moves_to_the_namespace_and_nothing_else_changes() -> None:
+    text = (STACKS_DIR / "Pulumi.onprem-h100-multimodel.yaml").read_text()
+    before = yaml.safe_load(text)
+    after = yaml.safe_load(models_phase.in_namespace(text, "llm-d-models"))
+    models = after["config"]["llmd-fleet:models"]
+    assert len(models) == 2
+    assert [m["serving"]["namespace"] for m in models] == ["llm-d-models", "llm-d-models"]
+    for m in before["config"]["llmd-fleet:models"]:
+        m["serving"]["namespace"] = "llm-d-models"
+    assert after == before
+    # A single-model stack: its one serving section.
+    one = yaml.safe_load(
+        models_phase.in_namespace((STACKS_DIR / "Pulumi.day-two.yaml").read_text(), "elsewhere")
+    )
+    assert one["config"]["llmd-fleet:serving"]["namespace"] == "elsewhere"
+
+
+def test_the_multi_model_pods_are_renumbered_in_order_across_pools() -> None:
+    pools = [_topo(_pods(3, "a")), _topo(_pods(2, "b"))]
+    out = models_phase.moved(pools, 150)
+    assert [(p.name, p.ip) for t in out for p in t.pods] == [
+        ("a-0", "10.244.0.150"),
+        ("a-1", "10.244.0.151"),
+        ("a-2", "10.244.0.152"),
+        ("b-0", "10.244.0.153"),
+        ("b-1", "10.244.0.154"),
+    ]
+    assert [p.ip for p in pools[0].pods] == ["10.244.0.10", "10.244.0.11", "10.244.0.12"]  # not edited
+    # The LeaderWorkerSet labels go (the LWS pod webhook would refuse the pods), the others stay.
+    labelled = topology.Pod(
+        "x-0", "decode", "10.244.0.9", {"leaderworkerset.sigs.k8s.io/name": "x", "app": "x"}, ()
+    )
+    assert models_phase.moved([_topo([labelled])], 150)[0].pods[0].labels == {"app": "x"}
+    with pytest.raises(ValueError, match="pickers' addresses start at 200"):
+        models_phase.moved([_topo(_pods(51, "c"))], 150)
+
+
+def test_only_the_namespaces_the_replay_lacks_are_added() -> None:
+    spaces = [("gateway", "10.244.0.2"), ("bbr", "10.244.0.7"), ("picker-glm52-0", "10.244.0.200")]
+    existing = {netns.ns_name("gateway"), netns.ns_name("picker-0")}
+    assert models_phase.new_spaces(spaces, existing) == spaces[1:]
+
+
+def _replay_fixed() -> set[str]:
+    """The addresses the day-two replay holds while its phases run."""
+    return {
+        dataplane.GATEWAY_IP,
+        *dataplane.PICKER_IPS,
+        dataplane.RENDER_IP,
+        prometheus.IP,
+    }
+
+
+def test_the_phases_addresses_and_veths_meet_none_of_the_replays() -> None:
+    agentic = responses.Rendered({}, {}, 2, 8080, "agentic-api-upstream.llm-d.svc", 80, 1024, "u", "d")
+    resp = dict(responses_phase.phase_spaces(agentic))
+    assert list(resp) == ["client", "db", "agentic-0", "agentic-1"]
+    assert set(resp.values()).isdisjoint(_replay_fixed())
+    # The process kubelet's addresses (from FIRST_POD_HOST) stay below the multi-model pods'.
+    assert topology.FIRST_POD_HOST < models_phase.FIRST_HOST
+    models = {multimodel.BBR_IP, f"{topology.POD_SUBNET}.{multimodel.PICKER_HOST}"}
+    models |= {f"{topology.POD_SUBNET}.{multimodel.RENDER_HOST}"}
+    assert models.isdisjoint(_replay_fixed())
+    # veths: the canary's below the Responses phase's, its below the models', both below the kubelet's.
+    assert daytwo.CANARY_FIRST_VETH + 10 <= responses_phase.FIRST_VETH
+    assert responses_phase.FIRST_VETH + len(resp) <= models_phase.FIRST_VETH
+    assert models_phase.FIRST_VETH + 40 <= kubelet.FIRST_VETH
+    assert prometheus.VETH < daytwo.CANARY_FIRST_VETH
+
+
+def test_the_upstream_figures_read_the_gateway_stand_ins_records() -> None:
+    upstream: list[dict[str, Any]] = [
+        {"host": "agentic-api-upstream.llm-d.svc", "path": "/health", "status": 200},
+        {"host": "agentic-api-upstream.llm-d.svc", "path": "/health", "status": 503},
+        {"host": "agentic-api-upstream.llm-d.svc", "path": "/v1/responses", "status": 200},
+        {"host": "elsewhere", "path": "/v1/responses?x=1", "status": 200},
+    ]
+    f = responses_phase.upstream_figures(upstream, "agentic-api-upstream.llm-d.svc", 80)
+    assert f == {
+        "requests": 4,
+        "hosts": ["agentic-api-upstream.llm-d.svc", "elsewhere"],
+        "health": 1,
+        "responses": 2,
+        "rendered_host": "agentic-api-upstream.llm-d.svc",
+    }
+    # responses.checks fails a host the rendering does not name, and names it.
+    assert any("elsewhere" in c for c in responses.checks(_passing_result(f)))
+    assert responses_phase.upstream_figures([], "h", 8000)["rendered_host"] == "h:8000"
+
+
+def _passing_result(upstream: dict[str, Any]) -> dict[str, Any]:
+    main = {"chains": 6, "turns": 36, "failed": 0, "intact": 36, "continued_elsewhere": 30, "stickiness": 0.1}
+    return {
+        "main": main,
+        "loss": {"failed": 0, "in_flight": 0, "chains": 6, "continued": 6, "requests": 24},
+        "database": {"failed": 6, "requests": 26, "seconds": 41, "recovered": True},
+        "negative": {"cross": 6, "failed": 6},
+        "statuses": dict(responses.EXPECTED_STATUS),
+        "upstream": upstream,
+    }
+
+
+def test_each_pod_has_its_record_file() -> None:
+    assert responses_phase.record_files(Path("/r"), ["b", "a"]) == [Path("/r/a.jsonl"), Path("/r/b.jsonl")]
+
+
+class _Kube:
+    def __init__(self) -> None:
+        self.patched: list[str] = []
+
+    def request(self, method: str, path: str, body: Any = None, content_type: str = "") -> dict[str, Any]:
+        self.patched.append(path)
+        return {}
+
+
+def test_the_process_kubelet_puts_the_output_id_stand_in_in_front_of_its_simulators(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    started: list[Path | None] = []
+    monkeypatch.setattr(netns, "attach", lambda *a: None)
+    monkeypatch.setattr(
+        dataplane, "start_pods", lambda procs, topo, bins, logs, **kw: started.append(kw.get("mend"))
+    )
+    pod: dict[str, Any] = {
+        "metadata": {"name": "glm52-decode-0", "namespace": "llm-d", "uid": "u1", "labels": {}},
+        "spec": {"nodeName": "kind-000", "containers": [{"name": "routing-proxy", "ports": []}]},
+    }
+    for mend in (tmp_path / "records", None):
+        k = kubelet.ProcessKubelet(
+            lambda: None,  # type: ignore[arg-type,return-value]
+            _topo([]),
+            frozenset({"kind-000"}),
+            {},
+            tmp_path,
+            1.0,
+            mend=mend,
+            say=lambda line: None,
+        )
+        k._run(_Kube(), pod)  # type: ignore[arg-type]
+    assert started == [tmp_path / "records", None]
+
+
+class _Procs:
+    def __init__(self) -> None:
+        self.started: dict[str, list[str]] = {}
+
+    def start(self, name: str, argv: list[str], logs: Path, env: dict[str, str] | None = None) -> None:
+        self.started[name] = argv
+
+
+def test_a_rendered_simulator_engine_gets_the_output_id_stand_in_on_its_rank_ports(tmp_path: Path) -> None:
+    """engine simulator (day-two): no `vllm serve` to map, the rendered simulator's ports are its
+    rank ports; it moves MEND_OFFSET up and the stand-in serves them."""
+    sim = topology.Container(topology.SIMULATOR, ("--port=8000", "--data-parallel-size=2"), (8000, 8001))
+    pod = topology.Pod("glm52-prefill-0", "prefill", "10.244.0.10", {}, (sim,))
+    procs = _Procs()
+    bins = {"simulator": Path("/bin/sim"), "pd-sidecar": Path("/bin/pd")}
+    records = dataplane.start_pods(procs, _topo([pod]), bins, tmp_path, mend=tmp_path)  # type: ignore[arg-type]
+    assert records == [tmp_path / "glm52-prefill-0.jsonl"]
+    assert procs.started["pod-glm52-prefill-0-mend"][-2:] == ["8000=28000", "8001=28001"]
+    assert "--port=28000" in procs.started["pod-glm52-prefill-0-simulator"]
+    # Without the folder: no stand-in, the simulator on its rendered port.
+    procs = _Procs()
+    assert dataplane.start_pods(procs, _topo([pod]), bins, tmp_path) == []  # type: ignore[arg-type]
+    assert list(procs.started) == ["pod-glm52-prefill-0-simulator"]
+    assert "--port=8000" in procs.started["pod-glm52-prefill-0-simulator"]
+
+
+def test_the_multi_model_pods_go_to_a_kubelet_node_that_is_still_there() -> None:
+    nodes = frozenset({"kind-000", "kind-011", "kind-012"})
+    assert models_phase.pod_node(nodes, set(), {"kind-000", "kind-011", "kind-012", "ctl"}) == "kind-012"
+    # The lost node (deleted with its pods) and one the twin no longer has are passed over.
+    assert models_phase.pod_node(nodes, {"kind-012"}, {"kind-000", "kind-011", "kind-012"}) == "kind-011"
+    assert models_phase.pod_node(nodes, set(), {"kind-000"}) == "kind-000"
+    with pytest.raises(cluster.TwinError, match="no node"):
+        models_phase.pod_node(nodes, set(), {"ctl"})
