@@ -480,14 +480,18 @@ def test_each_model_of_a_multi_model_stack_has_its_own_lines() -> None:
 
 
 def test_an_autoscaled_role_s_desired_groups_are_its_role_scaler_s() -> None:
-    """An External role sets no `replicas`: its desired groups are what the autoscaler wrote to its
-    DisaggregatedSetRoleScaler (`<set>-<role>`), 1 (LWS's seed) while that scaler is missing."""
+    """An External role's `replicas` is ignored (the API server defaults it to 1): its desired
+    groups are what the autoscaler wrote to its DisaggregatedSetRoleScaler (`<set>-<role>`), 1
+    (LWS's seed) while that scaler is missing. A Static role with the same `replicas` keeps it."""
     config = _config()
     ns, name = config.serving.namespace, config.serving.name
     api = FakeApi(config, DESIRED)
     ds = api.objects[f"/apis/disaggregatedset.x-k8s.io/v1/namespaces/{ns}/disaggregatedsets/{name}"]
     prefill = next(r for r in ds["spec"]["roles"] if r["name"] == "prefill")
-    del prefill["spec"]["replicas"]
+    prefill["spec"]["replicas"] = 1  # the CRD's default, as the API server returns it
+    static = read_status(api, config, NOW).lines()
+    assert static[1].startswith("groups     prefill 3/1 groups ready")
+    prefill["scaling"] = {"mode": "External"}
     seeded = read_status(api, config, NOW).lines()
     assert seeded[1].startswith(
         f"groups     prefill 3/1 groups ready ({DESIRED['prefill'] * SIZES['prefill']}/"

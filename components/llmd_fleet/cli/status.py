@@ -298,11 +298,12 @@ def _reasons(pods: list[dict[str, Any]], missing: list[str]) -> tuple[str, ...]:
 
 
 def _desired_groups(read: Reader, ns: str, name: str, role: dict[str, Any], spec: dict[str, Any]) -> int:
-    """A role's desired groups: its `replicas`, or for an autoscaled (External) role, which sets
-    none, its DisaggregatedSetRoleScaler's (`<set>-<role>`, whose `/scale` the autoscaler writes:
-    specReplicasPath `.spec.replicas` in the LWS CRD); 1 while the scaler does not exist yet, the
-    count LWS seeds it with."""
-    if spec.get("replicas") is not None:
+    """A role's desired groups: its `replicas`, or for an autoscaled role (`scaling.mode:
+    External`), whose `replicas` the controller ignores (the CRD still defaults it to 1), its
+    DisaggregatedSetRoleScaler's (`<set>-<role>`, whose `/scale` the autoscaler writes:
+    specReplicasPath `.spec.replicas` in the LWS CRD); 1 while the scaler does not exist yet,
+    the count LWS seeds it with."""
+    if _dict(role.get("scaling")).get("mode") != "External":
         return _int(spec.get("replicas"), 1)
     scaler_name = f"{name}-{role.get('name')}"
     scaler = read(f"/apis/{DS_API}/namespaces/{quote(ns)}/{ROLE_SCALERS}/{quote(scaler_name)}", None)
