@@ -3,7 +3,7 @@ under steady agent traffic with the rollout screener on, then the same kind of u
 off (the negative control), then a canary shifted and rolled back, then faults under steady
 traffic.
 
-    python -m devtools.daytwo [STACK] [--load-seconds=S] [--apply-manifests]
+    python -m devtools.daytwo [STACK] [--load-seconds=S] [--apply-manifests] [--without-models]
 
 1. The stack is rendered three times: as it is (revision a), and with decode `maxNumSeqs`
    lowered twice (revisions b and c: a role's setting, so every role's pod template and the
@@ -49,6 +49,9 @@ traffic.
     promtool evaluates the other rendered alerts over the series the run scraped.
 11. Last, the Responses phase on the replay's deployment (devtools/daytwo/responses_phase.py)
     and the multi-model reference in a namespace of its own on its twin (models_phase.py).
+
+With --without-models the multi-model phase (step 11's second half) is left out: CI runs the
+multi-model reference in `make dataplane-reference` instead (docs/day-two.md says why).
 
 With --apply-manifests every revision is applied as its rendered manifests (server-side)
 instead of by `pulumi up`.
@@ -1211,9 +1214,12 @@ def main(argv: Sequence[str]) -> int:
     stack = positional[0] if positional else DEFAULT_STACK
     load_seconds = DEFAULT_LOAD_S
     by_engine = True
+    with_models = True
     for a in argv:
         if a == "--apply-manifests":
             by_engine = False
+        elif a == "--without-models":
+            with_models = False
         elif a.startswith("--load-seconds="):
             try:
                 load_seconds = float(a.split("=", 1)[1])
@@ -1227,7 +1233,8 @@ def main(argv: Sequence[str]) -> int:
                 return 2
         elif a.startswith("--"):
             print(
-                f"day-two: unknown flag {a} (allowed: --load-seconds=S, --apply-manifests)", file=sys.stderr
+                f"day-two: unknown flag {a} (allowed: --load-seconds=S, --apply-manifests, --without-models)",
+                file=sys.stderr,
             )
             return 2
     if not (CHECKOUT / "stacks" / f"Pulumi.{stack}.yaml").is_file():
@@ -1284,7 +1291,10 @@ def main(argv: Sequence[str]) -> int:
         failures += scale_failures
         # The Responses phase on the replay's deployment, then several models in a namespace of
         # their own on its twin (docs/day-two.md; responses_phase.py, models_phase.py).
-        for phase in (responses_phase.run_phase, models_phase.run_phase):
+        phases = [responses_phase.run_phase, *([models_phase.run_phase] if with_models else [])]
+        if not with_models:
+            print("day-two: models: not run here (--without-models): make dataplane-reference runs it")
+        for phase in phases:
             phase_lines, phase_failures = phase(run)
             print("\n".join(phase_lines), flush=True)
             failures += phase_failures
