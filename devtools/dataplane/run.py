@@ -572,29 +572,22 @@ def endpoint_sets(pods: list[topology.Pod]) -> tuple[list[str], set[str], set[st
     """What the replay reads of the serving pods (pure): the engines' metrics URLs it scrapes,
     the prefill endpoints (engine ports of prefill pods) and the decode endpoints (the routing
     sidecar's ports of decode pods), by which it tells where a request was prefilled."""
-    scrape = [
-        f"http://{p.ip}:{port}/metrics"
-        for p in pods
-        for c in p.containers
-        if c.name == topology.SIMULATOR
-        for port in c.ports
-    ]
-    prefill = {
-        f"{p.ip}:{port}"
-        for p in pods
-        if p.role == "prefill"
-        for c in p.containers
-        if c.name == topology.SIMULATOR
-        for port in c.ports
-    }
-    decode = {
-        f"{p.ip}:{port}"
-        for p in pods
-        if p.role == "decode"
-        for c in p.containers
-        if c.name != topology.SIMULATOR
-        for port in c.ports
-    }
+
+    def addresses(role: str | None, engine: bool) -> list[str]:
+        """`ip:port` of the engine's (or, with engine False, the other containers') ports, of
+        `role`'s pods or every pod's."""
+        return [
+            f"{p.ip}:{port}"
+            for p in pods
+            if role is None or p.role == role
+            for c in p.containers
+            if (c.name == topology.SIMULATOR) == engine
+            for port in c.ports
+        ]
+
+    scrape = [f"http://{a}/metrics" for a in addresses(None, engine=True)]
+    prefill = set(addresses("prefill", engine=True))
+    decode = set(addresses("decode", engine=False))
     return scrape, prefill, decode
 
 
