@@ -183,6 +183,7 @@ doctor-twin: ## llmd-fleet doctor on the quickstart's twin prepared as a real in
 # and simulator source snapshots ("not run" without them).
 DAYTWO_STACK ?= day-two
 # DAYTWO_ARGS=--apply-manifests applies each revision's rendered objects instead of `pulumi up`.
+# DAYTWO_ARGS=--only=routing,models runs the deployment and its `controller:` line, then only the named phases (routing, faults, responses, models; docs/day-two.md).
 DAYTWO_ARGS ?=
 
 .PHONY: day-two

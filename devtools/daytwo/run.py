@@ -1209,17 +1209,73 @@ class Replay:
             forward.close()
 
 
+# The replay's phases in the order they run (`--only` runs some of them after the deployment and
+# its `controller:` line): the routing figures, the upgrades with the canary, the faults and the
+# scaling with the alerts (one phase: each starts from what the one before it left), the
+# Responses phase and the multi-model phase.
+PHASE_ORDER = ("routing", "faults", "responses", "models")
+
+
+def _faults(run: Replay) -> list[str]:
+    """The upgrades, the canary, the faults, then the scaling with the alerts, in that order:
+    each starts from the revision and the nodes the one before it left. Prints their lines and
+    returns the failures."""
+    failures: list[str] = []
+    # Prometheus and alerts (devtools/daytwo/alerts.py): scraping from here to the end.
+    run.monitor = alerts.start(run)
+    pickers = run.pickers(run.topo.picker.config, "screener-on")
+    on = run.upgrade("screener-on", pickers, run.revision_a, 1)
+    print(figures.upgrade_line(on))
+    print(figures.detail_line("screener on", on))
+    print(run.rollouts["screener-on"])
+    failures += figures.upgrade_failures(on)
+    pickers = run.pickers(without_gating(run.topo.picker.config), "screener-off")
+    off = run.upgrade("screener-off", pickers, on.after, 2)
+    print(figures.screener_off_line(off))
+    print(figures.detail_line("screener off", off))
+    failures += figures.screener_off_failures(off)
+    # The canary beside revision c, shifted and rolled back (before the faults, which take
+    # nodes away).
+    canary_lines, canary_failures = run.canary(len(NEXT_MAX_NUM_SEQS))
+    print("\n".join(canary_lines))
+    failures += canary_failures
+    fault_lines, fault_failures = run.faults()
+    for line in fault_lines:
+        print(line)
+    failures += fault_failures
+    # Scaling, then Prometheus and alerts: the fault that fires the router's alerts needs no
+    # traffic, as the scale-down's stabilization window does; it runs during that window.
+    monitor = run.monitor
+    scale_lines, scale_failures = run.scale(
+        lambda: alerts.pickers_down(run, monitor, without_gating(run.topo.picker.config))
+    )
+    print("\n".join(scale_lines))
+    failures += scale_failures
+    return failures
+
+
 def main(argv: Sequence[str]) -> int:
     positional = [a for a in argv if not a.startswith("--")]
     stack = positional[0] if positional else DEFAULT_STACK
     load_seconds = DEFAULT_LOAD_S
     by_engine = True
     with_models = True
+    only = frozenset(PHASE_ORDER)
     for a in argv:
         if a == "--apply-manifests":
             by_engine = False
         elif a == "--without-models":
             with_models = False
+        elif a.startswith("--only="):
+            only = frozenset(p for p in a.split("=", 1)[1].split(",") if p)
+            unknown = sorted(only - set(PHASE_ORDER))
+            if unknown or not only:
+                what = f"{','.join(unknown)} is not a phase" if unknown else "names no phase"
+                print(
+                    f"day-two: --only: {what} (allowed: a comma-separated list of {', '.join(PHASE_ORDER)})",
+                    file=sys.stderr,
+                )
+                return 2
         elif a.startswith("--load-seconds="):
             try:
                 load_seconds = float(a.split("=", 1)[1])
@@ -1233,7 +1289,8 @@ def main(argv: Sequence[str]) -> int:
                 return 2
         elif a.startswith("--"):
             print(
-                f"day-two: unknown flag {a} (allowed: --load-seconds=S, --apply-manifests, --without-models)",
+                f"day-two: unknown flag {a} (allowed: --load-seconds=S, --apply-manifests, "
+                "--without-models, --only=PHASE,...)",
                 file=sys.stderr,
             )
             return 2
@@ -1254,44 +1311,22 @@ def main(argv: Sequence[str]) -> int:
         controller_line, controller_failures = run.controller_contract()
         print(controller_line)
         failures += controller_failures
-        # The data plane's routing figures and its negative control on this deployment
-        # (devtools/daytwo/routing.py), before the upgrades.
-        routing_lines, routing_failures = routing.measure(run)
-        print("\n".join(routing_lines))
-        failures += routing_failures
-        # Prometheus and alerts (devtools/daytwo/alerts.py): scraping from here to the end.
-        run.monitor = alerts.start(run)
-        pickers = run.pickers(run.topo.picker.config, "screener-on")
-        on = run.upgrade("screener-on", pickers, run.revision_a, 1)
-        print(figures.upgrade_line(on))
-        print(figures.detail_line("screener on", on))
-        print(run.rollouts["screener-on"])
-        failures += figures.upgrade_failures(on)
-        pickers = run.pickers(without_gating(run.topo.picker.config), "screener-off")
-        off = run.upgrade("screener-off", pickers, on.after, 2)
-        print(figures.screener_off_line(off))
-        print(figures.detail_line("screener off", off))
-        failures += figures.screener_off_failures(off)
-        # The canary beside revision c, shifted and rolled back (before the faults, which take
-        # nodes away).
-        canary_lines, canary_failures = run.canary(len(NEXT_MAX_NUM_SEQS))
-        print("\n".join(canary_lines))
-        failures += canary_failures
-        fault_lines, fault_failures = run.faults()
-        for line in fault_lines:
-            print(line)
-        failures += fault_failures
-        # Scaling, then Prometheus and alerts: the fault that fires the router's alerts needs no
-        # traffic, as the scale-down's stabilization window does; it runs during that window.
-        monitor = run.monitor
-        scale_lines, scale_failures = run.scale(
-            lambda: alerts.pickers_down(run, monitor, without_gating(run.topo.picker.config))
-        )
-        print("\n".join(scale_lines))
-        failures += scale_failures
+        if only != frozenset(PHASE_ORDER):
+            print(f"day-two: phases: {', '.join(p for p in PHASE_ORDER if p in only)} (--only)")
+        if "routing" in only:
+            # The data plane's routing figures and its negative control on this deployment
+            # (devtools/daytwo/routing.py), before the upgrades.
+            routing_lines, routing_failures = routing.measure(run)
+            print("\n".join(routing_lines))
+            failures += routing_failures
+        if "faults" in only:
+            failures += _faults(run)
         # The Responses phase on the replay's deployment, then several models in a namespace of
         # their own on its twin (docs/day-two.md; responses_phase.py, models_phase.py).
-        phases = [responses_phase.run_phase, *([models_phase.run_phase] if with_models else [])]
+        phases = [
+            *([responses_phase.run_phase] if "responses" in only else []),
+            *([models_phase.run_phase] if with_models and "models" in only else []),
+        ]
         if not with_models:
             print("day-two: models: not run here (--without-models): make dataplane-reference runs it")
         for phase in phases:

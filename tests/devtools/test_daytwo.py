@@ -342,7 +342,21 @@ def test_the_kubelet_starts_readies_after_the_load_and_finalizes_a_deleted_pod(
     [
         (["--load-seconds=soon"], "--load-seconds: 'soon' is not a positive number of seconds"),
         (["--load-seconds=0"], "--load-seconds: '0' is not a positive number of seconds"),
-        (["--fast"], "unknown flag --fast (allowed: --load-seconds=S, --apply-manifests, --without-models)"),
+        (
+            ["--fast"],
+            "unknown flag --fast (allowed: --load-seconds=S, --apply-manifests, --without-models, "
+            "--only=PHASE,...)",
+        ),
+        (
+            ["--only=routing,upgrade"],
+            "--only: upgrade is not a phase (allowed: a comma-separated list of routing, faults, "
+            "responses, models)",
+        ),
+        (
+            ["--only="],
+            "--only: names no phase (allowed: a comma-separated list of routing, faults, "
+            "responses, models)",
+        ),
         (["no-such-stack"], "no stack file stacks/Pulumi.no-such-stack.yaml"),
     ],
 )
