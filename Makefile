@@ -52,9 +52,10 @@ test-wheel: ## Build the wheel, install it into a clean virtualenv outside the r
 	$(UV) run --frozen pytest -m slow tests/test_wheel.py
 
 .PHONY: docs golden
-docs: ## Regenerate docs/configuration.md from the config models and docs/quickstart.md's prerequisites from the version matrix and chart values
+docs: ## Regenerate docs/configuration.md from the config models, docs/quickstart.md's prerequisites from the version matrix and chart values, and the facade's type-checker imports from the registry
 	$(UV) run --frozen python -m devtools.config_reference
 	$(UV) run --frozen python -m devtools.quickstart_prerequisites
+	$(UV) run --frozen python -m devtools.facade_imports
 
 golden: ## Refresh the golden rendered output of every stack under tests/golden/ (review the diff)
 	$(UV) run --frozen python -m devtools.golden

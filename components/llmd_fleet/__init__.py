@@ -34,6 +34,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    # BEGIN generated imports (`make docs`: python -m devtools.facade_imports); do not edit
     from llmd_fleet.checks import check_settings as check_settings
     from llmd_fleet.core.fabric import Fabric as Fabric
     from llmd_fleet.core.problems import ConfigError as ConfigError
@@ -92,13 +93,15 @@ if TYPE_CHECKING:
     from llmd_fleet.targets.onprem.cluster import OnPremCluster as OnPremCluster
     from llmd_fleet.targets.onprem.cluster import OnPremClusterArgs as OnPremClusterArgs
     from llmd_fleet.targets.specs import fabric_for as fabric_for
+    # END generated imports
 
 # The type checker reads the public names from the imports above; at run time they load from
 # their modules on first use. Public name -> its module, for every name that is not a layer's: the
 # layers' components and their Args come from the registry (`LAYER_EXPORTS`, one `LayerSpec` per
 # layer in llmd_fleet/stack/registry.py), read on first use so `import llmd_fleet` stays light.
 # The target kinds' components come from it too (`TARGET_EXPORTS`, from each kind's `TargetSpec`).
-# tests/facade/test_exports.py holds the imports above to the two tables.
+# The imports above are generated from this table and the registry's two (`make docs`, which runs
+# devtools/facade_imports.py); tests/facade/test_exports.py fails when they are stale.
 _EXPORTS: dict[str, str] = {
     "ConfigError": "llmd_fleet.core.problems",
     "StackConfig": "llmd_fleet.stack.model",

@@ -1,12 +1,16 @@
 """The public names (components/llmd_fleet/__init__.py): the type checker's imports, the package's
 own table and the layers' names from the registry (llmd_fleet/stack/registry.py `LAYER_EXPORTS`)
-are one list, and `import llmd_fleet` stays light."""
+are one list, and `import llmd_fleet` stays light. The imports are generated from the tables
+(devtools/facade_imports.py, run by `make docs`)."""
 
 import ast
 import subprocess
 import sys
 
+import pytest
+
 import llmd_fleet
+from devtools import facade_imports
 from llmd_fleet.stack import registry
 from tests.support import REPO
 
@@ -36,8 +40,8 @@ def mismatched(source: str, exports: dict[str, str]) -> list[str]:
 
 
 def wanted_lines(source: str, exports: dict[str, str]) -> list[str]:
-    """The `TYPE_CHECKING` import lines the public names need and the source lacks (what a new
-    layer's record asks for: its component and its Args, from the record's module)."""
+    """The `TYPE_CHECKING` import lines the public names need and the source lacks (what `make
+    docs` adds for a new layer's record: its component and its Args, from the record's module)."""
     imported = typing_imports(source)
     return [
         f"    from {exports[name]} import {name} as {name}"
@@ -51,8 +55,47 @@ def test_the_type_checkers_imports_are_the_public_names():
     assert {"ModelServing", "GatewayLayerArgs", "parse_config", "OnPremCluster"} <= set(exports)
     source = INIT.read_text(encoding="utf-8")
     assert mismatched(source, exports) == [], "\n".join(
-        ["add to __init__.py:", *wanted_lines(source, exports)]
+        ["run `make docs`; it adds to __init__.py:", *wanted_lines(source, exports)]
     )
+
+
+def test_the_committed_imports_are_what_the_generator_writes():
+    source = INIT.read_text(encoding="utf-8")
+    assert facade_imports.rewritten(source, llmd_fleet._exports()) == source, (
+        "components/llmd_fleet/__init__.py is stale: run `make docs`"
+    )
+    assert facade_imports.main(["--check"]) == 0
+
+
+def test_a_stale_block_is_rewritten_and_refused(tmp_path, monkeypatch, capsys):
+    """Not vacuous: a block missing a layer's lines gets them back, in their place, and `--check`
+    fails on it naming the command; a block without its markers is an error."""
+    source = INIT.read_text(encoding="utf-8")
+    exports = llmd_fleet._exports()
+    dropped = "\n".join(line for line in source.splitlines() if "import Router" not in line) + "\n"
+    assert dropped != source
+    assert facade_imports.rewritten(dropped, exports) == source
+    stale = tmp_path / "__init__.py"
+    stale.write_text(dropped, encoding="utf-8")
+    monkeypatch.setattr(facade_imports, "FACADE", stale)
+    monkeypatch.setattr(facade_imports, "CHECKOUT", tmp_path)
+    assert facade_imports.main(["--check"]) == 1
+    assert capsys.readouterr().err == "__init__.py is stale: run `make docs`\n"
+    assert facade_imports.main([]) == 0
+    assert stale.read_text(encoding="utf-8") == source
+    with pytest.raises(facade_imports.StaleError, match="expected one '# BEGIN generated imports"):
+        facade_imports.rewritten(source.replace(facade_imports.END, ""), exports)
+
+
+def test_a_long_import_is_wrapped_as_ruff_wraps_it():
+    name = "A" * 40 + "Args"
+    module = "llmd_fleet.layers." + "x" * 40 + ".component"
+    assert facade_imports.block({name: module, "declare": module}) == [
+        f"    from {module} import (",
+        f"        {name} as {name},",
+        "    )",
+        f"    from {module} import declare as declare",
+    ]
 
 
 def test_a_layer_missing_from_the_type_checkers_imports_is_found():
