@@ -70,8 +70,8 @@ def test_the_committed_imports_are_what_the_generator_writes():
 def test_a_stale_block_is_rewritten_and_refused(tmp_path, monkeypatch, capsys):
     """Not vacuous: a block missing a layer's lines gets them back, in their place, and `--check`
     fails on it naming the command; a block without its markers is an error."""
-    source = INIT.read_text(encoding="utf-8")
     exports = llmd_fleet._exports()
+    source = facade_imports.rewritten(INIT.read_text(encoding="utf-8"), exports)
     dropped = "\n".join(line for line in source.splitlines() if "import Router" not in line) + "\n"
     assert dropped != source
     assert facade_imports.rewritten(dropped, exports) == source
