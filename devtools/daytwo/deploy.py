@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from devtools.daytwo import scaling
-from devtools.twin import cluster, manifests
+from devtools.twin import cluster, engine_report, manifests
 from devtools.twin import engine as twin_engine
 from devtools.twin.kube import Kube
 
@@ -37,7 +37,7 @@ def with_decode_max_num_seqs(config: Mapping[str, Any], max_num_seqs: int) -> di
     return changed
 
 
-def upgrade_problems(step: twin_engine.Step) -> list[str]:
+def upgrade_problems(step: engine_report.Step) -> list[str]:
     """What an upgrade's `pulumi up` must not do: change nothing, or replace anything. Pure."""
     problems = []
     if step.counts.get("update", 0) < 1:
@@ -112,7 +112,7 @@ class Deployer:
             step = self.engine.up("up" if index == 0 else "update")
         except Exception as error:  # the CLI's CommandError, the host's or the provider's failure
             raise cluster.TwinError(f"pulumi up of revision {index}: {error}") from None
-        self.say(twin_engine.step_line(step))
+        self.say(engine_report.step_line(step))
         # What KEDA's operator does once `pulumi up` has created the ScaledObjects (the twin runs
         # no KEDA): their HPAs, server-side.
         hpas = scaling.keda_hpas(self.renders[index])

@@ -388,14 +388,8 @@ def deploy(walker: Walker, command: str, host: python_host.Host) -> None:
     changes nothing else; the CLI offers it under `PULUMI_DEBUG_COMMANDS=true`, as the Automation
     API runs it); then the language host's and the policy pack's lines, from what
     `pulumi about --json` says of the host and from the analyzer results in those events."""
-    from devtools.twin.engine import (
-        event_log,
-        policy_line,
-        policy_problems,
-        policy_results,
-        project_file,
-        project_runtime_options,
-    )
+    from devtools.twin.engine import project_file, project_runtime_options
+    from devtools.twin.engine_report import event_log, policy_line, policy_problems, policy_results
 
     walker.count_events += 1
     log = walker.directory / f"events-{walker.count_events}.jsonl"
@@ -516,14 +510,8 @@ def walk(keep: bool = False, keep_twin: bool = False) -> int:
     """The walk; `keep` leaves the twin and the walk's directory, `keep_twin` (CI: `make
     doctor-twin` shares it next) only the twin, and only after a pass."""
     from devtools.twin import build
-    from devtools.twin.engine import (
-        cli_root,
-        ensure_tools,
-        install_provider,
-        kubernetes_objects,
-        leaked_secrets,
-        objects_left,
-    )
+    from devtools.twin.engine import cli_root, ensure_tools, install_provider, leaked_secrets, objects_left
+    from devtools.twin.engine_report import kubernetes_objects
     from devtools.twin.kube import ApiError
 
     root = cluster.PROJECT_ROOT

@@ -12,7 +12,7 @@ from devtools import prebuild
 from devtools.daytwo import contract, deploy
 from devtools.twin import cluster, e2e, lws_checks
 from devtools.twin import pods as twin_pods
-from devtools.twin.engine import Step
+from devtools.twin.engine_report import Step
 from tests.devtools.test_twin_lws import SHAPES
 from tests.support import REPO
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from devtools.twin import build, engine, modules
+from devtools.twin import build, engine, engine_report, modules
 from llmd_fleet.versions import versions
 
 # --- wrapper modules -------------------------------------------------------------------------------
@@ -243,11 +243,11 @@ def test_the_update_halves_decode_max_num_seqs_and_leaves_the_input_alone():
 
 def test_step_lines_have_the_documented_shape_and_parse_back():
     lines = [
-        engine.step_line(engine.Step("preview", {"create": 61}, 12.34)),
-        engine.step_line(engine.Step("up", {"create": 61}, 48.0)),
-        engine.step_line(engine.Step("second up", {"same": 61}, 9.8)),
-        engine.step_line(engine.Step("update", {"update": 1, "same": 60}, 11.25)),
-        engine.step_line(engine.Step("destroy", {"delete": 61}, 20.5, left=0)),
+        engine_report.step_line(engine_report.Step("preview", {"create": 61}, 12.34)),
+        engine_report.step_line(engine_report.Step("up", {"create": 61}, 48.0)),
+        engine_report.step_line(engine_report.Step("second up", {"same": 61}, 9.8)),
+        engine_report.step_line(engine_report.Step("update", {"update": 1, "same": 60}, 11.25)),
+        engine_report.step_line(engine_report.Step("destroy", {"delete": 61}, 20.5, left=0)),
     ]
     assert lines == [
         "engine: preview 61 to create (12.3 s)",
@@ -256,19 +256,19 @@ def test_step_lines_have_the_documented_shape_and_parse_back():
         "engine: update 1 updated, 0 replaced (11.2 s)",
         "engine: destroy 61 deleted, 0 left (20.5 s)",
     ]
-    assert engine.parse_step_line(lines[3]) == {"updated": 1, "replaced": 0, "seconds": 11.2}
-    assert engine.parse_step_line(lines[4]) == {"deleted": 61, "left": 0, "seconds": 20.5}
-    assert engine.step_failures(lines) == []
+    assert engine_report.parse_step_line(lines[3]) == {"updated": 1, "replaced": 0, "seconds": 11.2}
+    assert engine_report.parse_step_line(lines[4]) == {"deleted": 61, "left": 0, "seconds": 20.5}
+    assert engine_report.step_failures(lines) == []
     with pytest.raises(ValueError):
-        engine.parse_step_line("engine: up sixty created (1 s)")
+        engine_report.parse_step_line("engine: up sixty created (1 s)")
     with pytest.raises(ValueError):
-        engine.step_line(engine.Step("refresh", {}, 1))
+        engine_report.step_line(engine_report.Step("refresh", {}, 1))
 
 
 def test_replacements_and_changes_are_counted_from_the_summary():
-    step = engine.Step("update", {"update": 2, "replace": 1, "create-replacement": 1, "same": 5}, 1.0)
+    step = engine_report.Step("update", {"update": 2, "replace": 1, "create-replacement": 1, "same": 5}, 1.0)
     assert step.changed == 4 and step.replaced == 2
-    assert engine.step_line(step) == "engine: update 2 updated, 2 replaced (1.0 s)"
+    assert engine_report.step_line(step) == "engine: update 2 updated, 2 replaced (1.0 s)"
 
 
 def test_step_failures_name_what_went_wrong():
@@ -279,16 +279,16 @@ def test_step_failures_name_what_went_wrong():
         "engine: update 1 updated, 1 replaced (1.0 s)",
         "engine: destroy 9 deleted, 1 left (1.0 s)",
     ]
-    problems = engine.step_failures(bad)
+    problems = engine_report.step_failures(bad)
     assert any("second up changed 2" in p for p in problems)
     assert any("replaced 1" in p for p in problems)
     assert any("left 1" in p for p in problems)
-    assert engine.step_failures(bad[:2]) == [
+    assert engine_report.step_failures(bad[:2]) == [
         "engine: no second up step",
         "engine: no update step",
         "engine: no destroy step",
     ]
-    assert "engine: the update changed nothing in place" in engine.step_failures(
+    assert "engine: the update changed nothing in place" in engine_report.step_failures(
         [
             *bad[:2],
             "engine: second up 0 changes (1.0 s)",
@@ -328,12 +328,12 @@ DEPLOYMENT: dict[str, Any] = {
 
 
 def test_protected_resources_are_listed():
-    assert engine.protected_urns(DEPLOYMENT) == [DEPLOYMENT["resources"][1]["urn"]]
-    assert engine.protected_urns({"resources": []}) == []
+    assert engine_report.protected_urns(DEPLOYMENT) == [DEPLOYMENT["resources"][1]["urn"]]
+    assert engine_report.protected_urns({"resources": []}) == []
 
 
 def test_the_kubernetes_objects_of_a_state():
-    assert engine.kubernetes_objects(DEPLOYMENT) == [
+    assert engine_report.kubernetes_objects(DEPLOYMENT) == [
         {
             "apiVersion": "postgresql.cnpg.io/v1",
             "kind": "Cluster",

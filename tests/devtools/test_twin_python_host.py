@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from devtools import source_snapshot
-from devtools.twin import engine, modules, python_host
+from devtools.twin import engine, engine_report, modules, python_host
 from llmd_fleet.versions import versions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -188,23 +188,27 @@ def test_policy_counts_come_from_the_engines_events():
         )
         + '\n{"sequence": 9, "cut sh'
     )
-    results = engine.policy_results(engine.event_log(log))
-    assert results == engine.PolicyResults(("llmd-fleet",), 0, 2)
-    assert engine.policy_line(results) == "policy: llmd-fleet ran in pulumi up: 0 mandatory, 2 advisory"
-    assert engine.policy_problems(results) == []
+    results = engine_report.policy_results(engine_report.event_log(log))
+    assert results == engine_report.PolicyResults(("llmd-fleet",), 0, 2)
+    assert (
+        engine_report.policy_line(results) == "policy: llmd-fleet ran in pulumi up: 0 mandatory, 2 advisory"
+    )
+    assert engine_report.policy_problems(results) == []
 
 
 def test_a_mandatory_violation_or_no_pack_fails_the_run():
-    mandatory = engine.policy_results(
-        engine.event_log(
+    mandatory = engine_report.policy_results(
+        engine_report.event_log(
             _events({"policyEvent": {"policyPackName": "llmd-fleet", "enforcementLevel": "mandatory"}})
         )
     )
-    assert mandatory == engine.PolicyResults(("llmd-fleet",), 1, 0)
-    assert engine.policy_problems(mandatory) == ["policy: 1 mandatory violations in pulumi up"]
-    none = engine.policy_results(engine.event_log(_events({"summaryEvent": {"resourceChanges": {}}})))
-    assert engine.policy_line(none) == "policy: no pack ran in pulumi up: 0 mandatory, 0 advisory"
-    assert engine.policy_problems(none) == [
+    assert mandatory == engine_report.PolicyResults(("llmd-fleet",), 1, 0)
+    assert engine_report.policy_problems(mandatory) == ["policy: 1 mandatory violations in pulumi up"]
+    none = engine_report.policy_results(
+        engine_report.event_log(_events({"summaryEvent": {"resourceChanges": {}}}))
+    )
+    assert engine_report.policy_line(none) == "policy: no pack ran in pulumi up: 0 mandatory, 0 advisory"
+    assert engine_report.policy_problems(none) == [
         "policy: no policy pack ran in pulumi up (the engine reported none)"
     ]
 
@@ -217,12 +221,14 @@ def test_the_preview_of_a_pulumi_up_is_not_counted():
         {"policyEvent": {"policyPackName": "llmd-fleet", "enforcementLevel": "advisory"}},
         {"summaryEvent": {"isPreview": False, "PolicyPacks": {"llmd-fleet": "0.1.0"}}},
     )
-    assert engine.policy_results(engine.event_log(log)) == engine.PolicyResults(("llmd-fleet",), 0, 1)
+    assert engine_report.policy_results(engine_report.event_log(log)) == engine_report.PolicyResults(
+        ("llmd-fleet",), 0, 1
+    )
 
 
 def test_a_pack_without_violations_is_named_by_the_analyzer_summary():
     log = _events({"policyAnalyzeSummaryEvent": {"policyPackName": "llmd-fleet", "passed": ["x"]}})
-    assert engine.policy_results(engine.event_log(log)).packs == ("llmd-fleet",)
+    assert engine_report.policy_results(engine_report.event_log(log)).packs == ("llmd-fleet",)
 
 
 def test_automation_api_events_read_as_the_event_log_does():
@@ -244,8 +250,10 @@ def test_automation_api_events_read_as_the_event_log_does():
             },
         }
     )
-    results = engine.policy_results([engine.sdk_event(violation), engine.sdk_event(summary)])
-    assert results == engine.PolicyResults(("llmd-fleet",), 1, 0)
+    results = engine_report.policy_results(
+        [engine_report.sdk_event(violation), engine_report.sdk_event(summary)]
+    )
+    assert results == engine_report.PolicyResults(("llmd-fleet",), 1, 0)
 
 
 def test_the_host_and_policy_lines_are_not_taken_for_step_lines():
@@ -259,4 +267,4 @@ def test_the_host_and_policy_lines_are_not_taken_for_step_lines():
     steps = [line for line in lines if not line.startswith(engine.NOT_STEPS)]
     assert steps == lines[:2]
     with pytest.raises(ValueError):
-        engine.parse_step_line(lines[2])
+        engine_report.parse_step_line(lines[2])
