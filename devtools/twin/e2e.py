@@ -19,7 +19,7 @@
    resourceclaim controller deletes a done pod's claims), so serving gets every node;
 5. with the node side: the DisaggregatedSet's pods, made by the real LWS controller when its
    source snapshot is there (devtools/twin/lws.py; started after step 2, the DisaggregatedSet held
-   back until after step 4 and then checked by devtools/twin/lws_checks.py: pods by the
+   back until after step 4 and then checked by devtools/twin/lws_steps.py: pods by the
    controller, a decode rollout, node loss, External scaling), else by the twin's stand-in (one
    per worker index of every group, from the role's template); the controller manager makes
    their ResourceClaims, the scheduler allocates them against the fake nodes' ResourceSlices
@@ -47,7 +47,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from devtools.twin import build, cluster, engine_e2e, lws_checks, nodes, pods
+from devtools.twin import build, cluster, engine_e2e, lws_checks, lws_steps, nodes, pods
 from devtools.twin.kube import ApiError, Kube, wait_for
 from devtools.twin.manifests import (
     PROJECT_ROOT,
@@ -205,7 +205,7 @@ def run(
         print(f"e2e: {stack} rendered and applied")
         out = cluster.twin_dir() / "rendered" / stack
         objects = render(stack, out)
-        held = lws_checks.held_back(objects) if controller else []
+        held = lws_steps.held_back(objects) if controller else []
         _apply_stack(kube, [o for o in objects if all(o is not h for h in held)], rules, report)
         _negative_controls(kube, objects, report)
         skipped_helm = len(list((out / "helm").glob("*.yaml"))) if (out / "helm").is_dir() else 0
@@ -219,7 +219,7 @@ def run(
             print("e2e: the fabric preflight Job before serving (controller manager, scheduler, kwok)")
             pods.preflight(kube, objects, report)
             fleet = (
-                lws_checks.serving(kube, held, rules, stack, report, day_two_checks) if controller else None
+                lws_steps.serving(kube, held, rules, stack, report, day_two_checks) if controller else None
             )
             if not controller:
                 print("e2e: the twin's stand-in for the LWS controller creates the DisaggregatedSet's pods")
@@ -228,7 +228,7 @@ def run(
             pods.deployments(kube, objects, report)
             _status(stack, report, groups=controller is not None)
             if fleet is not None and day_two_checks:
-                lws_checks.scale_stack(kube, fleet, report)
+                lws_steps.scale_stack(kube, fleet, report)
             elif fleet is not None:
                 report.figure(*lws_checks.DAY_TWO_SCALE)
             if engine:

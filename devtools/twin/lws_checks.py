@@ -31,6 +31,10 @@ controller each says `<word>: not run: <why>`.
    DisaggregatedSetRoleScaler is driven through its /scale subresource as KEDA's HPA drives it
    (first to the ScaledObject's minReplicaCount, then one up and back), and whole groups come
    and go.
+
+This module holds what the checks share (the labels, the figure lines, reading pods and groups,
+the `Fleet` against the API server), steps 1 to 3 and the controller's start; step 4 is
+lws_node_loss.py, step 5 lws_scale.py, and lws_steps.py runs them in `make e2e`'s order.
 """
 
 import copy
@@ -39,7 +43,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 from devtools.twin import lws, nodes
@@ -61,8 +64,6 @@ AUTOSCALE_STACK = "onprem-h100-autoscale"
 POLL_S = 0.5
 GROUPS_TIMEOUT_S = 600
 ROLLOUT_TIMEOUT_S = 900
-# How long a group without a node must stay Pending before the node is given back.
-PENDING_HOLD_S = 5.0
 # What `make e2e --without-day-two-checks` (CI) prints in place of the checks `make day-two` runs
 # under traffic with the real controller: the `rollout:` line and the `node loss:` line with a
 # spare node (the replay prints both in this format; docs/day-two.md).
@@ -293,7 +294,7 @@ class Fleet:
         )
 
 
-def _poll(what: str, check: Callable[[], Any], timeout: float) -> Any:
+def poll(what: str, check: Callable[[], Any], timeout: float) -> Any:
     return wait_for(what, check, timeout, POLL_S)
 
 
@@ -301,7 +302,7 @@ def _wanted(ds: dict[str, Any]) -> dict[str, int]:
     return {r["name"]: int(r["spec"].get("replicas", 1)) for r in ds["spec"]["roles"]}
 
 
-def _all_groups_ready(fleet: Fleet, wanted: dict[str, int]) -> bool:
+def all_groups_ready(fleet: Fleet, wanted: dict[str, int]) -> bool:
     pods, roles = fleet.pods(), fleet.lws_roles()
     live = sum(1 for p in pods if not p["metadata"].get("deletionTimestamp"))
     expected = sum(wanted[r] * fleet.sizes[r] for r in wanted)
@@ -314,9 +315,9 @@ def controller_pods(fleet: Fleet, report: Reporter) -> None:
     expected = sum(wanted[r] * fleet.sizes[r] for r in wanted)
     started = time.monotonic()
     try:
-        _poll(
+        poll(
             f"{expected} pods in complete, Ready groups",
-            lambda: _all_groups_ready(fleet, wanted),
+            lambda: all_groups_ready(fleet, wanted),
             GROUPS_TIMEOUT_S,
         )
     except TimeoutError as error:
@@ -413,7 +414,7 @@ def rollout(fleet: Fleet, report: Reporter, role: str = "decode") -> None:
         )
 
     try:
-        _poll(f"the {role} template change rolled out", done, ROLLOUT_TIMEOUT_S)
+        poll(f"the {role} template change rolled out", done, ROLLOUT_TIMEOUT_S)
         completed = True
     except TimeoutError as error:
         report.check(False, str(error))
@@ -476,6 +477,39 @@ def _budget_open(fleet: Fleet, role: str, pods: int) -> bool:
     )
 
 
+def as_a_kubelet_finishes(kube: Kube, namespace: str) -> int:
+    """Move scheduled pods being deleted to phase Failed, as a kubelet does once it has stopped a
+    deleted pod's containers; how many. kwok's stages never do: they delete at once, which does
+    not finish a foreground deletion (the LWS controller deletes a group's leader so), because the
+    resourceclaim controller keeps a pod's claims until the pod is terminal, and the pod waits
+    for its claims."""
+    moved = 0
+    for pod in kube.list("v1", "Pod", namespace):
+        meta, status = pod["metadata"], pod.get("status") or {}
+        if meta.get("deletionTimestamp") and pod["spec"].get("nodeName") and status.get("phase") == "Running":
+            path = f"/api/v1/namespaces/{namespace}/pods/{meta['name']}/status"
+            try:
+                kube.request("PATCH", path, {"status": {"phase": "Failed"}}, "application/merge-patch+json")
+                moved += 1
+            except ApiError as error:
+                if error.code not in (404, 409):
+                    raise
+    return moved
+
+
+def pick_victim(fleet: Fleet, role: str, skip: set[tuple[str, str]]) -> dict[str, Any]:
+    roles = fleet.lws_roles()
+    candidates = [
+        p
+        for p in fleet.pods()
+        if roles.get(group_key(p)[0]) == role
+        and group_key(p) not in skip
+        and p["metadata"]["labels"].get(WORKER_INDEX, "0") != "0"
+        and is_ready(p)
+    ]
+    return sorted(candidates, key=lambda p: p["metadata"]["name"])[-1]
+
+
 def disruption(fleet: Fleet, report: Reporter, role: str = "decode") -> None:
     """Step 3: the role's PodDisruptionBudget against the Eviction API, as a drain meets it."""
     kube = fleet.kube
@@ -495,7 +529,7 @@ def disruption(fleet: Fleet, report: Reporter, role: str = "decode") -> None:
         # roles' are read by the dry runs below).
         for each in (role, *others):
             count = wanted[each] * fleet.sizes[each]
-            _poll(
+            poll(
                 f"the {each} PodDisruptionBudget counting {count} healthy pods",
                 functools.partial(_budget_open, fleet, each, count),
                 120,
@@ -503,7 +537,7 @@ def disruption(fleet: Fleet, report: Reporter, role: str = "decode") -> None:
     except TimeoutError as error:
         report.check(False, str(error))
         return
-    first = _victim(fleet, role, set())
+    first = pick_victim(fleet, role, set())
     key = group_key(first)
     meta = first["metadata"]
     path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
@@ -530,20 +564,20 @@ def disruption(fleet: Fleet, report: Reporter, role: str = "decode") -> None:
         return bool(leader["metadata"]["uid"] != leader_uid or leader["metadata"].get("deletionTimestamp"))
 
     try:
-        _poll(f"the LWS controller deleting leader {group_name(key)}", leader_going, 60)
+        poll(f"the LWS controller deleting leader {group_name(key)}", leader_going, 60)
     except TimeoutError as error:
         report.check(False, f"disruption: {error}")
         return
     finally:
         kube.request("PATCH", path, {"metadata": {"finalizers": meta.get("finalizers") or None}}, merge)
     # While that group is down: a pod of another group of the role, and one of each other role.
-    second = _victim(fleet, role, {key})
+    second = pick_victim(fleet, role, {key})
     refused, refusal = eviction(kube, second)
     allowed_others = {r: eviction(kube, _ready_pod(fleet, r), dry_run=True)[0] for r in others}
     closed = (fleet.budget(role) or {}).get("status") or {}
 
     def back() -> bool:
-        _as_a_kubelet_finishes(kube, fleet.namespace)
+        as_a_kubelet_finishes(kube, fleet.namespace)
         now = groups(fleet.pods()).get(key, [])
         return (
             len(now) == size
@@ -552,8 +586,8 @@ def disruption(fleet: Fleet, report: Reporter, role: str = "decode") -> None:
         )
 
     try:
-        _poll(f"group {group_name(key)} recreated and Ready", back, 180)
-        _poll(f"the {role} PodDisruptionBudget open again", lambda: _budget_open(fleet, role, pods), 120)
+        poll(f"group {group_name(key)} recreated and Ready", back, 180)
+        poll(f"the {role} PodDisruptionBudget open again", lambda: _budget_open(fleet, role, pods), 120)
     except TimeoutError as error:
         report.check(False, str(error))
     seconds = time.monotonic() - started
@@ -587,303 +621,8 @@ def disruption(fleet: Fleet, report: Reporter, role: str = "decode") -> None:
     report.check(again == 201, f"disruption: a {role} eviction after the group came back got HTTP {again}")
 
 
-def _spare(config: Any, group: str, index: int) -> nodes.FakeNode:
-    name = nodes.node_names(group, index + 1)[-1]
-    return nodes.FakeNode(name, group, index, config)
-
-
-def _node_objects(node: nodes.FakeNode) -> list[dict[str, Any]]:
-    return [nodes.node_object(node), nodes.gpu_slice(node), nodes.nic_slice(node)]
-
-
-def _node_ready(kube: Kube, name: str) -> bool:
-    try:
-        node = kube.get(f"/api/v1/nodes/{name}")
-    except ApiError:
-        return False
-    return any(
-        c["type"] == "Ready" and c["status"] == "True" for c in node.get("status", {}).get("conditions", [])
-    )
-
-
-def _lose_node(kube: Kube, pod: dict[str, Any]) -> str:
-    """Cordon the pod's node, delete the pod and then the Node.
-
-    A kubelet keeps a deleted pod Terminating for its grace period, which is when the LWS pod
-    controller sees the deletion and deletes the group's leader. kwok has no grace period (its
-    pod-delete stage removes the pod at once), so the twin holds the pod with a finalizer of its
-    own until the controller has acted (the leader is being deleted), then lets it go."""
-    node = str(pod["spec"]["nodeName"])
-    meta = pod["metadata"]
-    merge = "application/merge-patch+json"
-    path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
-    leader_path = f"/api/v1/namespaces/{meta['namespace']}/pods/{group_name(group_key(pod))}"
-    leader_uid = kube.get(leader_path)["metadata"]["uid"]
-    kube.request("PATCH", f"/api/v1/nodes/{node}", {"spec": {"unschedulable": True}}, merge)
-    kube.request(
-        "PATCH", path, {"metadata": {"finalizers": [*meta.get("finalizers", []), GRACE_FINALIZER]}}, merge
-    )
-    kube.request("DELETE", path)
-
-    def leader_going() -> bool:
-        try:
-            leader = kube.get(leader_path)
-        except ApiError as error:
-            return error.code == 404
-        return bool(leader["metadata"]["uid"] != leader_uid or leader["metadata"].get("deletionTimestamp"))
-
-    try:
-        _poll(f"the LWS controller deleting leader {group_name(group_key(pod))}", leader_going, 60)
-    finally:
-        kube.request("PATCH", path, {"metadata": {"finalizers": meta.get("finalizers") or None}}, merge)
-
-    def gone() -> bool:
-        try:
-            return bool(kube.get(path)["metadata"]["uid"] != meta["uid"])
-        except ApiError as error:
-            return error.code == 404
-
-    _poll(f"pod {meta['name']} deleted", gone, 60)
-    kube.request("DELETE", f"/api/v1/nodes/{node}")
-    return node
-
-
-def _as_a_kubelet_finishes(kube: Kube, namespace: str) -> int:
-    """Move scheduled pods being deleted to phase Failed, as a kubelet does once it has stopped a
-    deleted pod's containers; how many. kwok's stages never do: they delete at once, which does
-    not finish a foreground deletion (the LWS controller deletes a group's leader so), because the
-    resourceclaim controller keeps a pod's claims until the pod is terminal, and the pod waits
-    for its claims."""
-    moved = 0
-    for pod in kube.list("v1", "Pod", namespace):
-        meta, status = pod["metadata"], pod.get("status") or {}
-        if meta.get("deletionTimestamp") and pod["spec"].get("nodeName") and status.get("phase") == "Running":
-            path = f"/api/v1/namespaces/{namespace}/pods/{meta['name']}/status"
-            try:
-                kube.request("PATCH", path, {"status": {"phase": "Failed"}}, "application/merge-patch+json")
-                moved += 1
-            except ApiError as error:
-                if error.code not in (404, 409):
-                    raise
-    return moved
-
-
-def _victim(fleet: Fleet, role: str, skip: set[tuple[str, str]]) -> dict[str, Any]:
-    roles = fleet.lws_roles()
-    candidates = [
-        p
-        for p in fleet.pods()
-        if roles.get(group_key(p)[0]) == role
-        and group_key(p) not in skip
-        and p["metadata"]["labels"].get(WORKER_INDEX, "0") != "0"
-        and is_ready(p)
-    ]
-    return sorted(candidates, key=lambda p: p["metadata"]["name"])[-1]
-
-
-def node_loss(
-    fleet: Fleet, node_groups: dict[str, Any], report: Reporter, role: str = "decode", spare_case: bool = True
-) -> None:
-    """Step 3: a node of a `role` group is lost, with a spare node (unless `spare_case` is False:
-    `make day-two` loses a node under traffic with spare nodes, so CI runs that case there) and
-    then without one."""
-    kube = fleet.kube
-    size = fleet.sizes[role]
-    group, config = next(iter(sorted(node_groups.items())))
-    spare = _spare(config, group, config.count)
-    if spare_case:
-        for obj in _node_objects(spare):
-            kube.apply(obj)
-        _poll(f"spare node {spare.name} Ready", lambda: _node_ready(kube, spare.name), 120)
-
-    done: set[tuple[str, str]] = set()
-    for with_spare in (True, False) if spare_case else (False,):
-        victim = _victim(fleet, role, done)
-        key = group_key(victim)
-        done.add(key)
-        old = {p["metadata"]["uid"] for p in groups(fleet.pods()).get(key, [])}
-        started = time.monotonic()
-        lost = _lose_node(kube, victim)
-
-        def members(key: tuple[str, str] = key) -> list[dict[str, Any]]:
-            return groups(fleet.pods()).get(key, [])
-
-        def recreated(old: set[str] = old) -> bool:
-            _as_a_kubelet_finishes(kube, fleet.namespace)
-            now = members()
-            return len(now) == size and not ({p["metadata"]["uid"] for p in now} & old)
-
-        try:
-            _poll(f"group {group_name(key)} recreated", recreated, 180)
-        except TimeoutError as error:
-            report.check(False, str(error))
-            continue
-        if with_spare:
-            try:
-                _poll(
-                    f"group {group_name(key)} Ready",
-                    lambda: all(is_ready(p) for p in members()) and len(members()) == size,
-                    180,
-                )
-            except TimeoutError as error:
-                report.check(False, str(error))
-            seconds = time.monotonic() - started
-            on_spare = sum(1 for p in members() if p["spec"].get("nodeName") == spare.name)
-            report.line(
-                node_loss_line(
-                    group_name(key), spare_node_detail(len(old), size, lost, seconds, on_spare, spare.name)
-                )
-            )
-            report.check(on_spare == 1, f"group {group_name(key)}: {on_spare} pods on the spare node")
-            continue
-
-        def one_pending() -> bool:
-            now = members()
-            pending = [p for p in now if not p["spec"].get("nodeName")]
-            return len(now) == size and len(pending) == 1 and sum(1 for p in now if is_ready(p)) == size - 1
-
-        try:
-            _poll(f"group {group_name(key)}: {size - 1} Ready, 1 Pending", one_pending, 180)
-        except TimeoutError as error:
-            report.check(False, str(error))
-            continue
-        pending_from = time.monotonic()
-        time.sleep(PENDING_HOLD_S)
-        still = one_pending()
-        held = time.monotonic() - pending_from
-        report.check(still, f"group {group_name(key)}: the pod without a node did not stay Pending")
-        index = int(lost.rsplit("-", 1)[-1])
-        for obj in _node_objects(nodes.FakeNode(lost, group, index, config)):
-            kube.apply(obj)
-        returned = time.monotonic()
-        try:
-            _poll(
-                f"group {group_name(key)} Ready after {lost} returned",
-                lambda: all(is_ready(p) for p in members()) and len(members()) == size,
-                180,
-            )
-        except TimeoutError as error:
-            report.check(False, str(error))
-        report.line(
-            node_loss_line(
-                group_name(key),
-                f"without a spare node: {len(old)} pods replaced by {size} new ones after {lost} was lost; "
-                f"1 stayed Pending (no node) for {held:.0f} s until {lost} returned, all Ready "
-                f"{time.monotonic() - returned:.0f} s after",
-            )
-        )
-
-
-def _scaler_path(namespace: str, name: str, sub: str = "") -> str:
-    return f"/apis/{DS_API}/namespaces/{namespace}/disaggregatedsetrolescalers/{name}{sub}"
-
-
-def _set_scale(kube: Kube, namespace: str, scaler: str, replicas: int) -> None:
-    """What an HPA does: write spec.replicas through the /scale subresource."""
-    kube.request(
-        "PATCH", _scaler_path(namespace, scaler, "/scale"), {"spec": {"replicas": replicas}},
-        "application/merge-patch+json",
-    )  # fmt: skip
-
-
-Apply = Callable[[list[dict[str, Any]]], None]
-
-
-def scale(
-    kube: Kube, fleet: Fleet, objects: list[dict[str, Any]], apply_all: Apply, report: Reporter
-) -> None:
-    """Step 4: the autoscale stack's DisaggregatedSet (External roles) and its /scale subresources.
-
-    `objects` is the autoscale stack's rendering; the fixed stack's DisaggregatedSet is deleted
-    first (its pods gone), then `apply_all` applies the rendering."""
-    kube.delete(fleet.ds)
-    _poll("the fixed DisaggregatedSet's pods gone", lambda: not fleet.pods(), 300)
-    apply_all(objects)
-    ds = next(o for o in objects if o["kind"] == "DisaggregatedSet")
-    scaled = Fleet(kube, ds)
-    ns = scaled.namespace
-    external = [r["name"] for r in ds["spec"]["roles"] if (r.get("scaling") or {}).get("mode") == "External"]
-    minimum = {
-        o["spec"]["scaleTargetRef"]["name"]: int(o["spec"].get("minReplicaCount", 1))
-        for o in objects
-        if o["kind"] == "ScaledObject"
-        and o["spec"]["scaleTargetRef"].get("kind") == "DisaggregatedSetRoleScaler"
-    }
-    report.check(bool(external), f"{AUTOSCALE_STACK}: no role with scaling.mode External")
-
-    def scalers_there() -> bool:
-        for role in external:
-            try:
-                kube.get(_scaler_path(ns, f"{scaled.name}-{role}"))
-            except ApiError:
-                return False
-        return True
-
-    _poll("the controller's DisaggregatedSetRoleScalers", scalers_there, 60)
-    seeds = {r: kube.get(_scaler_path(ns, f"{scaled.name}-{r}"))["spec"].get("replicas") for r in external}
-    report.figure("DisaggregatedSetRoleScalers created by the controller (seed replicas)",
-                  ", ".join(f"{scaled.name}-{r} {seeds[r]}" for r in external))  # fmt: skip
-    wanted = {r: minimum.get(f"{scaled.name}-{r}", 1) for r in external}
-    for role, replicas in wanted.items():
-        _set_scale(kube, ns, f"{scaled.name}-{role}", replicas)
-    try:
-        _poll(
-            f"{wanted} groups Ready at minReplicaCount",
-            lambda: _all_groups_ready(scaled, wanted),
-            GROUPS_TIMEOUT_S,
-        )
-    except TimeoutError as error:
-        report.check(False, str(error))
-        return
-    for role in external:
-        scaler = f"{scaled.name}-{role}"
-        start, size = wanted[role], scaled.sizes[role]
-        before = {group_key(p) for p in scaled.pods() if scaled.lws_roles().get(group_key(p)[0]) == role}
-        began = time.monotonic()
-        _set_scale(kube, ns, scaler, start + 1)
-        up_ok = down_ok = True
-        try:
-            up = {**wanted, role: start + 1}
-            _poll(f"{role} at {start + 1} groups", functools.partial(_all_groups_ready, scaled, up), 300)
-        except TimeoutError as error:
-            report.check(False, str(error))
-            up_ok = False
-        up_s = time.monotonic() - began
-        roles = scaled.lws_roles()
-        added = {
-            k: len(v) for k, v in groups(scaled.pods()).items() if roles.get(k[0]) == role and k not in before
-        }
-        began = time.monotonic()
-        _set_scale(kube, ns, scaler, start)
-        try:
-            _poll(f"{role} back at {start} groups", lambda: _all_groups_ready(scaled, wanted), 300)
-        except TimeoutError as error:
-            report.check(False, str(error))
-            down_ok = False
-        down_s = time.monotonic() - began
-        after = {group_key(p) for p in scaled.pods() if scaled.lws_roles().get(group_key(p)[0]) == role}
-        status = kube.get(_scaler_path(ns, scaler)).get("status", {})
-        whole = list(added.values()) == [size]
-        report.line(
-            scale_line(
-                role, start, start + 1,
-                f"groups through DisaggregatedSetRoleScaler {scaler} /scale: +1 group of "
-                f"{', '.join(map(str, added.values())) or 0} pods Ready in {up_s:.0f} s, "
-                f"removed in {down_s:.0f} s ({'the same' if after == before else 'other'} groups remain; "
-                f"scaler status.replicas {status.get('replicas')})",
-            )
-        )  # fmt: skip
-        report.check(
-            up_ok and down_ok and whole, f"scale {role}: groups added {added}, expected one of {size}"
-        )
-
-
-def autoscale_objects(render: Callable[[str, Path], list[dict[str, Any]]], out: Path) -> list[dict[str, Any]]:
-    return render(AUTOSCALE_STACK, out)
-
-
 # ---------------------------------------------------------------------------------------------
-# The steps as `make e2e` runs them (devtools/twin/e2e.py calls these)
+# Starting the controller (`make e2e` through lws_steps.py, `make day-two`)
 
 
 def start_controller(state: Any, kube: Kube, report: Reporter) -> "lws.Controller | None":
@@ -933,79 +672,3 @@ def start_controller(state: Any, kube: Kube, report: Reporter) -> "lws.Controlle
         f"{controller.started_s:.0f} s; log {controller.log})",
     )
     return controller
-
-
-def held_back(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """What the controller would act on at once: applied after the preflight Job, as the program
-    orders it (the DisaggregatedSet depends on the preflight Job)."""
-    return [o for o in objects if o["kind"] == "DisaggregatedSet"]
-
-
-def serving(kube: Kube, held: list[dict[str, Any]], rules: dict[str, int], stack: str,
-            report: Reporter, day_two_checks: bool = True) -> Fleet | None:  # fmt: skip
-    """The held-back DisaggregatedSet through the real webhook, then steps 1 to 3. Without
-    `day_two_checks` the rollout and the node loss with a spare node are left to `make day-two`,
-    which runs both under traffic (DAY_TWO_CHECKS says so in the figures)."""
-    from devtools.twin import cluster, manifests
-    from llmd_fleet.cli.stack_file import read_stack_file, stack_config
-
-    if not held:
-        report.figure("DisaggregatedSet", "none in the stack")
-        return None
-    ds = held[0]
-    refusal = lws.webhook_refusal(kube, ds)
-    report.figure(
-        "DisaggregatedSet webhook refuses a rollout partition (dry run)",
-        refusal.split("denied the request: ", 1)[-1] if refusal else "ACCEPTED",
-    )
-    report.check(bool(refusal), "the LWS DisaggregatedSet webhook accepted a rollout partition")
-    kube.apply(ds)
-    stored = kube.read(ds)
-    added = manifests.server_added(ds, stored)
-    kind = f"{ds['apiVersion']}/{ds['kind']}"
-    report.figure(
-        f"DisaggregatedSet {ds['metadata']['namespace']}/{ds['metadata']['name']} (after the preflight Job)",
-        f"admitted by the LWS webhook, {len(added)} fields defaulted, {rules.get(kind, 0)} CEL rules passed",
-    )
-    fleet = Fleet(kube, ds)
-    print("e2e: the LWS controller creates the DisaggregatedSet's groups")
-    controller_pods(fleet, report)
-    if day_two_checks:
-        print("e2e: a decode-only template change rolls out")
-        rollout(fleet, report)
-    else:
-        report.figure(*DAY_TWO_CHECKS)
-    print("e2e: the decode PodDisruptionBudget against the Eviction API, as a drain meets it")
-    disruption(fleet, report)
-    print(
-        "e2e: node loss, "
-        + ("with a spare node and without one" if day_two_checks else "without a spare node")
-    )
-    config = stack_config(read_stack_file(cluster.PROJECT_ROOT / "stacks", stack))
-    gpu_groups = {n: g for n, g in config.fleet.node_groups.items() if g.accelerator_allocation == "dra"}
-    node_loss(fleet, gpu_groups, report, spare_case=day_two_checks)
-    return fleet
-
-
-def scale_stack(kube: Kube, fleet: Fleet, report: Reporter) -> None:
-    """Step 4 with the autoscale stack's rendering."""
-    from devtools.twin import cluster, manifests
-
-    print(f"e2e: External scaling ({AUTOSCALE_STACK}) through the DisaggregatedSetRoleScalers' /scale")
-    objects = manifests.render(AUTOSCALE_STACK, cluster.twin_dir() / "rendered" / AUTOSCALE_STACK)
-
-    def apply_all(items: list[dict[str, Any]]) -> None:
-        # The fabric preflight Job ran before the fixed stack's serving (step 4); a Job's pod
-        # template cannot be changed, and the scaling check does not need it again.
-        items = [o for o in items if o["kind"] != "Job"]
-        namespaced = {
-            f"{o['apiVersion']}/{o['kind']}": kube.resource(o["apiVersion"], o["kind"]).namespaced
-            for o in items
-        }
-        for obj in manifests.apply_order(items, namespaced):
-            try:
-                kube.apply(obj)
-            except ApiError as error:
-                report.check(False, f"{AUTOSCALE_STACK}: refused: {error}")
-
-    scale(kube, fleet, objects, apply_all, report)

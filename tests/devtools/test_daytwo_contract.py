@@ -10,7 +10,7 @@ import pytest
 
 from devtools import prebuild
 from devtools.daytwo import contract, deploy
-from devtools.twin import cluster, e2e, lws_checks
+from devtools.twin import cluster, e2e, lws_checks, lws_steps
 from devtools.twin import pods as twin_pods
 from devtools.twin.engine_report import Step
 from tests.devtools.test_twin_lws import SHAPES
@@ -208,9 +208,9 @@ def test_e2e_without_the_day_two_checks_leaves_the_scaling_to_the_replay(
 
     monkeypatch.setattr(cluster, "client", lambda **k: Kube())
     monkeypatch.setattr(lws_checks, "start_controller", lambda *a: object())
-    monkeypatch.setattr(lws_checks, "held_back", lambda objects: [])
-    monkeypatch.setattr(lws_checks, "serving", lambda *a: object())
-    monkeypatch.setattr(lws_checks, "scale_stack", lambda *a: scaled.append(True))
+    monkeypatch.setattr(lws_steps, "held_back", lambda objects: [])
+    monkeypatch.setattr(lws_steps, "serving", lambda *a: object())
+    monkeypatch.setattr(lws_steps, "scale_stack", lambda *a: scaled.append(True))
     alone = e2e.run("onprem-h100", False, False, engine=False, day_two_checks=True)
     assert scaled == [True] and lws_checks.DAY_TWO_SCALE not in alone.figures
     in_ci = e2e.run("onprem-h100", False, False, engine=False, day_two_checks=False)
