@@ -3,8 +3,9 @@
 Ready and before the upgrades, measured with the data-plane twin's phases
 (devtools/dataplane/run.py `Bench`, `steady_phase`, `overload_phase`, `status_check`):
 
-1. the rendered picker config over the steady replay, then the overload wave (or why it is not
-   run), then `llmd-fleet status --request` through the Gateway's address, as `make dataplane`;
+1. the rendered picker config over the steady replay, then the overload wave (the day-two
+   stack's fits REPLAY_MAX_WAVE; a larger one says why it is not run), then `llmd-fleet status
+   --request` through the Gateway's address, as `make dataplane`;
 2. the baseline config (the cache- and session-aware scorers removed) over the same replay;
 3. the negative control `make dataplane-broken` runs: the token producer's render URL on a port
    nothing serves, steady replay only; the run fails unless that config fails, and for the
@@ -38,12 +39,14 @@ BROKEN_REASON = "the rendered config does not beat the baseline on the new sessi
 BROKEN_ALSO = "the P/D decider did not disaggregate"
 # The largest overload wave the replay runs: the machine's budget (dataplane.MAX_WAVE) less what
 # the replay runs beside the engines (the twin's control plane, the LWS controller, Prometheus, the
-# process kubelet). Measured: day-two's 908-request wave left the leader picker's data producers
-# timing out (the router's 400 ms, llm-d-router v0.10.0 pkg/epp/requestcontrol/director.go) and
-# hundreds of requests unrouted, while local-sim's 316-request wave passes in `make dataplane`, which
-# CI runs for the flow-control figures.
+# process kubelet). Measured: a 908-request wave (day-two's decode at 32 sequences a rank) left the
+# leader picker's data producers timing out (the router's 400 ms, llm-d-router v0.10.0
+# pkg/epp/requestcontrol/director.go) and hundreds of requests unrouted while the engines stayed
+# unsaturated; the day-two stack's decode is sized so its wave (372) fits this budget
+# (stacks/Pulumi.day-two.yaml, a test holds it), and a stack whose wave does not fit says so in its
+# `flow control: not run (...)` line.
 REPLAY_MAX_WAVE = 400
-REPLAY_BUDGET = "the replay runs beside the twin (make dataplane runs flow control on local-sim)"
+REPLAY_BUDGET = "the replay runs beside the twin (make dataplane replays larger waves alone)"
 # The client namespace's veth index: above the replay's Prometheus (900) and canary (910..),
 # below the process kubelet's pods (1000..).
 CLIENT_VETH = 950

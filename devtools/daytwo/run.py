@@ -6,7 +6,7 @@ traffic.
     python -m devtools.daytwo [STACK] [--load-seconds=S] [--apply-manifests] [--without-models]
 
 1. The stack is rendered three times: as it is (revision a), and with decode `maxNumSeqs`
-   lowered twice (revisions b and c: a role's setting, so every role's pod template and the
+   changed twice (revisions b and c: a role's setting, so every role's pod template and the
    DisaggregatedSet's revision change, as a `model.revision` or image change would on vLLM).
 2. The twin comes up with the stack's nodes; kwok keeps them Ready but runs no pod on the
    serving node group's nodes (devtools/twin/cluster.py `without_pods_on`): the process kubelet

@@ -3,6 +3,7 @@ status, kwok kept off the kubelet's nodes, the upgrade figures and lines, the re
 files and the rollout's settled state."""
 
 import copy
+import itertools
 from pathlib import Path
 from typing import Any, cast
 
@@ -195,6 +196,17 @@ def test_each_revision_is_the_stack_with_decode_max_num_seqs_changed() -> None:
         "llmd-fleet:serving"
     ]["roles"]["decode"]["maxNumSeqs"]
     assert changed == original
+
+
+def test_each_revision_changes_decode_max_num_seqs() -> None:
+    """Revisions b and c each change the pod template: neither repeats the stack's own decode
+    `maxNumSeqs` (sized for the routing phase's overload wave) nor the revision before it."""
+    doc = yaml.safe_load((STACKS_DIR / "Pulumi.day-two.yaml").read_text())
+    revisions = [
+        doc["config"]["llmd-fleet:serving"]["roles"]["decode"]["maxNumSeqs"],
+        *daytwo.NEXT_MAX_NUM_SEQS,
+    ]
+    assert all(a != b for a, b in itertools.pairwise(revisions))
 
 
 def _pod(role: str, revision: str, ready: bool, group: str = "0", deleting: bool = False) -> dict[str, Any]:

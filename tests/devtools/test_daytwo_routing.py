@@ -2,10 +2,12 @@
 it shares with `make dataplane` (devtools/dataplane/run.py)."""
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from devtools.dataplane import replay, report, topology
 from devtools.dataplane import run as dataplane
@@ -173,4 +175,25 @@ def test_the_replay_s_wave_budget_is_below_the_machine_s_and_says_whose(tmp_path
         f"the overload wave for these engines is {count} requests, more than the "
         f"{routing.REPLAY_MAX_WAVE} {routing.REPLAY_BUDGET}"
     )
-    assert "make dataplane" in routing.REPLAY_BUDGET
+    assert "make dataplane" in routing.REPLAY_BUDGET and "local-sim" not in routing.REPLAY_BUDGET
+
+
+def test_the_day_two_stack_s_wave_fits_the_replay_s_budget() -> None:
+    """The day-two stack declares engines whose overload wave the replay runs beside the twin, so
+    its routing phase prints a measured `flow control:` line: the wave from the rendered engines
+    is the formula over the stack file's roles (2 x (decode sequences + the saturating queue)),
+    and within REPLAY_MAX_WAVE."""
+    stack = yaml.safe_load((REPO / "stacks" / "Pulumi.day-two.yaml").read_text())
+    roles = stack["config"]["llmd-fleet:serving"]["roles"]
+    decode = roles["decode"]
+    seqs = decode["instances"] * decode["dataParallel"] * decode["maxNumSeqs"]
+    # One endpoint per data-parallel rank, in every instance of both roles.
+    endpoints = sum(r["instances"] * r["dataParallel"] for r in roles.values())
+    # The rendered engines and thresholds; the endpoints are the deployment's, where prefill runs
+    # its minimum of 3 instances (the static rendering's autoscaled role has no replica count).
+    rendered = topology.capacity(topology.topology(REPO / "tests" / "golden" / "day-two"))
+    assert (rendered.decode_seqs, rendered.queue_depth) == (seqs, 5)
+    cap = replace(rendered, endpoints=endpoints)
+    wave = replay.flood(cap.decode_seqs, cap.saturating_waiting, cap.itl_ms)
+    assert wave.count == 2 * (seqs + 5 * endpoints) == 2 * (3 * 4 * 8 + 5 * 18)
+    assert wave.count <= routing.REPLAY_MAX_WAVE
