@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from devtools.dataplane import netns, replay, report, topology
+from devtools.dataplane import netns, relay, replay, report, topology
 from devtools.dataplane import run as dataplane
 from devtools.daytwo import beside, routing
 from devtools.twin.kube import wait_for
@@ -78,12 +78,47 @@ def detail_line(stack: str, pods: int, seconds: float) -> str:
     )
 
 
-def closing_line(seconds: float) -> str:
-    """The line after the figures: the phase's time and what it leaves to the replay (pure)."""
+def closing_line(seconds: float, subscribed: list[int], streams: int) -> str:
+    """The line after the figures: the phase's time, how many of the ranks' KV-event streams each
+    picker of the rendered config subscribed to, and what it leaves to the replay (pure)."""
     return (
-        f"day-two: reference: figures in {seconds:.0f} s (failover and status: the replay's own "
-        "lines, from the day-two deployment)"
+        f"day-two: reference: figures in {seconds:.0f} s; the pickers subscribed to "
+        f"{', '.join(str(n) for n in subscribed)} of {streams} ranks' KV-event streams "
+        "(failover and status: the replay's own lines, from the day-two deployment)"
     )
+
+
+# What the picker's KV-event subscriber logs once it has dialled a rank's stream (llm-d-router
+# v0.10.0's kv-cache module, kvevents/zmq_subscriber.go: "Connected subscriber socket", with the
+# endpoint it dialled).
+SUBSCRIBED = "Connected subscriber socket"
+
+
+def streams(topo: topology.Topology, socket_port: int) -> set[str]:
+    """The endpoints the pickers' precise prefix producers dial: each publishing rank's, at its
+    pod's address and socket port + rank (devtools/dataplane/relay.py `relay_endpoints`); pure."""
+    return {
+        pair.outbound
+        for pod in topo.pods
+        for c in pod.containers
+        if c.vllm and c.vllm.kv_events
+        for pair in relay.relay_endpoints(pod.ip, socket_port, c.vllm.ranks, dataplane.RELAY_INBOUND)
+    }
+
+
+def subscribed(log: str, wanted: set[str]) -> int:
+    """How many of `wanted` a picker's log (JSON lines) says it subscribed to (pure)."""
+    seen = set()
+    for line in log.splitlines():
+        if SUBSCRIBED not in line:
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if entry.get("msg") == SUBSCRIBED:
+            seen.add(str(entry.get("endpoint")))
+    return len(seen & wanted)
 
 
 def served_model(topo: topology.Topology) -> str:
@@ -161,13 +196,27 @@ def run_phase(run: "Replay") -> tuple[list[str], list[str]]:
     finally:
         procs.stop()
         network.close()
+    wanted = streams(topo, kv_events_port)
+    counts = [
+        subscribed(_read(logs / f"picker-{i}-rendered.log"), wanted) for i in range(topo.picker.replicas)
+    ]
+    result["subscribed"] = {"streams": len(wanted), "pickers": counts}
     (folder / "report.json").write_text(json.dumps(result, indent=2) + "\n")
     lines = [
         detail_line(name, len(topo.pods), ready_s),
         *printed(result),
-        closing_line(time.monotonic() - began),
+        closing_line(time.monotonic() - began, counts, len(wanted)),
     ]
-    return lines, [f"reference: {f}" for f in result["failures"]]
+    failures = list(result["failures"])
+    if any(n < len(wanted) for n in counts):
+        failures.append(
+            f"a picker subscribed to fewer than the {len(wanted)} ranks' KV-event streams ({counts})"
+        )
+    return lines, [f"reference: {f}" for f in failures]
+
+
+def _read(path: Path) -> str:
+    return path.read_text(errors="replace") if path.exists() else ""
 
 
 def _measure(

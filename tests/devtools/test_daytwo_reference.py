@@ -184,10 +184,33 @@ def test_the_detail_and_closing_lines() -> None:
         "day-two: reference: onprem-h100-scaled in namespace llm-d-reference, precise prefix routing "
         "(KV events relayed per rank): 12 pods ready in 21 s"
     )
-    assert reference_phase.closing_line(97.6) == (
-        "day-two: reference: figures in 98 s (failover and status: the replay's own lines, "
-        "from the day-two deployment)"
+    assert reference_phase.closing_line(97.6, [24, 23], 24) == (
+        "day-two: reference: figures in 98 s; the pickers subscribed to 24, 23 of 24 ranks' KV-event "
+        "streams (failover and status: the replay's own lines, from the day-two deployment)"
     )
+
+
+def test_the_kv_event_streams_and_the_pickers_subscriptions() -> None:
+    vllm = topology.VllmServe("m", "m", 8200, 2, None, None, None, kv_events=True, kv_role=None)
+    engine = topology.Container(topology.SIMULATOR, (), (8200, 8201), vllm=vllm)
+    quiet = topology.Container(topology.SIMULATOR, (), (8200,))
+    pods = [
+        topology.Pod("glm52-decode-0-0", "decode", "10.244.0.170", {}, (engine,)),
+        topology.Pod("other", "decode", "10.244.0.171", {}, (quiet,)),
+    ]
+    wanted = reference_phase.streams(_topo(pods), 5557)
+    assert wanted == {"tcp://10.244.0.170:5557", "tcp://10.244.0.170:5558"}
+    log = "\n".join(
+        [
+            '{"level":"info","msg":"Connected subscriber socket","endpoint":"tcp://10.244.0.170:5558"}',
+            '{"level":"info","msg":"Connected subscriber socket","endpoint":"tcp://10.244.0.170:5558"}',
+            '{"level":"info","msg":"Connected subscriber socket","endpoint":"tcp://10.244.0.99:5557"}',
+            "not json Connected subscriber socket",
+            '{"level":"error","msg":"Failed to connect","endpoint":"tcp://10.244.0.170:5557"}',
+        ]
+    )
+    assert reference_phase.subscribed(log, wanted) == 1
+    assert reference_phase.subscribed("", wanted) == 0
 
 
 def test_the_reference_runs_last_and_only_when_asked() -> None:
