@@ -215,6 +215,18 @@ def run_phase(run: "Replay") -> tuple[list[str], list[str]]:
     return lines, [f"reference: {f}" for f in failures]
 
 
+def answering(bench: dataplane.Bench) -> bool:
+    """Every engine's metrics endpoint answers and every decode endpoint (routing sidecar) takes
+    a connection, from the gateway stand-in's namespace."""
+    if not all(netns.fetch(dataplane.GATEWAY_NS, url) is not None for url in bench.scrape):
+        return False
+    for address in sorted(bench.decode):
+        host, port = address.rsplit(":", 1)
+        if not netns.connects(dataplane.GATEWAY_NS, host, int(port)):
+            return False
+    return True
+
+
 def _read(path: Path) -> str:
     return path.read_text(errors="replace") if path.exists() else ""
 
@@ -261,6 +273,13 @@ def _measure(
             )
             return any(r["outcome"] == "served" for r in results)
 
+        # The pods' Ready condition is written, not probed (beside.py), so the phase waits for
+        # what the readiness probes would: every engine rank serving and every routing sidecar
+        # listening. Routing one request is not enough: a decode sidecar whose engine is not up
+        # yet answers 503 "The decode node is not ready" (seen under load, before this wait).
+        wait_for(
+            f"reference {tag}: every engine and routing sidecar answering", lambda: answering(bench), 180, 1
+        )
         wait_for(f"reference {tag}: a request routed", routed, 120, 2)
         if tag == "rendered":
             ready_s = time.monotonic() - started
