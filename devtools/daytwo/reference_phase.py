@@ -167,6 +167,12 @@ def run_phase(run: "Replay") -> tuple[list[str], list[str]]:
             "podDiscoveryConfig.socketPort) or no engine publishing KV events"
         )
         return [f"day-two: reference: not run ({why})"], [f"reference: {why}"]
+    if topo.picker.replicas > run.topo.picker.replicas:
+        why = (
+            f"{name} renders {topo.picker.replicas} pickers, the replay has namespaces for "
+            f"{run.topo.picker.replicas}"
+        )
+        return [f"day-two: reference: not run ({why})"], [f"reference: {why}"]
     folder = run.run_dir / "reference"
     logs = folder / "logs"
     logs.mkdir(parents=True, exist_ok=True)
