@@ -17,16 +17,12 @@ HTTPRoutes then route both passes, and the lines and goals are multimodel.py's.
 """
 
 import json
-import subprocess
-import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from devtools.dataplane import build, multimodel, netns, scaled, topology
+from devtools.dataplane import build, multimodel, topology
 from devtools.dataplane import run as dataplane
+from devtools.daytwo import beside
 from devtools.twin import cluster
 
 if TYPE_CHECKING:
@@ -42,85 +38,22 @@ FIRST_HOST = 150
 FIRST_VETH = 950
 
 
-def in_namespace(text: str, namespace: str) -> str:
-    """The stack file with every model's `serving.namespace` set to `namespace` (`llmd-fleet:models`,
-    or the one `llmd-fleet:serving` of a single-model stack); everything else as it is (pure)."""
-    doc = yaml.safe_load(text)
-    config = doc["config"]
-    models = config.get("llmd-fleet:models")
-    sections = [m.setdefault("serving", {}) for m in models] if models else [config["llmd-fleet:serving"]]
-    for serving in sections:
-        serving["namespace"] = namespace
-    return str(yaml.safe_dump(doc, sort_keys=False))
-
-
-# The LeaderWorkerSet labels the data-plane twin gives its pods: on the replay's twin the LWS
-# controller's pod webhook (LWS v0.10.0 pkg/webhooks/pod_webhook.go `Default`, `mpod.kb.io`)
-# defaults every pod carrying the set's name label and refuses one without the group size
-# annotation its controller sets. These pods are not its: they go in without them (the pools
-# select by their own labels, and nothing of the multi-model run reads these).
-LWS_LABEL_PREFIX = "leaderworkerset.sigs.k8s.io/"
+# The shared pieces (beside.py), under the names this module has always had.
+in_namespace = beside.in_namespace
+new_spaces = beside.new_spaces
+pod_node = beside.pod_node
+LWS_LABEL_PREFIX = beside.LWS_LABEL_PREFIX
 
 
 def moved(pools: list[topology.Topology], first_host: int) -> list[topology.Topology]:
-    """The pools with their pods' addresses renumbered from `first_host` on, in order, none
-    shared, and without the LeaderWorkerSet labels (LWS_LABEL_PREFIX); pure."""
-    out = []
-    host = first_host
-    for topo in pools:
-        pods = []
-        for pod in topo.pods:
-            labels = {k: v for k, v in pod.labels.items() if not k.startswith(LWS_LABEL_PREFIX)}
-            pods.append(replace(pod, ip=f"{topology.POD_SUBNET}.{host}", labels=labels))
-            host += 1
-        out.append(replace(topo, pods=pods))
-    if host - 1 >= multimodel.PICKER_HOST:
-        raise ValueError(
-            f"the multi-model pools' {host - first_host} pods reach host {host - 1}, the pickers' "
-            f"addresses start at {multimodel.PICKER_HOST}"
-        )
-    return out
-
-
-def new_spaces(spaces: list[tuple[str, str]], existing: set[str]) -> list[tuple[str, str]]:
-    """The namespaces of `spaces` the replay's network does not have yet (`existing`: their
-    names as netns.ns_name gives them), in order (pure)."""
-    return [(name, ip) for name, ip in spaces if netns.ns_name(name) not in existing]
-
-
-def pod_node(kubelet_nodes: frozenset[str], lost: set[str], existing: set[str]) -> str:
-    """The node the multi-model pods are bound to: the last, by name, of the process kubelet's
-    nodes that did not die in the replay and that the twin still has (a pod bound to a missing
-    node is the pod garbage collector's); pure."""
-    live = sorted((kubelet_nodes - lost) & existing)
-    if not live:
-        raise cluster.TwinError(
-            "no node of the process kubelet's is left in the twin for the multi-model pods"
-        )
-    return live[-1]
+    """The pools with their pods' addresses renumbered from `first_host` on, below the pickers'
+    (multimodel.PICKER_HOST), without the LeaderWorkerSet labels (beside.moved); pure."""
+    return beside.moved(pools, first_host, multimodel.PICKER_HOST, "the multi-model pools'", "the pickers'")
 
 
 def render_models(run: "Replay") -> tuple[str, Path]:
     """The scaled multi-model reference, in NAMESPACE, rendered; its stack name and render."""
-    copy_dir = run.run_dir / "stacks-models"
-    name = scaled.write_scaled(MODELS_STACK, run.root / "stacks", copy_dir)
-    path = copy_dir / f"Pulumi.{name}.yaml"
-    path.write_text(in_namespace(path.read_text(), NAMESPACE))
-    out = run.run_dir / "render-models"
-    subprocess.run(
-        [
-            str(Path(sys.executable).with_name("llmd-fleet")),
-            "--stacks-dir",
-            str(copy_dir),
-            "render",
-            name,
-            "--out",
-            str(out),
-        ],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    return name, out
+    return beside.render_scaled(run, MODELS_STACK, NAMESPACE, "models")
 
 
 def run_phase(run: "Replay") -> tuple[list[str], list[str]]:
@@ -128,9 +61,7 @@ def run_phase(run: "Replay") -> tuple[list[str], list[str]]:
     process kubelet's the twin still has (`pod_node`); the lines and failures."""
     if run.kubelet is None:
         return ["models: not run: the replay's twin has no process kubelet nodes"], []
-    node = pod_node(
-        run.kubelet.nodes, run.kubelet.lost, {n["metadata"]["name"] for n in run.kube.list("v1", "Node")}
-    )
+    node = beside.live_node(run)
     name, render = render_models(run)
     docs = topology.load_manifests(render)
     pools = [topology.with_ranks_per_pod(t, RANKS_PER_POD) for t in topology.pool_topologies(render)]
@@ -139,20 +70,9 @@ def run_phase(run: "Replay") -> tuple[list[str], list[str]]:
     folder = run.run_dir / "models"
     logs = folder / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    run.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-    run.kube.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": "default", "namespace": NAMESPACE},
-        }
-    )
-    attached: list[str] = []
-
-    def network(spaces: list[tuple[str, str]]) -> None:
-        for i, (space, ip) in enumerate(new_spaces(spaces, set(netns.existing()))):
-            netns.attach(space, ip, FIRST_VETH + i)
-            attached.append(space)
+    for obj in beside.namespace_objects(NAMESPACE):
+        run.kube.apply(obj)
+    network = beside.Network(FIRST_VETH)
 
     procs = dataplane.Processes([])
     result: dict[str, Any]
@@ -174,8 +94,7 @@ def run_phase(run: "Replay") -> tuple[list[str], list[str]]:
         )
     finally:
         procs.stop()
-        for space in attached:
-            netns.detach(space)
+        network.close()
     models = multimodel.models_of(docs)
     (folder / "report.json").write_text(json.dumps(result, indent=2) + "\n")
     detail = (

@@ -15,8 +15,8 @@ Before each config the kubelet restarts every pod's engines (empty caches, as `m
 starts fresh simulators per config), so no config inherits the previous one's cache.
 
 The stack routes by approximate prefix (engine simulator cannot be rendered with precise
-routing: docs/local-sim.md, "KV events"); the precise KV-event figures stay `make
-dataplane-reference`'s.
+routing: docs/local-sim.md, "KV events"); the precise KV-event figures are the replay's reference
+phase's (reference_phase.py), on onprem-h100 scaled beside this deployment.
 """
 
 import json

@@ -82,6 +82,7 @@ from devtools.daytwo import (
     figures,
     models_phase,
     prometheus,
+    reference_phase,
     responses_phase,
     routing,
     scaling,
@@ -1212,8 +1213,9 @@ class Replay:
 # The replay's phases in the order they run (`--only` runs some of them after the deployment and
 # its `controller:` line): the routing figures, the upgrades with the canary, the faults and the
 # scaling with the alerts (one phase: each starts from what the one before it left), the
-# Responses phase and the multi-model phase.
-PHASE_ORDER = ("routing", "faults", "responses", "models")
+# Responses phase and the multi-model phase; last the precise-routing reference, whose pickers take
+# the replay's pickers' namespaces (reference_phase.py).
+PHASE_ORDER = ("routing", "faults", "responses", "models", "reference")
 
 
 def _faults(run: Replay) -> list[str]:
@@ -1326,6 +1328,7 @@ def main(argv: Sequence[str]) -> int:
         phases = [
             *([responses_phase.run_phase] if "responses" in only else []),
             *([models_phase.run_phase] if with_models and "models" in only else []),
+            *([reference_phase.run_phase] if "reference" in only else []),
         ]
         if not with_models:
             print("day-two: models: not run here (--without-models): make dataplane-reference runs it")
