@@ -46,7 +46,9 @@ BROKEN_ALSO = "the P/D decider did not disaggregate"
 # (stacks/Pulumi.day-two.yaml, a test holds it), and a stack whose wave does not fit says so in its
 # `flow control: not run (...)` line.
 REPLAY_MAX_WAVE = 400
-REPLAY_BUDGET = "the replay runs beside the twin (make dataplane replays larger waves alone)"
+REPLAY_BUDGET = (
+    f"the replay runs beside the twin (make dataplane alone replays waves up to {dataplane.MAX_WAVE})"
+)
 # The client namespace's veth index: above the replay's Prometheus (900) and canary (910..),
 # below the process kubelet's pods (1000..).
 CLIENT_VETH = 950
