@@ -178,8 +178,18 @@ def run_phase(run: "Replay") -> tuple[list[str], list[str]]:
             netns.detach(space)
     models = multimodel.models_of(docs)
     (folder / "report.json").write_text(json.dumps(result, indent=2) + "\n")
-    detail = (
-        f"day-two: models: {name} in namespace {NAMESPACE} of the replay's twin, "
-        f"{sum(len(t.pods) for t in pools)} pods on {node}, ready in {result.get('warm_seconds', 0)} s"
-    )
-    return [*multimodel.lines(result, models), detail], multimodel.checks(result)
+    pods = sum(len(t.pods) for t in pools)
+    return [*multimodel.lines(result, models), *details(result, name, pods, node)], multimodel.checks(result)
+
+
+def details(result: dict[str, Any], stack: str, pods: int, node: str) -> list[str]:
+    """The phase's own lines: where the pools ran, and how many decode endpoints answered a
+    request of their own before the measured ones (multimodel.wait_endpoints; prefill engines
+    too, counted in the report), and how long routing took to serve every model after (pure)."""
+    endpoints = result["endpoints"]
+    return [
+        f"day-two: models: {stack} in namespace {NAMESPACE} of the replay's twin, {pods} pods on "
+        f"{node}, a request per model and adapter routed {result.get('warm_seconds', 0)} s after",
+        f"day-two: models: {endpoints['decode']} decode endpoints answered before the measured "
+        f"requests ({endpoints['seconds']:.0f} s)",
+    ]
