@@ -354,8 +354,7 @@ def test_the_kubelet_starts_readies_after_the_load_and_finalizes_a_deleted_pod(
         ),
         (
             ["--only="],
-            "--only: names no phase (allowed: a comma-separated list of routing, faults, "
-            "responses, models)",
+            "--only: names no phase (allowed: a comma-separated list of routing, faults, responses, models)",
         ),
         (["no-such-stack"], "no stack file stacks/Pulumi.no-such-stack.yaml"),
     ],
