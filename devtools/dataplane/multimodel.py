@@ -491,8 +491,9 @@ def run(
     node: str = "dataplane",
     with_sets: bool = True,
 ) -> dict[str, Any]:
-    """Start the pools, the router and the pickers; route both passes; the result (stopping
-    what it started is the caller's `procs.stop()`). `network` makes the run's namespaces (a
+    """Start the pools (each pod Ready once its endpoints answer, `wait_endpoints`), then the
+    router and the pickers; route both passes; the result (stopping what it started is the
+    caller's `procs.stop()`). `network` makes the run's namespaces (a
     fresh pod network; the day-two replay adds them to its own, devtools/daytwo/models_phase.py),
     `node` is the node the pod objects are bound to, and `with_sets=False` leaves the
     DisaggregatedSets out (a twin whose LWS controller would act on them)."""

@@ -13,7 +13,9 @@ from FIRST_HOST on, above any address the process kubelet reaches in a replay. I
 DisaggregatedSets stay out: the twin's LWS controller would make groups of them that no node can
 take. Its namespaces join the replay's pod network (the gateway stand-in's is the replay's own);
 the real body-based router, one picker per pool and the gateway stand-in routing by the rendered
-HTTPRoutes then route both passes, and the lines and goals are multimodel.py's.
+HTTPRoutes then route both passes, and the lines and goals are multimodel.py's. Each pod goes in
+not Ready and is marked Ready once every endpoint of it a picker can pick answered a request sent
+to it directly (multimodel.wait_endpoints); the phase's last line counts the decode ones.
 """
 
 import json
