@@ -400,6 +400,82 @@ def bbr_port(argv: list[str]) -> int:
     return int(next(a.split("=", 1)[1] for a in argv if a.startswith("--grpc-port=")))
 
 
+# How long the run waits for every endpoint a picker can pick to answer (`wait_endpoints`): the
+# simulators start in about a second each, but the machine is shared and loaded.
+ENDPOINTS_TIMEOUT_S = 180.0
+ENDPOINTS_POLL_S = 0.5
+
+
+@dataclass(frozen=True)
+class PodEndpoint:
+    """An endpoint a pool's picker can pick, and the request that shows it serves."""
+
+    pod: str
+    role: str
+    url: str
+    model: str
+
+    def body(self) -> dict[str, Any]:
+        """A real chat completion for the engine's served name: one token, not streamed."""
+        return {
+            "model": self.model,
+            "messages": [{"role": "user", "content": "readiness"}],
+            "max_tokens": 1,
+        }
+
+
+def pickable_endpoints(pools: list[topology.Topology]) -> list[PodEndpoint]:
+    """Every endpoint a pool's picker can pick: each serving pod at each of its pool's target
+    ports (a decode pod's routing sidecar there, which forwards to its own engine's rank port,
+    or the engine itself, as on a prefill pod), with the name its engine serves (pure)."""
+    out = []
+    for topo in pools:
+        ports = [int(t["number"]) for t in topo.pool["spec"].get("targetPorts", [])]
+        for pod in topo.pods:
+            engine = next((c for c in pod.containers if c.name == topology.SIMULATOR), None)
+            if engine is None:
+                continue
+            names = topology.served_names(engine.args)
+            if not names:
+                raise ValueError(f"pod {pod.name}: its engine serves no model name")
+            out += [
+                PodEndpoint(pod.name, pod.role, f"http://{pod.ip}:{port}/v1/chat/completions", names[0])
+                for port in ports
+            ]
+    return out
+
+
+def wait_endpoints(
+    endpoints: list[PodEndpoint],
+    ask: Callable[[PodEndpoint], int | None],
+    ready: Callable[[str], None],
+    timeout: float = ENDPOINTS_TIMEOUT_S,
+    poll: float = ENDPOINTS_POLL_S,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> float:
+    """Until every endpoint has answered its request 200 (`ask`: the status, None when nothing
+    answered); `ready(pod)` once each pod's endpoints all have, as a kubelet marks a pod Ready once
+    its probes pass. The seconds it took; TimeoutError naming what never answered."""
+    started = clock()
+    pending = list(endpoints)
+    pods = {e.pod for e in endpoints}
+    while True:
+        pending = [e for e in pending if ask(e) != 200]
+        waiting = {e.pod for e in pending}
+        for pod in sorted(pods - waiting):
+            ready(pod)
+        pods &= waiting
+        if not pending:
+            return clock() - started
+        if clock() - started > timeout:
+            raise TimeoutError(
+                f"{len(pending)} of {len(endpoints)} endpoints did not answer a request in "
+                f"{timeout:.0f} s: {', '.join(f'{e.pod} {e.url}' for e in pending[:6])}"
+            )
+        sleep(poll)
+
+
 def run(
     kube: Kube,
     render: Path,
@@ -415,8 +491,9 @@ def run(
     node: str = "dataplane",
     with_sets: bool = True,
 ) -> dict[str, Any]:
-    """Start the pools, the router and the pickers; route both passes; the result (stopping
-    what it started is the caller's `procs.stop()`). `network` makes the run's namespaces (a
+    """Start the pools (each pod Ready once its endpoints answer, `wait_endpoints`), then the
+    router and the pickers; route both passes; the result (stopping what it started is the
+    caller's `procs.stop()`). `network` makes the run's namespaces (a
     fresh pod network; the day-two replay adds them to its own, devtools/daytwo/models_phase.py),
     `node` is the node the pod objects are bound to, and `with_sets=False` leaves the
     DisaggregatedSets out (a twin whose LWS controller would act on them)."""
@@ -437,17 +514,21 @@ def run(
             kube.apply(obj)
     for cm in bbr_cms:
         kube.apply(cm)
+    objects: dict[str, dict[str, Any]] = {}
+    ips = {pod.name: pod.ip for topo in pools for pod in topo.pods}
     for topo in pools:
         for pod in topo.pods:
             obj = single.pod_object(pod, topo.namespace)
             obj["spec"]["nodeName"] = node
             kube.apply(obj)
+            # Not Ready until its endpoints answer (`wait_endpoints`): the pickers take Ready pods.
             kube.request(
                 "PATCH",
                 kube.object_path(obj) + "/status",
-                single.pod_status(pod.ip),
+                single.pod_status(pod.ip, ready=False),
                 "application/merge-patch+json",
             )
+            objects[pod.name] = obj
     spaces = [(single.GATEWAY_NS, single.GATEWAY_IP), (BBR_NS, BBR_IP)]
     spaces += [s for p in pickers.values() for s in p] + list(renders.values())
     spaces += [(p.name, p.ip) for topo in pools for p in topo.pods]
@@ -469,6 +550,23 @@ def run(
                     logs,
                 )
             single.start_pods(procs, topo, bins, logs)
+        # Every endpoint a picker can pick answers a request sent to it directly (from the
+        # gateway's namespace, not through the gateway: not in any pass's figures) before its pod
+        # is Ready, so no measured request meets an engine that does not listen yet.
+        endpoints = pickable_endpoints(pools)
+
+        def ask(e: PodEndpoint) -> int | None:
+            return netns.post(single.GATEWAY_NS, e.url, e.body())
+
+        def mark_ready(pod: str) -> None:
+            kube.request(
+                "PATCH",
+                kube.object_path(objects[pod]) + "/status",
+                single.pod_status(ips[pod]),
+                "application/merge-patch+json",
+            )
+
+        seconds = wait_endpoints(endpoints, ask, mark_ready)
         argv, env = bbr_argv(docs, bins["bbr"])
         procs.start("bbr", [*netns.exec_prefix(BBR_NS), *argv], logs, {"KUBECONFIG": str(kubeconfig), **env})
         addresses: dict[str, list[str]] = {}
@@ -502,7 +600,14 @@ def run(
             topo.pool["metadata"]["name"]: replay.bands_of(topo.objectives)["interactive"] for topo in pools
         }
         requests = entries(models, bands)
-        result: dict[str, Any] = {"negative_route": negative_route}
+        result: dict[str, Any] = {
+            "negative_route": negative_route,
+            "endpoints": {
+                "decode": sum(1 for e in endpoints if e.role != "prefill"),
+                "prefill": sum(1 for e in endpoints if e.role == "prefill"),
+                "seconds": round(seconds, 1),
+            },
+        }
         bbr = f"{BBR_IP}:{bbr_port(argv)}"
         # Ready when a request for each model and adapter is served (pickers discovered their pods,
         # the router read the ConfigMaps).

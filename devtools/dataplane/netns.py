@@ -7,16 +7,18 @@ address (so the kubeconfig and the server's certificate stay as they are)."""
 
 import contextlib
 import ctypes
+import json
 import os
 import selectors
 import shutil
 import socket
 import subprocess
 import threading
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 CLONE_NEWNET = 0x40000000
 # Every namespace of a run carries the run's process id (`lfdp<pid>-<name>`): two runs on one
@@ -192,6 +194,30 @@ def fetch(name: str, url: str, timeout: float = 5.0) -> str | None:
 
     try:
         return _in_namespace(ns_name(name), get)
+    except OSError:
+        return None
+
+
+def post_status(url: str, body: dict[str, Any], timeout: float = 10.0) -> int:
+    """POST `body` as JSON to `url` from the calling thread's namespace; the HTTP status, whatever
+    it is (raises OSError when nothing answers: refused, reset, timed out)."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"content-type": "application/json"}, method="POST"
+    )
+    try:
+        with opener.open(request, timeout=timeout) as resp:
+            resp.read()
+            return int(resp.status)
+    except urllib.error.HTTPError as error:
+        error.read()
+        return int(error.code)
+
+
+def post(name: str, url: str, body: dict[str, Any], timeout: float = 10.0) -> int | None:
+    """`post_status` from inside the run's namespace `name`; None when nothing answered."""
+    try:
+        return _in_namespace(ns_name(name), lambda: post_status(url, body, timeout))
     except OSError:
         return None
 

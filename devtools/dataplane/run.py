@@ -86,10 +86,16 @@ def picker_args(args: tuple[str, ...], config_file: Path) -> list[str]:
     return [f"--config-file={config_file}" if a.startswith("--config-file=") else a for a in args]
 
 
-def pod_status(ip: str) -> dict[str, Any]:
+def pod_status(ip: str, ready: bool = True) -> dict[str, Any]:
+    """A started pod's status at `ip`; with `ready` False its ContainersReady and Ready are False
+    (a picker takes only Ready pods), as a kubelet writes it until the readiness probes pass."""
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     conditions = [
-        {"type": t, "status": "True", "lastTransitionTime": now}
+        {
+            "type": t,
+            "status": "True" if ready or t in ("PodScheduled", "Initialized") else "False",
+            "lastTransitionTime": now,
+        }
         for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
     ]
     return {

@@ -13,7 +13,9 @@ from FIRST_HOST on, above any address the process kubelet reaches in a replay. I
 DisaggregatedSets stay out: the twin's LWS controller would make groups of them that no node can
 take. Its namespaces join the replay's pod network (the gateway stand-in's is the replay's own);
 the real body-based router, one picker per pool and the gateway stand-in routing by the rendered
-HTTPRoutes then route both passes, and the lines and goals are multimodel.py's.
+HTTPRoutes then route both passes, and the lines and goals are multimodel.py's. Each pod goes in
+not Ready and is marked Ready once every endpoint of it a picker can pick answered a request sent
+to it directly (multimodel.wait_endpoints); the phase's last line counts the decode ones.
 """
 
 import json
@@ -97,8 +99,18 @@ def run_phase(run: "Replay") -> tuple[list[str], list[str]]:
         network.close()
     models = multimodel.models_of(docs)
     (folder / "report.json").write_text(json.dumps(result, indent=2) + "\n")
-    detail = (
-        f"day-two: models: {name} in namespace {NAMESPACE} of the replay's twin, "
-        f"{sum(len(t.pods) for t in pools)} pods on {node}, ready in {result.get('warm_seconds', 0)} s"
-    )
-    return [*multimodel.lines(result, models), detail], multimodel.checks(result)
+    pods = sum(len(t.pods) for t in pools)
+    return [*multimodel.lines(result, models), *details(result, name, pods, node)], multimodel.checks(result)
+
+
+def details(result: dict[str, Any], stack: str, pods: int, node: str) -> list[str]:
+    """The phase's own lines: where the pools ran, and how many decode endpoints answered a
+    request of their own before the measured ones (multimodel.wait_endpoints; prefill engines
+    too, counted in the report), and how long routing took to serve every model after (pure)."""
+    endpoints = result["endpoints"]
+    return [
+        f"day-two: models: {stack} in namespace {NAMESPACE} of the replay's twin, {pods} pods on "
+        f"{node}, a request per model and adapter routed {result.get('warm_seconds', 0)} s after",
+        f"day-two: models: {endpoints['decode']} decode endpoints answered before the measured "
+        f"requests ({endpoints['seconds']:.0f} s)",
+    ]

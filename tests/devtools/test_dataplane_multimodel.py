@@ -2,13 +2,18 @@
 adapters read from the multi-model reference's rendering, and the figures, lines and checks of a
 run (the run itself is `make dataplane-reference`)."""
 
+import http.server
 import json
-from typing import Any
+import socket
+import threading
+import time
+from typing import Any, ClassVar
 
 import pytest
 import yaml
 
-from devtools.dataplane import cli, multimodel, scaled, topology
+from devtools.dataplane import cli, multimodel, netns, scaled, topology
+from devtools.dataplane import run as dataplane
 from tests.support import REPO
 
 GOLDEN = REPO / "tests" / "golden" / "onprem-h100-multimodel"
@@ -270,3 +275,128 @@ def test_a_canary_route_lists_both_pools_with_their_weights_and_health() -> None
     assert rule["backends"] == [{"pool": "glm52", "weight": 80}, {"pool": "glm52-canary", "weight": 20}]
     assert rule["matches"] == [{"pathType": "PathPrefix", "path": "/", "method": "", "headers": []}]
     assert table["health"] == {"glm52-canary": "10.0.0.9:9003"}
+
+
+def test_every_endpoint_a_picker_can_pick_is_asked_for_its_engines_name() -> None:
+    pools = _pools()
+    endpoints = multimodel.pickable_endpoints(pools)
+    for topo in pools:
+        ports = {t["number"] for t in topo.pool["spec"]["targetPorts"]}
+        for pod in topo.pods:
+            mine = [e for e in endpoints if e.pod == pod.name]
+            assert {e.url for e in mine} == {f"http://{pod.ip}:{p}/v1/chat/completions" for p in ports}
+            engine = next(c for c in pod.containers if c.name == topology.SIMULATOR)
+            assert {e.model for e in mine} == {topology.served_names(engine.args)[0]}
+            if pod.role == "decode":
+                # A decode pod's target ports are its routing sidecar's, not its engine's: the
+                # request goes sidecar -> engine, the path that answered 503 while the engine
+                # was not listening.
+                sidecar = next(c for c in pod.containers if c.name != topology.SIMULATOR)
+                assert ports == set(sidecar.ports) and not ports & set(engine.ports)
+    assert {e.role for e in endpoints} == {"decode", "prefill"}
+    body = endpoints[0].body()
+    assert body["max_tokens"] == 1 and body["model"] == endpoints[0].model and not body.get("stream")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class _Engine(http.server.BaseHTTPRequestHandler):
+    """A routing sidecar whose engine comes up late: 503 first, as the sidecar answers while its
+    engine refuses connections, then 200."""
+
+    statuses: ClassVar[list[int]] = []
+    answered: ClassVar[list[float]] = []
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["content-length"]))
+        status = self.statuses.pop(0) if self.statuses else 200
+        if status == 200:
+            self.answered.append(time.monotonic())
+        self.send_response(status)
+        self.send_header("content-length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+
+def _serve(port: int, statuses: list[int]) -> tuple[http.server.HTTPServer, type[_Engine]]:
+    handler = type("Engine", (_Engine,), {"statuses": statuses, "answered": []})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, handler
+
+
+def _ask(e: multimodel.PodEndpoint) -> int | None:
+    try:
+        return netns.post_status(e.url, e.body(), timeout=2)
+    except OSError:
+        return None
+
+
+def test_the_wait_returns_only_once_an_endpoint_that_refused_then_answered_503_answers_200() -> None:
+    early, late = _free_port(), _free_port()
+    up, _ = _serve(early, [])
+    endpoints = [
+        multimodel.PodEndpoint("a", "decode", f"http://127.0.0.1:{early}/v1/chat/completions", "m"),
+        multimodel.PodEndpoint("b", "decode", f"http://127.0.0.1:{late}/v1/chat/completions", "m"),
+    ]
+    late_server: list[tuple[http.server.HTTPServer, type[_Engine]]] = []
+    # Nothing listens on b's port for 1 s (connection refused), then it answers 503 twice.
+    timer = threading.Timer(1.0, lambda: late_server.append(_serve(late, [503, 503])))
+    timer.start()
+    ready: list[tuple[str, float]] = []
+    try:
+        seconds = multimodel.wait_endpoints(
+            endpoints, _ask, lambda pod: ready.append((pod, time.monotonic())), timeout=30, poll=0.1
+        )
+        returned = time.monotonic()
+    finally:
+        timer.cancel()
+        up.shutdown()
+        for server, _ in late_server:
+            server.shutdown()
+    assert seconds >= 1.0
+    ((_, handler),) = late_server
+    assert len(handler.answered) == 1 and handler.answered[0] <= returned
+    assert [pod for pod, _ in ready] == ["a", "b"]  # a Ready at once, b only after its 200
+    assert ready[1][1] >= handler.answered[0]
+
+
+def test_an_endpoint_that_never_answers_fails_the_wait_by_name() -> None:
+    now = [0.0]
+    endpoints = [
+        multimodel.PodEndpoint("a", "prefill", "http://a/", "m"),
+        multimodel.PodEndpoint("b", "decode", "http://b/", "m"),
+    ]
+    ready: list[str] = []
+    with pytest.raises(TimeoutError, match=r"1 of 2 endpoints did not answer a request in 5 s: b http://b/"):
+        multimodel.wait_endpoints(
+            endpoints,
+            lambda e: 200 if e.pod == "a" else 503,
+            ready.append,
+            timeout=5,
+            clock=lambda: now[0],
+            sleep=lambda s: now.__setitem__(0, now[0] + s),
+        )
+    assert ready == ["a"]
+
+
+def test_a_pod_is_created_not_ready_and_marked_ready_after() -> None:
+    def conditions(ready: bool) -> dict[str, str]:
+        return {
+            c["type"]: c["status"] for c in dataplane.pod_status("10.244.0.9", ready)["status"]["conditions"]
+        }
+
+    assert conditions(False) == {
+        "PodScheduled": "True",
+        "Initialized": "True",
+        "ContainersReady": "False",
+        "Ready": "False",
+    }
+    assert set(conditions(True).values()) == {"True"}

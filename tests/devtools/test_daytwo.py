@@ -332,6 +332,14 @@ def test_the_kubelet_starts_readies_after_the_load_and_finalizes_a_deleted_pod(
     k.sync(kube)
     assert len(fake.calls) == 1  # still loading
     clock[0] += 1.5
+    # The load has passed, but the engine does not answer its readiness probe yet (nothing
+    # listens, or the output-id stand-in's upstream refuses): not Ready.
+    probed: list[str] = []
+    monkeypatch.setattr(netns, "fetch", lambda name, url, timeout=5.0: probed.append(url))
+    k.sync(kube)
+    assert len(fake.calls) == 1
+    assert probed == [f"http://10.244.0.{topology.FIRST_POD_HOST}:8000/health"]  # the first probe failed
+    monkeypatch.setattr(netns, "fetch", lambda name, url, timeout=5.0: "ok")
     k.sync(kube)
     assert {c["type"]: c["status"] for c in fake.calls[-1][2]["status"]["conditions"]}["Ready"] == "True"
     assert said[-1] == "kubelet: set-0-rev-decode-0 Ready 40.5 s after start"

@@ -202,3 +202,12 @@ def test_the_multi_model_pods_go_to_a_kubelet_node_that_is_still_there() -> None
     assert models_phase.pod_node(nodes, set(), {"kind-000"}) == "kind-000"
     with pytest.raises(cluster.TwinError, match="no node"):
         models_phase.pod_node(nodes, set(), {"ctl"})
+
+
+def test_the_models_phase_says_how_many_decode_endpoints_answered_before_the_measured_requests() -> None:
+    result = {"warm_seconds": 3, "endpoints": {"decode": 18, "prefill": 10, "seconds": 4.4}}
+    assert models_phase.details(result, "onprem-h100-multimodel-scaled", 14, "kind-012") == [
+        "day-two: models: onprem-h100-multimodel-scaled in namespace llm-d-models of the replay's twin, "
+        "14 pods on kind-012, a request per model and adapter routed 3 s after",
+        "day-two: models: 18 decode endpoints answered before the measured requests (4 s)",
+    ]
