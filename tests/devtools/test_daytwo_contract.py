@@ -149,6 +149,13 @@ def test_ci_runs_e2e_without_the_replayed_checks_and_the_replay_last_after_its_o
     ]
     assert "make e2e E2E_ARGS=--without-day-two-checks" in steps and "make e2e" not in steps
     assert steps[-1].split(" DAYTWO_ARGS=")[0] == "make day-two"
+    # The data-plane runs the replay replaces leave CI (nothing runs twice), and the replay runs
+    # every phase: its routing figures with the overload wave, the multi-model and the precise
+    # reference phases. The quickstart's own data-plane run stays.
+    assert steps[-1] == "make day-two"
+    replaced = [s for s in steps if s.split()[1] in ("dataplane-reference", "dataplane-broken")]
+    assert replaced == [] and "make dataplane" not in steps
+    assert "make dataplane DATAPLANE_STACK=quickstart-h100" in steps
     # The Go lane ends with the builds only the replay uses (its Prometheus, then the
     # external-metrics stand-in its scaling reads): every Go tool an earlier step needs is built
     # before them, so no step but the last waits on the cache's lock for them.
