@@ -47,11 +47,12 @@ traffic.
     during step 9's scale-down window (no traffic runs then either) both pickers are stopped
     until the router's alerts fire and restarted until they resolve (the `alert:` lines), and
     promtool evaluates the other rendered alerts over the series the run scraped.
-11. Last, the Responses phase on the replay's deployment (devtools/daytwo/responses_phase.py)
-    and the multi-model reference in a namespace of its own on its twin (models_phase.py).
+11. Last, the Responses phase on the replay's deployment (devtools/daytwo/responses_phase.py),
+    the multi-model reference in a namespace of its own on its twin (models_phase.py), and
+    onprem-h100 scaled with precise prefix routing in another (reference_phase.py).
 
-With --without-models the multi-model phase (step 11's second half) is left out: CI runs the
-multi-model reference in `make dataplane-reference` instead (docs/day-two.md says why).
+With --without-models the multi-model phase is left out (`make dataplane-reference` runs it
+alone); --only=PHASE,... runs only the named phases after step 2 (PHASE_ORDER).
 
 With --apply-manifests every revision is applied as its rendered manifests (server-side)
 instead of by `pulumi up`.
