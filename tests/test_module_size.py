@@ -12,12 +12,6 @@ LIMIT = 800
 FOLDERS = ("components", "devtools", "tests", "infra", "policies", "examples", "provider")
 """Where the repository's Python lives (tracked; nothing generated is under them)."""
 KNOWN_OVER: dict[str, str] = {
-    "devtools/daytwo/run.py": (
-        "the day-two replay's `Replay`: the deployment, the upgrades, the canary (`canary`), the "
-        "faults (`faults` and its three fault methods) and the scaling (`scale`) in one class; the "
-        "canary, the faults and the scaling leave it as the Responses and models phases did "
-        "(responses_phase.py, models_phase.py)"
-    ),
     "devtools/dataplane/run.py": (
         "one data-plane run: the pods and processes, the pickers, the replay and its phases "
         "(`responses_phase`, `steady_phase`, `overload_phase`) and `main_run`, which runs them; the "

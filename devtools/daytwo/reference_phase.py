@@ -25,7 +25,7 @@ own (RENDER_HOST), its Service name mapped in the pickers' hosts files beside th
 
 Printed: `make dataplane-reference`'s lines for the single-model reference but `failover:` and
 `status:` (`printed`), which the replay prints from its own deployment:
-- `failover:`: the replay stops the leader picker under its own traffic (`Replay.faults`). What it
+- `failover:`: the replay stops the leader picker under its own traffic (faults_phase.py). What it
   measures (the rendered picker Deployment's lease, the gateway's readiness probes) has the same
   shape in both stacks; precise routing does not enter it (both replicas subscribe to every rank's
   KV events all along, so the new leader's index is as warm as the old one's).

@@ -72,7 +72,7 @@ def broken_verdict(failures: list[str]) -> tuple[str, bool]:
 
 def printed(result: dict[str, Any]) -> list[str]:
     """`make dataplane`'s lines for this result but its `failover:` line: the replay stops the
-    leader picker under its own traffic and prints its own (`Replay.faults`). Pure."""
+    leader picker under its own traffic and prints its own (faults_phase.py). Pure."""
     return [line for line in report.lines(result) if not line.startswith("failover:")]
 
 

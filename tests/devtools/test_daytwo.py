@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from devtools.dataplane import netns, topology
-from devtools.daytwo import figures, kubelet
+from devtools.daytwo import faults_phase, figures, kubelet, scale_phase, serving
 from devtools.daytwo import run as daytwo
 from devtools.daytwo.kubelet import Endpoint
 from devtools.twin import cluster, nodes
@@ -226,11 +226,11 @@ def _pod(role: str, revision: str, ready: bool, group: str = "0", deleting: bool
 def test_a_rollout_is_settled_only_with_one_revision_all_ready_and_nothing_terminating() -> None:
     want = {"prefill": 1, "decode": 2}
     pods = [_pod("prefill", "bbbb", True), _pod("decode", "bbbb", True), _pod("decode", "bbbb", True, "1")]
-    assert daytwo.settled(pods, want) == "bbbb"
-    assert daytwo.settled([*pods, _pod("decode", "aaaa", True, deleting=True)], want) is None
-    assert daytwo.settled([*pods[:2], _pod("decode", "aaaa", True, "1")], want) is None
-    assert daytwo.settled([*pods[:2], _pod("decode", "bbbb", False, "1")], want) is None
-    assert daytwo.settled(pods[:2], want) is None
+    assert serving.settled(pods, want) == "bbbb"
+    assert serving.settled([*pods, _pod("decode", "aaaa", True, deleting=True)], want) is None
+    assert serving.settled([*pods[:2], _pod("decode", "aaaa", True, "1")], want) is None
+    assert serving.settled([*pods[:2], _pod("decode", "bbbb", False, "1")], want) is None
+    assert serving.settled(pods[:2], want) is None
 
 
 def test_ready_decode_counts_whole_groups_of_any_revision() -> None:
@@ -482,8 +482,8 @@ def test_failover_reads_only_its_own_window_and_names_the_upstream_limit() -> No
         _request("standby", 6_000, decode="10.244.0.40"),
         _request("node-loss", 40_000, "failed", decode="10.244.0.30"),  # a later fault's
     ]
-    w = daytwo.Window(killed, 5_000, 25_000, frozenset(), 20.0)
-    fo = daytwo.failover_figures(results, w)
+    w = faults_phase.Window(killed, 5_000, 25_000, frozenset(), 20.0)
+    fo = faults_phase.failover_figures(results, w)
     assert (fo["failed"], fo["causes"]) == (1, {"shutting-down": 1})
     assert fo["resume_s"] == pytest.approx(1.01)
     line = figures.failover_line(fo)
@@ -493,7 +493,7 @@ def test_failover_reads_only_its_own_window_and_names_the_upstream_limit() -> No
     )
     assert figures.failover_failures(fo) == []
     assert (
-        figures.failover_line(daytwo.failover_figures(results[:1] + results[2:3], w))
+        figures.failover_line(faults_phase.failover_figures(results[:1] + results[2:3], w))
         == "failover: 0 failed, 1.0 s"
     )
     endpoint = {"failed": 1, "resume_s": 1.0, "causes": {"endpoint": 1}}
@@ -541,7 +541,7 @@ def test_a_lost_node_kills_its_pods_at_once_and_the_kubelet_leaves_them_alone(
 
 
 def test_a_node_lost_is_reported_with_its_ready_condition_unknown() -> None:
-    condition = daytwo.not_ready_status()["status"]["conditions"][0]
+    condition = faults_phase.not_ready_status()["status"]["conditions"][0]
     assert (condition["type"], condition["status"], condition["reason"]) == (
         "Ready",
         "Unknown",
@@ -560,7 +560,7 @@ def test_a_lost_node_takes_down_every_group_with_a_pod_on_it() -> None:
         pod("prefill-1", "set-prefill", "1", "kind-008"),  # no GPUs: packed beside the worker
         pod("decode-0", "set-decode", "0", "kind-002"),
     ]
-    lost = daytwo.groups_on(pods, "kind-008")
+    lost = faults_phase.groups_on(pods, "kind-008")
     assert sorted(lost) == [("set-decode", "2"), ("set-prefill", "1")]
     assert [p["metadata"]["name"] for p in lost[("set-decode", "2")]] == ["decode-2", "decode-2-1"]
 
@@ -574,9 +574,9 @@ def test_the_scenario_beside_the_scale_down_runs_and_reports_when_no_role_autosc
         ran.append(True)
         return ["alert: EppLeaderMissing fired ..."], ["one failure"]
 
-    assert replay.scale(alerts) == (
+    assert scale_phase.run_phase(replay, alerts) == (
         ["scale: not run: the local-sim stack autoscales no role", "alert: EppLeaderMissing fired ..."],
         ["one failure"],
     )
     assert ran == [True]
-    assert replay.scale() == (["scale: not run: the local-sim stack autoscales no role"], [])
+    assert scale_phase.run_phase(replay) == (["scale: not run: the local-sim stack autoscales no role"], [])

@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from devtools.daytwo import figures
-from devtools.daytwo import run as daytwo
+from devtools.daytwo import canary_phase, figures
 from devtools.daytwo.kubelet import Endpoint
 from llmd_fleet.cli.stack_file import read_stack_file, stack_config
 from llmd_fleet.plan.fleet import plan_fleet
@@ -46,15 +45,15 @@ def _window(by_canary: int, total: int) -> list[dict[str, Any]]:
 
 def test_the_canary_stack_file_adds_serving_canary_and_changes_nothing_else(tmp_path: Path) -> None:
     text = (STACKS_DIR / "Pulumi.day-two.yaml").read_text()
-    changed = yaml.safe_load(daytwo.canary_variant(text, 20))
+    changed = yaml.safe_load(canary_phase.canary_variant(text, 20))
     assert changed["config"]["llmd-fleet:serving"].pop("canary") == {
         "weight": 20,
-        "modelRevision": daytwo.CANARY_REVISION,
+        "modelRevision": canary_phase.CANARY_REVISION,
         "instances": {"prefill": 1, "decode": 1},
     }
     assert changed == yaml.safe_load(text)
     # The day-two stack has the canary's nodes to spare: the plan accepts it, with the weight.
-    (tmp_path / "Pulumi.day-two.yaml").write_text(daytwo.canary_variant(text, 20))
+    (tmp_path / "Pulumi.day-two.yaml").write_text(canary_phase.canary_variant(text, 20))
     plan = plan_fleet(stack_config(read_stack_file(tmp_path, "day-two")))
     assert plan.canary is not None and plan.canary.weight == 20
 
@@ -70,8 +69,8 @@ def test_a_rollback_deletes_what_the_rendering_without_the_canary_no_longer_has(
         stable[1],
         obj("ConfigMap", "glm52-canary-epp"),
     ]
-    assert daytwo.pruned(with_canary, stable) == [with_canary[1], with_canary[3]]
-    assert daytwo.pruned(stable, stable) == []
+    assert canary_phase.pruned(with_canary, stable) == [with_canary[1], with_canary[3]]
+    assert canary_phase.pruned(stable, stable) == []
 
 
 def test_the_canary_line_and_figures() -> None:

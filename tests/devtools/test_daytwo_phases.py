@@ -11,8 +11,7 @@ import yaml
 
 from devtools.dataplane import multimodel, netns, responses, topology
 from devtools.dataplane import run as dataplane
-from devtools.daytwo import kubelet, models_phase, prometheus, responses_phase
-from devtools.daytwo import run as daytwo
+from devtools.daytwo import canary_phase, kubelet, models_phase, prometheus, responses_phase
 from devtools.twin import cluster
 from tests.support import STACKS_DIR
 
@@ -90,10 +89,10 @@ def test_the_phases_addresses_and_veths_meet_none_of_the_replays() -> None:
     models |= {f"{topology.POD_SUBNET}.{multimodel.RENDER_HOST}"}
     assert models.isdisjoint(_replay_fixed())
     # veths: the canary's below the Responses phase's, its below the models', both below the kubelet's.
-    assert daytwo.CANARY_FIRST_VETH + 10 <= responses_phase.FIRST_VETH
+    assert canary_phase.CANARY_FIRST_VETH + 10 <= responses_phase.FIRST_VETH
     assert responses_phase.FIRST_VETH + len(resp) <= models_phase.FIRST_VETH
     assert models_phase.FIRST_VETH + 40 <= kubelet.FIRST_VETH
-    assert prometheus.VETH < daytwo.CANARY_FIRST_VETH
+    assert prometheus.VETH < canary_phase.CANARY_FIRST_VETH
 
 
 def test_the_upstream_figures_read_the_gateway_stand_ins_records() -> None:
