@@ -18,11 +18,6 @@ KNOWN_OVER: dict[str, str] = {
         "canary, the faults and the scaling leave it as the Responses and models phases did "
         "(responses_phase.py, models_phase.py)"
     ),
-    "devtools/dataplane/run.py": (
-        "one data-plane run: the pods and processes, the pickers, the replay and its phases "
-        "(`responses_phase`, `steady_phase`, `overload_phase`) and `main_run`, which runs them; the "
-        "phases leave it as the multi-model and responses runs did (multimodel.py, responses.py)"
-    ),
 }
 """Each module over `LIMIT` lines today (path from the repository root) -> why it still is."""
 

@@ -61,7 +61,7 @@ def main(argv: Sequence[str]) -> int:
                 print(f"dataplane: --ranks-per-pod needs a positive whole number, got {value!r}")
                 return 2
             ranks = int(value)
-    from devtools.dataplane.run import main_run
+    from devtools.dataplane.phases import main_run
 
     models = _has_models(args[1])
     if models and {"--long", "--broken", "--broken-kv-events"} & set(args):

@@ -895,7 +895,7 @@ class Replay:
 
     def failover_fault(self, pickers: list[str], now_ms: Callable[[], float]) -> "Window":
         """The leader endpoint picker is stopped (SIGTERM, as a rollout or an eviction stops it;
-        devtools/dataplane/run.py does the same in the data-plane twin); the standby takes over.
+        devtools/dataplane/phases.py does the same in the data-plane twin); the standby takes over.
         The window runs FAILOVER_WINDOW_S."""
         who = dataplane.leader(self.kube, self.topo.namespace)
         index = next(

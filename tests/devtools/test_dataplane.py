@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from devtools.dataplane import netns, relay, replay, report, run, scaled, topology
+from devtools.dataplane import netns, phases, relay, replay, report, run, scaled, topology
 from tests.support import REPO
 
 GOLDEN = REPO / "tests" / "golden" / "local-sim"
@@ -309,7 +309,7 @@ def test_twin_cli_dispatches_dataplane(monkeypatch: pytest.MonkeyPatch) -> None:
             raise topology.MappingError("container vllm: vllm serve names no model")
         return 0
 
-    monkeypatch.setattr(run, "main_run", fake_run)
+    monkeypatch.setattr(phases, "main_run", fake_run)
     assert cli.main(["dataplane"]) == 2
     assert cli.main(["dataplane", "local-sim", "--broken"]) == 0
     assert cli.main(["dataplane", "quickstart-h100", "--kv-events"]) == 0
@@ -338,7 +338,7 @@ def test_a_twin_that_does_not_come_up_is_one_line_and_exit_1(
     def fake_run(*args: object, **kwargs: object) -> int:
         raise TwinError("kube-apiserver not ready after 150 s; the end of its log:\n    E1202 etcd")
 
-    monkeypatch.setattr(run, "main_run", fake_run)
+    monkeypatch.setattr(phases, "main_run", fake_run)
     assert cli.main(["run", "local-sim"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("dataplane: failed: kube-apiserver not ready after 150 s")
