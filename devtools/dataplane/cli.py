@@ -19,6 +19,7 @@ from devtools import source_snapshot
 from devtools.dataplane.build import BuildError as DataplaneBuildError
 from devtools.twin.build import BuildError
 from devtools.twin.cluster import PROJECT_ROOT, TwinError
+from llmd_fleet.cli.stack_file import stack_file_path, stack_names
 
 
 def _has_models(stack: str) -> bool:
@@ -61,7 +62,12 @@ def main(argv: Sequence[str]) -> int:
                 print(f"dataplane: --ranks-per-pod needs a positive whole number, got {value!r}")
                 return 2
             ranks = int(value)
-    from devtools.dataplane.run import main_run
+    stacks = PROJECT_ROOT / "stacks"
+    if not stack_file_path(stacks, args[1]).is_file():
+        known = ", ".join(stack_names(stacks))
+        print(f"dataplane: error: no stack file stacks/Pulumi.{args[1]}.yaml (stacks: {known})")
+        return 2
+    from devtools.dataplane.phases import main_run
 
     models = _has_models(args[1])
     if models and {"--long", "--broken", "--broken-kv-events"} & set(args):

@@ -470,7 +470,7 @@ def checks(r: dict[str, Any]) -> list[str]:
 
 @dataclass
 class Phase:
-    """What the phase needs from the run (devtools/dataplane/run.py)."""
+    """What the phase needs from the run (devtools/dataplane/phases.py `responses_phase`)."""
 
     start: Callable[[str, list[str], dict[str, str]], Any]
     """Start a named process (argv, environment exactly as given); returns its Popen."""

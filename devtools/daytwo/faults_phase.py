@@ -154,7 +154,7 @@ def run_phase(run: "Replay") -> tuple[list[str], list[str]]:
 
 def failover_fault(run: "Replay", pickers: list[str], now_ms: Callable[[], float]) -> Window:
     """The leader endpoint picker is stopped (SIGTERM, as a rollout or an eviction stops it;
-    devtools/dataplane/run.py does the same in the data-plane twin); the standby takes over.
+    devtools/dataplane/phases.py does the same in the data-plane twin); the standby takes over.
     The window runs FAILOVER_WINDOW_S."""
     who = dataplane.leader(run.kube, run.topo.namespace)
     index = next((i for i in range(run.topo.picker.replicas) if who == f"{run.topo.picker.name}-{i}"), None)

@@ -9,7 +9,7 @@ phase's figures (routing.py) are approximate prefix routing's. This phase render
 engines mapped onto simulators; RANKS_PER_POD ranks per pod) with its `serving.namespace` set to
 NAMESPACE, puts its InferencePool, InferenceObjectives and pods into the replay's twin as beside.py
 does (the DisaggregatedSet stays out), and measures with the data-plane twin's functions
-(devtools/dataplane/run.py `start_pods`, `start_pickers`, `Bench`, `steady_phase`,
+(devtools/dataplane/run.py `start_pods`, `start_pickers`; phases.py `Bench`, `steady_phase`,
 `overload_phase`; report.py `lines`, `checks`):
 
 1. the rendered config: every rank a simulator of its own publishing KV events through a relay
@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from devtools.dataplane import netns, relay, replay, report, topology
+from devtools.dataplane import netns, phases, relay, replay, report, topology
 from devtools.dataplane import run as dataplane
 from devtools.daytwo import beside, routing
 from devtools.twin.kube import wait_for
@@ -221,7 +221,7 @@ def run_phase(run: "Replay") -> tuple[list[str], list[str]]:
     return lines, [f"reference: {f}" for f in failures]
 
 
-def answering(bench: dataplane.Bench) -> bool:
+def answering(bench: phases.Bench) -> bool:
     """Every engine's metrics endpoint answers and every decode endpoint (routing sidecar) takes
     a connection, from the gateway stand-in's namespace."""
     if not all(netns.fetch(dataplane.GATEWAY_NS, url) is not None for url in bench.scrape):
@@ -252,7 +252,7 @@ def _measure(
     model = served_model(topo)
     bands = replay.bands_of(topo.objectives)
     shape = replay.fit(replay.SHORT, topology.pd_threshold(topo.picker.config))
-    bench = dataplane.Bench.of(procs, topo, run.bins, logs, folder, shape, model)
+    bench = phases.Bench.of(procs, topo, run.bins, logs, folder, shape, model)
     first = replay.generate(shape, model, bands)[0]
     warm_file = folder / "warm.jsonl"
     warm_file.write_text(replay.write([{**first, "id": "warmup", "session": "warmup"}]))
@@ -289,13 +289,11 @@ def _measure(
         wait_for(f"reference {tag}: a request routed", routed, 120, 2)
         if tag == "rendered":
             ready_s = time.monotonic() - started
-        figs, _samples = dataplane.steady_phase(bench, tag, pickers)
+        figs, _samples = phases.steady_phase(bench, tag, pickers)
         if tag == "rendered":
             # The replay's budget (routing.py): the reference's wave is over it, and over `make
             # dataplane-reference`'s too, so both print why it is not run.
-            dataplane.overload_phase(
-                bench, tag, pickers, figs, routing.REPLAY_MAX_WAVE, routing.REPLAY_BUDGET
-            )
+            phases.overload_phase(bench, tag, pickers, figs, routing.REPLAY_MAX_WAVE, routing.REPLAY_BUDGET)
         result[tag] = figs
         procs.stop("picker-")
         procs.stop("pod-")

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from devtools.agentic_check import env as agentic_env
-from devtools.dataplane import netns, responses
+from devtools.dataplane import netns, phases, responses
 from devtools.dataplane import run as dataplane
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ def run_phase(run: "Replay") -> tuple[list[str], list[str]]:
         finally:
             run.procs.stop(UPSTREAM_PROC)
         result["upstream"] = upstream_figures(
-            dataplane.upstream_requests(logs / f"{UPSTREAM_PROC}.log"), agentic.upstream_host, port
+            phases.upstream_requests(logs / f"{UPSTREAM_PROC}.log"), agentic.upstream_host, port
         )
     finally:
         run.procs.stop("agentic-")

@@ -1,7 +1,7 @@
 """The data plane's routing figures from the day-two replay's own deployment (docs/day-two.md,
 "Routing"): the pods the LWS controller made and the process kubelet runs, after revision a is
 Ready and before the upgrades, measured with the data-plane twin's phases
-(devtools/dataplane/run.py `Bench`, `steady_phase`, `overload_phase`, `status_check`):
+(devtools/dataplane/phases.py `Bench`, `steady_phase`, `overload_phase`; run.py `status_check`):
 
 1. the rendered picker config over the steady replay, then the overload wave (the day-two
    stack's fits REPLAY_MAX_WAVE; a larger one says why it is not run), then `llmd-fleet status
@@ -25,7 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from devtools.dataplane import netns, replay, report, topology
+from devtools.dataplane import netns, phases, replay, report, topology
 from devtools.dataplane import run as dataplane
 from devtools.twin import cluster
 
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 # sessions' hit rate is no better than the baseline's, and the P/D decider disaggregates nothing.
 BROKEN_REASON = "the rendered config does not beat the baseline on the new sessions' hit rate"
 BROKEN_ALSO = "the P/D decider did not disaggregate"
-# The largest overload wave the replay runs: the machine's budget (dataplane.MAX_WAVE) less what
+# The largest overload wave the replay runs: the machine's budget (phases.MAX_WAVE) less what
 # the replay runs beside the engines (the twin's control plane, the LWS controller, Prometheus, the
 # process kubelet). Measured: a 908-request wave (day-two's decode at 32 sequences a rank) left the
 # leader picker's data producers timing out (the router's 400 ms, llm-d-router v0.10.0
@@ -47,7 +47,7 @@ BROKEN_ALSO = "the P/D decider did not disaggregate"
 # `flow control: not run (...)` line.
 REPLAY_MAX_WAVE = 400
 REPLAY_BUDGET = (
-    f"the replay runs beside the twin (make dataplane alone replays waves up to {dataplane.MAX_WAVE})"
+    f"the replay runs beside the twin (make dataplane alone replays waves up to {phases.MAX_WAVE})"
 )
 # The client namespace's veth index: above the replay's Prometheus (900) and canary (910..),
 # below the process kubelet's pods (1000..).
@@ -131,7 +131,7 @@ def _measure(run: "Replay", out_dir: Path) -> tuple[list[str], list[str]]:
     ):
         pods = run.kubelet.restart_engines()
         topo = replace(run.topo, pods=pods)
-        bench = dataplane.Bench.of(run.procs, topo, run.bins, run.logs, out_dir, shape, run.model())
+        bench = phases.Bench.of(run.procs, topo, run.bins, run.logs, out_dir, shape, run.model())
         pickers = run.pickers(text, f"routing-{tag}")
         if tag == "rendered":
             lines, code = dataplane.status_check(
@@ -146,10 +146,10 @@ def _measure(run: "Replay", out_dir: Path) -> tuple[list[str], list[str]]:
                 run.logs,
             )
             result["status"] = {"lines": lines, "exit": code, "answered": dataplane.answered(lines)}
-        figs, _samples = dataplane.steady_phase(bench, tag, pickers)
+        figs, _samples = phases.steady_phase(bench, tag, pickers)
         if tag == "rendered":
             result["capacity"], result["flood"] = vars(bench.cap), vars(bench.wave)
-            dataplane.overload_phase(bench, tag, pickers, figs, REPLAY_MAX_WAVE, REPLAY_BUDGET)
+            phases.overload_phase(bench, tag, pickers, figs, REPLAY_MAX_WAVE, REPLAY_BUDGET)
         result[tag] = figs
     broken = {"rendered": result["broken"], "baseline": result["baseline"], "bands": result["bands"]}
     broken_failures = report.checks(broken)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from devtools.dataplane import netns, relay, replay, report, run, scaled, topology
+from devtools.dataplane import netns, phases, relay, replay, report, run, scaled, topology
 from tests.support import REPO
 
 GOLDEN = REPO / "tests" / "golden" / "local-sim"
@@ -305,28 +305,47 @@ def test_twin_cli_dispatches_dataplane(monkeypatch: pytest.MonkeyPatch) -> None:
         responses.append(with_responses)
         if scaled_down:
             assert ranks_per_pod == 2
-        if stack == "bad":
+        if stack == "gke-h100":
             raise topology.MappingError("container vllm: vllm serve names no model")
         return 0
 
-    monkeypatch.setattr(run, "main_run", fake_run)
+    monkeypatch.setattr(phases, "main_run", fake_run)
     assert cli.main(["dataplane"]) == 2
     assert cli.main(["dataplane", "local-sim", "--broken"]) == 0
     assert cli.main(["dataplane", "quickstart-h100", "--kv-events"]) == 0
     assert cli.main(["dataplane", "local-sim", "--brokn"]) == 2  # a typo is refused, not ignored
-    assert cli.main(["dataplane", "bad"]) == 2  # a rendering the run cannot map: an error line
+    assert cli.main(["dataplane", "gke-h100"]) == 2  # a rendering the run cannot map: an error line
     assert cli.main(["dataplane", "local-sim", "--ranks-per-pod=0"]) == 2
     assert cli.main(["dataplane", "onprem-h100", "--scaled", "--ranks-per-pod=2"]) == 0
     assert cli.main(["dataplane", "onprem-h100", "--scaled", "--ranks-per-pod=2", "--without-responses"]) == 0
     assert seen == [
         ("local-sim", False, True, False, False),
         ("quickstart-h100", False, False, True, False),
-        ("bad", False, False, False, False),
+        ("gke-h100", False, False, False, False),
         ("onprem-h100", False, False, False, False),
         ("onprem-h100", False, False, False, False),
     ]
     # The Responses phase runs unless the flag leaves it out (CI: `make day-two` runs it).
     assert responses == [True, True, True, True, False]
+
+
+def test_an_unknown_stack_is_one_line_and_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stack with no file is refused before anything starts: one line naming the stacks there
+    are, exit 2, no traceback (the run would otherwise fail inside its rendering)."""
+    from devtools.dataplane import cli
+
+    def fake_run(*args: object, **kwargs: object) -> int:
+        raise AssertionError("the run started for a stack with no file")
+
+    monkeypatch.setattr(phases, "main_run", fake_run)
+    assert cli.main(["run", "no-such-stack", "--kv-events"]) == 2
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert out.startswith("dataplane: error: no stack file stacks/Pulumi.no-such-stack.yaml (stacks: ")
+    assert "local-sim" in out and out.count("\n") == 1
+    assert cli.main(["run", "local-sim", "--no-such-flag"]) == 2  # flags are still read first
 
 
 def test_a_twin_that_does_not_come_up_is_one_line_and_exit_1(
@@ -338,7 +357,7 @@ def test_a_twin_that_does_not_come_up_is_one_line_and_exit_1(
     def fake_run(*args: object, **kwargs: object) -> int:
         raise TwinError("kube-apiserver not ready after 150 s; the end of its log:\n    E1202 etcd")
 
-    monkeypatch.setattr(run, "main_run", fake_run)
+    monkeypatch.setattr(phases, "main_run", fake_run)
     assert cli.main(["run", "local-sim"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("dataplane: failed: kube-apiserver not ready after 150 s")

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from devtools.dataplane import mend, responses, run
+from devtools.dataplane import mend, phases, responses, run
 from tests.support import REPO
 
 GOLDEN = REPO / "tests" / "golden"
@@ -241,8 +241,8 @@ def test_the_simulator_moves_behind_the_stand_in_by_the_offset():
 def test_upstream_requests_reads_the_gateway_stand_ins_lines(tmp_path: Path):
     log = tmp_path / "gateway-upstream.log"
     log.write_text('{"id":"serve-1","host":"h","path":"/health","status":200}\nlistening\n')
-    assert run.upstream_requests(log) == [{"id": "serve-1", "host": "h", "path": "/health", "status": 200}]
-    assert run.upstream_requests(tmp_path / "absent.log") == []
+    assert phases.upstream_requests(log) == [{"id": "serve-1", "host": "h", "path": "/health", "status": 200}]
+    assert phases.upstream_requests(tmp_path / "absent.log") == []
 
 
 def test_docs_state_the_statuses_the_twin_checks():

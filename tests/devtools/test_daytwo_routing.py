@@ -1,5 +1,5 @@
 """The day-two replay's routing figures (devtools/daytwo/routing.py) and the data-plane phases
-it shares with `make dataplane` (devtools/dataplane/run.py)."""
+it shares with `make dataplane` (devtools/dataplane/phases.py)."""
 
 import re
 from dataclasses import replace
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from devtools.dataplane import replay, report, topology
+from devtools.dataplane import phases, replay, report, topology
 from devtools.dataplane import run as dataplane
 from devtools.daytwo import routing
 from tests.support import REPO
@@ -99,7 +99,7 @@ def test_endpoint_sets_from_the_pods() -> None:
         _pod("p-0", "prefill", "10.244.0.10", False),
         _pod("d-0", "decode", "10.244.0.11", True),
     ]
-    scrape, prefill, decode = dataplane.endpoint_sets(pods)
+    scrape, prefill, decode = phases.endpoint_sets(pods)
     assert scrape == [
         "http://10.244.0.10:8200/metrics",
         "http://10.244.0.10:8201/metrics",
@@ -113,35 +113,35 @@ def test_endpoint_sets_from_the_pods() -> None:
 def test_overload_over_the_machines_budget_is_not_run(tmp_path: Path) -> None:
     """A wave over MAX_WAVE replays nothing and says why, in `make dataplane`'s words."""
     cap = topology.Capacity(2208, 2, 5, 0.85, 1.0, 20.0)
-    bench = dataplane.Bench(
+    bench = phases.Bench(
         dataplane.Processes([]),
         {},
         tmp_path,
         tmp_path,
         topology.Picker("epp", 2, (), ""),
         cap,
-        replay.Flood(dataplane.MAX_WAVE + 1, 1000, 300),
+        replay.Flood(phases.MAX_WAVE + 1, 1000, 300),
         {},
         [],
         set(),
         set(),
     )
     figs: dict[str, Any] = {}
-    assert dataplane.overload_phase(bench, "rendered", [], figs) == []
+    assert phases.overload_phase(bench, "rendered", [], figs) == []
     assert figs == {
-        "flow_control_not_run": f"the overload wave for these engines is {dataplane.MAX_WAVE + 1} "
-        f"requests, more than the {dataplane.MAX_WAVE} this machine replays"
+        "flow_control_not_run": f"the overload wave for these engines is {phases.MAX_WAVE + 1} "
+        f"requests, more than the {phases.MAX_WAVE} this machine replays"
     }
     assert not (tmp_path / "rendered").exists()
 
 
-@pytest.mark.parametrize("phases", [("steady",), ("steady", "overload", "failover")])
-def test_bench_writes_the_replay_files_of_its_phases(tmp_path: Path, phases: tuple[str, ...]) -> None:
+@pytest.mark.parametrize("names", [("steady",), ("steady", "overload", "failover")])
+def test_bench_writes_the_replay_files_of_its_phases(tmp_path: Path, names: tuple[str, ...]) -> None:
     topo = topology.topology(REPO / "tests" / "golden" / "local-sim")
-    bench = dataplane.Bench.of(
-        dataplane.Processes([]), topo, {}, tmp_path, tmp_path, replay.SHORT, "model", phases
+    bench = phases.Bench.of(
+        dataplane.Processes([]), topo, {}, tmp_path, tmp_path, replay.SHORT, "model", names
     )
-    assert sorted(bench.files) == sorted(phases)
+    assert sorted(bench.files) == sorted(names)
     assert bench.files["steady"].read_text() == replay.write(
         replay.generate(replay.SHORT, "model", replay.bands_of(topo.objectives))
     )
@@ -151,9 +151,9 @@ def test_bench_writes_the_replay_files_of_its_phases(tmp_path: Path, phases: tup
 def test_the_replay_s_wave_budget_is_below_the_machine_s_and_says_whose(tmp_path: Path) -> None:
     """A wave the machine would replay alone (under MAX_WAVE) but over the replay's budget is not
     run inside the replay, and its reason names the replay's budget and where flow control runs."""
-    assert routing.REPLAY_MAX_WAVE < dataplane.MAX_WAVE
+    assert routing.REPLAY_MAX_WAVE < phases.MAX_WAVE
     count = routing.REPLAY_MAX_WAVE + 1
-    bench = dataplane.Bench(
+    bench = phases.Bench(
         dataplane.Processes([]),
         {},
         tmp_path,
@@ -168,7 +168,7 @@ def test_the_replay_s_wave_budget_is_below_the_machine_s_and_says_whose(tmp_path
     )
     figs: dict[str, Any] = {}
     assert (
-        dataplane.overload_phase(bench, "rendered", [], figs, routing.REPLAY_MAX_WAVE, routing.REPLAY_BUDGET)
+        phases.overload_phase(bench, "rendered", [], figs, routing.REPLAY_MAX_WAVE, routing.REPLAY_BUDGET)
         == []
     )
     assert figs["flow_control_not_run"] == (
