@@ -27,6 +27,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extproc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -518,6 +519,16 @@ func series(client *http.Client, urls []string, path string, start time.Time, pe
 	}
 }
 
+// pickerBackoff bounds the wait between dials of a picker's ext_proc address at one second. A
+// standby picker serves ext_proc only once it leads (cmd/epp/runner: the server is a leader
+// election runnable), so its first dials after a hand-over may be refused; with gRPC's default
+// backoff (1 s growing by 1.6 to 120 s) the next dial could come half a minute after it listens,
+// while a gateway in front of a Service dials a ready endpoint on the next request.
+var pickerBackoff = grpc.WithConnectParams(grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+	MinConnectTimeout: 5 * time.Second,
+})
+
 // connect opens the pickers' ext_proc connections and, with health addresses, probes their
 // readiness; it returns once a Service would have an endpoint (or the deadline passes).
 func connect(pickers, health string, period time.Duration, failures int, deadline time.Duration) (*picker, error) {
@@ -526,7 +537,7 @@ func connect(pickers, health string, period time.Duration, failures int, deadlin
 		// The picker serves ext_proc over TLS with a self-signed certificate (--secure-serving,
 		// default true); gateways in front of it skip verification, and so does the stand-in.
 		creds := credentials.NewTLS(&tls.Config{InsecureSkipVerify: true}) //nolint:gosec
-		c, err := grpc.NewClient(a, grpc.WithTransportCredentials(creds))
+		c, err := grpc.NewClient(a, grpc.WithTransportCredentials(creds), pickerBackoff)
 		if err != nil {
 			return nil, err
 		}
