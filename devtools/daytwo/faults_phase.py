@@ -19,11 +19,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from devtools.dataplane import replay, topology
 from devtools.dataplane import report as replay_report
 from devtools.dataplane import run as dataplane
+from devtools.dataplane import topology
 from devtools.daytwo import contract, figures
-from devtools.daytwo.serving import RECOVERY_TIMEOUT_S, read_results, serving_nodes, serving_pods
+from devtools.daytwo.serving import (
+    RECOVERY_TIMEOUT_S,
+    read_results,
+    replay_gateway,
+    serving_nodes,
+    serving_pods,
+)
 from devtools.twin import cluster, lws_checks
 from devtools.twin.kube import ApiError, wait_for
 
@@ -95,18 +101,7 @@ def run_phase(run: "Replay") -> tuple[list[str], list[str]]:
     assert run.kubelet is not None
     pickers = run.pickers(run.topo.picker.config, "faults")
     entries = figures.steady(run.model(), run.bands(), FAULT_TRAFFIC_S)
-    replay_file = run.run_dir / "replay-faults.jsonl"
-    replay_file.write_text(replay.write(entries))
-    out = run.run_dir / "faults"
-    out.mkdir(parents=True, exist_ok=True)
-    argv = dataplane.gateway_argv(
-        run.bins,
-        pickers,
-        run.topo.picker,
-        f"--replay={replay_file}",
-        f"--out={out}",
-        "--pick-deadline=15s",
-    )
+    argv, out = replay_gateway(run, "faults", pickers, entries)
     run.procs.start("gateway-faults", argv, run.logs)
     clock = out / "start_unix_ms"
     wait_for("the fault replay's clock", clock.exists, 30, 0.1)
@@ -152,6 +147,18 @@ def run_phase(run: "Replay") -> tuple[list[str], list[str]]:
     return lines, failures
 
 
+def ready_decode_workers(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The Ready decode pods among `pods` that are not a group's leader (worker index above 0):
+    the node and GPU losses take one of them. Pure."""
+    return [
+        p
+        for p in pods
+        if p["metadata"]["labels"].get(topology.DS_ROLE) == "decode"
+        and p["metadata"]["labels"].get(lws_checks.WORKER_INDEX, "0") != "0"
+        and lws_checks.is_ready(p)
+    ]
+
+
 def failover_fault(run: "Replay", pickers: list[str], now_ms: Callable[[], float]) -> Window:
     """The leader endpoint picker is stopped (SIGTERM, as a rollout or an eviction stops it;
     devtools/dataplane/phases.py does the same in the data-plane twin); the standby takes over.
@@ -176,13 +183,7 @@ def node_loss_fault(run: "Replay", now_ms: Callable[[], float]) -> Window:
     The window ends when every group that had a pod there is back with new pods, all Ready."""
     assert run.kubelet is not None
     pods = serving_pods(run.kube, run.topo.namespace, run.set_name)
-    decode = [
-        p
-        for p in pods
-        if p["metadata"]["labels"].get(topology.DS_ROLE) == "decode"
-        and p["metadata"]["labels"].get(lws_checks.WORKER_INDEX, "0") != "0"
-        and lws_checks.is_ready(p)
-    ]
+    decode = ready_decode_workers(pods)
     victim = sorted(decode, key=lambda p: p["metadata"]["name"])[-1]
     node = str(victim["spec"]["nodeName"])
     # Every serving pod on the node dies with it (with no GPUs the scheduler may put a
@@ -257,13 +258,7 @@ def gpu_loss_fault(run: "Replay", now_ms: Callable[[], float]) -> Window:
     PodDisruptionBudget refuses). The window ends when the group is back with new pods, all
     Ready, none on that node."""
     pods = serving_pods(run.kube, run.topo.namespace, run.set_name)
-    decode = [
-        p
-        for p in pods
-        if p["metadata"]["labels"].get(topology.DS_ROLE) == "decode"
-        and p["metadata"]["labels"].get(lws_checks.WORKER_INDEX, "0") != "0"
-        and lws_checks.is_ready(p)
-    ]
+    decode = ready_decode_workers(pods)
     victim = sorted(decode, key=lambda p: p["metadata"]["name"])[0]
     key = lws_checks.group_key(victim)
     members = lws_checks.groups(pods)[key]

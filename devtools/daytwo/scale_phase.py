@@ -15,10 +15,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from devtools.dataplane import replay, topology
-from devtools.dataplane import run as dataplane
+from devtools.dataplane import topology
 from devtools.daytwo import contract, figures, prometheus, scaling
-from devtools.daytwo.serving import read_results, serving_pods
+from devtools.daytwo.serving import read_results, replay_gateway, serving_pods
 from devtools.twin import cluster, pki
 from devtools.twin.kube import ApiError, wait_for
 
@@ -99,18 +98,7 @@ def run_phase(
         )
         pickers = run.pickers(run.topo.picker.config, "scale")
         template = figures.steady(run.model(), run.bands(), 1)[0]
-        replay_file = run.run_dir / "replay-scale.jsonl"
-        replay_file.write_text(replay.write(scaling.burst_entries(template, BURST)))
-        out = run.run_dir / "scale"
-        out.mkdir(parents=True, exist_ok=True)
-        argv = dataplane.gateway_argv(
-            run.bins,
-            pickers,
-            run.topo.picker,
-            f"--replay={replay_file}",
-            f"--out={out}",
-            "--pick-deadline=15s",
-        )
+        argv, out = replay_gateway(run, "scale", pickers, scaling.burst_entries(template, BURST))
         hpa_path = f"/apis/autoscaling/v2/namespaces/{ns}/horizontalpodautoscalers/{hpa_name}"
         scaler_path = f"/apis/{scaling.ROLE_SCALER_API}/namespaces/{ns}/disaggregatedsetrolescalers/{scaler}"
         peak: list[str] = []

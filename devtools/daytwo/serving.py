@@ -8,11 +8,15 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from devtools.dataplane import topology
+from devtools.dataplane import replay, topology
+from devtools.dataplane import run as dataplane
 from devtools.twin import lws_checks, nodes
 from devtools.twin.kube import Kube
+
+if TYPE_CHECKING:
+    from devtools.daytwo.run import Replay
 
 # Traffic before each upgrade starts, and after its rollout ends, inside the measured window.
 LEAD_S = 8.0
@@ -81,3 +85,23 @@ def read_results(out: Path) -> list[dict[str, Any]]:
         except ValueError:  # the line being written when the stand-in stopped
             continue
     return rows
+
+
+def replay_gateway(
+    run: "Replay", tag: str, pickers: list[str], entries: list[dict[str, Any]]
+) -> tuple[list[str], Path]:
+    """The gateway stand-in's command line for `entries` (written to replay-<tag>.jsonl) through
+    `pickers`, with its results in the run's <tag>/ folder (created), and that folder."""
+    replay_file = run.run_dir / f"replay-{tag}.jsonl"
+    replay_file.write_text(replay.write(entries))
+    out = run.run_dir / tag
+    out.mkdir(parents=True, exist_ok=True)
+    argv = dataplane.gateway_argv(
+        run.bins,
+        pickers,
+        run.topo.picker,
+        f"--replay={replay_file}",
+        f"--out={out}",
+        "--pick-deadline=15s",
+    )
+    return argv, out
