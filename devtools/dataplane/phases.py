@@ -20,7 +20,6 @@ from devtools.dataplane.run import (
     CRD_GROUPS,
     GATEWAY_IP,
     GATEWAY_NS,
-    PICKER_IPS,
     RENDER_IP,
     RENDER_NS,
     Processes,
@@ -32,6 +31,7 @@ from devtools.dataplane.run import (
     gateway_status,
     leader,
     listener_port,
+    picker_spaces,
     pod_object,
     pod_status,
     rendered_run,
@@ -393,9 +393,7 @@ def main_run(
             kube.request(
                 "PATCH", kube.object_path(obj) + "/status", pod_status(pod.ip), "application/merge-patch+json"
             )
-        spaces = [(GATEWAY_NS, GATEWAY_IP), (CLIENT_NS, CLIENT_IP)] + [
-            (f"picker-{i}", PICKER_IPS[i]) for i in range(topo.picker.replicas)
-        ]
+        spaces = [(GATEWAY_NS, GATEWAY_IP), (CLIENT_NS, CLIENT_IP), *picker_spaces(topo.picker.replicas)]
         if topo.renderer:
             spaces.append((RENDER_NS, RENDER_IP))
         spaces += [(p.name, p.ip) for p in topo.pods]

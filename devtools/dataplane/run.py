@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -286,12 +287,20 @@ def start_pickers(
     kubeconfig: Path,
     logs: Path,
     tag: str,
+    spaces: Sequence[tuple[str, str]] | None = None,
 ) -> list[str]:
+    """The rendered picker Deployment's replicas as processes `picker-<i>-<tag>`, each in its
+    network namespace at its address (`spaces`, (namespace, address) per replica; the pickers'
+    own, `picker_spaces`, unless given); their ext_proc addresses."""
+    spaces = list(spaces if spaces is not None else picker_spaces(topo.picker.replicas))
+    if len(spaces) < topo.picker.replicas:
+        raise ValueError(f"{topo.picker.replicas} pickers need as many namespaces, {len(spaces)} given")
     config_file = run_dir / f"config-{tag}" / "epp.yaml"
     config_file.parent.mkdir(parents=True, exist_ok=True)
     config_file.write_text(config_text)
+    port = next(a.split("=")[1] for a in topo.picker.args if a.startswith("--grpc-port="))
     addresses = []
-    for i in range(topo.picker.replicas):
+    for i, (space, ip) in enumerate(spaces[: topo.picker.replicas]):
         name = f"{topo.picker.name}-{i}"
         env = {
             "KUBECONFIG": str(kubeconfig),
@@ -300,14 +309,18 @@ def start_pickers(
             **topo.picker.env,
         }
         argv = [
-            *netns.exec_prefix(f"picker-{i}", hostname=name),
+            *netns.exec_prefix(space, hostname=name),
             str(bins["epp"]),
             *picker_args(topo.picker.args, config_file),
         ]
         procs.start(f"picker-{i}-{tag}", argv, logs, env)
-        port = next(a.split("=")[1] for a in topo.picker.args if a.startswith("--grpc-port="))
-        addresses.append(f"{PICKER_IPS[i]}:{port}")
+        addresses.append(f"{ip}:{port}")
     return addresses
+
+
+def picker_spaces(replicas: int) -> list[tuple[str, str]]:
+    """The pickers' network namespaces and addresses: `picker-<i>` at PICKER_IPS[i] (pure)."""
+    return [(f"picker-{i}", PICKER_IPS[i]) for i in range(replicas)]
 
 
 def leader(kube: Kube, namespace: str) -> str | None:
@@ -391,15 +404,17 @@ def status_check(
 
 
 def gateway_argv(bins: dict[str, Path], pickers: list[str], picker: topology.Picker, *mode: str) -> list[str]:
-    """The gateway stand-in's command in its namespace: the pickers it asks, their readiness
-    probes as the rendered Deployment sets them, and the mode's own flags."""
+    """The gateway stand-in's command in its namespace: the pickers it asks (ext_proc addresses),
+    their readiness probes as the rendered Deployment sets them (the health port at each
+    picker's address), and the mode's own flags."""
     health_port = next(a.split("=")[1] for a in picker.args if a.startswith("--grpc-health-port="))
+    hosts = [address.rsplit(":", 1)[0] for address in pickers]
     return [
         *netns.exec_prefix(GATEWAY_NS),
         str(bins["gateway"]),
         f"--pickers={','.join(pickers)}",
         *mode,
-        f"--health={','.join(f'{ip}:{health_port}' for ip in PICKER_IPS[: picker.replicas])}",
+        f"--health={','.join(f'{host}:{health_port}' for host in hosts)}",
         f"--probe-period={picker.probe_period_s}s",
         f"--probe-failures={picker.probe_failures}",
     ]

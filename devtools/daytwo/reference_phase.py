@@ -18,10 +18,10 @@ does (the DisaggregatedSet stays out), and measures with the data-plane twin's f
 2. the baseline config (cache- and session-aware scorers removed) over the same replay, the pods
    started afresh (empty caches), as `make dataplane-reference` starts them per config.
 
-The pickers run in the replay's picker namespaces (the gateway stand-in probes the pickers'
-health on dataplane.PICKER_IPS), with the replay's own pickers stopped first: the phase runs last
-(run.py PHASE_ORDER) and nothing after it routes through them. The render stand-in is one of its
-own (RENDER_HOST), its Service name mapped in the pickers' hosts files beside the day-two one.
+The pickers, the render stand-in (RENDER_HOST) and the pods each have a namespace and an address
+of their own (`spaces`): nothing is shared with the replay's deployment, so the phase runs beside
+the alerts' fault, which stops and restarts the replay's pickers (run.py `beside_scale_down`).
+The render Services' names are mapped in the pickers' hosts files.
 
 Printed: `make dataplane-reference`'s lines for the single-model reference but `failover:` and
 `status:` (`printed`), which the replay prints from its own deployment:
@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from devtools.dataplane import netns, phases, relay, replay, report, topology
 from devtools.dataplane import run as dataplane
 from devtools.daytwo import beside, routing
+from devtools.twin import cluster
 from devtools.twin.kube import wait_for
 
 if TYPE_CHECKING:
@@ -58,6 +59,8 @@ NAMESPACE = "llm-d-reference"
 FIRST_HOST = 170
 RENDER_HOST = 195
 RENDER_NS = "render-reference"
+# The pickers' addresses: between the pods' and the render stand-in's.
+PICKER_HOSTS = (190, 191)
 # veth indexes: above the multi-model phase's (950 on, 19 namespaces), below the process
 # kubelet's (1000 on).
 FIRST_VETH = 972
@@ -128,10 +131,18 @@ def served_model(topo: topology.Topology) -> str:
     )
 
 
+def picker_spaces(replicas: int) -> list[tuple[str, str]]:
+    """The phase's pickers' namespaces and addresses (pure)."""
+    return [
+        (f"picker-reference-{i}", f"{topology.POD_SUBNET}.{host}")
+        for i, host in enumerate(PICKER_HOSTS[:replicas])
+    ]
+
+
 def spaces(topo: topology.Topology) -> list[tuple[str, str]]:
-    """The namespaces the phase adds to the replay's pod network: its render stand-in's and its
-    pods' (pure)."""
-    out = [(p.name, p.ip) for p in topo.pods]
+    """The namespaces the phase adds to the replay's pod network: its render stand-in's, its
+    pickers' and its pods' (pure)."""
+    out = [*picker_spaces(topo.picker.replicas), *((p.name, p.ip) for p in topo.pods)]
     if topo.renderer:
         out.insert(0, (RENDER_NS, f"{topology.POD_SUBNET}.{RENDER_HOST}"))
     return out
@@ -167,10 +178,9 @@ def run_phase(run: "Replay") -> tuple[list[str], list[str]]:
             "podDiscoveryConfig.socketPort) or no engine publishing KV events"
         )
         return [f"day-two: reference: not run ({why})"], [f"reference: {why}"]
-    if topo.picker.replicas > run.topo.picker.replicas:
+    if topo.picker.replicas > len(PICKER_HOSTS):
         why = (
-            f"{name} renders {topo.picker.replicas} pickers, the replay has namespaces for "
-            f"{run.topo.picker.replicas}"
+            f"{name} renders {topo.picker.replicas} pickers, the phase has addresses for {len(PICKER_HOSTS)}"
         )
         return [f"day-two: reference: not run ({why})"], [f"reference: {why}"]
     folder = run.run_dir / "reference"
@@ -181,13 +191,18 @@ def run_phase(run: "Replay") -> tuple[list[str], list[str]]:
     beside.apply_pods(run.kube, topo, node)
     network = beside.Network(FIRST_VETH)
     procs = dataplane.Processes([])
-    # The replay's pickers give their namespaces (and addresses) to this phase's.
-    run.procs.stop("picker-")
+    forwarder: netns.Forwarder | None = None
     try:
         added = spaces(topo)
         network(added)
-        pickers_ns = [f"picker-{i}" for i in range(topo.picker.replicas)]
-        netns.write_hosts([*pickers_ns, *(n for n, _ in added)], hosts(run.topo, topo))
+        netns.write_hosts([n for n, _ in added], hosts(run.topo, topo))
+        # The pickers watch the pods through the API server, reached as in the replay's own
+        # picker namespaces (run.py `Replay.start`).
+        forwarder = netns.Forwarder(
+            [n for n, _ in picker_spaces(topo.picker.replicas)],
+            "127.0.0.1",
+            cluster.load_state(run.root).ports["apiserver"],
+        )
         if topo.renderer:
             procs.start(
                 "render",
@@ -201,6 +216,8 @@ def run_phase(run: "Replay") -> tuple[list[str], list[str]]:
         result, ready_s = _measure(run, name, topo, procs, folder, logs, kv_events_port)
     finally:
         procs.stop()
+        if forwarder is not None:
+            forwarder.close()
         network.close()
     wanted = streams(topo, kv_events_port)
     counts = [
@@ -270,7 +287,17 @@ def _measure(
     for tag, text in (("rendered", rendered), ("baseline", dataplane.baseline_config(rendered))):
         started = time.monotonic()
         dataplane.start_pods(procs, topo, run.bins, logs, kv_events_port)
-        pickers = dataplane.start_pickers(procs, topo, text, run.bins, folder, run.kubeconfig, logs, tag)
+        pickers = dataplane.start_pickers(
+            procs,
+            topo,
+            text,
+            run.bins,
+            folder,
+            run.kubeconfig,
+            logs,
+            tag,
+            picker_spaces(topo.picker.replicas),
+        )
         warm = folder / f"warm-{tag}"
 
         def routed(pickers: list[str] = pickers, warm: Path = warm) -> bool:

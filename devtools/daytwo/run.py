@@ -4,6 +4,7 @@ off (the negative control), then a canary shifted and rolled back, then faults u
 traffic.
 
     python -m devtools.daytwo [STACK] [--load-seconds=S] [--apply-manifests] [--without-models]
+                              [--only=PHASE,...]
 
 1. The stack is rendered three times: as it is (revision a), and with decode `maxNumSeqs`
    changed twice (revisions b and c: a role's setting, so every role's pod template and the
@@ -17,7 +18,8 @@ traffic.
    simulators and routing sidecars in per-pod network namespaces and readies them after the
    simulated load. e2e's `controller:` line for the set (devtools/daytwo/contract.py).
    Then `make dataplane`'s routing figures and `make dataplane-broken`'s negative control on
-   these pods (devtools/daytwo/routing.py).
+   these pods (devtools/daytwo/routing.py), and the Responses phase on them
+   (devtools/daytwo/responses_phase.py).
 4. Two endpoint pickers with the rendered flags and config (devtools/dataplane/run.py), watching
    the pods through the API server, behind the gateway stand-in; steady agent traffic starts.
 5. Revision b by `pulumi up` of the edited stack while the traffic runs; the rollout is followed
@@ -43,13 +45,15 @@ traffic.
    an external-metrics stand-in behind the API server's aggregation layer; a burst of long
    prompts raises it, and the role comes back down after the rendered cooldown. The `scale:`
    line, and e2e's `scale:` line from the same scaling.
-10. A real Prometheus (devtools/daytwo/prometheus.py, alerts.py) scrapes from step 3's end on;
+10. A real Prometheus (devtools/daytwo/prometheus.py, alerts.py) scrapes from step 5 on;
     during step 9's scale-down window (no traffic runs then either) both pickers are stopped
     until the router's alerts fire and restarted until they resolve (the `alert:` lines), and
     promtool evaluates the other rendered alerts over the series the run scraped.
-11. Last, the Responses phase on the replay's deployment (devtools/daytwo/responses_phase.py),
-    the multi-model reference in a namespace of its own on its twin (models_phase.py), and
-    onprem-h100 scaled with precise prefix routing in another (reference_phase.py).
+11. Beside step 10 (`beside_alerts`), each in a namespace of its own on the twin with pickers
+    of its own: the multi-model reference (models_phase.py), then onprem-h100 scaled with
+    precise prefix routing (reference_phase.py).
+
+The last line, `day-two: seconds:`, gives each part's wall seconds (`Clock`).
 
 With --without-models the multi-model phase is left out (`make dataplane-reference` runs it
 alone); --only=PHASE,... runs only the named phases after step 2 (PHASE_ORDER).
@@ -65,7 +69,8 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -232,8 +237,9 @@ class Replay:
             raise cluster.TwinError(
                 "the LWS controller is not running: " + "; ".join(report.failures or report.lines)
             )
-        spaces = [(dataplane.GATEWAY_NS, dataplane.GATEWAY_IP)] + [
-            (f"picker-{i}", dataplane.PICKER_IPS[i]) for i in range(self.topo.picker.replicas)
+        spaces = [
+            (dataplane.GATEWAY_NS, dataplane.GATEWAY_IP),
+            *dataplane.picker_spaces(self.topo.picker.replicas),
         ]
         if self.topo.renderer:
             spaces.append((dataplane.RENDER_NS, dataplane.RENDER_IP))
@@ -417,17 +423,68 @@ class Replay:
 
 
 # The replay's phases in the order they run (`--only` runs some of them after the deployment and
-# its `controller:` line): the routing figures, the upgrades with the canary, the faults and the
-# scaling with the alerts (one phase: each starts from what the one before it left), the
-# Responses phase and the multi-model phase; last the precise-routing reference, whose pickers take
-# the replay's pickers' namespaces (reference_phase.py).
-PHASE_ORDER = ("routing", "faults", "responses", "models", "reference")
+# its `controller:` line): the routing figures and the Responses phase on revision a; the upgrades
+# with the canary, the faults and the scaling with the alerts (one phase: each starts from what the
+# one before it left); the multi-model phase and the precise-routing reference, each in a
+# namespace of its own with pickers of its own, which run beside the alerts' fault (no traffic
+# runs on the deployment then) when the faults phase runs, and after it otherwise.
+PHASE_ORDER = ("routing", "responses", "faults", "models", "reference")
+# A phase: its lines and its failures.
+Phase = Callable[["Replay"], tuple[list[str], list[str]]]
 
 
-def _faults(run: Replay) -> list[str]:
+class Clock:
+    """Wall seconds per part of the replay, printed last (`day-two: seconds: prepare 31, deploy
+    118, ...`; parts run beside each other joined by `+`): the figures docs/twin.md's CI time
+    ledger records for the replay."""
+
+    def __init__(self, now: Callable[[], float] = time.monotonic) -> None:
+        self.now = now
+        self.parts: list[tuple[str, float]] = []
+        self.mark = now()
+
+    def lap(self, part: str) -> None:
+        now = self.now()
+        self.parts.append((part, now - self.mark))
+        self.mark = now
+
+    def line(self) -> str:
+        return "day-two: seconds: " + ", ".join(f"{part} {s:.0f}" for part, s in self.parts)
+
+
+def run_phases(run: "Replay", phases: Sequence[Phase]) -> tuple[list[str], list[str]]:
+    """The phases one after the other; their lines and failures."""
+    lines: list[str] = []
+    failures: list[str] = []
+    for phase in phases:
+        phase_lines, phase_failures = phase(run)
+        lines += phase_lines
+        failures += phase_failures
+    return lines, failures
+
+
+def beside_alerts(
+    run: "Replay", monitor: prometheus.Monitor, phases: Sequence[Phase]
+) -> Callable[[], tuple[list[str], list[str]]]:
+    """The alerts' fault (both pickers stopped until the router's alerts fire, then restarted until
+    they resolve: about three minutes in which no traffic runs on the deployment) in one thread,
+    and `phases`, which share nothing with the deployment's pickers, one after the other in the
+    caller's. The alerts' lines first."""
+
+    def both() -> tuple[list[str], list[str]]:
+        with ThreadPoolExecutor(1, thread_name_prefix="alerts") as pool:
+            fault = pool.submit(alerts.pickers_down, run, monitor, without_gating(run.topo.picker.config))
+            lines, failures = run_phases(run, phases)
+            alert_lines, alert_failures = fault.result()
+        return [*alert_lines, *lines], [*alert_failures, *failures]
+
+    return both
+
+
+def _faults(run: Replay, clock: Clock, beside: Sequence[Phase]) -> list[str]:
     """The upgrades, the canary, the faults, then the scaling with the alerts, in that order:
-    each starts from the revision and the nodes the one before it left. Prints their lines and
-    returns the failures."""
+    each starts from the revision and the nodes the one before it left; `beside` runs beside the
+    alerts' fault. Prints their lines and returns the failures."""
     failures: list[str] = []
     # Prometheus and alerts (devtools/daytwo/alerts.py): scraping from here to the end.
     run.monitor = alerts.start(run)
@@ -440,26 +497,32 @@ def _faults(run: Replay) -> list[str]:
     pickers = run.pickers(without_gating(run.topo.picker.config), "screener-off")
     off = run.upgrade("screener-off", pickers, on.after, 2)
     print(figures.screener_off_line(off))
-    print(figures.detail_line("screener off", off))
+    print(figures.detail_line("screener off", off), flush=True)
     failures += figures.screener_off_failures(off)
+    clock.lap("upgrades")
     # The canary beside revision c, shifted and rolled back (before the faults, which take
     # nodes away).
     canary_lines, canary_failures = canary_phase.run_phase(run, len(NEXT_MAX_NUM_SEQS))
-    print("\n".join(canary_lines))
+    print("\n".join(canary_lines), flush=True)
     failures += canary_failures
+    clock.lap("canary")
     fault_lines, fault_failures = faults_phase.run_phase(run)
-    for line in fault_lines:
-        print(line)
+    print("\n".join(fault_lines), flush=True)
     failures += fault_failures
+    clock.lap("faults")
     # Scaling, then Prometheus and alerts: the fault that fires the router's alerts needs no
-    # traffic, as the scale-down's stabilization window does; it runs during that window.
-    monitor = run.monitor
-    scale_lines, scale_failures = scale_phase.run_phase(
-        run, lambda: alerts.pickers_down(run, monitor, without_gating(run.topo.picker.config))
-    )
-    print("\n".join(scale_lines))
+    # traffic, as the scale-down's stabilization window does; it runs during that window, and
+    # the phases that need nothing of the deployment run beside it.
+    scale_lines, scale_failures = scale_phase.run_phase(run, beside_alerts(run, run.monitor, beside))
+    print("\n".join(scale_lines), flush=True)
     failures += scale_failures
+    clock.lap("+".join(["scaling", "alerts", *(name_of(p) for p in beside)]))
     return failures
+
+
+def name_of(phase: Phase) -> str:
+    """A phase's name in PHASE_ORDER: its module's, less `_phase` (pure)."""
+    return phase.__module__.rsplit(".", 1)[-1].removesuffix("_phase")
 
 
 def main(argv: Sequence[str]) -> int:
@@ -506,12 +569,14 @@ def main(argv: Sequence[str]) -> int:
         print(f"day-two: no stack file stacks/Pulumi.{stack}.yaml", file=sys.stderr)
         return 2
     started = time.monotonic()
+    clock = Clock()
     run = Replay(CHECKOUT, stack, load_seconds, by_engine)
     try:
         run.prepare()
     except source_snapshot.SnapshotMissing as error:
         print(f"day-two: not run: {error}")
         return 0
+    clock.lap("prepare")
     failures: list[str] = []
     try:
         run.start()
@@ -521,27 +586,36 @@ def main(argv: Sequence[str]) -> int:
         failures += controller_failures
         if only != frozenset(PHASE_ORDER):
             print(f"day-two: phases: {', '.join(p for p in PHASE_ORDER if p in only)} (--only)")
+        clock.lap("deploy")
         if "routing" in only:
             # The data plane's routing figures and its negative control on this deployment
             # (devtools/daytwo/routing.py), before the upgrades.
             routing_lines, routing_failures = routing.measure(run)
-            print("\n".join(routing_lines))
+            print("\n".join(routing_lines), flush=True)
             failures += routing_failures
-        if "faults" in only:
-            failures += _faults(run)
-        # The Responses phase on the replay's deployment, then several models in a namespace of
-        # their own on its twin (docs/day-two.md; responses_phase.py, models_phase.py).
-        phases = [
-            *([responses_phase.run_phase] if "responses" in only else []),
+            clock.lap("routing")
+        if "responses" in only:
+            # The Responses phase on the replay's deployment (responses_phase.py).
+            phase_lines, phase_failures = responses_phase.run_phase(run)
+            print("\n".join(phase_lines), flush=True)
+            failures += phase_failures
+            clock.lap("responses")
+        # Several models, then precise prefix routing, each in a namespace of its own on the
+        # replay's twin (docs/day-two.md; models_phase.py, reference_phase.py): beside the alerts'
+        # fault when the faults phase runs, else after the phases above.
+        beside: list[Phase] = [
             *([models_phase.run_phase] if with_models and "models" in only else []),
             *([reference_phase.run_phase] if "reference" in only else []),
         ]
         if not with_models:
             print("day-two: models: not run here (--without-models): make dataplane-reference runs it")
-        for phase in phases:
-            phase_lines, phase_failures = phase(run)
+        if "faults" in only:
+            failures += _faults(run, clock, beside)
+        elif beside:
+            phase_lines, phase_failures = run_phases(run, beside)
             print("\n".join(phase_lines), flush=True)
             failures += phase_failures
+            clock.lap("+".join(name_of(p) for p in beside))
         if run.kubelet is not None:
             failures += run.kubelet.errors
         if run.deployer is not None:
@@ -558,6 +632,7 @@ def main(argv: Sequence[str]) -> int:
         return 1
     finally:
         run.close()
+    print(clock.line())
     print(f"day-two: {stack} in {time.monotonic() - started:.0f} s; logs {run.run_dir}")
     for failure in failures:
         print(f"day-two: FAIL: {failure}", file=sys.stderr)

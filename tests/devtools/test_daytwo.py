@@ -4,6 +4,8 @@ files and the rollout's settled state."""
 
 import copy
 import itertools
+import threading
+import types
 from pathlib import Path
 from typing import Any, cast
 
@@ -11,7 +13,16 @@ import pytest
 import yaml
 
 from devtools.dataplane import netns, topology
-from devtools.daytwo import faults_phase, figures, kubelet, scale_phase, serving
+from devtools.daytwo import (
+    alerts,
+    faults_phase,
+    figures,
+    kubelet,
+    models_phase,
+    reference_phase,
+    scale_phase,
+    serving,
+)
 from devtools.daytwo import run as daytwo
 from devtools.daytwo.kubelet import Endpoint
 from devtools.twin import cluster, nodes
@@ -369,13 +380,13 @@ def test_the_kubelet_starts_readies_after_the_load_and_finalizes_a_deleted_pod(
         ),
         (
             ["--only=routing,upgrade"],
-            "--only: upgrade is not a phase (allowed: a comma-separated list of routing, faults, "
-            "responses, models, reference)",
+            "--only: upgrade is not a phase (allowed: a comma-separated list of routing, responses, "
+            "faults, models, reference)",
         ),
         (
             ["--only="],
-            "--only: names no phase (allowed: a comma-separated list of routing, faults, "
-            "responses, models, reference)",
+            "--only: names no phase (allowed: a comma-separated list of routing, responses, "
+            "faults, models, reference)",
         ),
         (["no-such-stack"], "no stack file stacks/Pulumi.no-such-stack.yaml"),
     ],
@@ -580,3 +591,49 @@ def test_the_scenario_beside_the_scale_down_runs_and_reports_when_no_role_autosc
     )
     assert ran == [True]
     assert scale_phase.run_phase(replay) == (["scale: not run: the local-sim stack autoscales no role"], [])
+
+
+def test_the_phases_beside_the_alerts_run_while_the_alerts_fault_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The alerts' fault waits until a phase beside it has started (it would time out if the two
+    ran one after the other), and its lines come first."""
+    started = threading.Event()
+
+    def pickers_down(run: Any, monitor: Any, config: str) -> tuple[list[str], list[str]]:
+        assert started.wait(10), "the phases beside the alerts did not start while the fault ran"
+        return ["alert: EppLeaderMissing fired 120.0 s after x, resolved 20.0 s after recovery"], []
+
+    def models(run: Any) -> tuple[list[str], list[str]]:
+        started.set()
+        return ["models: 0 misrouted"], []
+
+    def reference(run: Any) -> tuple[list[str], list[str]]:
+        return ["hit rate: rendered 90.0% baseline 60.0%"], ["reference: a failure"]
+
+    monkeypatch.setattr(alerts, "pickers_down", pickers_down)
+    run = types.SimpleNamespace(
+        topo=types.SimpleNamespace(picker=types.SimpleNamespace(config="plugins: []\n"))
+    )
+    both = daytwo.beside_alerts(run, None, [models, reference])  # type: ignore[arg-type]
+    assert both() == (
+        [
+            "alert: EppLeaderMissing fired 120.0 s after x, resolved 20.0 s after recovery",
+            "models: 0 misrouted",
+            "hit rate: rendered 90.0% baseline 60.0%",
+        ],
+        ["reference: a failure"],
+    )
+
+
+def test_the_replays_seconds_line_names_each_part() -> None:
+    ticks = iter([100.0, 131.4, 249.6, 250.0])
+    clock = daytwo.Clock(lambda: next(ticks))
+    clock.lap("prepare")
+    clock.lap("deploy")
+    clock.lap(
+        "+".join(
+            ["scaling", "alerts", *map(daytwo.name_of, [models_phase.run_phase, reference_phase.run_phase])]
+        )
+    )
+    assert clock.line() == "day-two: seconds: prepare 31, deploy 118, scaling+alerts+models+reference 0"

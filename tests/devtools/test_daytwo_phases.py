@@ -210,3 +210,69 @@ def test_the_models_phase_says_how_many_decode_endpoints_answered_before_the_mea
         "14 pods on kind-012, a request per model and adapter routed 3 s after",
         "day-two: models: 18 decode endpoints answered before the measured requests (4 s)",
     ]
+
+
+class _PickerProcs:
+    """What `start_pickers` asked to start: (name, argv, env) per process."""
+
+    def __init__(self) -> None:
+        self.started: list[tuple[str, list[str], dict[str, str] | None]] = []
+
+    def start(self, name: str, argv: list[str], logs: Path, env: dict[str, str] | None = None) -> None:
+        self.started.append((name, argv, env))
+
+
+def test_pickers_start_in_the_namespaces_given_and_the_gateway_probes_them_there(tmp_path: Path) -> None:
+    picker = topology.Picker("glm52-epp", 2, ("--grpc-port=9002", "--grpc-health-port=9003"), "plugins: []\n")
+    topo = topology.Topology("llm-d-reference", picker, {"metadata": {"name": "p"}}, [], [])
+    procs = _PickerProcs()
+    spaces = [("picker-reference-0", "10.244.0.190"), ("picker-reference-1", "10.244.0.191")]
+    bins = {"epp": tmp_path / "epp", "gateway": tmp_path / "gateway"}
+    addresses = dataplane.start_pickers(
+        procs,  # type: ignore[arg-type]
+        topo,
+        picker.config,
+        bins,
+        tmp_path,
+        tmp_path / "kubeconfig",
+        tmp_path,
+        "rendered",
+        spaces,
+    )
+    assert addresses == ["10.244.0.190:9002", "10.244.0.191:9002"]
+    # Process names are the replay's (a phase stops its pickers by the `picker-` prefix), the
+    # namespaces the given ones.
+    assert [name for name, _, _ in procs.started] == ["picker-0-rendered", "picker-1-rendered"]
+    for (_, argv, env), (space, _ip) in zip(procs.started, spaces, strict=True):
+        assert argv[:4] == ["ip", "netns", "exec", netns.ns_name(space)]
+        assert env is not None and env["NAMESPACE"] == "llm-d-reference"
+    # The gateway stand-in probes each picker's health port at that picker's own address.
+    argv = dataplane.gateway_argv(bins, addresses, picker, "--replay=x")
+    assert "--health=10.244.0.190:9003,10.244.0.191:9003" in argv
+    # Without spaces: the replay's own namespaces and addresses.
+    procs = _PickerProcs()
+    default = dataplane.start_pickers(
+        procs,  # type: ignore[arg-type]
+        topo,
+        picker.config,
+        bins,
+        tmp_path,
+        tmp_path / "kubeconfig",
+        tmp_path,
+        "rendered",
+    )
+    assert default == [f"{ip}:9002" for ip in dataplane.PICKER_IPS]
+    assert [argv[3] for _, argv, _ in procs.started] == [netns.ns_name("picker-0"), netns.ns_name("picker-1")]
+    # Fewer namespaces than replicas: refused, not a picker left without one.
+    with pytest.raises(ValueError, match="2 pickers need as many namespaces, 1 given"):
+        dataplane.start_pickers(
+            _PickerProcs(),  # type: ignore[arg-type]
+            topo,
+            picker.config,
+            bins,
+            tmp_path,
+            tmp_path / "kubeconfig",
+            tmp_path,
+            "rendered",
+            spaces[:1],
+        )

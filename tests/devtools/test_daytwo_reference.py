@@ -106,8 +106,12 @@ def test_the_phase_adds_its_render_stand_in_and_pods_and_maps_both_render_servic
         _render("glm52-tokenizer.llm-d-reference.svc"),
     )
     day_two = _topo([], _render("glm52-tokenizer.llm-d.svc"))
+    # Its pickers have namespaces and addresses of their own, not the replay's (they run while
+    # the alerts' fault stops and restarts the replay's).
     assert reference_phase.spaces(ref) == [
         ("render-reference", "10.244.0.195"),
+        ("picker-reference-0", "10.244.0.190"),
+        ("picker-reference-1", "10.244.0.191"),
         ("glm52-decode-0-0", "10.244.0.170"),
     ]
     assert reference_phase.hosts(day_two, ref) == {
@@ -115,7 +119,11 @@ def test_the_phase_adds_its_render_stand_in_and_pods_and_maps_both_render_servic
         "glm52-tokenizer.llm-d-reference.svc": "10.244.0.195",
     }
     # No render Service: no stand-in.
-    assert reference_phase.spaces(_topo([])) == []
+    assert [name for name, _ in reference_phase.spaces(_topo([]))] == [
+        "picker-reference-0",
+        "picker-reference-1",
+    ]
+    assert not {ip for _, ip in reference_phase.spaces(ref)} & set(dataplane.PICKER_IPS)
 
 
 def test_the_phases_addresses_and_veths_meet_none_of_the_replays_or_the_models() -> None:
@@ -132,10 +140,13 @@ def test_the_phases_addresses_and_veths_meet_none_of_the_replays_or_the_models()
     # and the reference's render stand-in below the multi-model pickers'.
     assert models_phase.FIRST_HOST + 14 <= reference_phase.FIRST_HOST
     assert reference_phase.RENDER_HOST < multimodel.PICKER_HOST
-    # veths: the models' 19 namespaces below the reference's 13 (12 pods, the render stand-in),
-    # those below the process kubelet's.
+    # Its 12 pods (onprem-h100 scaled) end below its pickers, and they below its render stand-in.
+    assert min(reference_phase.PICKER_HOSTS) >= reference_phase.FIRST_HOST + 12
+    assert max(reference_phase.PICKER_HOSTS) < reference_phase.RENDER_HOST
+    # veths: the models' 19 namespaces below the reference's 15 (12 pods, 2 pickers, the render
+    # stand-in), those below the process kubelet's.
     assert models_phase.FIRST_VETH + 19 <= reference_phase.FIRST_VETH
-    assert reference_phase.FIRST_VETH + 13 <= kubelet.FIRST_VETH
+    assert reference_phase.FIRST_VETH + 15 <= kubelet.FIRST_VETH
 
 
 def _figs(hit: float, new: float, sticky: float, ttft: float, disaggregated: int) -> dict[str, Any]:
