@@ -7,14 +7,17 @@ Python steps that come first (render, check, the test suite) leave a core idle m
 and the tool builds (downloads most of all) fill it. Two lanes run side by side:
 
 - the Python tool environments (vLLM's parser, checkov, the cloud API models, inference-perf,
-  the NIXL probe, the agentic API): pip downloads, mostly waiting on the network;
-- the Go tools, one at a time, in the order the checks need them (promtool, the router checker,
-  the control-plane twin's binaries, the LWS controller, the engine run's Pulumi CLI, Python
-  language host and Kubernetes provider, the YAML and Node.js language hosts of `make
-  components`, the data plane's router and simulator, the day-two replay's Prometheus), all
-  sharing one module cache and one build cache, so a package two of them need at one version
-  compiles once
-  (the host right after the CLI: it needs the same sdk/v3 and pkg/v3 packages).
+  the NIXL probe, the agentic API): pip downloads, mostly waiting on the network; then the engine
+  run's Pulumi CLI, Python language host and Kubernetes provider (`make e2e` needs them with the
+  twin's binaries, which the other lane builds meanwhile; the host right after the CLI: it needs
+  the same sdk/v3 and pkg/v3 packages);
+- the other Go tools, one at a time, in the order the checks need them (promtool, the router
+  checker, the control-plane twin's binaries, the LWS controller, the YAML and Node.js language
+  hosts of `make components`, the data plane's router and simulator, the day-two replay's
+  Prometheus and external-metrics stand-in).
+
+All Go builds share one module cache and one build cache, so a package two of them need at one
+version compiles once.
 
 Every build goes through the tool cache's file lock (devtools/tool_cache.py): a step that needs a
 tool this process is building waits for it instead of building it twice, and one that needs a tool
@@ -115,9 +118,6 @@ def _go_tools() -> list[Build]:
         ("twin kubernetes", _twin("kubernetes")),
         ("twin kwok", _twin("kwok")),
         ("LWS controller", _lws),
-        ("Pulumi CLI", _twin("pulumi")),
-        ("Python language host", _python_host),
-        ("Kubernetes provider", _twin("kubernetes-provider")),
         # `make components` (docs/components.md): the YAML and Node.js language hosts.
         ("twin pulumi-yaml", _twin("pulumi-yaml")),
         ("Node.js language host", _nodejs_host),
@@ -136,8 +136,23 @@ def _go_tools() -> list[Build]:
     ]
 
 
+def _engine_tools() -> list[Build]:
+    """The engine run's Pulumi CLI, Python language host (right after the CLI: it compiles against
+    the same pkg/v3 and sdk/v3 packages) and Kubernetes provider."""
+    return [
+        ("Pulumi CLI", _twin("pulumi")),
+        ("Python language host", _python_host),
+        ("Kubernetes provider", _twin("kubernetes-provider")),
+    ]
+
+
 def lanes() -> list[list[Build]]:
-    return [_python_envs(), _go_tools()]
+    """The Python environments, then the engine run's Go tools: the environments are done by the
+    time the test suite ends (12 min in a cold run on 2 cores, 2026-12-07), and the Go lane has
+    the control-plane twin's binaries to build until about 24 min, while `make e2e` starts at about
+    17 and needs both (it built the CLI and the provider itself, 13 min of its 17.7,
+    docs/twin.md#ci-time-ledger)."""
+    return [[*_python_envs(), *_engine_tools()], _go_tools()]
 
 
 def _not_run(error: BaseException) -> bool:

@@ -20,6 +20,7 @@ from devtools.dataplane.run import (
     CRD_GROUPS,
     GATEWAY_IP,
     GATEWAY_NS,
+    PICKER_SWAP_GRACE_S,
     RENDER_IP,
     RENDER_NS,
     Processes,
@@ -483,7 +484,7 @@ def main_run(
             else:
                 series[tag] = {"hit rate": report.time_series(steady_samples)["hit rate"]}
             result[tag] = figs
-            procs.stop("picker-")
+            procs.stop("picker-", grace=PICKER_SWAP_GRACE_S)
             procs.stop("pod-")
         if agentic is not None and agentic_binary is not None:
             result["responses"] = responses_phase(

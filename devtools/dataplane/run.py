@@ -120,6 +120,16 @@ def pod_object(pod: topology.Pod, namespace: str) -> dict[str, Any]:
     }
 
 
+# How long a stopped process may take to exit before it is killed.
+STOP_GRACE_S = 10.0
+# The same for endpoint pickers a run replaces between two measurements, when no request is in
+# flight: the picker gives up its lease at SIGTERM (controller-runtime's leader election releases it
+# on cancel, logged within 0.1 s) and then keeps a drain window (llm-d-router v0.10.0
+# cmd/epp/runner/runner.go: "draining (NotServing) while finishing in-flight requests",
+# drainTimeout 30 s) that has nothing to finish; without this the swap waited STOP_GRACE_S each time.
+PICKER_SWAP_GRACE_S = 2.0
+
+
 @dataclass
 class Processes:
     items: list[tuple[str, subprocess.Popen[bytes]]]
@@ -140,14 +150,16 @@ class Processes:
         self.items.append((name, proc))
         return proc
 
-    def stop(self, name_prefix: str = "") -> None:
+    def stop(self, name_prefix: str = "", grace: float = STOP_GRACE_S) -> None:
+        """SIGTERM to every process named `name_prefix...`, SIGKILL to those still running after
+        `grace` seconds."""
         for name, proc in list(self.items):
             if name.startswith(name_prefix) and proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)
         for name, proc in list(self.items):
             if name.startswith(name_prefix):
                 try:
-                    proc.wait(timeout=10)
+                    proc.wait(timeout=grace)
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()

@@ -9,6 +9,7 @@ longer has deleted). `run_phase` returns the `canary:` line and its detail, and 
 
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -88,12 +89,16 @@ def run_phase(run: "Replay", live: int) -> tuple[list[str], list[str]]:
         )
     tag = chr(ord("a") + live)
     text = (run.run_dir / f"stacks-{tag}" / f"Pulumi.{run.stack}.yaml").read_text()
-    renders: dict[int, list[dict[str, Any]]] = {}
-    for weight in (0, CANARY_WEIGHT):
+
+    def rendered(weight: int) -> list[dict[str, Any]]:
         stacks_dir = run.run_dir / f"stacks-canary-{weight}"
         stacks_dir.mkdir(parents=True, exist_ok=True)
         (stacks_dir / f"Pulumi.{run.stack}.yaml").write_text(canary_variant(text, weight))
-        renders[weight] = render(stacks_dir, run.stack, run.run_dir / f"render-canary-{weight}")
+        return render(stacks_dir, run.stack, run.run_dir / f"render-canary-{weight}")
+
+    # Both renders at once (two processes: the machine's two cores).
+    with ThreadPoolExecutor(2) as pool:
+        renders = dict(zip((0, CANARY_WEIGHT), pool.map(rendered, (0, CANARY_WEIGHT)), strict=True))
     stable_pool = run.topo.pool["metadata"]["name"]
     canary_topo = next(
         t

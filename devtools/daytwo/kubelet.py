@@ -310,16 +310,19 @@ class ProcessKubelet:
             self.say(f"kubelet: {p.name} on {node} at {p.ip}: killed with its node")
         return [p.ip for p in victims]
 
-    def restart_engines(self, timeout: float = 60.0) -> list[topology.Pod]:
+    def restart_engines(self, timeout: float = 60.0, with_mend: bool = True) -> list[topology.Pod]:
         """Every running pod's processes stopped and started again in its namespace, as a
         kubelet restarts a pod's containers (empty engine caches, same address, the pod left
         Ready: nothing is routed meanwhile), once every readiness probe answers again. The
-        pods, as the data-plane twin's replay reads them."""
+        pods, as the data-plane twin's replay reads them. With `with_mend` False the simulators
+        start without the output-id stand-in in front (`make dataplane`'s engines, for the routing
+        figures); a later restart with it puts it back (the Responses phase reads its records)."""
         with self._lock:
             running = [p for p in self.pods.values() if not p.draining]
+        mend = self.mend if with_mend else None
         for state in running:
             state.procs.stop()
-            run.start_pods(state.procs, replace(self.base, pods=[state.pod]), self.bins, self.logs)
+            run.start_pods(state.procs, replace(self.base, pods=[state.pod]), self.bins, self.logs, mend=mend)
         until = time.monotonic() + timeout
         for state in running:
             for path, port in state.probes:

@@ -322,7 +322,7 @@ def _measure(
             # dataplane-reference`'s too, so both print why it is not run.
             phases.overload_phase(bench, tag, pickers, figs, routing.REPLAY_MAX_WAVE, routing.REPLAY_BUDGET)
         result[tag] = figs
-        procs.stop("picker-")
+        procs.stop("picker-", grace=dataplane.PICKER_SWAP_GRACE_S)
         procs.stop("pod-")
     result["failures"] = report.checks(result)
     return result, ready_s

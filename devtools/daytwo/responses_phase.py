@@ -96,6 +96,9 @@ def run_phase(run: "Replay") -> tuple[list[str], list[str]]:
     logs.mkdir(parents=True, exist_ok=True)
     agentic = rendered_reference(run.root, run.run_dir / "render-responses")
     binary = agentic_env.ensure()
+    # The output-id stand-in in front of every simulator again (the routing phase restarts them
+    # without it): the phase reads a turn's history from its records.
+    kubelet.restart_engines()
     pickers = run.pickers(run.topo.picker.config, "responses")
     spaces = phase_spaces(agentic)
     attached: list[str] = []

@@ -114,7 +114,7 @@ def measure(run: "Replay") -> tuple[list[str], list[str]]:
         lines, failures = _measure(run, out_dir)
         return [*lines, f"day-two: routing figures in {time.monotonic() - began:.0f} s"], failures
     finally:
-        run.procs.stop("picker-")
+        run.procs.stop("picker-", grace=dataplane.PICKER_SWAP_GRACE_S)
         forwarder.close()
         netns.detach(dataplane.CLIENT_NS)
 
@@ -129,7 +129,8 @@ def _measure(run: "Replay", out_dir: Path) -> tuple[list[str], list[str]]:
         ("baseline", dataplane.baseline_config(config)),
         ("broken", dataplane.break_render_url(config)),
     ):
-        pods = run.kubelet.restart_engines()
+        # Bare simulators, as `make dataplane` measures them (no output-id stand-in in front).
+        pods = run.kubelet.restart_engines(with_mend=False)
         topo = replace(run.topo, pods=pods)
         bench = phases.Bench.of(run.procs, topo, run.bins, run.logs, out_dir, shape, run.model())
         pickers = run.pickers(text, f"routing-{tag}")

@@ -314,7 +314,9 @@ class Replay:
         ]
 
     def pickers(self, config_text: str, tag: str) -> list[str]:
-        self.procs.stop("picker-")
+        """The pickers started afresh with `config_text` (the ones running replaced between two
+        measurements: nothing in flight), once a warm-up request is routed; their addresses."""
+        self.procs.stop("picker-", grace=dataplane.PICKER_SWAP_GRACE_S)
         addresses = dataplane.start_pickers(
             self.procs, self.topo, config_text, self.bins, self.run_dir, self.kubeconfig, self.logs, tag
         )

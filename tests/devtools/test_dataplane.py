@@ -3,6 +3,8 @@ and the figures (the run itself is `make dataplane`)."""
 
 import itertools
 import os
+import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -561,3 +563,20 @@ def test_ranks_per_pod_scales_pool_engines_and_sidecars_together() -> None:
     assert topology.capacity(topo).decode_seqs == 2 * 128 and topology.capacity(topo).endpoints == 4
     with pytest.raises(ValueError, match="target ports"):
         topology.with_ranks_per_pod(topo, 3)
+
+
+def test_a_stopped_process_that_ignores_sigterm_is_killed_after_the_grace_given(tmp_path: Path) -> None:
+    """A picker swap between two measurements waits PICKER_SWAP_GRACE_S, not the picker's whole
+    drain window: a process that outlives SIGTERM goes at the grace given."""
+    procs = run.Processes([])
+    proc = procs.start("picker-0-x", ["sh", "-c", "trap '' TERM; echo ready; sleep 30"], tmp_path)
+    log = tmp_path / "picker-0-x.log"
+    deadline = time.monotonic() + 10
+    while "ready" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    began = time.monotonic()
+    procs.stop("picker-", grace=0.5)
+    assert time.monotonic() - began < 5
+    assert proc.returncode == -signal.SIGKILL
+    assert procs.items == []
+    assert run.PICKER_SWAP_GRACE_S < run.STOP_GRACE_S

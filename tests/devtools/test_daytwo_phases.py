@@ -165,6 +165,26 @@ def test_the_process_kubelet_puts_the_output_id_stand_in_in_front_of_its_simulat
         )
         k._run(_Kube(), pod)  # type: ignore[arg-type]
     assert started == [tmp_path / "records", None]
+    # A restart (the routing phase's, before each config) starts the pod's processes again with
+    # the stand-in unless told not to; the Responses phase's restart puts it back after the
+    # routing phase's bare ones.
+    k = kubelet.ProcessKubelet(
+        lambda: None,  # type: ignore[arg-type,return-value]
+        _topo([]),
+        frozenset({"kind-000"}),
+        {},
+        tmp_path,
+        1.0,
+        mend=tmp_path / "records",
+        say=lambda line: None,
+    )
+    k._run(_Kube(), pod)  # type: ignore[arg-type]
+    started.clear()
+    for state in k.pods.values():
+        state.procs = dataplane.Processes([])
+    k.restart_engines(timeout=1.0, with_mend=False)
+    k.restart_engines(timeout=1.0)
+    assert started == [None, tmp_path / "records"]
 
 
 class _Procs:
