@@ -101,6 +101,7 @@ from devtools.daytwo.serving import (
     TAIL_S,
     read_results,
     render,
+    replay_gateway,
     serving_nodes,
     serving_pods,
     settled,
@@ -349,18 +350,8 @@ class Replay:
     def upgrade(self, tag: str, pickers: list[str], before: str, target: int) -> figures.Upgrade:
         """Steady traffic; the rendering `target` applied after LEAD_S; followed to the end."""
         assert self.kubelet is not None
-        entries = figures.steady(self.model(), self.bands(), ROLLOUT_TIMEOUT_S)
-        replay_file = self.run_dir / f"replay-{tag}.jsonl"
-        replay_file.write_text(replay.write(entries))
-        out = self.run_dir / tag
-        out.mkdir(parents=True, exist_ok=True)
-        argv = dataplane.gateway_argv(
-            self.bins,
-            pickers,
-            self.topo.picker,
-            f"--replay={replay_file}",
-            f"--out={out}",
-            "--pick-deadline=15s",
+        argv, out = replay_gateway(
+            self, tag, pickers, figures.steady(self.model(), self.bands(), ROLLOUT_TIMEOUT_S)
         )
         self.procs.start(f"gateway-{tag}", argv, self.logs)
         time.sleep(LEAD_S)

@@ -245,20 +245,24 @@ class _PickerProcs:
 def test_pickers_start_in_the_namespaces_given_and_the_gateway_probes_them_there(tmp_path: Path) -> None:
     picker = topology.Picker("glm52-epp", 2, ("--grpc-port=9002", "--grpc-health-port=9003"), "plugins: []\n")
     topo = topology.Topology("llm-d-reference", picker, {"metadata": {"name": "p"}}, [], [])
-    procs = _PickerProcs()
     spaces = [("picker-reference-0", "10.244.0.190"), ("picker-reference-1", "10.244.0.191")]
     bins = {"epp": tmp_path / "epp", "gateway": tmp_path / "gateway"}
-    addresses = dataplane.start_pickers(
-        procs,  # type: ignore[arg-type]
-        topo,
-        picker.config,
-        bins,
-        tmp_path,
-        tmp_path / "kubeconfig",
-        tmp_path,
-        "rendered",
-        spaces,
-    )
+
+    def start(procs: _PickerProcs, spaces: list[tuple[str, str]] | None = None) -> list[str]:
+        return dataplane.start_pickers(
+            procs,  # type: ignore[arg-type]
+            topo,
+            picker.config,
+            bins,
+            tmp_path,
+            tmp_path / "kubeconfig",
+            tmp_path,
+            "rendered",
+            spaces,
+        )
+
+    procs = _PickerProcs()
+    addresses = start(procs, spaces)
     assert addresses == ["10.244.0.190:9002", "10.244.0.191:9002"]
     # Process names are the replay's (a phase stops its pickers by the `picker-` prefix), the
     # namespaces the given ones.
@@ -271,28 +275,9 @@ def test_pickers_start_in_the_namespaces_given_and_the_gateway_probes_them_there
     assert "--health=10.244.0.190:9003,10.244.0.191:9003" in argv
     # Without spaces: the replay's own namespaces and addresses.
     procs = _PickerProcs()
-    default = dataplane.start_pickers(
-        procs,  # type: ignore[arg-type]
-        topo,
-        picker.config,
-        bins,
-        tmp_path,
-        tmp_path / "kubeconfig",
-        tmp_path,
-        "rendered",
-    )
+    default = start(procs)
     assert default == [f"{ip}:9002" for ip in dataplane.PICKER_IPS]
     assert [argv[3] for _, argv, _ in procs.started] == [netns.ns_name("picker-0"), netns.ns_name("picker-1")]
     # Fewer namespaces than replicas: refused, not a picker left without one.
     with pytest.raises(ValueError, match="2 pickers need as many namespaces, 1 given"):
-        dataplane.start_pickers(
-            _PickerProcs(),  # type: ignore[arg-type]
-            topo,
-            picker.config,
-            bins,
-            tmp_path,
-            tmp_path / "kubeconfig",
-            tmp_path,
-            "rendered",
-            spaces[:1],
-        )
+        start(_PickerProcs(), spaces[:1])
