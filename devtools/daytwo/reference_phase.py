@@ -20,7 +20,7 @@ does (the DisaggregatedSet stays out), and measures with the data-plane twin's f
 
 The pickers, the render stand-in (RENDER_HOST) and the pods each have a namespace and an address
 of their own (`spaces`): nothing is shared with the replay's deployment, so the phase runs beside
-the alerts' fault, which stops and restarts the replay's pickers (run.py `beside_scale_down`).
+the alerts' fault, which stops and restarts the replay's pickers (run.py `beside_alerts`).
 The render Services' names are mapped in the pickers' hosts files.
 
 Printed: `make dataplane-reference`'s lines for the single-model reference but `failover:` and
