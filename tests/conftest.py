@@ -7,9 +7,9 @@ from typing import Any
 
 import pulumi
 import pytest
-import yaml
 
 from llmd_fleet.cli.synth import RecordingMocks
+from llmd_fleet.core.yaml_documents import yaml_documents
 from tests.support import CRD_DIR, stack_raw_config, start_mock_engine
 
 
@@ -54,7 +54,7 @@ def rendered(tmp_path_factory):
             objects[stack] = [
                 document
                 for path in sorted((out / "manifests").rglob("*.yaml"))
-                for document in yaml.safe_load_all(path.read_text())
+                for document in yaml_documents(path.read_text())
                 if document
             ]
         return objects[stack]

@@ -2,19 +2,23 @@
 image, Pulumi config as the CLI sets it, and Pulumi's mock engine recording what is registered.
 Fixtures stay in conftest.py; tests import these names from here, never from conftest."""
 
+import copy
+import functools
 import json
 import os
+import socketserver
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pulumi
 import pytest
-import yaml
 from pulumi.runtime import Mocks, mocks
 
 from llmd_fleet.cli.synth import Recorded, RecordingMocks
 from llmd_fleet.core.problems import PROJECT, ConfigError, Problem
+from llmd_fleet.core.yaml_documents import yaml_document
 from llmd_fleet.stack.parse import parse_config
 from llmd_fleet.versions import versions
 
@@ -57,7 +61,14 @@ def stack_raw_config(stack: str = REFERENCE_STACK) -> dict[str, Any]:
     """The stack file's settings as parse_config takes them (keys without the namespace). Its
     `secure:` values are left out: they are secrets, which a program reads apart from the
     settings (the stack files' ciphertexts are placeholders)."""
-    document = yaml.safe_load((STACKS_DIR / f"Pulumi.{stack}.yaml").read_text())
+    return copy.deepcopy(_stack_settings(stack))
+
+
+@functools.cache
+def _stack_settings(stack: str) -> dict[str, Any]:
+    # Read once per test process (collection asks for every stack's settings many times); callers
+    # get copies.
+    document = yaml_document((STACKS_DIR / f"Pulumi.{stack}.yaml").read_bytes())
     return {
         key.split(":", 1)[1]: value
         for key, value in document["config"].items()
@@ -106,3 +117,17 @@ def config_problems(raw: dict[str, Any]) -> list[Problem]:
 def problems_by_key(raw: dict[str, Any]) -> dict[str, str]:
     """config_problems as a mapping from the key each names to its message."""
     return dict(config_problems(raw))
+
+
+# serve_forever's default poll interval is 0.5 s, and shutdown() waits for the next poll: every
+# test that stops a loopback server would pay up to half a second for nothing.
+SHUTDOWN_POLL_S = 0.02
+
+
+def serve_in_background(server: socketserver.BaseServer) -> socketserver.BaseServer:
+    """Serve `server` from a daemon thread until `server.shutdown()`, which then returns within
+    SHUTDOWN_POLL_S."""
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, daemon=True
+    ).start()
+    return server

@@ -1,6 +1,7 @@
 """The version matrix (images/versions.toml): it loads, it has every name the code asks for, its
 values are consistent, and no version it pins appears anywhere else in the source."""
 
+import functools
 import io
 import re
 import tokenize
@@ -61,16 +62,19 @@ def _code_lines(path: Path) -> Iterator[tuple[int, str]]:
                 yield token.start[0] + offset, line
 
 
-def hard_coded_versions() -> set[tuple[str, str, int]]:
-    """(file, version, line) for every matrix version written down outside the matrix."""
+@functools.cache
+def hard_coded_versions() -> frozenset[tuple[str, str, int]]:
+    """(file, version, line) for every matrix version written down outside the matrix (scanned once
+    per test process: the scan reads every file of the repository)."""
     patterns = {version: version_pattern(version) for version in matrix_versions(matrix_raw())}
     hits = set()
     for path in _scanned_files():
         for number, line in _code_lines(path):
             for version, pattern in patterns.items():
-                if pattern.search(line):
+                # The substring test first: a line without the digits cannot match the pattern.
+                if version in line and pattern.search(line):
                     hits.add((str(path.relative_to(REPO)), version, number))
-    return hits
+    return frozenset(hits)
 
 
 def test_matrix_loads_from_the_checkout():

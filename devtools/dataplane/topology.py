@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import yaml
+from llmd_fleet.core.yaml_documents import yaml_document, yaml_documents
 
 # The pods' network inside the run's namespaces (docs/twin.md): kind's pod range, which the
 # local-sim stack names; it exists only inside the namespaces the run creates.
@@ -94,7 +94,7 @@ class Topology:
 def load_manifests(render_dir: Path) -> list[dict[str, Any]]:
     docs: list[dict[str, Any]] = []
     for path in sorted((render_dir / "manifests").rglob("*.yaml")):
-        docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
+        docs.extend(d for d in yaml_documents(path.read_text()) if d)
     return docs
 
 
@@ -369,7 +369,7 @@ def kv_blocks_per_rank(config_text: str) -> int | None:
     """KV-cache blocks per rank as the rendering sizes them: the approximate prefix producer's
     `lruCapacityPerServer` (the plan sets it to the rank's KV room over the block size,
     llmd_fleet/layers/router/epp_config.py)."""
-    config = yaml.safe_load(config_text)
+    config = yaml_document(config_text)
     for p in config.get("plugins", []):
         if p.get("type") == "approx-prefix-cache-producer":
             value = (p.get("parameters") or {}).get("lruCapacityPerServer")
@@ -430,7 +430,7 @@ def ds_revision(ds: dict[str, Any]) -> str:
 
 def render_url(config_text: str) -> str | None:
     """The URL of the render service the config's token producer calls, if it has one."""
-    config = yaml.safe_load(config_text)
+    config = yaml_document(config_text)
     for p in config.get("plugins", []):
         if p.get("type") in ("token-producer", "tokenizer"):
             url = (p.get("parameters") or {}).get("vllm", {}).get("url")
@@ -442,7 +442,7 @@ def kv_events_socket_port(config_text: str) -> int | None:
     """The port the precise prefix producer's per-endpoint subscribers dial (plus the endpoint's
     rank index): `kvEventsConfig.podDiscoveryConfig.socketPort` with `discoverPods`; None without
     a precise producer that discovers pods."""
-    config = yaml.safe_load(config_text)
+    config = yaml_document(config_text)
     for p in config.get("plugins", []):
         if p.get("type") == "precise-prefix-cache-producer":
             events = (p.get("parameters") or {}).get("kvEventsConfig") or {}
@@ -454,7 +454,7 @@ def kv_events_socket_port(config_text: str) -> int | None:
 
 def pd_threshold(config_text: str) -> int | None:
     """The prefix-based P/D decider's `nonCachedTokens` (None without that decider)."""
-    config = yaml.safe_load(config_text)
+    config = yaml_document(config_text)
     for p in config.get("plugins", []):
         if p.get("type") == "prefix-based-pd-decider":
             return int((p.get("parameters") or {}).get("nonCachedTokens", 0)) or None
@@ -620,7 +620,7 @@ class Capacity:
 
 
 def capacity(topo: Topology) -> Capacity:
-    config = yaml.safe_load(topo.picker.config)
+    config = yaml_document(topo.picker.config)
     params = {p.get("type"): p.get("parameters") or {} for p in config.get("plugins", [])}
     detector_ref = (config.get("flowControl") or {}).get("saturationDetector", {}).get("pluginRef")
     detector = next(

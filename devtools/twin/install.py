@@ -11,9 +11,8 @@ import functools
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from devtools.twin.nodes import twin_objects
+from llmd_fleet.core.yaml_documents import yaml_documents
 from llmd_fleet.stack.model import StackConfig
 from llmd_fleet.versions import versions
 
@@ -36,10 +35,9 @@ LWS_STANDINS = (
 @functools.cache
 def _vendored_crds(root: Path) -> tuple[dict[str, Any], ...]:
     """The CRDs of schemas/crds (parsed once; callers get copies)."""
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     crds = []
     for path in sorted((root / "schemas" / "crds").rglob("*.yaml")):
-        for document in yaml.load_all(path.read_bytes(), Loader=loader):
+        for document in yaml_documents(path.read_bytes()):
             if isinstance(document, dict) and document.get("kind") == "CustomResourceDefinition":
                 crds.append(document)
     return tuple(crds)

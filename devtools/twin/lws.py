@@ -42,6 +42,7 @@ from devtools import source_snapshot, tool_cache
 from devtools.twin import cluster
 from devtools.twin.kube import ApiError, Kube, wait_for
 from devtools.twin.pki import Pki
+from llmd_fleet.core.yaml_documents import yaml_document
 
 MODULE = "sigs.k8s.io/lws"
 SOURCE_ENV = "LLMD_LWS_SOURCE"
@@ -330,7 +331,7 @@ def same_crds(built: Built, vendored_dir: Path) -> tuple[int, list[str]]:
     for rel in DS_CRDS:
         ours = vendored_dir / "disaggregatedset.x-k8s.io" / Path(rel).name
         theirs = built.config_file(rel)
-        if not ours.is_file() or yaml.safe_load(ours.read_text()) != yaml.safe_load(theirs.read_text()):
+        if not ours.is_file() or yaml_document(ours.read_bytes()) != yaml_document(theirs.read_bytes()):
             differ.append(Path(rel).name)
     return len(DS_CRDS) - len(differ), differ
 
@@ -340,7 +341,7 @@ def start(state: cluster.State, kube: Kube, built: Built, root: Path = cluster.P
     down` stops it) and register its webhooks; returns once the webhook server answers TLS."""
     directory = cluster.twin_dir(root)
     pki = Pki(directory / "pki")
-    crd = yaml.safe_load(built.config_file(LWS_CRD).read_text())
+    crd = yaml_document(built.config_file(LWS_CRD).read_bytes())
     kube.apply(crd)
     wait_for("LeaderWorkerSet CRD Established", lambda: _established(kube, crd), timeout=60, interval=0.5)
     lws_dir = directory / "lws"

@@ -12,10 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from devtools.twin import cluster
 from devtools.twin.kube import walk_paths
+from llmd_fleet.core.yaml_documents import yaml_documents
 
 PROJECT_ROOT = cluster.PROJECT_ROOT
 CRD_DIR = PROJECT_ROOT / "schemas" / "crds"
@@ -49,7 +48,7 @@ class Report:
 def load_documents(paths: Sequence[Path]) -> list[dict[str, Any]]:
     docs = []
     for path in paths:
-        for doc in yaml.safe_load_all(path.read_text()):
+        for doc in yaml_documents(path.read_text()):
             if isinstance(doc, dict) and doc.get("kind"):
                 docs.append(doc)
     return docs

@@ -29,10 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from devtools.vllm_check.lines import CommandLine, Finding, Origin, Problem
 from devtools.vllm_check.sysfs import fake_sysfs
+from llmd_fleet.core.yaml_documents import yaml_documents
 
 # The variables the LWS webhook injects, in its order (it puts them first in every container).
 LWS_ADDRESS, LWS_SIZE, LWS_INDEX = "LWS_LEADER_ADDRESS", "LWS_GROUP_SIZE", "LWS_WORKER_INDEX"
@@ -403,7 +402,7 @@ def group_command_lines(
 
 def manifest_documents(manifests_dir: Path) -> Iterator[Mapping[str, Any]]:
     for path in sorted(manifests_dir.rglob("*.yaml")):
-        for document in yaml.safe_load_all(path.read_text()):
+        for document in yaml_documents(path.read_text()):
             if isinstance(document, dict):
                 yield document
 

@@ -6,7 +6,6 @@ import gzip
 import json
 import os
 import stat
-import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -25,7 +24,7 @@ from llmd_fleet.cluster.client import (
     load_client,
     redact_url,
 )
-from tests.support import REFERENCE_STACK, STACKS_DIR
+from tests.support import REFERENCE_STACK, STACKS_DIR, serve_in_background
 
 SECRET = "tok-SECRET-8f2b"
 Answer = tuple[int, bytes, dict[str, str]]
@@ -58,7 +57,7 @@ class Api:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        serve_in_background(self.server)
         self.url = f"http://127.0.0.1:{self.server.server_port}"
 
     def json(self, path: str, document: Any, status: int = 200) -> None:

@@ -5,7 +5,6 @@ server (lines, --json, exit codes)."""
 
 import copy
 import json
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -21,7 +20,7 @@ from llmd_fleet.cli.stack_file import read_stack_file, stack_config
 from llmd_fleet.cluster.client import Forbidden
 from llmd_fleet.platform.dra import PCIE_ROOT
 from llmd_fleet.versions import versions
-from tests.support import REPO, STACKS_DIR
+from tests.support import REPO, STACKS_DIR, serve_in_background
 
 STACK = "quickstart-h100"
 CHECK_ORDER = [
@@ -247,7 +246,7 @@ def served(cluster: FakeCluster, tmp_path: Path) -> Iterator[tuple[FakeCluster, 
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_background(server)
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
         yaml.safe_dump(

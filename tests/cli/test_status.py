@@ -4,7 +4,6 @@ and the watch loop."""
 
 import base64
 import json
-import threading
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -29,7 +28,7 @@ from llmd_fleet.layers.preflight.specs import job_name
 from llmd_fleet.layers.router.specs import RouterNames
 from llmd_fleet.layers.serving.specs import pool_selector
 from llmd_fleet.stack.model import StackConfig
-from tests.support import REFERENCE_STACK, STACKS_DIR
+from tests.support import REFERENCE_STACK, STACKS_DIR, serve_in_background
 
 NOW = datetime(2026, 10, 1, 12, 0, 0, tzinfo=UTC)
 SIZES = {"prefill": 2, "decode": 4}
@@ -261,7 +260,7 @@ class _Engine(BaseHTTPRequestHandler):
 
 def test_chat_request_loopback() -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Engine)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_background(server)
     try:
         base = f"http://127.0.0.1:{server.server_address[1]}"
         url, answer = chat_request(base, "served")

@@ -14,7 +14,7 @@ import yaml
 
 from devtools.dataplane import cli, multimodel, netns, scaled, topology
 from devtools.dataplane import run as dataplane
-from tests.support import REPO
+from tests.support import REPO, serve_in_background
 
 GOLDEN = REPO / "tests" / "golden" / "onprem-h100-multimodel"
 GLM = "zai-org/GLM-5.2-FP8"
@@ -328,7 +328,7 @@ class _Engine(http.server.BaseHTTPRequestHandler):
 def _serve(port: int, statuses: list[int]) -> tuple[http.server.HTTPServer, type[_Engine]]:
     handler = type("Engine", (_Engine,), {"statuses": statuses, "answered": []})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_background(server)
     return server, handler
 
 

@@ -6,7 +6,6 @@ import hashlib
 from pathlib import Path
 
 import pytest
-import yaml
 
 from llmd_fleet.cli.check import (
     BUILTIN_GROUPS,
@@ -17,6 +16,7 @@ from llmd_fleet.cli.check import (
 )
 from llmd_fleet.cli.render import render_files
 from llmd_fleet.cli.synth import synthesize
+from llmd_fleet.core.yaml_documents import yaml_documents
 from tests.support import STACKS_DIR, all_stacks
 
 CRD_DIR = project_crd_dir()
@@ -57,7 +57,7 @@ def test_every_vendored_file_is_listed_with_its_sha256():
 
 def test_every_vendored_file_is_one_crd_of_the_kind_its_row_names():
     for file, row in _sources_rows().items():
-        documents = [d for d in yaml.safe_load_all((CRD_DIR / file).read_text()) if d is not None]
+        documents = [d for d in yaml_documents((CRD_DIR / file).read_bytes()) if d is not None]
         assert len(documents) == 1, file
         (crd,) = documents
         assert crd["kind"] == "CustomResourceDefinition", file
@@ -76,7 +76,7 @@ def _rendered(stack: str) -> tuple[str, dict[str, str]]:
 def _custom_resource_kinds(files: dict[str, str]) -> set[tuple[str, str, str]]:
     kinds = set()
     for text in files.values():
-        for doc in yaml.safe_load_all(text):
+        for doc in yaml_documents(text):
             if doc is None:
                 continue
             group, _, version = str(doc["apiVersion"]).rpartition("/")

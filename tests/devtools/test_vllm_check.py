@@ -43,6 +43,7 @@ from devtools.vllm_check.selftest import (
     with_flag,
 )
 from llmd_fleet.cli.main import run
+from llmd_fleet.core.yaml_documents import yaml_documents
 from tests.support import REPO, vllm_stacks
 
 # --- Kubernetes $(VAR) expansion and the container environment -----------------------------------
@@ -199,7 +200,7 @@ def test_every_worker_of_every_role_is_extracted(stack, tmp_path):
     expected = {
         (group.role, worker)
         for path in manifests.rglob("*.yaml")
-        for doc in yaml.safe_load_all(path.read_text())
+        for doc in yaml_documents(path.read_text())
         if isinstance(doc, dict)
         for group in group_templates(doc)
         for worker in range(group.size)

@@ -6,17 +6,20 @@ CRDs come from the directories given (`--crd-dir`) and, always, from the project
 `schemas/crds/` (upstream CRDs vendored byte-identical, listed in its SOURCES.md).
 """
 
+import functools
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jsonschema
-import kubernetes_validate
+import referencing
 import yaml
 from kubernetes_validate import utils as kv_utils
 
 from llmd_fleet.cli.paths import CHECKOUT
 from llmd_fleet.core.problems import clip, printable
+from llmd_fleet.core.yaml_documents import yaml_documents
 
 # API groups the kube-apiserver serves itself ("" is the core group).
 BUILTIN_GROUPS = frozenset(
@@ -119,14 +122,14 @@ class CrdDirError(ValueError):
     """A `--crd-dir` that cannot be read as CRDs (bad input: refused before anything is written)."""
 
 
-def _crd_versions(doc: dict[str, Any]) -> tuple[tuple[str, str], dict[str, tuple[bool, dict[str, Any]]]]:
+def _crd_versions(doc: dict[str, Any]) -> tuple[tuple[str, str], "CrdVersions"]:
     """(group, kind) and {version: (served, openAPIV3Schema)} of one CRD document; KeyError,
     TypeError or ValueError when it is not shaped like a CRD."""
     spec = doc["spec"]
     group, kind = spec["group"], spec["names"]["kind"]
     if not isinstance(group, str) or not isinstance(kind, str):
         raise ValueError("spec.group and spec.names.kind must be strings")
-    versions: dict[str, tuple[bool, dict[str, Any]]] = {}
+    versions: CrdVersions = {}
     for version in spec.get("versions") or []:
         schema = (version.get("schema") or {}).get("openAPIV3Schema") or {
             "type": "object",
@@ -140,6 +143,22 @@ def _crd_versions(doc: dict[str, Any]) -> tuple[tuple[str, str], dict[str, tuple
     return (group, kind), versions
 
 
+CrdVersions = dict[str, tuple[bool, dict[str, Any]]]
+
+
+@functools.lru_cache(maxsize=512)
+def _crds_in_file(path: Path, mtime_ns: int, size: int) -> tuple[tuple[tuple[str, str], CrdVersions], ...]:
+    """The CRDs of one file, parsed and converted once per process while the file is unchanged
+    (keyed by its modification time and size): the vendored CRDs are 3.5 MB of YAML, and a program
+    that checks several stacks reads them for each. Errors are raised, never cached. Callers share
+    the result and must not change it."""
+    return tuple(
+        _crd_versions(doc)
+        for doc in yaml_documents(path.read_bytes())
+        if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition"
+    )
+
+
 class CrdSchemas:
     """CRD schemas found under some directories, by (group, kind, version).
 
@@ -149,7 +168,7 @@ class CrdSchemas:
     the file (docs/bad-input.md)."""
 
     def __init__(self, directories: list[Path]):
-        self._schemas: dict[tuple[str, str], dict[str, tuple[bool, dict[str, Any]]]] = {}
+        self._schemas: dict[tuple[str, str], CrdVersions] = {}
         self._validators: dict[tuple[str, str, str], Any] = {}
         sources: dict[tuple[str, str], Path] = {}
         for directory in directories:
@@ -162,14 +181,8 @@ class CrdSchemas:
                 raise CrdDirError(f"{where}: cannot be read: {exc.strerror}") from None
             for path in paths:
                 try:
-                    docs = list(
-                        yaml.load_all(path.read_bytes(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-                    )
-                    crds = [
-                        _crd_versions(doc)
-                        for doc in docs
-                        if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition"
-                    ]
+                    stat = path.stat()
+                    crds = _crds_in_file(path.resolve(), stat.st_mtime_ns, stat.st_size)
                 except OSError as exc:
                     raise CrdDirError(f"{where}: {printable(str(path))}: {exc.strerror}") from None
                 except yaml.YAMLError as exc:
@@ -219,6 +232,22 @@ class CrdSchemas:
         return _Validator(root)
 
 
+@functools.lru_cache(maxsize=256)
+def _builtin_validator(version: str, api_version: str, kind: str) -> Any:
+    """kubernetes-validate's strict schema of one built-in kind for a schema set `schema_version`
+    chose, as the validator `kubernetes_validate.validate` builds: its `validate` reads the kind's
+    schema and the 1 MB definitions file again for every object, which was most of a check's
+    time. FileNotFoundError when the set has no such kind."""
+    # kubernetes-validate's file naming: rbac.authorization.k8s.io/v1 -> rbac-v1.
+    group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    schema_dir = f"kubernetes-json-schema/v{version}-local-strict"
+    schema = kv_utils.schema_contents(f"{schema_dir}/{kind.lower()}-{group_version}.json", version)
+    definitions = kv_utils.schema_contents(f"{schema_dir}/_definitions.json", version)
+    registry: referencing.Registry[Any] = referencing.Resource.from_contents(schema) @ referencing.Registry()
+    registry = referencing.Resource.from_contents(definitions) @ registry
+    return jsonschema.Draft202012Validator(schema, registry=registry)
+
+
 def _path(parts: Any) -> str:
     text = ""
     for part in parts:
@@ -235,12 +264,11 @@ def check_object(obj: Any, version: str, crds: CrdSchemas) -> list[str]:
     group, _, api_version = str(obj["apiVersion"]).rpartition("/")
     if group in BUILTIN_GROUPS:
         try:
-            kubernetes_validate.validate(obj, version, strict=True)
-        except kubernetes_validate.SchemaNotFoundError:
+            validator = _builtin_validator(version, str(obj["apiVersion"]), str(obj["kind"]))
+        except FileNotFoundError:
             return [f"{obj['apiVersion']} {obj['kind']} is not a Kubernetes {version} kind"]
-        except kubernetes_validate.ValidationError as exc:
-            return [f"{_path(exc.path)}: {exc.message[:300]}"]
-        return []
+        error = jsonschema.exceptions.best_match(validator.iter_errors(obj))
+        return [] if error is None else [f"{_path(error.path)}: {error.message[:300]}"]
     try:
         validator = crds.validator(group, api_version, str(obj["kind"]))
     except LookupError as exc:
@@ -261,7 +289,7 @@ def check_manifests(
     count = 0
     for path in sorted(manifest_dir.rglob("*.yaml")):
         rel = str(path.relative_to(manifest_dir))
-        for doc in yaml.safe_load_all(path.read_text()):
+        for doc in yaml_documents(path.read_bytes()):
             if doc is None:
                 continue
             count += 1

@@ -14,6 +14,7 @@ from llmd_fleet.cli.policy_check import load_policy_config, run_policy_pack
 from llmd_fleet.cli.render import render_files
 from llmd_fleet.cli.synth import Synthesis, synthesize
 from llmd_fleet.core.problems import ConfigError
+from llmd_fleet.core.yaml_documents import yaml_documents
 from llmd_fleet.layers.serving.vllm import engine_env, startup_budget_seconds, vllm_serve_argv
 from llmd_fleet.plan.fleet import (
     DP_RPC_PORT,
@@ -132,7 +133,7 @@ def _objects(synthesis: Synthesis) -> list[dict]:
         doc
         for path, text in sorted(files.items())
         if path.startswith("manifests/")
-        for doc in yaml.safe_load_all(text)
+        for doc in yaml_documents(text)
         if doc is not None
     ]
 

@@ -13,6 +13,7 @@ import yaml
 from llmd_fleet.cli.main import run
 from llmd_fleet.cli.plan_output import fit_tables
 from llmd_fleet.core.problems import ConfigError
+from llmd_fleet.core.yaml_documents import yaml_documents
 from llmd_fleet.layers.observability.alerts import fleet_alerts, promtool_tests, rule_groups
 from llmd_fleet.layers.observability.component import rank_port_names
 from llmd_fleet.layers.observability.dashboards import (
@@ -52,7 +53,7 @@ def _render_with(tmp_path: Path, stack: str, observability: dict[str, Any]) -> l
     out = tmp_path / "out"
     assert run(["--stacks-dir", str(stacks), "render", stack, "--out", str(out)]) == 0
     return [
-        d for p in sorted((out / "manifests").rglob("*.yaml")) for d in yaml.safe_load_all(p.read_text()) if d
+        d for p in sorted((out / "manifests").rglob("*.yaml")) for d in yaml_documents(p.read_text()) if d
     ]
 
 

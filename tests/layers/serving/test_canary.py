@@ -12,6 +12,7 @@ import yaml
 
 from llmd_fleet.cli.main import guarded_run, run
 from llmd_fleet.cli.status import read_status
+from llmd_fleet.core.yaml_documents import yaml_documents
 from llmd_fleet.layers.serving.canary import canary_config, canary_image
 from llmd_fleet.plan.fleet import PlanError, plan_fleet
 from llmd_fleet.stack.parse import parse_config
@@ -44,7 +45,7 @@ def _render(tmp_path: Path, name: str, stack: Path) -> dict[tuple[str, str], dic
     assert run(["render", str(stack), "--out", str(out)]) == 0
     objects = {}
     for path in sorted((out / "manifests").rglob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
+        for doc in yaml_documents(path.read_text()):
             if doc:
                 objects[(doc["kind"], doc["metadata"]["name"])] = doc
     return objects
