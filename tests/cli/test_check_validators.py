@@ -131,3 +131,15 @@ def test_the_fast_loader_reads_as_safe_load_does(text: str) -> None:
     assert list(yaml_documents(text.encode())) == list(yaml.safe_load_all(text))
     if "---" not in text:
         assert yaml_document(text) == yaml.safe_load(text)
+
+
+@pytest.mark.parametrize(
+    ("api_version", "kind"),
+    [("v1", "../../kubernetes-json-schema/master/_definitions"), ("v1", "Name space"), ("v1", "Pod\n"),
+     ("v1..", "Pod"), ("apps/v1-x", "Deployment"), ("v1", "Pod.json")],
+)  # fmt: skip
+def test_a_kind_or_api_version_that_is_no_file_name_is_no_kind(api_version: str, kind: str) -> None:
+    obj = {"apiVersion": api_version, "kind": kind, "metadata": {"name": "x"}}
+    assert check_object(obj, VERSION, CrdSchemas([])) == [
+        f"{api_version} {kind} is not a Kubernetes {VERSION} kind"
+    ]

@@ -122,7 +122,11 @@ class CrdDirError(ValueError):
     """A `--crd-dir` that cannot be read as CRDs (bad input: refused before anything is written)."""
 
 
-def _crd_versions(doc: dict[str, Any]) -> tuple[tuple[str, str], "CrdVersions"]:
+# {version: (served, openAPIV3Schema as JSON Schema)} of one CRD.
+CrdVersions = dict[str, tuple[bool, dict[str, Any]]]
+
+
+def _crd_versions(doc: dict[str, Any]) -> tuple[tuple[str, str], CrdVersions]:
     """(group, kind) and {version: (served, openAPIV3Schema)} of one CRD document; KeyError,
     TypeError or ValueError when it is not shaped like a CRD."""
     spec = doc["spec"]
@@ -141,9 +145,6 @@ def _crd_versions(doc: dict[str, Any]) -> tuple[tuple[str, str], "CrdVersions"]:
         structural_to_json_schema(schema)
         versions[version["name"]] = (bool(version.get("served")), schema)
     return (group, kind), versions
-
-
-CrdVersions = dict[str, tuple[bool, dict[str, Any]]]
 
 
 @functools.lru_cache(maxsize=512)
@@ -232,12 +233,20 @@ class CrdSchemas:
         return _Validator(root)
 
 
+_KIND = re.compile(r"[A-Za-z][A-Za-z0-9]*")
+_API_VERSION = re.compile(r"(?:[a-z0-9][a-z0-9.-]*/)?v[0-9]+(?:(?:alpha|beta)[0-9]+)?")
+
+
 @functools.lru_cache(maxsize=256)
 def _builtin_validator(version: str, api_version: str, kind: str) -> Any:
     """kubernetes-validate's strict schema of one built-in kind for a schema set `schema_version`
     chose, as the validator `kubernetes_validate.validate` builds: its `validate` reads the kind's
     schema and the 1 MB definitions file again for every object, which was most of a check's
     time. FileNotFoundError when the set has no such kind."""
+    # The names become a file name: anything but a Kubernetes kind and apiVersion is no kind here
+    # (a kind of "../x" would otherwise read another file of the package).
+    if not (_KIND.fullmatch(kind) and _API_VERSION.fullmatch(api_version)):
+        raise FileNotFoundError(f"{api_version} {kind}")
     # kubernetes-validate's file naming: rbac.authorization.k8s.io/v1 -> rbac-v1.
     group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
     schema_dir = f"kubernetes-json-schema/v{version}-local-strict"
