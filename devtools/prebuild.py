@@ -147,11 +147,13 @@ def _engine_tools() -> list[Build]:
 
 
 def lanes() -> list[list[Build]]:
-    """The Python environments, then the engine run's Go tools: the environments are done by the
-    time the test suite ends (12 min in a cold run on 2 cores, 2026-12-07), and the Go lane has
-    the control-plane twin's binaries to build until about 24 min, while `make e2e` starts at about
-    17 and needs both (it built the CLI and the provider itself, 13 min of its 17.7,
-    docs/twin.md#ci-time-ledger)."""
+    """The Python environments, then the engine run's Go tools (the Go lane has the control-plane
+    twin's binaries to build first). Measured cold on 2 cores (docs/twin.md#ci-time-ledger): with
+    the engine tools in the Go lane, `make e2e` started 17 min in and built the CLI and the
+    provider itself (13 of its 17.7 min); with them here, it started 14 min in, before this lane
+    had finished the environments, and built them itself again (17 of its 21.7 min, the provider
+    slower beside both lanes). Every lane and step is CPU-bound then, so the order moves little:
+    what e2e waits for is the Go work it needs (about 26 CPU-minutes cold)."""
     return [[*_python_envs(), *_engine_tools()], _go_tools()]
 
 
