@@ -93,3 +93,20 @@ def test_memory_limit_covers_the_cpu_kv_tier(reference):
     assert "smaller than the CPU KV tier vLLM maps there (8 x 400 GiB)" in shm
     assert limit.startswith("DisaggregatedSet llm-d/glm52 role prefill: memory limit")
     assert "CPU KV tier 8 x 400 GiB (OffloadingConnector cpu_bytes_to_use)" in limit
+
+
+def test_startup_probe_budget_counts_a_fractional_configured_load_in_whole_seconds(reference):
+    """Without VLLM_ENGINE_READY_TIMEOUT_S the policy holds the probe to its configured
+    `modelLoadMinutes`, which may be fractional: 10.5 min = 630 s is more than the 600 s probe."""
+
+    def short(inputs):
+        container = pod_container(role_pod(inputs, "decode"), "vllm")
+        container["startupProbe"]["failureThreshold"] = 60
+        container["env"] = [e for e in container["env"] if e["name"] != "VLLM_ENGINE_READY_TIMEOUT_S"]
+
+    probe_short = edited(reference, one(reference, DSET), short)
+    assert violations("startup-probe-budget", probe_short, {"modelLoadMinutes": 10}) == []
+    assert violations("startup-probe-budget", probe_short, {"modelLoadMinutes": 10.5}) == [
+        "DisaggregatedSet llm-d/glm52 role decode: the startup probe gives up after 600 s (0 + 10 x 60) but "
+        "the configured model load time is 630 s; the kubelet restarts the pod before the weights are loaded"
+    ]

@@ -127,7 +127,10 @@ def kv_transfer_bound(config: StackConfig, plan: FleetPlan) -> KvTransferBound:
 def plan_observability(config: StackConfig, plan: FleetPlan) -> ObservabilityPlan:
     """The stack's `ObservabilityPlan`, derived from its config and fleet plan alone."""
     router = config.router
-    rollout_minutes = config.serving.model_load_minutes + math.ceil(config.serving.drain_seconds / 60)
+    # Whole minutes, each part rounded up, as the alerts' `for` counts them.
+    rollout_minutes = math.ceil(config.serving.model_load_minutes) + math.ceil(
+        config.serving.drain_seconds / 60
+    )
     # An autoscaled role may run as few as its minimum, so the targets-down alert counts that.
     roles = tuple(
         RoleTargets(

@@ -60,7 +60,7 @@ def weight_load_plan(
     """The weight-loading plan of one role whose GPUs each hold `weights_gib` of weights
     (replicated and expert): the hub budget, and with ModelExpress the peer transfer estimate,
     its per-source timeout and the client's ports."""
-    hub = config.serving.model_load_minutes * 60
+    hub = config.serving.model_load_seconds
     if config.serving.weight_loading == "hub":
         return WeightLoadPlan(mode="hub", hub_seconds=hub)
     rate = max(1, fabric.weight_gbps_per_gpu) * 1e9 * MX_FABRIC_EFFICIENCY / 8

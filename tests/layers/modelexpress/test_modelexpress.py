@@ -51,7 +51,7 @@ def test_hub_is_the_default_and_loads_as_before(raw_config):
     decode = plan.role("decode")
     assert config.serving.weight_loading == "hub"
     assert "--load-format" not in vllm_serve_argv(config.model, config.serving.roles.decode, decode)
-    assert startup_budget_seconds(decode, 45) == config.serving.model_load_minutes * 60
+    assert startup_budget_seconds(decode, 2700) == config.serving.model_load_seconds
     assert not any(name.startswith("MX_") for name in _env(config))
 
 
@@ -95,9 +95,7 @@ def test_flag_env_and_ports_per_fabric(stack, fabric_env):
         assert len(weights.metadata_ports) == role.gpus_per_node == len(weights.worker_grpc_ports)
         # The probe covers the hub load plus every peer attempt before the client falls back.
         assert env["MX_TRANSFER_TIMEOUT"] == str(weights.transfer_timeout_seconds)
-        budget = (
-            config.serving.model_load_minutes * 60 + MX_SOURCE_ATTEMPTS * weights.transfer_timeout_seconds
-        )
+        budget = config.serving.model_load_seconds + MX_SOURCE_ATTEMPTS * weights.transfer_timeout_seconds
         assert role.startup_seconds == budget == int(env["VLLM_ENGINE_READY_TIMEOUT_S"])
         assert weights.transfer_timeout_seconds >= 4 * weights.peer_transfer_seconds
 

@@ -629,7 +629,7 @@ def test_the_agentic_api_starts_on_its_read_only_root_and_outlasts_the_model_loa
     # It waits for the upstream's /health as long as a fresh fleet loads the model, and the
     # startup probe outlasts that wait plus the database start (it listens only afterwards).
     args = container["args"]
-    load_seconds = config.serving.model_load_minutes * 60
+    load_seconds = config.serving.model_load_seconds
     assert int(_flag(args, "--llm-ready-timeout-s")) == load_seconds
     probe = container["startupProbe"]
     assert probe["httpGet"]["path"] == "/health"

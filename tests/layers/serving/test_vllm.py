@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 
 from devtools.vllm_check.sysfs import fake_sysfs
+from llmd_fleet.layers.serving.pod import PodInputs, serving_pod_template
 from llmd_fleet.layers.serving.vllm import SYSFS_VAR, launch_script, shell_word, vllm_serve_argv
 from llmd_fleet.plan.fleet import KV_EVENTS_PORT, NIXL_SIDE_CHANNEL_PORT, plan_fleet
 from llmd_fleet.stack.parse import parse_config
+from tests.support import ENGINE_IMAGE
 
 
 @pytest.fixture
@@ -135,3 +137,18 @@ def test_shell_word_expands_only_the_scripts_own_variables(word, tmp_path):
     argv = _run_script(f"vllm {shell_word(word)}", tmp_path, variables)
     expected = word.replace("${POD_IP}", "10.0.0.1").replace("${START_RANK}", "8")
     assert argv == ["vllm", expected, "unset"]
+
+
+def test_a_fractional_load_time_renders_whole_seconds_everywhere(raw_config):
+    """5.5 minutes = 330 s: the engine's ready timeout, the startup probe's budget and the policy
+    that holds the probe to it all count the same whole seconds."""
+    raw_config["serving"]["modelLoadMinutes"] = 5.5
+    config = parse_config(raw_config)
+    plan = plan_fleet(config)
+    for role in ("prefill", "decode"):
+        template = serving_pod_template(config, plan.role(role), PodInputs("glm52", {}, None, ENGINE_IMAGE))
+        (engine,) = template["spec"]["containers"]
+        env = {e["name"]: e.get("value") for e in engine["env"]}
+        assert env["VLLM_ENGINE_READY_TIMEOUT_S"] == "330"
+        probe = engine["startupProbe"]
+        assert 330 <= probe["periodSeconds"] * probe["failureThreshold"] < 330 + probe["periodSeconds"]

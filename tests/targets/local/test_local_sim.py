@@ -153,15 +153,44 @@ def test_gpu_stacks_refuse_the_local_only_values(path, value, key, words):
     assert any(p == key and words in m for p, m in problems), problems
 
 
-@pytest.mark.parametrize("minutes", [1, 4])
-def test_a_simulator_engine_may_declare_a_load_under_five_minutes(minutes):
+@pytest.mark.parametrize(
+    ("minutes", "seconds"), [(1, 60), (4, 240), (0.25, 15), (0.5, 30), (0.1, 6), (2.5, 150), (1 / 60, 1)]
+)
+def test_a_simulator_engine_may_declare_a_load_under_five_minutes(minutes, seconds):
     raw = _set(stack_raw_config(STACK), "serving.modelLoadMinutes", minutes)
-    assert parse_config(raw).serving.model_load_minutes == minutes
+    serving = parse_config(raw).serving
+    assert serving.model_load_minutes == minutes
+    assert serving.model_load_seconds == seconds
+    assert isinstance(serving.model_load_seconds, int)
 
 
-def test_no_engine_declares_a_load_under_one_minute():
-    problems = config_problems(_set(stack_raw_config(STACK), "serving.modelLoadMinutes", 0))
-    assert any(p == "llmd-fleet:serving.modelLoadMinutes" and ">= 1" in m for p, m in problems), problems
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        (0, "must be > 0 minutes"),
+        (-1, "must be > 0 minutes"),
+        (240.5, "must be <= 240 minutes"),
+        # Fractions of a second: what probes, timeouts and cooldowns count is whole seconds.
+        (0.123, "a whole number of seconds"),
+        (0.001, "a whole number of seconds"),
+        (0.5001, "a whole number of seconds"),
+        (float("nan"), "finite number"),
+        (float("inf"), "finite number"),
+        (True, "valid number"),
+        ("0.25", "valid number"),
+    ],
+)
+def test_a_load_time_that_is_no_positive_whole_number_of_seconds_is_refused(value, words):
+    problems = config_problems(_set(stack_raw_config(STACK), "serving.modelLoadMinutes", value))
+    assert [p for p, _ in problems] == ["llmd-fleet:serving.modelLoadMinutes"], problems
+    assert words in problems[0][1], problems
+
+
+def test_a_vllm_engine_keeps_the_five_minute_floor_with_fractions():
+    problems = config_problems(_set(stack_raw_config(REFERENCE_STACK), "serving.modelLoadMinutes", 4.5))
+    assert any(p == "llmd-fleet:serving.modelLoadMinutes" and "must be >= 5" in m for p, m in problems)
+    serving = parse_config(_set(stack_raw_config(REFERENCE_STACK), "serving.modelLoadMinutes", 5.5)).serving
+    assert serving.model_load_seconds == 330
 
 
 def test_the_simulator_is_kind_locals_default_engine():

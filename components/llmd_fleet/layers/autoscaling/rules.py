@@ -27,7 +27,7 @@ def autoscaling_cooldown_seconds(serving: ServingConfig, role: _RoleAutoscalingC
     the longest stabilization window Kubernetes accepts)."""
     if role.cooldown_seconds is not None:
         return role.cooldown_seconds
-    return min(serving.model_load_minutes * 60 + COOLDOWN_MARGIN_SECONDS, HPA_MAX_STABILIZATION_SECONDS)
+    return min(serving.model_load_seconds + COOLDOWN_MARGIN_SECONDS, HPA_MAX_STABILIZATION_SECONDS)
 
 
 def autoscaling_problems(config: StackConfig) -> list[Problem]:
@@ -40,7 +40,7 @@ def autoscaling_problems(config: StackConfig) -> list[Problem]:
     path = key(config, "serving", "autoscaling")
     problems: list[Problem] = []
     enabled = [name for name in ("prefill", "decode") if scaling.role(name).enabled]
-    load_seconds = serving.model_load_minutes * 60
+    load_seconds = serving.model_load_seconds
     for name in enabled:
         role: RoleConfig = getattr(serving.roles, name)
         auto, role_path = scaling.role(name), path.at(name)
@@ -74,7 +74,7 @@ def autoscaling_problems(config: StackConfig) -> list[Problem]:
             problems.append(
                 Problem(
                     role_path.at("cooldown_seconds"),
-                    f"must be longer than serving.modelLoadMinutes ({serving.model_load_minutes} min = "
+                    f"must be longer than serving.modelLoadMinutes ({serving.model_load_minutes:g} min = "
                     f"{load_seconds} s): an instance removed and needed again pays a whole model load; "
                     f"at most {HPA_MAX_STABILIZATION_SECONDS} s, the longest HPA stabilization window "
                     f"({got})",

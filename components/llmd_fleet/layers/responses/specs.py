@@ -67,7 +67,7 @@ def upstream_ready_timeout_seconds(config: StackConfig) -> int:
     """`--llm-ready-timeout-s`: the agentic API does not listen until its upstream's /health
     answers 200, and exits when this passes first (default 600 s). Its upstream is the pool, which
     answers only once an engine loaded the model: a fresh fleet takes `serving.modelLoadMinutes`."""
-    return config.serving.model_load_minutes * 60
+    return config.serving.model_load_seconds
 
 
 def startup_probe_failures(config: StackConfig) -> int:

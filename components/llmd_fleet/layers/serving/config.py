@@ -3,7 +3,7 @@ simulator. Pure."""
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from llmd_fleet.config.base import ConfigModel
 from llmd_fleet.config.grammar import (
@@ -169,6 +169,10 @@ CANARY_SUFFIX = "-canary"
 """A canary revision's serving name is the stable one's plus this (layers/serving/canary.py)."""
 
 
+# How far minutes x 60 may sit from a whole second: float error only (0.1 x 60 = 6.000000000000001).
+WHOLE_SECOND_TOLERANCE = 1e-6
+
+
 def canary_name(serving: "ServingConfig") -> str:
     """The canary's serving name: its DisaggregatedSet, InferencePool and object name prefix."""
     return f"{serving.name}{CANARY_SUFFIX}"
@@ -216,10 +220,11 @@ class ServingConfig(_Model):
     """Name of the DisaggregatedSet; pod names are derived from it."""
     namespace: ManagedNamespace = "llm-d"
     """Namespace of the serving objects."""
-    model_load_minutes: Annotated[int, Field(ge=1, le=240)] = 45
+    model_load_minutes: Annotated[float, Field(gt=0, le=240)] = 45
     """Longest time a pod may take from start to serving (image pull excluded); the startup
-    probe allows exactly this long. At least 5 with engine vllm (a model load and compile take
-    minutes); from 1 with engine simulator, which loads nothing."""
+    probe allows exactly this long. A whole number of seconds (0.25 = 15 s). At least 5 with
+    engine vllm (a model load and compile take minutes); any with engine simulator, which loads
+    nothing (the twin's process kubelet holds its pods unready this long)."""
     drain_seconds: Annotated[int, Field(ge=0, le=7200)] = 600
     """How long a pod being replaced or deleted keeps serving its in-flight requests after
     SIGTERM (vLLM `--shutdown-timeout`; 0 aborts them at once). The pod's grace period adds a
@@ -254,6 +259,24 @@ class ServingConfig(_Model):
     canary: CanaryConfig | None = None
     """A canary revision beside this one, taking `weight` percent of the requests (optional;
     absent: no canary, every request goes to this revision; docs/day-two.md)."""
+
+    @field_validator("model_load_minutes")
+    @classmethod
+    def _whole_seconds(cls, value: float) -> float:
+        # Probes, timeouts and cooldowns count whole seconds; a fraction that is none would be
+        # rounded differently by each of them.
+        if abs(value * 60 - round(value * 60)) > WHOLE_SECOND_TOLERANCE or round(value * 60) < 1:
+            raise ValueError(
+                f"must be a whole number of seconds, at least 1 s ({value:g} min = {value * 60:g} s; "
+                "e.g. 0.25 = 15 s, 1.5 = 90 s)"
+            )
+        return value
+
+    @property
+    def model_load_seconds(self) -> int:
+        """`model_load_minutes` in seconds: what the startup probe, VLLM_ENGINE_READY_TIMEOUT_S,
+        the cooldown's default and the agentic API's upstream timeout count."""
+        return round(self.model_load_minutes * 60)
 
     def max_instances(self, role_name: str) -> int:
         """Most instances role `role_name` can run: its autoscaling maximum when it autoscales,

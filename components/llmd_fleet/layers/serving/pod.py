@@ -126,7 +126,7 @@ def _engine_container(
         "env": engine_env(
             role,
             plan,
-            serving.model_load_minutes,
+            serving.model_load_seconds,
             inputs.hf_token_secret,
             tier,
             modelexpress_address=server_address(serving.name, serving.namespace)
@@ -153,7 +153,7 @@ def _engine_container(
             "periodSeconds": PROBE_PERIOD_SECONDS,
             "timeoutSeconds": 5,
             "failureThreshold": startup_failure_threshold(
-                startup_budget_seconds(plan, serving.model_load_minutes)
+                startup_budget_seconds(plan, serving.model_load_seconds)
             ),
         },
         "livenessProbe": {

@@ -404,10 +404,10 @@ def launch_script(
     return Launch(argv=tuple(argv), script="\n".join(lines) + "\n")
 
 
-def startup_budget_seconds(plan: RolePlan, model_load_minutes: int) -> int:
+def startup_budget_seconds(plan: RolePlan, model_load_seconds: int) -> int:
     """How long a pod may take to serve: the plan's budget for its weight-loading mode
     (WeightLoadPlan.startup_seconds), or the configured load time for a hand-built plan."""
-    return plan.startup_seconds if plan.weights is not None else model_load_minutes * 60
+    return plan.startup_seconds if plan.weights is not None else model_load_seconds
 
 
 def modelexpress_env(plan: RolePlan, server_address: str) -> list[dict[str, Any]]:
@@ -432,7 +432,7 @@ def modelexpress_env(plan: RolePlan, server_address: str) -> list[dict[str, Any]
 def engine_env(
     role: RoleConfig,
     plan: RolePlan,
-    model_load_minutes: int,
+    model_load_seconds: int,
     hf_token_secret: str | None,
     tier: KvTierConfig | None = None,
     modelexpress_address: str | None = None,
@@ -449,7 +449,7 @@ def engine_env(
         # Engines come up only after the weights load; give the DP coordinator as long.
         {
             "name": "VLLM_ENGINE_READY_TIMEOUT_S",
-            "value": str(startup_budget_seconds(plan, model_load_minutes)),
+            "value": str(startup_budget_seconds(plan, model_load_seconds)),
         },
         *([{"name": "VLLM_USE_DEEP_GEMM", "value": "1"}] if plan.moe.deep_gemm else []),
         {"name": "VLLM_RANDOMIZE_DP_DUMMY_INPUTS", "value": "1"},

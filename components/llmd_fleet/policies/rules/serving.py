@@ -81,15 +81,14 @@ def _check_startup(resource: Resource, cfg: dict[str, Any], report: Any) -> None
             if engine is None:
                 continue
             timeout = as_int(env_literal(engine.spec, "VLLM_ENGINE_READY_TIMEOUT_S"))
-            required = timeout if timeout is not None else cfg["modelLoadMinutes"] * 60
+            required = timeout if timeout is not None else round(cfg["modelLoadMinutes"] * 60)
             source = (
                 "VLLM_ENGINE_READY_TIMEOUT_S" if timeout is not None else "the configured model load time"
             )
             probe = engine.spec.get("startupProbe")
             if not isinstance(probe, dict):
                 report(
-                    f"{template.where()}: container {engine.name} has no startupProbe for a "
-                    f"{required // 60}-minute load"
+                    f"{template.where()}: container {engine.name} has no startupProbe for a {required} s load"
                 )
                 continue
             delay = as_int(probe.get("initialDelaySeconds")) or 0
@@ -116,8 +115,8 @@ startup_probe_budget = resource_rule(
     config=schema(
         {
             "modelLoadMinutes": {
-                "type": "integer",
-                "minimum": 1,
+                "type": "number",
+                "exclusiveMinimum": 0,
                 "default": 45,
                 "description": "Model load time to hold probes to when the pod does not set "
                 "VLLM_ENGINE_READY_TIMEOUT_S.",
