@@ -266,11 +266,12 @@ def overload_phase(
     figs: dict[str, Any],
     max_wave: int = MAX_WAVE,
     budget: str = "this machine replays",
+    drain: bool = True,
 ) -> list[dict[str, Any]]:
     """The overload wave once the steady replay is done (flow control in its own window), its
     figures into `figs["flow_control"]`; or, for a wave over `max_wave` (the machine's budget,
     `budget` saying whose), why it is not run (`figs["flow_control_not_run"]`). Its periodic
-    scrapes."""
+    scrapes. `drain` False: no wait for idle engines after it (the caller restarts them next)."""
     if bench.wave.count > max_wave:
         figs["flow_control_not_run"] = (
             f"the overload wave for these engines is {bench.wave.count} requests, "
@@ -283,6 +284,8 @@ def overload_phase(
     fc["peak_saturation"] = report.peak_saturation(samples, bench.cap.queue_depth, bench.cap.kv_threshold)
     fc["shed_at"] = bench.cap.shed_at
     figs["flow_control"] = fc
+    if not drain:
+        return samples
     # Drain: what follows starts with the engines idle again (bounded: a gauge left over by a
     # refused request must not stop the run; recorded).
     drain_until = time.monotonic() + 30

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -156,10 +156,13 @@ class Processes:
         for name, proc in list(self.items):
             if name.startswith(name_prefix) and proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)
+        # One deadline for all of them: they were signalled together, so n slow processes take
+        # `grace`, not n x `grace`.
+        deadline = time.monotonic() + grace
         for name, proc in list(self.items):
             if name.startswith(name_prefix):
                 try:
-                    proc.wait(timeout=grace)
+                    proc.wait(timeout=max(0.0, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
@@ -300,10 +303,12 @@ def start_pickers(
     logs: Path,
     tag: str,
     spaces: Sequence[tuple[str, str]] | None = None,
+    only: Collection[int] | None = None,
 ) -> list[str]:
     """The rendered picker Deployment's replicas as processes `picker-<i>-<tag>`, each in its
     network namespace at its address (`spaces`, (namespace, address) per replica; the pickers'
-    own, `picker_spaces`, unless given); their ext_proc addresses."""
+    own, `picker_spaces`, unless given); their ext_proc addresses. `only`: start just these
+    replicas (one its Deployment recreates), the addresses still every replica's."""
     spaces = list(spaces if spaces is not None else picker_spaces(topo.picker.replicas))
     if len(spaces) < topo.picker.replicas:
         raise ValueError(f"{topo.picker.replicas} pickers need as many namespaces, {len(spaces)} given")
@@ -325,7 +330,8 @@ def start_pickers(
             str(bins["epp"]),
             *picker_args(topo.picker.args, config_file),
         ]
-        procs.start(f"picker-{i}-{tag}", argv, logs, env)
+        if only is None or i in only:
+            procs.start(f"picker-{i}-{tag}", argv, logs, env)
         addresses.append(f"{ip}:{port}")
     return addresses
 

@@ -104,8 +104,11 @@ def pickers_down(run: "Replay", monitor: prometheus.Monitor, config_text: str) -
     for job, (up, total) in sorted(monitor.targets_up().items()):
         lines.append(f"day-two: prometheus: {job}: {up}/{total} targets up before the fault")
     monitor.times.clear()
-    run.procs.stop("picker-")
+    # Stopped as a rollout stops them: SIGTERM, then their drain window up to the stop's grace
+    # (one grace for both, devtools/dataplane/run.py `Processes.stop`). The fault begins at the
+    # SIGTERM: a picker gives up its lease then, and its drain serves no request.
     fault_at = time.monotonic()
+    run.procs.stop("picker-")
     fired = wait(
         monitor,
         lambda: all(monitor.times.get(a, prometheus.AlertTimes()).fired for a in FAULT_ALERTS),

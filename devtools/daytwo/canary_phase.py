@@ -36,13 +36,13 @@ if TYPE_CHECKING:
 # The canary's share of the route while it is measured, its revision (a `model.revision`: the
 # simulator downloads nothing, and the only `imageTag` pinned for it is the stable one's), one
 # instance of each role (the stack's 3 spare nodes), how long the shifted share is measured (about
-# 400 requests at the steady ~7 a second: 4 standard deviations of a 20% split are then about 8
-# points), and how often the stand-in looks for a rewritten route table (the window starts once it
-# has re-read it).
+# 300 requests at the steady ~7 a second: 4 standard deviations of a 20% split are then about 9
+# points, far inside what a canary at 0% or at the whole route would be off), and how often the
+# stand-in looks for a rewritten route table (the window starts once it has re-read it).
 CANARY_WEIGHT = 20
 CANARY_REVISION = "canary-day-two"
 CANARY_INSTANCES = {"prefill": 1, "decode": 1}
-CANARY_WINDOW_S = 60.0
+CANARY_WINDOW_S = 45.0
 ROUTES_RELOAD_S = 0.2
 # The canary's own endpoint pickers and render stand-in: namespaces of their own on the run's pod
 # network, at hosts above any the process kubelet reaches in a run (it gives out addresses from
@@ -237,7 +237,9 @@ def run_phase(run: "Replay", live: int) -> tuple[list[str], list[str]]:
         }
     finally:
         run.procs.stop("gateway-canary")
-        run.procs.stop("canary-")
+        # Nothing is in flight on the canary's pickers once its pods are gone (the route went back
+        # to the stable pool first): their drain window would only wait.
+        run.procs.stop("canary-", grace=dataplane.PICKER_SWAP_GRACE_S)
         if forwarder is not None:
             forwarder.close()
         for name, _ in [*spaces, render_space]:

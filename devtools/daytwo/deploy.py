@@ -21,12 +21,14 @@ from typing import Any
 from devtools.daytwo import scaling
 from devtools.twin import cluster, engine_report, manifests
 from devtools.twin import engine as twin_engine
-from devtools.twin.kube import Kube
+from devtools.twin.kube import ApiError, Kube
 
 SERVING_KEY = f"{twin_engine.PROJECT}:serving"
 # How long the replay waits for an upgrade's `pulumi up` to return once the rollout has settled
 # (the up returns when the DisaggregatedSet is patched: the provider awaits no custom resource).
 UP_JOIN_S = 300.0
+# How often the KEDA stand-in looks for the ScaledObjects `pulumi up` creates.
+KEDA_POLL_S = 0.5
 
 
 def with_decode_max_num_seqs(config: Mapping[str, Any], max_num_seqs: int) -> dict[str, Any]:
@@ -108,13 +110,20 @@ class Deployer:
         if wanted is not None:
             config = with_decode_max_num_seqs(config, wanted)
         self.engine.write_config(config)
+        # What KEDA's operator does once a ScaledObject exists (the twin runs no KEDA): its HPA,
+        # server-side, as soon as `pulumi up` has created it, not when the whole up returns.
+        scaled = [o for o in self.renders[index] if o.get("kind") == "ScaledObject"]
+        done = threading.Event()
+        keda = threading.Thread(target=self._keda_stand_in, args=(scaled, done), daemon=True)
+        keda.start()
         try:
             step = self.engine.up("up" if index == 0 else "update")
         except Exception as error:  # the CLI's CommandError, the host's or the provider's failure
             raise cluster.TwinError(f"pulumi up of revision {index}: {error}") from None
+        finally:
+            done.set()
+            keda.join()
         self.say(engine_report.step_line(step))
-        # What KEDA's operator does once `pulumi up` has created the ScaledObjects (the twin runs
-        # no KEDA): their HPAs, server-side.
         hpas = scaling.keda_hpas(self.renders[index])
         if hpas:
             apply_all(cluster.client(self.root), hpas)
@@ -123,6 +132,23 @@ class Deployer:
                 self.problems.append("engine: the first up created nothing")
         else:
             self.problems += upgrade_problems(step)
+
+    def _keda_stand_in(self, scaled: list[dict[str, Any]], done: threading.Event) -> None:
+        """Each ScaledObject's HPA applied once the ScaledObject is in the API server, until
+        `done` (the up returned: the caller applies them all then, server-side, which is
+        idempotent). Errors are left to that final apply."""
+        if not scaled:
+            return
+        kube = cluster.client(self.root)
+        waiting = list(scaled)
+        while waiting and not done.wait(KEDA_POLL_S):
+            for obj in list(waiting):
+                try:
+                    kube.read(obj)
+                    apply_all(kube, scaling.keda_hpas([obj]))
+                except (ApiError, OSError, KeyError):  # not there yet, or not served yet
+                    continue
+                waiting.remove(obj)
 
     def start(self, index: int) -> Callable[[], None]:
         """`deploy(index)` in a thread (the replay samples the rollout meanwhile); the returned

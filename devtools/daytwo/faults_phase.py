@@ -39,8 +39,8 @@ if TYPE_CHECKING:
 # Faults under traffic: steady traffic before the first fault and between two (each fault's
 # window ends when its scenario has recovered), how long the failover window runs, and how long the
 # fault replay's steady traffic is written for (it is stopped after the last fault).
-FAULT_GAP_S = 8.0
-FAILOVER_WINDOW_S = 20.0
+FAULT_GAP_S = 5.0
+FAILOVER_WINDOW_S = 15.0
 FAULT_TRAFFIC_S = 900.0
 
 
@@ -162,7 +162,8 @@ def ready_decode_workers(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def failover_fault(run: "Replay", pickers: list[str], now_ms: Callable[[], float]) -> Window:
     """The leader endpoint picker is stopped (SIGTERM, as a rollout or an eviction stops it;
     devtools/dataplane/phases.py does the same in the data-plane twin); the standby takes over.
-    The window runs FAILOVER_WINDOW_S."""
+    The window runs FAILOVER_WINDOW_S; then the stopped picker starts again, as its Deployment
+    recreates it, and stands by (the faults after it, and the scaling, run with both)."""
     who = dataplane.leader(run.kube, run.topo.namespace)
     index = next((i for i in range(run.topo.picker.replicas) if who == f"{run.topo.picker.name}-{i}"), None)
     if index is None:
@@ -171,7 +172,10 @@ def failover_fault(run: "Replay", pickers: list[str], now_ms: Callable[[], float
     stopping = threading.Thread(target=run.procs.stop, args=(f"picker-{index}-",), daemon=True)
     stopping.start()
     time.sleep(FAILOVER_WINDOW_S)
-    return Window(pickers[index], at_ms, now_ms(), frozenset(), FAILOVER_WINDOW_S)
+    until_ms = now_ms()
+    stopping.join()
+    run.restart_picker(index, "faults")
+    return Window(pickers[index], at_ms, until_ms, frozenset(), FAILOVER_WINDOW_S)
 
 
 def node_loss_fault(run: "Replay", now_ms: Callable[[], float]) -> Window:

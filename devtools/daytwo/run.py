@@ -66,6 +66,7 @@ instead of by `pulumi up`.
 """
 
 import json
+import math
 import subprocess
 import sys
 import time
@@ -110,14 +111,21 @@ from devtools.router_check.check import without_gating
 from devtools.twin import cluster, lws_checks, manifests
 from devtools.twin.kube import ApiError, Kube, wait_for
 from llmd_fleet.cli.paths import CHECKOUT
+from llmd_fleet.core.problems import ConfigError
 
 DEFAULT_STACK = "day-two"
-# How long a new pod of the process kubelet loads before its readiness probe may pass: the
-# harness's figure, inside the stack's declared `serving.modelLoadMinutes` (1 minute on day-two),
-# and long enough that each rollout step keeps both revisions serving for the issue's 30 s.
-DEFAULT_LOAD_S = 40.0
 # The revisions: decode `maxNumSeqs` as rendered (a), then these (b, then c).
 NEXT_MAX_NUM_SEQS = (24, 16)
+
+
+def declared_load_seconds(root: Path, stack: str) -> float:
+    """How long a new pod of the process kubelet loads before its readiness probe may pass: the
+    stack's own `serving.modelLoadMinutes` (15 s on day-two, long enough that each rollout step
+    keeps both revisions serving for MIN_OVERLAP_S), so what the scaler's cooldown, the alerts and
+    the probes were rendered for is what the replay waits."""
+    from llmd_fleet.cli.stack_file import read_stack_file, stack_config
+
+    return float(stack_config(read_stack_file(root / "stacks", stack)).serving.model_load_seconds)
 
 
 def variant(text: str, max_num_seqs: int) -> str:
@@ -156,6 +164,8 @@ class Replay:
         self.kubelet: ProcessKubelet | None = None
         self.failures: list[str] = []
         self.monitor: prometheus.Monitor | None = None  # Prometheus and alerts (alerts.py)
+        # The running pickers' config and addresses (`pickers`).
+        self.picker_state: tuple[str, list[str]] | None = None
 
     def close(self) -> None:
         if self.monitor is not None:
@@ -315,12 +325,21 @@ class Replay:
         ]
 
     def pickers(self, config_text: str, tag: str) -> list[str]:
-        """The pickers started afresh with `config_text` (the ones running replaced between two
-        measurements: nothing in flight), once a warm-up request is routed; their addresses."""
-        self.procs.stop("picker-", grace=dataplane.PICKER_SWAP_GRACE_S)
-        addresses = dataplane.start_pickers(
-            self.procs, self.topo, config_text, self.bins, self.run_dir, self.kubeconfig, self.logs, tag
-        )
+        """The pickers with `config_text`, once a warm-up request is routed; their addresses. The
+        ones running are kept when every one of them still runs with that config (a phase that
+        measures the same rendering after another); otherwise they are replaced (between two
+        measurements: nothing in flight) and started afresh, logged under `tag`."""
+        running = [proc for name, proc in self.procs.items if name.startswith("picker-")]
+        kept = self.picker_state is not None and self.picker_state[0] == config_text
+        if kept and len(running) == self.topo.picker.replicas and all(p.poll() is None for p in running):
+            assert self.picker_state is not None
+            addresses = self.picker_state[1]
+        else:
+            self.procs.stop("picker-", grace=dataplane.PICKER_SWAP_GRACE_S)
+            addresses = dataplane.start_pickers(
+                self.procs, self.topo, config_text, self.bins, self.run_dir, self.kubeconfig, self.logs, tag
+            )
+            self.picker_state = (config_text, addresses)
         warm = self.run_dir / f"warm-{tag}"
         model = self.model()
         warm_file = self.run_dir / f"warm-{tag}.jsonl"
@@ -333,8 +352,26 @@ class Replay:
             )
             return any(r["outcome"] == "served" for r in results)
 
-        wait_for(f"{tag}: a request routed", routed, 120, 2)
+        # Each attempt is a one-request replay (its own gateway stand-in, a 5 s timeout): a short
+        # interval finds the pickers ready within a second of it, not two.
+        wait_for(f"{tag}: a request routed", routed, 120, 0.5)
         return addresses
+
+    def restart_picker(self, index: int, tag: str) -> None:
+        """Picker `index`, stopped by a fault, started again with the config the others run (its
+        Deployment recreates it), so the next phase finds every picker running."""
+        assert self.picker_state is not None
+        dataplane.start_pickers(
+            self.procs,
+            self.topo,
+            self.picker_state[0],
+            self.bins,
+            self.run_dir,
+            self.kubeconfig,
+            self.logs,
+            tag,
+            only={index},
+        )
 
     def model(self) -> str:
         return next(
@@ -347,20 +384,30 @@ class Replay:
     def bands(self) -> dict[str, str]:
         return replay.bands_of(self.topo.objectives)
 
-    def upgrade(self, tag: str, pickers: list[str], before: str, target: int) -> figures.Upgrade:
-        """Steady traffic; the rendering `target` applied after LEAD_S; followed to the end."""
-        assert self.kubelet is not None
+    def upgrade(self, tag: str, config_text: str, before: str, target: int) -> figures.Upgrade:
+        """The pickers with `config_text`, steady traffic through them, and at once `pulumi up`
+        of the rendering `target`: the engine runs the program and diffs for 18 to 30 s before it
+        patches the DisaggregatedSet, so the traffic runs LEAD_S before the patch (checked)
+        without a wait of its own. The rollout is followed to the end."""
+        assert self.kubelet is not None and self.deployer is not None
+        generation = self.kube.read(self.topo.serving_set)["metadata"]["generation"]
+        pickers = self.pickers(config_text, tag)
         argv, out = replay_gateway(
             self, tag, pickers, figures.steady(self.model(), self.bands(), ROLLOUT_TIMEOUT_S)
         )
         self.procs.start(f"gateway-{tag}", argv, self.logs)
+        began = time.monotonic()
+        deployed = self.deployer.start(target)
         time.sleep(LEAD_S)
-        assert self.deployer is not None
+        patched = self.kube.read(self.topo.serving_set)["metadata"]["generation"]
+        if patched != generation:
+            self.failures.append(
+                f"{tag}: `pulumi up` patched the DisaggregatedSet (generation {generation} -> "
+                f"{patched}) before {LEAD_S:.0f} s of steady traffic: its start is not measured"
+            )
         watch = contract.RolloutWatch.begin(
             self.kube, self.topo.serving_set, serving_pods(self.kube, self.topo.namespace, self.set_name)
         )
-        began = time.monotonic()
-        deployed = self.deployer.start(target)
         samples: list[int] = []
         after = None
         while time.monotonic() - began < ROLLOUT_TIMEOUT_S:
@@ -481,14 +528,12 @@ def _faults(run: Replay, clock: Clock, beside: Sequence[Phase]) -> list[str]:
     failures: list[str] = []
     # Prometheus and alerts (devtools/daytwo/alerts.py): scraping from here to the end.
     run.monitor = alerts.start(run)
-    pickers = run.pickers(run.topo.picker.config, "screener-on")
-    on = run.upgrade("screener-on", pickers, run.revision_a, 1)
+    on = run.upgrade("screener-on", run.topo.picker.config, run.revision_a, 1)
     print(figures.upgrade_line(on))
     print(figures.detail_line("screener on", on))
     print(run.rollouts["screener-on"])
     failures += figures.upgrade_failures(on)
-    pickers = run.pickers(without_gating(run.topo.picker.config), "screener-off")
-    off = run.upgrade("screener-off", pickers, on.after, 2)
+    off = run.upgrade("screener-off", without_gating(run.topo.picker.config), on.after, 2)
     print(figures.screener_off_line(off))
     print(figures.detail_line("screener off", off), flush=True)
     failures += figures.screener_off_failures(off)
@@ -521,7 +566,7 @@ def name_of(phase: Phase) -> str:
 def main(argv: Sequence[str]) -> int:
     positional = [a for a in argv if not a.startswith("--")]
     stack = positional[0] if positional else DEFAULT_STACK
-    load_seconds = DEFAULT_LOAD_S
+    load_seconds: float | None = None
     by_engine = True
     with_models = True
     only = frozenset(PHASE_ORDER)
@@ -545,7 +590,7 @@ def main(argv: Sequence[str]) -> int:
                 load_seconds = float(a.split("=", 1)[1])
             except ValueError:
                 load_seconds = -1
-            if load_seconds <= 0:
+            if not 0 < load_seconds < math.inf:
                 print(
                     f"day-two: --load-seconds: {a.split('=', 1)[1]!r} is not a positive number of seconds",
                     file=sys.stderr,
@@ -561,6 +606,13 @@ def main(argv: Sequence[str]) -> int:
     if not (CHECKOUT / "stacks" / f"Pulumi.{stack}.yaml").is_file():
         print(f"day-two: no stack file stacks/Pulumi.{stack}.yaml", file=sys.stderr)
         return 2
+    try:
+        declared = declared_load_seconds(CHECKOUT, stack)
+    except ConfigError as error:
+        print(f"day-two: {stack}: {error}", file=sys.stderr)
+        return 2
+    load_from = "--load-seconds" if load_seconds is not None else "serving.modelLoadMinutes"
+    load_seconds = declared if load_seconds is None else load_seconds
     started = time.monotonic()
     clock = Clock()
     run = Replay(CHECKOUT, stack, load_seconds, by_engine)
@@ -573,7 +625,10 @@ def main(argv: Sequence[str]) -> int:
     failures: list[str] = []
     try:
         run.start()
-        print(f"day-two: simulated model load per pod: {load_seconds:.1f} s (process kubelet)")
+        print(
+            f"day-two: simulated model load per pod: {load_seconds:.1f} s (process kubelet; "
+            f"{load_from}; the stack declares {declared:.1f} s)"
+        )
         controller_line, controller_failures = run.controller_contract()
         print(controller_line)
         failures += controller_failures
@@ -614,6 +669,7 @@ def main(argv: Sequence[str]) -> int:
             failures += run.kubelet.errors
         if run.deployer is not None:
             failures += run.deployer.problems
+        failures += run.failures
     except (
         cluster.TwinError,
         build.BuildError,

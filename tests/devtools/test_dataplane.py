@@ -580,3 +580,26 @@ def test_a_stopped_process_that_ignores_sigterm_is_killed_after_the_grace_given(
     assert proc.returncode == -signal.SIGKILL
     assert procs.items == []
     assert run.PICKER_SWAP_GRACE_S < run.STOP_GRACE_S
+
+
+def test_processes_stopped_together_share_one_grace(tmp_path: Path) -> None:
+    """Three processes that outlive SIGTERM, stopped together, are killed once `grace` has passed
+    for all of them: the stop takes about `grace`, not three times it."""
+    procs = run.Processes([])
+    started = [
+        procs.start(f"picker-{i}", ["sh", "-c", "trap '' TERM; echo ready; sleep 30"], tmp_path)
+        for i in range(3)
+    ]
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not all(
+        "ready"
+        in ((tmp_path / f"picker-{i}.log").read_text() if (tmp_path / f"picker-{i}.log").exists() else "")
+        for i in range(3)
+    ):
+        time.sleep(0.05)
+    began = time.monotonic()
+    procs.stop("picker-", grace=1.5)
+    took = time.monotonic() - began
+    assert 1.4 < took < 3.0, took
+    assert [p.returncode for p in started] == [-signal.SIGKILL] * 3
+    assert procs.items == []

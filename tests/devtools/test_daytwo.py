@@ -373,6 +373,8 @@ def test_the_kubelet_starts_readies_after_the_load_and_finalizes_a_deleted_pod(
     [
         (["--load-seconds=soon"], "--load-seconds: 'soon' is not a positive number of seconds"),
         (["--load-seconds=0"], "--load-seconds: '0' is not a positive number of seconds"),
+        (["--load-seconds=nan"], "--load-seconds: 'nan' is not a positive number of seconds"),
+        (["--load-seconds=inf"], "--load-seconds: 'inf' is not a positive number of seconds"),
         (
             ["--fast"],
             "unknown flag --fast (allowed: --load-seconds=S, --apply-manifests, --without-models, "
@@ -637,3 +639,18 @@ def test_the_replays_seconds_line_names_each_part() -> None:
         )
     )
     assert clock.line() == "day-two: seconds: prepare 31, deploy 118, scaling+alerts+models+reference 0"
+
+
+def test_the_kubelet_loads_for_the_stacks_declared_load_time() -> None:
+    """The replay's simulated load is the day-two stack's own `serving.modelLoadMinutes`, so the
+    cooldown and alerts rendered for that load are what the replay waits for; short enough for
+    the 15-minute replay, long enough for two revisions to serve together."""
+    from devtools.daytwo.figures import MIN_OVERLAP_S
+    from devtools.daytwo.run import declared_load_seconds
+    from llmd_fleet.cli.paths import CHECKOUT
+
+    load = declared_load_seconds(CHECKOUT, daytwo.DEFAULT_STACK)
+    assert load == 15.0
+    # The revisions serve together from the first step's new pods Ready to the last step's old
+    # pods gone: at least the two later steps' loads.
+    assert 2 * load >= MIN_OVERLAP_S

@@ -281,3 +281,74 @@ def test_pickers_start_in_the_namespaces_given_and_the_gateway_probes_them_there
     # Fewer namespaces than replicas: refused, not a picker left without one.
     with pytest.raises(ValueError, match="2 pickers need as many namespaces, 1 given"):
         start(_PickerProcs(), spaces[:1])
+
+
+def test_one_picker_a_fault_stopped_starts_again_at_its_own_address(tmp_path: Path) -> None:
+    picker = topology.Picker("glm52-epp", 2, ("--grpc-port=9002",), "plugins: []\n")
+    topo = topology.Topology("llm-d", picker, {"metadata": {"name": "p"}}, [], [])
+    procs = _PickerProcs()
+    addresses = dataplane.start_pickers(
+        procs,  # type: ignore[arg-type]
+        topo,
+        picker.config,
+        {"epp": tmp_path / "epp"},
+        tmp_path,
+        tmp_path / "kubeconfig",
+        tmp_path,
+        "faults",
+        only={1},
+    )
+    assert addresses == [f"{ip}:9002" for ip in dataplane.PICKER_IPS[:2]]
+    ((name, argv, env),) = procs.started
+    assert name == "picker-1-faults" and argv[3] == netns.ns_name("picker-1")
+    assert env is not None and env["POD_NAME"] == "glm52-epp-1"
+
+
+class _Proc:
+    def __init__(self, alive: bool = True) -> None:
+        self.alive = alive
+
+    def poll(self) -> int | None:
+        return None if self.alive else 0
+
+
+def test_the_replay_keeps_running_pickers_with_the_config_asked_for_and_replaces_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A phase that asks for the config the pickers run gets them as they are; a different config,
+    or a picker that stopped (a fault, a phase's own stop), restarts them all."""
+    from devtools.dataplane import replay as replay_module
+    from devtools.daytwo import figures
+    from devtools.daytwo import run as daytwo
+
+    picker = topology.Picker("glm52-epp", 2, ("--grpc-port=9002",), "plugins: []\n")
+    replay = daytwo.Replay(tmp_path, "day-two", 15.0)
+    replay.topo = topology.Topology("llm-d", picker, {"metadata": {"name": "p"}}, [], [])
+    replay.bins, replay.kubeconfig, replay.logs = {}, tmp_path / "kubeconfig", tmp_path
+    replay.run_dir.mkdir(parents=True)
+    starts: list[str] = []
+    stops: list[str] = []
+
+    def start_pickers(procs: Any, topo: Any, config: str, *args: Any, **kwargs: Any) -> list[str]:
+        starts.append(config)
+        procs.items[:] = [(n, p) for n, p in procs.items if not n.startswith("picker-")]
+        procs.items += [(f"picker-{i}-x", _Proc()) for i in range(2)]
+        return ["a:1", "b:1"]
+
+    monkeypatch.setattr(dataplane, "start_pickers", start_pickers)
+    monkeypatch.setattr(replay.procs, "stop", lambda prefix="", grace=0.0: stops.append(prefix))
+    monkeypatch.setattr(figures, "steady", lambda *a: [{"id": "x", "session": "s"}])
+    monkeypatch.setattr(replay_module, "write", lambda entries: "")
+    monkeypatch.setattr(dataplane, "run_replay", lambda *a: [{"outcome": "served"}])
+    monkeypatch.setattr(daytwo.Replay, "model", lambda self: "m")
+    monkeypatch.setattr(daytwo.Replay, "bands", lambda self: {})
+
+    assert replay.pickers("rendered", "one") == ["a:1", "b:1"]
+    assert replay.pickers("rendered", "two") == ["a:1", "b:1"]
+    assert starts == ["rendered"]
+    assert replay.pickers("no gating", "three") == ["a:1", "b:1"]
+    assert starts == ["rendered", "no gating"] and stops == ["picker-", "picker-"]
+    # One of them stopped (the failover): all are started again, even for the same config.
+    replay.procs.items[0][1].alive = False  # type: ignore[attr-defined]
+    replay.pickers("no gating", "four")
+    assert starts == ["rendered", "no gating", "no gating"]
