@@ -330,10 +330,10 @@ class Replay:
         measures the same rendering after another); otherwise they are replaced (between two
         measurements: nothing in flight) and started afresh, logged under `tag`."""
         running = [proc for name, proc in self.procs.items if name.startswith("picker-")]
-        kept = self.picker_state is not None and self.picker_state[0] == config_text
-        if kept and len(running) == self.topo.picker.replicas and all(p.poll() is None for p in running):
-            assert self.picker_state is not None
-            addresses = self.picker_state[1]
+        state = self.picker_state
+        alive = len(running) == self.topo.picker.replicas and all(p.poll() is None for p in running)
+        if state is not None and state[0] == config_text and alive:
+            addresses = state[1]
         else:
             self.procs.stop("picker-", grace=dataplane.PICKER_SWAP_GRACE_S)
             addresses = dataplane.start_pickers(

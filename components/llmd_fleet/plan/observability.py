@@ -128,9 +128,8 @@ def plan_observability(config: StackConfig, plan: FleetPlan) -> ObservabilityPla
     """The stack's `ObservabilityPlan`, derived from its config and fleet plan alone."""
     router = config.router
     # Whole minutes, each part rounded up, as the alerts' `for` counts them.
-    rollout_minutes = math.ceil(config.serving.model_load_minutes) + math.ceil(
-        config.serving.drain_seconds / 60
-    )
+    serving = config.serving
+    rollout_minutes = math.ceil(serving.model_load_seconds / 60) + math.ceil(serving.drain_seconds / 60)
     # An autoscaled role may run as few as its minimum, so the targets-down alert counts that.
     roles = tuple(
         RoleTargets(
