@@ -51,9 +51,20 @@ def setup_commands(namespaces: Iterable[tuple[str, str]], prefix_len: int = 24) 
     return commands
 
 
+def mac_address(address: str) -> str:
+    """The hardware address of the namespace holding IPv4 `address`: locally administered
+    (02:00), then the address's four bytes. A run gives an address to one namespace at a time,
+    and a namespace that takes over an address an earlier one held (one phase's pods after
+    another's) gets that one's hardware address too, so a neighbour entry cached elsewhere stays
+    right: with a fresh random one, a namespace that dials the address would send to the gone
+    veth until its neighbour entry failed over, seconds later (ip-neighbour(8), STALE, DELAY,
+    PROBE). Pure."""
+    return "02:00:" + ":".join(f"{int(octet):02x}" for octet in address.split("."))
+
+
 def attach_commands(name: str, address: str, index: int, prefix_len: int = 24) -> list[list[str]]:
-    """The `ip` commands that add one namespace with `address`, wired to the bridge by the veth
-    `v<index>` (an index no other namespace of the run has). Pure."""
+    """The `ip` commands that add one namespace with `address` (and `mac_address`), wired to the
+    bridge by the veth `v<index>` (an index no other namespace of the run has). Pure."""
     ns = ns_name(name)
     port = f"v{index}"
     return [
@@ -61,6 +72,7 @@ def attach_commands(name: str, address: str, index: int, prefix_len: int = 24) -
         ["ip", "-n", ns, "link", "set", "lo", "up"],
         ["ip", "-n", BRIDGE_NS, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns],
         ["ip", "-n", BRIDGE_NS, "link", "set", port, "master", "br0", "up"],
+        ["ip", "-n", ns, "link", "set", "eth0", "address", mac_address(address)],
         ["ip", "-n", ns, "addr", "add", f"{address}/{prefix_len}", "dev", "eth0"],
         ["ip", "-n", ns, "link", "set", "eth0", "up"],
     ]
