@@ -304,11 +304,12 @@ def start_pickers(
     tag: str,
     spaces: Sequence[tuple[str, str]] | None = None,
     only: Collection[int] | None = None,
+    name_prefix: str = "picker-",
 ) -> list[str]:
-    """The rendered picker Deployment's replicas as processes `picker-<i>-<tag>`, each in its
-    network namespace at its address (`spaces`, (namespace, address) per replica; the pickers'
-    own, `picker_spaces`, unless given); their ext_proc addresses. `only`: start just these
-    replicas (one its Deployment recreates), the addresses still every replica's."""
+    """The rendered picker Deployment's replicas as processes `<name_prefix><i>-<tag>`, each in
+    its network namespace at its address (`spaces`, (namespace, address) per replica; the
+    pickers' own, `picker_spaces`, unless given); their ext_proc addresses. `only`: start just
+    these replicas (one its Deployment recreates), the addresses still every replica's."""
     spaces = list(spaces if spaces is not None else picker_spaces(topo.picker.replicas))
     if len(spaces) < topo.picker.replicas:
         raise ValueError(f"{topo.picker.replicas} pickers need as many namespaces, {len(spaces)} given")
@@ -331,7 +332,7 @@ def start_pickers(
             *picker_args(topo.picker.args, config_file),
         ]
         if only is None or i in only:
-            procs.start(f"picker-{i}-{tag}", argv, logs, env)
+            procs.start(f"{name_prefix}{i}-{tag}", argv, logs, env)
         addresses.append(f"{ip}:{port}")
     return addresses
 

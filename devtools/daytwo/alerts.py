@@ -14,6 +14,7 @@ each: at how many evaluations it held, the longest it held, and whether its `for
 
 import base64
 import subprocess
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,21 @@ FAULT_ALERTS = ("EppLeaderMissing", "EppNoReadyEndpoints")
 FIRE_TIMEOUT_S = 120 + 30 + 15 + 45
 # Longest wait for their resolution: a scrape of the restarted pickers and one evaluation, with margin.
 RESOLVE_TIMEOUT_S = 15 + 30 + 45
+# Longest wait, once the alerts fired, for the lease lent to a phase beside the fault to come back
+# (`LeaseHandoff`): that phase's own length on a slow machine, with margin.
+RETURN_TIMEOUT_S = 300.0
+
+
+class LeaseHandoff:
+    """The leader lease the fault's pickers give up, lent to a phase beside the fault that runs
+    pickers of its own with the same rendering (the Responses phase, responses_phase.py): they
+    would take the same Lease (the router names it after the pool). `released` is set once the
+    fault's pickers have stopped (they release it at SIGTERM); the fault starts them again only
+    after `returned` (the borrower's pickers stopped), so the restarted ones take it at once."""
+
+    def __init__(self) -> None:
+        self.released = threading.Event()
+        self.returned = threading.Event()
 
 
 def picker_pods(run: "Replay") -> list[dict[str, Any]]:
@@ -95,8 +111,10 @@ def wait(monitor: prometheus.Monitor, done: Any, timeout: float) -> bool:
     return False
 
 
-def pickers_down(run: "Replay", monitor: prometheus.Monitor, config_text: str) -> tuple[list[str], list[str]]:
-    """The fault and its recovery; (lines, failures)."""
+def pickers_down(
+    run: "Replay", monitor: prometheus.Monitor, config_text: str, handoff: LeaseHandoff | None = None
+) -> tuple[list[str], list[str]]:
+    """The fault and its recovery, the lease lent through `handoff` meanwhile; (lines, failures)."""
     lines, failures = [], []
     early = {n for n, t in monitor.times.items() if t.fired is not None}
     if early:
@@ -108,12 +126,21 @@ def pickers_down(run: "Replay", monitor: prometheus.Monitor, config_text: str) -
     # (one grace for both, devtools/dataplane/run.py `Processes.stop`). The fault begins at the
     # SIGTERM: a picker gives up its lease then, and its drain serves no request.
     fault_at = time.monotonic()
-    run.procs.stop("picker-")
+    try:
+        run.procs.stop("picker-")
+    finally:
+        if handoff is not None:
+            handoff.released.set()
     fired = wait(
         monitor,
         lambda: all(monitor.times.get(a, prometheus.AlertTimes()).fired for a in FAULT_ALERTS),
         FIRE_TIMEOUT_S,
     )
+    if handoff is not None and not handoff.returned.wait(RETURN_TIMEOUT_S):
+        failures.append(
+            f"{FAULT}: the lease lent to the phase beside the fault was not returned in "
+            f"{RETURN_TIMEOUT_S:.0f} s after the alerts fired"
+        )
     # Recovery is the moment both pickers are started again, not the first request routed after
     # it: under load their warm-up outlasts the next scrape, and an alert that resolved before
     # "recovery" would print a negative time.

@@ -13,8 +13,6 @@ replay. Their DisaggregatedSets stay out: the twin's LWS controller would make g
 no node can take. Their namespaces join the replay's pod network (`Network`).
 """
 
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +21,7 @@ import yaml
 
 from devtools.dataplane import netns, scaled, topology
 from devtools.dataplane import run as dataplane
+from devtools.daytwo import serving
 from devtools.twin import cluster
 from devtools.twin.kube import Kube
 
@@ -37,8 +36,8 @@ def in_namespace(text: str, namespace: str) -> str:
     config = doc["config"]
     models = config.get("llmd-fleet:models")
     sections = [m.setdefault("serving", {}) for m in models] if models else [config["llmd-fleet:serving"]]
-    for serving in sections:
-        serving["namespace"] = namespace
+    for section in sections:
+        section["namespace"] = namespace
     return str(yaml.safe_dump(doc, sort_keys=False))
 
 
@@ -98,25 +97,14 @@ def live_node(run: "Replay") -> str:
 
 def render_scaled(run: "Replay", stack: str, namespace: str, tag: str) -> tuple[str, Path]:
     """`stack` scaled as `make dataplane-reference` scales it, in `namespace`, rendered under the
-    replay's folder (`stacks-<tag>`, `render-<tag>`); its stack name and render."""
+    replay's folder (`stacks-<tag>`, `render-<tag>`; once: `Replay.prepare` renders it first); its
+    stack name and render."""
     copy_dir = run.run_dir / f"stacks-{tag}"
     name = scaled.write_scaled(stack, run.root / "stacks", copy_dir)
     path = copy_dir / f"Pulumi.{name}.yaml"
     path.write_text(in_namespace(path.read_text(), namespace))
     out = run.run_dir / f"render-{tag}"
-    subprocess.run(
-        [
-            str(Path(sys.executable).with_name("llmd-fleet")),
-            "--stacks-dir",
-            str(copy_dir),
-            "render",
-            name,
-            "--out",
-            str(out),
-        ],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
+    serving.rendered_into(copy_dir, name, out)
     return name, out
 
 

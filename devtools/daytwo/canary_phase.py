@@ -9,7 +9,6 @@ longer has deleted). `run_phase` returns the `canary:` line and its detail, and 
 
 import json
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -75,6 +74,16 @@ def pruned(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[di
     return [o for o in before if object_key(o) not in keep]
 
 
+def rendered(run: "Replay", live: int, weight: int) -> list[dict[str, Any]]:
+    """The live revision's stack (revision `live`, 0 for a) with the canary at `weight`, rendered
+    into the replay's folder (once: `Replay.prepare` renders both weights first)."""
+    text = (run.run_dir / f"stacks-{chr(ord('a') + live)}" / f"Pulumi.{run.stack}.yaml").read_text()
+    stacks_dir = run.run_dir / f"stacks-canary-{weight}"
+    stacks_dir.mkdir(parents=True, exist_ok=True)
+    (stacks_dir / f"Pulumi.{run.stack}.yaml").write_text(canary_variant(text, weight))
+    return render(stacks_dir, run.stack, run.run_dir / f"render-canary-{weight}")
+
+
 def run_phase(run: "Replay", live: int) -> tuple[list[str], list[str]]:
     """A canary beside the live revision (rendering `live`), under steady traffic through the
     gateway stand-in routing by the applied HTTPRoute: the stack with `serving.canary` at
@@ -87,18 +96,7 @@ def run_phase(run: "Replay", live: int) -> tuple[list[str], list[str]]:
         raise cluster.TwinError(
             f"canary: the process kubelet has given out addresses up to host {CANARY_FIRST_HOST}"
         )
-    tag = chr(ord("a") + live)
-    text = (run.run_dir / f"stacks-{tag}" / f"Pulumi.{run.stack}.yaml").read_text()
-
-    def rendered(weight: int) -> list[dict[str, Any]]:
-        stacks_dir = run.run_dir / f"stacks-canary-{weight}"
-        stacks_dir.mkdir(parents=True, exist_ok=True)
-        (stacks_dir / f"Pulumi.{run.stack}.yaml").write_text(canary_variant(text, weight))
-        return render(stacks_dir, run.stack, run.run_dir / f"render-canary-{weight}")
-
-    # Both renders at once (two processes: the machine's two cores).
-    with ThreadPoolExecutor(2) as pool:
-        renders = dict(zip((0, CANARY_WEIGHT), pool.map(rendered, (0, CANARY_WEIGHT)), strict=True))
+    renders = {weight: rendered(run, live, weight) for weight in (0, CANARY_WEIGHT)}
     stable_pool = run.topo.pool["metadata"]["name"]
     canary_topo = next(
         t

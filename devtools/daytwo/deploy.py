@@ -14,6 +14,7 @@ setting changes the DisaggregatedSet in place and the LWS controller rolls it.
 
 import copy
 import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,9 @@ SERVING_KEY = f"{twin_engine.PROJECT}:serving"
 UP_JOIN_S = 300.0
 # How often the KEDA stand-in looks for the ScaledObjects `pulumi up` creates.
 KEDA_POLL_S = 0.5
+# How long after `pulumi up` returns the KEDA stand-in still waits for a ScaledObject's target to
+# answer `/scale`: the DisaggregatedSet controller creates a role's scaler once the set exists.
+KEDA_TARGET_WAIT_S = 60.0
 
 
 def with_decode_max_num_seqs(config: Mapping[str, Any], max_num_seqs: int) -> dict[str, Any]:
@@ -62,6 +66,14 @@ def apply_all(kube: Kube, objects: list[dict[str, Any]]) -> None:
             namespaced[key] = kube.resource(obj["apiVersion"], obj["kind"]).namespaced
     for obj in manifests.apply_order(objects, namespaced):
         kube.apply(obj)
+
+
+def scale_path(kube: Kube, hpa: dict[str, Any]) -> str:
+    """The `/scale` subresource of the HPA's target, the path KEDA's operator and the HPA
+    controller read; KeyError while the API server serves no such kind."""
+    ref = hpa["spec"]["scaleTargetRef"]
+    resource = kube.resource(ref["apiVersion"], ref["kind"])
+    return resource.path(hpa["metadata"]["namespace"], ref["name"]) + "/scale"
 
 
 class Deployer:
@@ -111,44 +123,68 @@ class Deployer:
             config = with_decode_max_num_seqs(config, wanted)
         self.engine.write_config(config)
         # What KEDA's operator does once a ScaledObject exists (the twin runs no KEDA): its HPA,
-        # server-side, as soon as `pulumi up` has created it, not when the whole up returns.
-        scaled = [o for o in self.renders[index] if o.get("kind") == "ScaledObject"]
-        done = threading.Event()
-        keda = threading.Thread(target=self._keda_stand_in, args=(scaled, done), daemon=True)
+        # server-side, as soon as the ScaledObject and its target are there, not when the whole
+        # up returns.
+        left = [
+            o
+            for o in self.renders[index]
+            if o.get("apiVersion") == scaling.KEDA_API and o.get("kind") == "ScaledObject"
+        ]
+        returned, failed = threading.Event(), threading.Event()
+        keda = threading.Thread(target=self._keda_stand_in, args=(left, returned, failed), daemon=True)
         keda.start()
         try:
             step = self.engine.up("up" if index == 0 else "update")
         except Exception as error:  # the CLI's CommandError, the host's or the provider's failure
+            failed.set()
             raise cluster.TwinError(f"pulumi up of revision {index}: {error}") from None
         finally:
-            done.set()
+            returned.set()
             keda.join()
         self.say(engine_report.step_line(step))
-        hpas = scaling.keda_hpas(self.renders[index])
-        if hpas:
-            apply_all(cluster.client(self.root), hpas)
+        for obj in left:
+            ref = obj["spec"]["scaleTargetRef"]
+            self.problems.append(
+                f"KEDA stand-in: ScaledObject {obj['metadata']['name']}: its target {ref.get('kind')} "
+                f"{ref['name']} answered no /scale {KEDA_TARGET_WAIT_S:.0f} s after `pulumi up` "
+                "returned, so no HPA was made"
+            )
         if index == 0:
             if not step.counts.get("create"):
                 self.problems.append("engine: the first up created nothing")
         else:
             self.problems += upgrade_problems(step)
 
-    def _keda_stand_in(self, scaled: list[dict[str, Any]], done: threading.Event) -> None:
-        """Each ScaledObject's HPA applied once the ScaledObject is in the API server, until
-        `done` (the up returned: the caller applies them all then, server-side, which is
-        idempotent). Errors are left to that final apply."""
-        if not scaled:
+    def _keda_stand_in(
+        self, left: list[dict[str, Any]], returned: threading.Event, failed: threading.Event
+    ) -> None:
+        """KEDA's operator for each ScaledObject of `left`: once the ScaledObject is in the API
+        server and its target answers `/scale`, its HPA applied server-side and the ScaledObject
+        taken off `left` (kedacore/keda controllers/keda/scaledobject_controller.go checks the
+        target with `checkTargetResourceIsScalable` before `ensureHPAForScaledObjectExists`
+        creates the HPA, and retries until it can). An HPA made before its target could not
+        scale it until the HPA controller's next sync, 15 s later. Stops when `left` is empty,
+        at once when the up `failed`, or KEDA_TARGET_WAIT_S after it `returned`."""
+        if not left:
             return
         kube = cluster.client(self.root)
-        waiting = list(scaled)
-        while waiting and not done.wait(KEDA_POLL_S):
-            for obj in list(waiting):
+        deadline: float | None = None
+        while left and not failed.is_set():
+            for obj in list(left):
+                hpa = scaling.keda_hpa(obj)
                 try:
                     kube.read(obj)
-                    apply_all(kube, scaling.keda_hpas([obj]))
+                    kube.get(scale_path(kube, hpa))
+                    kube.apply(hpa)
                 except (ApiError, OSError, KeyError):  # not there yet, or not served yet
                     continue
-                waiting.remove(obj)
+                left.remove(obj)
+            if returned.is_set():
+                deadline = deadline if deadline is not None else time.monotonic() + KEDA_TARGET_WAIT_S
+                if time.monotonic() > deadline:
+                    return
+            if left:
+                failed.wait(KEDA_POLL_S)
 
     def start(self, index: int) -> Callable[[], None]:
         """`deploy(index)` in a thread (the replay samples the rollout meanwhile); the returned

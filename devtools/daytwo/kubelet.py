@@ -71,6 +71,8 @@ class PodRun:
     node: str = ""
     ready_s: float | None = None
     draining: bool = False
+    mended: bool = False
+    """Its simulators run behind the output-id stand-in (`ProcessKubelet.mend`)."""
 
 
 def probe_targets(spec: dict[str, Any]) -> list[tuple[str, int]]:
@@ -219,7 +221,15 @@ class ProcessKubelet:
         procs = run.Processes([])
         run.start_pods(procs, replace(self.base, pods=[as_pod]), self.bins, self.logs, mend=self.mend)
         state = PodRun(
-            meta["uid"], name, ip, as_pod, procs, self.clock(), probe_targets(spec), spec["nodeName"]
+            meta["uid"],
+            name,
+            ip,
+            as_pod,
+            procs,
+            self.clock(),
+            probe_targets(spec),
+            spec["nodeName"],
+            mended=self.mend is not None,
         )
         with self._lock:
             self.pods[state.uid] = state
@@ -327,6 +337,7 @@ class ProcessKubelet:
             list(pool.map(lambda state: state.procs.stop(), running))
         for state in running:
             run.start_pods(state.procs, replace(self.base, pods=[state.pod]), self.bins, self.logs, mend=mend)
+            state.mended = mend is not None
         until = time.monotonic() + timeout
         for state in running:
             for path, port in state.probes:
@@ -335,6 +346,12 @@ class ProcessKubelet:
                         raise TimeoutError(f"kubelet: {state.name} did not answer its probes after a restart")
                     time.sleep(0.2)
         return [state.pod for state in running]
+
+    def all_mended(self) -> bool:
+        """Every running pod's simulators behind the output-id stand-in: a pod started since the
+        last `restart_engines(with_mend=False)` has it, as every pod of a later revision does."""
+        with self._lock:
+            return all(p.mended for p in self.pods.values() if not p.draining)
 
     def stop(self) -> None:
         self._stop.set()

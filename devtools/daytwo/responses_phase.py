@@ -15,19 +15,33 @@ What it takes from where:
   stand-in (devtools/dataplane/mend.py) the process kubelet puts in front of every simulator it
   starts (`ProcessKubelet.mend`), one record file per pod.
 
+Where it runs (run.py): beside the alerts' fault when the faults phase runs (`run_beside`), else
+after the routing phase (`run_phase`). Beside the fault the deployment's two pickers are stopped, so
+the phase starts two more replicas of the rendered picker Deployment (same arguments, same config)
+in namespaces and at addresses of their own (PICKER_HOSTS), as a Deployment's pods come back
+elsewhere: they take the leader Lease the stopped ones gave up (alerts.py `LeaseHandoff`) and give
+it back when the phase ends, before the fault's pickers start again. The replay's Prometheus
+scrapes the rendered pickers' addresses only, so the fault's alerts see no picker meanwhile, and
+prefill's autoscaler, which reads the scraped leader's in-flight tokens, sees no load. Every pod
+of a later revision runs behind the output-id stand-in already (`ProcessKubelet.all_mended`), so
+beside the fault no engine is restarted.
+
 The five `responses` lines are the data-plane twin's (`responses.lines`), with the replay's stack
 name; the goals are its `responses.checks`.
 """
 
+import contextlib
 import json
-import subprocess
-import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from devtools.agentic_check import env as agentic_env
-from devtools.dataplane import netns, phases, responses
+from devtools.dataplane import netns, phases, responses, topology
 from devtools.dataplane import run as dataplane
+from devtools.daytwo import serving
+from devtools.daytwo.alerts import LeaseHandoff
+from devtools.twin import cluster
 
 if TYPE_CHECKING:
     from devtools.daytwo.run import Replay
@@ -38,12 +52,30 @@ REFERENCE_STACK = "onprem-h100"
 # kubelet's (1000 on); the client at the data-plane twin's client address.
 FIRST_VETH = 930
 UPSTREAM_PROC = "gateway-upstream"
+# Beside the alerts' fault: the phase's own pickers' addresses (below the canary's, 240 on, above
+# every other phase's) and veth indexes (after the phase's other namespaces), and their processes'
+# name prefix (the fault stops and restarts every `picker-` process).
+PICKER_HOSTS = (236, 237)
+PICKER_FIRST_VETH = FIRST_VETH + 6
+PICKER_PROC = "responses-picker-"
+# Longest wait for the fault's pickers to have stopped (alerts.py `LeaseHandoff.released`).
+RELEASE_TIMEOUT_S = 60.0
 
 
 def phase_spaces(agentic: responses.Rendered) -> list[tuple[str, str]]:
     """The namespaces the phase adds to the replay's pod network: the client's, the database's
     and one per agentic API replica (pure)."""
     return [(dataplane.CLIENT_NS, dataplane.CLIENT_IP), *responses.spaces(agentic)]
+
+
+def picker_spaces(replicas: int) -> list[tuple[str, str]]:
+    """The namespaces and addresses of the phase's own pickers beside the fault (pure)."""
+    if replicas > len(PICKER_HOSTS):
+        raise ValueError(f"{replicas} pickers, {len(PICKER_HOSTS)} addresses for them")
+    return [
+        (f"picker-responses-{i}", f"{topology.POD_SUBNET}.{host}")
+        for i, host in enumerate(PICKER_HOSTS[:replicas])
+    ]
 
 
 def record_files(folder: Path, pods: list[str]) -> list[Path]:
@@ -66,20 +98,8 @@ def upstream_figures(upstream: list[dict[str, Any]], host: str, port: int) -> di
 
 
 def rendered_reference(root: Path, out: Path) -> responses.Rendered:
-    """The reference stack rendered into `out`, and its agentic API."""
-    subprocess.run(
-        [
-            str(Path(sys.executable).with_name("llmd-fleet")),
-            "--stacks-dir",
-            str(root / "stacks"),
-            "render",
-            REFERENCE_STACK,
-            "--out",
-            str(out),
-        ],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
+    """The reference stack rendered into `out` (unless `Replay.prepare` did), and its agentic API."""
+    serving.rendered_into(root / "stacks", REFERENCE_STACK, out)
     agentic = responses.rendered(out)
     if agentic is None:
         raise ValueError(f"{REFERENCE_STACK} renders no agentic API (llmd-fleet:responses)")
@@ -87,7 +107,79 @@ def rendered_reference(root: Path, out: Path) -> responses.Rendered:
 
 
 def run_phase(run: "Replay") -> tuple[list[str], list[str]]:
-    """The phase on the replay's deployment; its lines and failures."""
+    """The phase on the replay's deployment through its pickers; its lines and failures."""
+
+    @contextlib.contextmanager
+    def deployment_pickers() -> Iterator[list[str]]:
+        yield run.pickers(run.topo.picker.config, "responses")
+
+    return _run(run, deployment_pickers, "through its pickers and gateway stand-in")
+
+
+def run_beside(run: "Replay", handoff: LeaseHandoff) -> tuple[list[str], list[str]]:
+    """The phase beside the alerts' fault, through pickers of its own holding the lease the
+    fault's gave up (the module's docstring); its lines and failures. `handoff.returned` is set
+    once they have stopped, whatever happened."""
+    try:
+        return _run(
+            run,
+            lambda: own_pickers(run, handoff),
+            "beside the alerts' fault, through two more replicas of its picker Deployment at "
+            "addresses of their own and its gateway stand-in",
+        )
+    finally:
+        handoff.returned.set()
+
+
+@contextlib.contextmanager
+def own_pickers(run: "Replay", handoff: LeaseHandoff) -> Iterator[list[str]]:
+    """The rendered picker Deployment's replicas in namespaces of their own (`picker_spaces`),
+    started once the fault's have stopped, warmed up; stopped again on exit (SIGTERM: the
+    lease goes back). Their addresses."""
+    if not handoff.released.wait(RELEASE_TIMEOUT_S):
+        raise cluster.TwinError(
+            f"responses: the fault's pickers had not stopped after {RELEASE_TIMEOUT_S:.0f} s"
+        )
+    spaces = picker_spaces(run.topo.picker.replicas)
+    attached: list[str] = []
+    forwarder: netns.Forwarder | None = None
+    try:
+        for i, (name, ip) in enumerate(spaces):
+            netns.attach(name, ip, PICKER_FIRST_VETH + i)
+            attached.append(name)
+        if run.topo.renderer:
+            netns.write_hosts(attached, {run.topo.renderer.host: dataplane.RENDER_IP})
+        # The API server, reached as in the deployment's picker namespaces (run.py `Replay.start`).
+        forwarder = netns.Forwarder(attached, "127.0.0.1", cluster.load_state(run.root).ports["apiserver"])
+        addresses = dataplane.start_pickers(
+            run.procs,
+            run.topo,
+            run.topo.picker.config,
+            run.bins,
+            run.run_dir,
+            run.kubeconfig,
+            run.logs,
+            "responses",
+            spaces,
+            name_prefix=PICKER_PROC,
+        )
+        run.warm(addresses, "responses")
+        yield addresses
+    finally:
+        run.procs.stop(PICKER_PROC, grace=dataplane.PICKER_SWAP_GRACE_S)
+        if forwarder is not None:
+            forwarder.close()
+        for name in attached:
+            netns.detach(name)
+
+
+def _run(
+    run: "Replay",
+    pickers_for: Callable[[], contextlib.AbstractContextManager[list[str]]],
+    through: str,
+) -> tuple[list[str], list[str]]:
+    """The phase with the pickers `pickers_for` gives; its lines (the last says `through` what)
+    and failures."""
     kubelet = run.kubelet
     if kubelet is None or kubelet.mend is None:
         return ["responses: not run: the process kubelet runs no output-id stand-in"], []
@@ -96,58 +188,59 @@ def run_phase(run: "Replay") -> tuple[list[str], list[str]]:
     logs.mkdir(parents=True, exist_ok=True)
     agentic = rendered_reference(run.root, run.run_dir / "render-responses")
     binary = agentic_env.ensure()
-    # The output-id stand-in in front of every simulator again (the routing phase restarts them
-    # without it): the phase reads a turn's history from its records.
-    kubelet.restart_engines()
-    pickers = run.pickers(run.topo.picker.config, "responses")
+    # The output-id stand-in in front of every simulator again where the routing phase restarted
+    # them without it: the phase reads a turn's history from its records.
+    if not kubelet.all_mended():
+        kubelet.restart_engines()
     spaces = phase_spaces(agentic)
     attached: list[str] = []
-    try:
-        for i, (name, ip) in enumerate(spaces):
-            netns.attach(name, ip, FIRST_VETH + i)
-            attached.append(name)
-        # The upstream host names the gateway stand-in in the replicas' namespaces, as the
-        # upstream Service over the gateway's proxies does in a cluster.
-        netns.write_hosts(
-            [responses.replica_ns(i) for i in range(agentic.replicas)],
-            {agentic.upstream_host: dataplane.GATEWAY_IP},
-        )
-        port = agentic.upstream_port
-        run.procs.start(
-            UPSTREAM_PROC,
-            dataplane.gateway_argv(
-                run.bins, pickers, run.topo.picker, f"--listen={dataplane.GATEWAY_IP}:{port}"
-            ),
-            logs,
-        )
-        pods = list(kubelet.pods.values())
-        phase = responses.Phase(
-            start=lambda name, argv, env: run.procs.start(name, argv, logs, env, inherit=False),
-            stop=run.procs.stop,
-            binary=binary,
-            version=agentic_env.agentic_version(),
-            rendered=agentic,
-            model=run.model(),
-            client_ns=dataplane.CLIENT_NS,
-            run_dir=folder,
-            records=record_files(kubelet.mend, [p.name for p in pods]),
-            decode_pods={p.name for p in pods if p.pod.role == "decode"},
-        )
+    with pickers_for() as pickers:
         try:
-            result = responses.run_phase(phase, run.stack)
+            for i, (name, ip) in enumerate(spaces):
+                netns.attach(name, ip, FIRST_VETH + i)
+                attached.append(name)
+            # The upstream host names the gateway stand-in in the replicas' namespaces, as the
+            # upstream Service over the gateway's proxies does in a cluster.
+            netns.write_hosts(
+                [responses.replica_ns(i) for i in range(agentic.replicas)],
+                {agentic.upstream_host: dataplane.GATEWAY_IP},
+            )
+            port = agentic.upstream_port
+            run.procs.start(
+                UPSTREAM_PROC,
+                dataplane.gateway_argv(
+                    run.bins, pickers, run.topo.picker, f"--listen={dataplane.GATEWAY_IP}:{port}"
+                ),
+                logs,
+            )
+            pods = list(kubelet.pods.values())
+            phase = responses.Phase(
+                start=lambda name, argv, env: run.procs.start(name, argv, logs, env, inherit=False),
+                stop=run.procs.stop,
+                binary=binary,
+                version=agentic_env.agentic_version(),
+                rendered=agentic,
+                model=run.model(),
+                client_ns=dataplane.CLIENT_NS,
+                run_dir=folder,
+                records=record_files(kubelet.mend, [p.name for p in pods]),
+                decode_pods={p.name for p in pods if p.pod.role == "decode"},
+            )
+            try:
+                result = responses.run_phase(phase, run.stack)
+            finally:
+                run.procs.stop(UPSTREAM_PROC)
+            result["upstream"] = upstream_figures(
+                phases.upstream_requests(logs / f"{UPSTREAM_PROC}.log"), agentic.upstream_host, port
+            )
         finally:
-            run.procs.stop(UPSTREAM_PROC)
-        result["upstream"] = upstream_figures(
-            phases.upstream_requests(logs / f"{UPSTREAM_PROC}.log"), agentic.upstream_host, port
-        )
-    finally:
-        run.procs.stop("agentic-")
-        for name in attached:
-            netns.detach(name)
+            run.procs.stop("agentic-")
+            for name in attached:
+                netns.detach(name)
     (folder / "report.json").write_text(json.dumps(result, indent=2) + "\n")
     detail = (
         f"day-two: responses: the agentic API as {REFERENCE_STACK} renders it ({agentic.replicas} "
         f"replicas; kind local renders no Responses layer) on the replay's {len(phase.decode_pods)} "
-        f"decode pods through its pickers and gateway stand-in"
+        f"decode pods {through}"
     )
     return [*responses.lines(result), detail], responses.checks(result)

@@ -18,8 +18,7 @@ traffic.
    simulators and routing sidecars in per-pod network namespaces and readies them after the
    simulated load. e2e's `controller:` line for the set (devtools/daytwo/contract.py).
    Then `make dataplane`'s routing figures and `make dataplane-broken`'s negative control on
-   these pods (devtools/daytwo/routing.py), and the Responses phase on them
-   (devtools/daytwo/responses_phase.py).
+   these pods (devtools/daytwo/routing.py).
 4. Two endpoint pickers with the rendered flags and config (devtools/dataplane/run.py), watching
    the pods through the API server, behind the gateway stand-in; steady agent traffic starts.
 5. Revision b by `pulumi up` of the edited stack while the traffic runs; the rollout is followed
@@ -49,9 +48,13 @@ traffic.
     during step 9's scale-down window (no traffic runs then either) both pickers are stopped
     until the router's alerts fire and restarted until they resolve (the `alert:` lines), and
     promtool evaluates the other rendered alerts over the series the run scraped.
-11. Beside step 10 (`beside_alerts`), each in a namespace of its own on the twin with pickers
-    of its own: the multi-model reference (models_phase.py), then onprem-h100 scaled with
-    precise prefix routing (reference_phase.py).
+11. Beside step 10 (`beside_alerts`): the Responses phase on the deployment's pods through
+    two more replicas of its picker Deployment at addresses of their own, holding the lease the
+    stopped pickers gave up until it ends (responses_phase.py `run_beside`); then, each in a
+    namespace of its own on the twin with pickers of its own, the multi-model reference
+    (models_phase.py) and onprem-h100 scaled with precise prefix routing (reference_phase.py).
+    Without the faults phase (`--only`), the Responses phase runs after the routing figures,
+    through the deployment's pickers.
 
 The last line, `day-two: seconds:`, gives each part's wall seconds (`Clock`).
 
@@ -95,6 +98,7 @@ from devtools.daytwo import (
     scale_phase,
     scaling,
 )
+from devtools.daytwo.beside import render_scaled
 from devtools.daytwo.kubelet import ProcessKubelet
 from devtools.daytwo.serving import (
     LEAD_S,
@@ -183,8 +187,7 @@ class Replay:
         self.logs = self.run_dir / "logs"
         self.logs.mkdir(parents=True)
         text = (self.root / "stacks" / f"Pulumi.{self.stack}.yaml").read_text()
-        self.renders: list[list[dict[str, Any]]] = []
-        self.render_dirs: list[Path] = []
+        revisions: list[tuple[Path, Path]] = []
         for tag, stack_text in (
             ("a", text),
             *((chr(ord("b") + i), variant(text, n)) for i, n in enumerate(NEXT_MAX_NUM_SEQS)),
@@ -192,9 +195,20 @@ class Replay:
             stacks_dir = self.run_dir / f"stacks-{tag}"
             stacks_dir.mkdir(parents=True)
             (stacks_dir / f"Pulumi.{self.stack}.yaml").write_text(stack_text)
-            out = self.run_dir / f"render-{tag}"
-            self.renders.append(render(stacks_dir, self.stack, out))
-            self.render_dirs.append(out)
+            revisions.append((stacks_dir, self.run_dir / f"render-{tag}"))
+        # Every rendering the run reads, made now, two at a time, while the machine is idle
+        # (`serving.rendered_into`): the three revisions, then what the later phases read.
+        later: list[Callable[[], object]] = [
+            lambda: canary_phase.rendered(self, len(NEXT_MAX_NUM_SEQS), 0),
+            lambda: canary_phase.rendered(self, len(NEXT_MAX_NUM_SEQS), canary_phase.CANARY_WEIGHT),
+            lambda: responses_phase.rendered_reference(self.root, self.run_dir / "render-responses"),
+            lambda: models_phase.render_models(self),
+            lambda: render_scaled(self, reference_phase.STACK, reference_phase.NAMESPACE, "reference"),
+        ]
+        with ThreadPoolExecutor(2, thread_name_prefix="render") as pool:
+            self.renders = list(pool.map(lambda pair: render(pair[0], self.stack, pair[1]), revisions))
+            list(pool.map(lambda job: job(), later))
+        self.render_dirs = [out for _, out in revisions]
         self.topo = topology.topology(self.render_dirs[0])
         self.set_name = self.topo.serving_set["metadata"]["name"]
         roles = self.topo.serving_set["spec"]["roles"]
@@ -340,6 +354,11 @@ class Replay:
                 self.procs, self.topo, config_text, self.bins, self.run_dir, self.kubeconfig, self.logs, tag
             )
             self.picker_state = (config_text, addresses)
+        self.warm(addresses, tag)
+        return addresses
+
+    def warm(self, addresses: list[str], tag: str) -> None:
+        """Until a request through the pickers at `addresses` is routed and served."""
         warm = self.run_dir / f"warm-{tag}"
         model = self.model()
         warm_file = self.run_dir / f"warm-{tag}.jsonl"
@@ -355,7 +374,6 @@ class Replay:
         # Each attempt is a one-request replay (its own gateway stand-in, a 5 s timeout): a short
         # interval finds the pickers ready within a second of it, not two.
         wait_for(f"{tag}: a request routed", routed, 120, 0.5)
-        return addresses
 
     def restart_picker(self, index: int, tag: str) -> None:
         """Picker `index`, stopped by a fault, started again with the config the others run (its
@@ -462,15 +480,17 @@ class Replay:
         )
 
 
-# The replay's phases in the order they run (`--only` runs some of them after the deployment and
-# its `controller:` line): the routing figures and the Responses phase on revision a; the upgrades
-# with the canary, the faults and the scaling with the alerts (one phase: each starts from what the
-# one before it left); the multi-model phase and the precise-routing reference, each in a
-# namespace of its own with pickers of its own, which run beside the alerts' fault (no traffic
-# runs on the deployment then) when the faults phase runs, and after it otherwise.
+# The replay's phases (`--only` runs some of them after the deployment and its `controller:`
+# line): the routing figures on revision a; the upgrades with the canary, the faults and the
+# scaling with the alerts (one phase: each starts from what the one before it left); the
+# Responses phase, the multi-model phase and the precise-routing reference, each with pickers of
+# its own, which run beside the alerts' fault (no traffic runs through the deployment's pickers
+# then) when the faults phase runs, and in this order after the routing figures otherwise.
 PHASE_ORDER = ("routing", "responses", "faults", "models", "reference")
 # A phase: its lines and its failures.
 Phase = Callable[["Replay"], tuple[list[str], list[str]]]
+# A phase that runs beside the alerts' fault with pickers of its own: the lease their fault gives up.
+LeaseBorrower = Callable[["Replay", alerts.LeaseHandoff], tuple[list[str], list[str]]]
 
 
 class Clock:
@@ -504,27 +524,37 @@ def run_phases(run: "Replay", phases: Sequence[Phase]) -> tuple[list[str], list[
 
 
 def beside_alerts(
-    run: "Replay", monitor: prometheus.Monitor, phases: Sequence[Phase]
+    run: "Replay",
+    monitor: prometheus.Monitor,
+    phases: Sequence[Phase],
+    borrower: LeaseBorrower | None = None,
 ) -> Callable[[], tuple[list[str], list[str]]]:
     """The alerts' fault (both pickers stopped until the router's alerts fire, then restarted until
-    they resolve: about three minutes in which no traffic runs on the deployment) in one thread,
-    and `phases`, which share nothing with the deployment's pickers, one after the other in the
-    caller's. The alerts' lines first."""
+    they resolve: about three minutes in which no traffic runs through them) in one thread; in the
+    caller's, `borrower` first, with the lease the fault's pickers give up (alerts.py
+    `LeaseHandoff`: the fault restarts them once the borrower is done), then `phases`, which share
+    nothing with the deployment's pickers, one after the other. The alerts' lines first."""
 
     def both() -> tuple[list[str], list[str]]:
+        handoff = alerts.LeaseHandoff() if borrower is not None else None
+        config = without_gating(run.topo.picker.config)
         with ThreadPoolExecutor(1, thread_name_prefix="alerts") as pool:
-            fault = pool.submit(alerts.pickers_down, run, monitor, without_gating(run.topo.picker.config))
-            lines, failures = run_phases(run, phases)
+            fault = pool.submit(alerts.pickers_down, run, monitor, config, handoff)
+            lines: list[str] = []
+            failures: list[str] = []
+            if borrower is not None and handoff is not None:
+                lines, failures = borrower(run, handoff)
+            more_lines, more_failures = run_phases(run, phases)
             alert_lines, alert_failures = fault.result()
-        return [*alert_lines, *lines], [*alert_failures, *failures]
+        return [*alert_lines, *lines, *more_lines], [*alert_failures, *failures, *more_failures]
 
     return both
 
 
-def _faults(run: Replay, clock: Clock, beside: Sequence[Phase]) -> list[str]:
+def _faults(run: Replay, clock: Clock, beside: Sequence[Phase], borrower: LeaseBorrower | None) -> list[str]:
     """The upgrades, the canary, the faults, then the scaling with the alerts, in that order:
-    each starts from the revision and the nodes the one before it left; `beside` runs beside the
-    alerts' fault. Prints their lines and returns the failures."""
+    each starts from the revision and the nodes the one before it left; `borrower` and `beside`
+    run beside the alerts' fault (`beside_alerts`). Prints their lines and returns the failures."""
     failures: list[str] = []
     # Prometheus and alerts (devtools/daytwo/alerts.py): scraping from here to the end.
     run.monitor = alerts.start(run)
@@ -551,14 +581,17 @@ def _faults(run: Replay, clock: Clock, beside: Sequence[Phase]) -> list[str]:
     # Scaling, then Prometheus and alerts: the fault that fires the router's alerts needs no
     # traffic, as the scale-down's stabilization window does; it runs during that window, and
     # the phases that need nothing of the deployment run beside it.
-    scale_lines, scale_failures = scale_phase.run_phase(run, beside_alerts(run, run.monitor, beside))
+    scale_lines, scale_failures = scale_phase.run_phase(
+        run, beside_alerts(run, run.monitor, beside, borrower)
+    )
     print("\n".join(scale_lines), flush=True)
     failures += scale_failures
-    clock.lap("+".join(["scaling", "alerts", *(name_of(p) for p in beside)]))
+    parts = [*([name_of(borrower)] if borrower is not None else []), *(name_of(p) for p in beside)]
+    clock.lap("+".join(["scaling", "alerts", *parts]))
     return failures
 
 
-def name_of(phase: Phase) -> str:
+def name_of(phase: Phase | LeaseBorrower) -> str:
     """A phase's name in PHASE_ORDER: its module's, less `_phase` (pure)."""
     return phase.__module__.rsplit(".", 1)[-1].removesuffix("_phase")
 
@@ -642,8 +675,9 @@ def main(argv: Sequence[str]) -> int:
             print("\n".join(routing_lines), flush=True)
             failures += routing_failures
             clock.lap("routing")
-        if "responses" in only:
-            # The Responses phase on the replay's deployment (responses_phase.py).
+        if "responses" in only and "faults" not in only:
+            # The Responses phase on the replay's deployment through its pickers
+            # (responses_phase.py); with the faults phase, beside the alerts' fault instead.
             phase_lines, phase_failures = responses_phase.run_phase(run)
             print("\n".join(phase_lines), flush=True)
             failures += phase_failures
@@ -658,7 +692,8 @@ def main(argv: Sequence[str]) -> int:
         if not with_models:
             print("day-two: models: not run here (--without-models): make dataplane-reference runs it")
         if "faults" in only:
-            failures += _faults(run, clock, beside)
+            borrower = responses_phase.run_beside if "responses" in only else None
+            failures += _faults(run, clock, beside, borrower)
         else:
             for phase in beside:
                 phase_lines, phase_failures = phase(run)

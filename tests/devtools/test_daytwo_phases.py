@@ -11,7 +11,7 @@ import yaml
 
 from devtools.dataplane import multimodel, netns, responses, topology
 from devtools.dataplane import run as dataplane
-from devtools.daytwo import canary_phase, kubelet, models_phase, prometheus, responses_phase
+from devtools.daytwo import canary_phase, kubelet, models_phase, prometheus, reference_phase, responses_phase
 from devtools.twin import cluster
 from tests.support import STACKS_DIR
 
@@ -93,6 +93,19 @@ def test_the_phases_addresses_and_veths_meet_none_of_the_replays() -> None:
     assert responses_phase.FIRST_VETH + len(resp) <= models_phase.FIRST_VETH
     assert models_phase.FIRST_VETH + 40 <= kubelet.FIRST_VETH
     assert prometheus.VETH < canary_phase.CANARY_FIRST_VETH
+    # Beside the alerts' fault the phase adds its own two pickers: after its other namespaces,
+    # below the multi-model phase's, at addresses no other phase and none of the replay's holds.
+    own = dict(responses_phase.picker_spaces(2))
+    assert responses_phase.FIRST_VETH + len(resp) <= responses_phase.PICKER_FIRST_VETH
+    assert responses_phase.PICKER_FIRST_VETH + len(own) <= models_phase.FIRST_VETH
+    hosts = {int(ip.rsplit(".", 1)[1]) for ip in own.values()}
+    assert set(own.values()).isdisjoint(_replay_fixed() | set(resp.values()) | models)
+    assert max(hosts) < canary_phase.CANARY_FIRST_HOST
+    assert min(hosts) > reference_phase.RENDER_HOST
+    assert not hosts & {multimodel.PICKER_HOST + i for i in range(8)}
+    assert set(own).isdisjoint({f"picker-{i}" for i in range(2)})
+    with pytest.raises(ValueError, match="3 pickers, 2 addresses"):
+        responses_phase.picker_spaces(3)
 
 
 def test_the_upstream_figures_read_the_gateway_stand_ins_records() -> None:

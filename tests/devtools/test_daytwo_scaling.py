@@ -4,18 +4,20 @@ external-metrics stand-in serves, the aggregation objects, the burst, the line, 
 stack's own autoscaling declaration (short cooldown, a role that can scale up on its nodes)."""
 
 import base64
+import threading
 from typing import Any
 
 import pytest
 
-from devtools.daytwo import scaling
+from devtools.daytwo import deploy, scaling
 from devtools.twin import cluster
+from devtools.twin.kube import ApiError, Resource
 from devtools.twin.pki import FRONT_PROXY_CLIENT, Pki
 from llmd_fleet.layers.autoscaling.component import role_scaler_name, scaled_object_spec
 from llmd_fleet.layers.autoscaling.rules import autoscaling_cooldown_seconds
 from llmd_fleet.plan.fleet import plan_fleet
 from llmd_fleet.stack.parse import parse_config
-from tests.support import REFERENCE_STACK, stack_raw_config
+from tests.support import REFERENCE_STACK, REPO, stack_raw_config
 
 STACK = "day-two"
 
@@ -274,3 +276,62 @@ def test_the_stand_in_is_built_from_the_pinned_library():
     main = (scaling.GOMOD_DIR / "main.go").read_text()
     # KEDA's label on the metric's selector is what the stand-in matches a ScaledObject by.
     assert f'"{scaling.SCALED_OBJECT_LABEL}"' in main
+
+
+class _TwinWithoutScaler:
+    """An API server where the ScaledObject exists and its target's `/scale` answers only from
+    the `scaler_after`-th look on; records what is applied."""
+
+    def __init__(self, scaler_after: int) -> None:
+        self.scaler_after = scaler_after
+        self.scale_reads = 0
+        self.applied: list[tuple[str, int]] = []
+
+    def read(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return obj
+
+    def resource(self, api_version: str, kind: str) -> Resource:
+        return Resource(api_version, "disaggregatedsetrolescalers", True)
+
+    def get(self, path: str) -> dict[str, Any]:
+        assert path.endswith("/disaggregatedsetrolescalers/glm52-prefill/scale"), path
+        self.scale_reads += 1
+        if self.scale_reads < self.scaler_after:
+            raise ApiError(404, "not found", f"GET {path}")
+        return {"spec": {"replicas": 1}}
+
+    def apply(self, obj: dict[str, Any]) -> None:
+        self.applied.append((obj["kind"], self.scale_reads))
+
+
+def _stand_in(twin: _TwinWithoutScaler, monkeypatch: pytest.MonkeyPatch, returned: bool) -> list[Any]:
+    monkeypatch.setattr(cluster, "client", lambda root: twin)
+    monkeypatch.setattr(deploy, "KEDA_POLL_S", 0.01)
+    monkeypatch.setattr(deploy, "KEDA_TARGET_WAIT_S", 0.2)
+    deployer = deploy.Deployer([[]], [None], REPO, STACK, by_engine=False)
+    left: list[Any] = [_scaled_object()]
+    done, failed = threading.Event(), threading.Event()
+    if returned:
+        done.set()
+    deployer._keda_stand_in(left, done, failed)
+    return left
+
+
+def test_the_keda_stand_in_makes_the_hpa_only_once_its_target_answers_scale(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # KEDA's operator checks the scale target before it creates the HPA: an HPA made before the
+    # DisaggregatedSet controller made the role's scaler waits for the HPA controller's next sync.
+    twin = _TwinWithoutScaler(scaler_after=3)
+    left = _stand_in(twin, monkeypatch, returned=False)
+    assert left == []
+    assert twin.applied == [("HorizontalPodAutoscaler", 3)]
+
+
+def test_the_keda_stand_in_leaves_a_scaled_object_whose_target_never_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    twin = _TwinWithoutScaler(scaler_after=10**9)
+    left = _stand_in(twin, monkeypatch, returned=True)
+    assert [o["kind"] for o in left] == ["ScaledObject"]
+    assert twin.applied == []
