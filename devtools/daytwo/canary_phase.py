@@ -17,7 +17,6 @@ from devtools.dataplane import multimodel, netns, replay, topology
 from devtools.dataplane import run as dataplane
 from devtools.daytwo import deploy, figures
 from devtools.daytwo.serving import (
-    LEAD_S,
     RECOVERY_TIMEOUT_S,
     ROLLOUT_TIMEOUT_S,
     TAIL_S,
@@ -173,8 +172,8 @@ def run_phase(run: "Replay", live: int) -> tuple[list[str], list[str]]:
     render_space = ("canary-render", f"{topology.POD_SUBNET}.{CANARY_FIRST_HOST + len(spaces)}")
     forwarder: netns.Forwarder | None = None
     try:
-        time.sleep(LEAD_S)
-        # 1. The canary at weight 0 (docs/day-two.md: a canary starts without traffic).
+        # 1. The canary at weight 0 (docs/day-two.md: a canary starts without traffic), under the
+        # traffic just started: its pods' load is the stable set's lead before the shift.
         began = time.monotonic()
         deploy.apply_all(run.kube, renders[0])
         write_table()
