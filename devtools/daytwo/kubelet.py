@@ -347,6 +347,17 @@ class ProcessKubelet:
                     time.sleep(0.2)
         return [state.pod for state in running]
 
+    def first_ready(self, revision: str) -> float | None:
+        """When the first running pod of `revision` turned Ready (the kubelet's clock), None while
+        none has."""
+        with self._lock:
+            times = [
+                p.started + p.ready_s
+                for p in self.pods.values()
+                if p.ready_s is not None and p.pod.labels.get(topology.DS_REVISION) == revision
+            ]
+        return min(times) if times else None
+
     def all_mended(self) -> bool:
         """Every running pod's simulators behind the output-id stand-in: a pod started since the
         last `restart_engines(with_mend=False)` has it, as every pod of a later revision does."""

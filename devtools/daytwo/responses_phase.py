@@ -124,8 +124,8 @@ def run_beside(run: "Replay", handoff: LeaseHandoff) -> tuple[list[str], list[st
         return _run(
             run,
             lambda: own_pickers(run, handoff),
-            "beside the alerts' fault, through two more replicas of its picker Deployment at "
-            "addresses of their own and its gateway stand-in",
+            f"beside the alerts' fault, through {run.topo.picker.replicas} more replicas of its "
+            "picker Deployment at addresses of their own and its gateway stand-in",
         )
     finally:
         handoff.returned.set()

@@ -19,7 +19,8 @@ from llmd_fleet.cli.outdir import OUTPUT_MARKER
 if TYPE_CHECKING:
     from devtools.daytwo.run import Replay
 
-# Traffic before each upgrade starts, and after its rollout ends, inside the measured window.
+# Traffic inside each upgrade's measured window: at least LEAD_S of it against the old revision
+# alone before the new one serves (run.py `lead_problem`), and TAIL_S after the rollout ends.
 LEAD_S = 8.0
 TAIL_S = 5.0
 # The longest a rollout may take before the run fails (every step waits a load).

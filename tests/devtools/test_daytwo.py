@@ -2,12 +2,9 @@
 status, kwok kept off the kubelet's nodes, the upgrade figures and lines, the revisions' stack
 files and the rollout's settled state."""
 
-import concurrent.futures
 import copy
 import itertools
-import subprocess
 import threading
-import time
 import types
 from pathlib import Path
 from typing import Any, cast
@@ -22,17 +19,14 @@ from devtools.daytwo import (
     figures,
     kubelet,
     models_phase,
-    prometheus,
     reference_phase,
     scale_phase,
     serving,
 )
 from devtools.daytwo import run as daytwo
 from devtools.daytwo.kubelet import Endpoint
-from devtools.promtool import build as promtool
 from devtools.twin import cluster, nodes
 from devtools.twin.kube import Kube
-from llmd_fleet.cli.outdir import OUTPUT_MARKER
 from tests.support import STACKS_DIR
 
 SIDECAR_SPEC: dict[str, Any] = {
@@ -642,95 +636,6 @@ def test_the_phases_beside_the_alerts_run_while_the_alerts_fault_runs(
     )
 
 
-def test_the_lease_borrower_runs_first_beside_the_fault_and_its_lines_follow_the_alerts(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A phase with pickers of its own beside the fault gets the fault's handoff and runs before
-    the other phases beside it; the lines: the alerts', the borrower's, the others'."""
-    order: list[str] = []
-
-    def pickers_down(run: Any, monitor: Any, config: str, handoff: Any) -> tuple[list[str], list[str]]:
-        handoff.released.set()
-        assert handoff.returned.wait(10), "the borrower did not return the lease"
-        order.append("pickers restarted")
-        return ["alert: EppLeaderMissing fired 120.0 s after x, resolved 20.0 s after recovery"], []
-
-    def borrower(run: Any, handoff: Any) -> tuple[list[str], list[str]]:
-        assert handoff.released.wait(10)
-        order.append("responses")
-        handoff.returned.set()
-        return ["responses: day-two: 0 failed"], ["responses: a failure"]
-
-    def models(run: Any) -> tuple[list[str], list[str]]:
-        order.append("models")
-        return ["models: 0 misrouted"], []
-
-    monkeypatch.setattr(alerts, "pickers_down", pickers_down)
-    run = types.SimpleNamespace(
-        topo=types.SimpleNamespace(picker=types.SimpleNamespace(config="plugins: []\n"))
-    )
-    both = daytwo.beside_alerts(run, None, [models], borrower)  # type: ignore[arg-type]
-    assert both() == (
-        [
-            "alert: EppLeaderMissing fired 120.0 s after x, resolved 20.0 s after recovery",
-            "responses: day-two: 0 failed",
-            "models: 0 misrouted",
-        ],
-        ["responses: a failure"],
-    )
-    assert order.index("responses") < order.index("models")
-    assert order.index("responses") < order.index("pickers restarted")
-
-
-class _FaultRun:
-    """What `alerts.pickers_down` uses of the replay and its Prometheus: stopping the pickers
-    makes both fault alerts fire, starting them again resolves them; each step is recorded."""
-
-    def __init__(self, handoff: alerts.LeaseHandoff) -> None:
-        self.handoff = handoff
-        self.steps: list[str] = []
-        self.times: dict[str, prometheus.AlertTimes] = {}
-        self.rules: list[dict[str, Any]] = []
-        self.procs = types.SimpleNamespace(stop=self.stop)
-
-    def targets_up(self) -> dict[str, tuple[int, int]]:
-        return {}
-
-    def stop(self, prefix: str) -> None:
-        assert prefix == "picker-"
-        self.steps.append("stopped")
-        for name in alerts.FAULT_ALERTS:
-            self.times[name] = prometheus.AlertTimes(fired=1.0)
-
-    def pickers(self, config: str, tag: str) -> list[str]:
-        self.steps.append(f"restarted (lease returned: {self.handoff.returned.is_set()})")
-        for t in self.times.values():
-            t.resolved = 10**9
-        return []
-
-    def evaluate_offline(self, promtool: Any, names: list[str], now: float) -> list[str]:
-        return []
-
-
-def test_the_fault_lends_its_lease_and_restarts_its_pickers_only_once_it_is_back(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    handoff = alerts.LeaseHandoff()
-    fake = _FaultRun(handoff)
-    monkeypatch.setattr(promtool, "ensure", lambda: Path("promtool"))
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        fault = pool.submit(alerts.pickers_down, fake, fake, "plugins: []\n", handoff)  # type: ignore[arg-type]
-        assert handoff.released.wait(10), "the fault did not say its pickers stopped"
-        assert fake.steps == ["stopped"]
-        time.sleep(1.5)  # the alerts have fired: the fault waits for the lease
-        assert fake.steps == ["stopped"]
-        handoff.returned.set()
-        lines, failures = fault.result(timeout=30)
-    assert fake.steps == ["stopped", "restarted (lease returned: True)"]
-    assert failures == []
-    assert [line.split(" fired")[0] for line in lines] == [f"alert: {a}" for a in sorted(alerts.FAULT_ALERTS)]
-
-
 def test_the_replays_seconds_line_names_each_part() -> None:
     ticks = iter([100.0, 131.4, 249.6, 250.0])
     clock = daytwo.Clock(lambda: next(ticks))
@@ -757,29 +662,3 @@ def test_the_kubelet_loads_for_the_stacks_declared_load_time() -> None:
     # The revisions serve together from the first step's new pods Ready to the last step's old
     # pods gone: at least the two later steps' loads.
     assert 2 * load >= MIN_OVERLAP_S
-
-
-def test_a_rendering_the_run_made_already_is_read_not_made_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """`Replay.prepare` renders what the later phases read while the machine is idle; a phase's
-    render of the same folder then reads it (the CLI renames a whole render into place, marker
-    included), and a folder without the marker is rendered."""
-    calls: list[list[str]] = []
-    monkeypatch.setattr(subprocess, "run", lambda argv, **kw: calls.append(list(argv)))
-    done = tmp_path / "render-canary-20"
-    done.mkdir()
-    (done / OUTPUT_MARKER).write_text("rendered\n")
-    serving.rendered_into(tmp_path / "stacks", "day-two", done)
-    assert calls == []
-    serving.rendered_into(tmp_path / "stacks", "day-two", tmp_path / "render-canary-0")
-    assert [argv[1:] for argv in calls] == [
-        [
-            "--stacks-dir",
-            str(tmp_path / "stacks"),
-            "render",
-            "day-two",
-            "--out",
-            str(tmp_path / "render-canary-0"),
-        ]
-    ]
