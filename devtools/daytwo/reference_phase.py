@@ -159,6 +159,11 @@ def hosts(day_two: topology.Topology, topo: topology.Topology) -> dict[str, str]
     return out
 
 
+def render_reference(run: "Replay") -> tuple[str, Path]:
+    """The scaled reference, in NAMESPACE, rendered; its stack name and render."""
+    return beside.render_scaled(run, STACK, NAMESPACE, "reference")
+
+
 def run_phase(run: "Replay") -> tuple[list[str], list[str]]:
     """The rendered and baseline configs' steady replays on the reference's pods; the lines and
     failures."""
@@ -166,7 +171,7 @@ def run_phase(run: "Replay") -> tuple[list[str], list[str]]:
         return ["day-two: reference: not run (the replay's twin has no process kubelet nodes)"], []
     began = time.monotonic()
     node = beside.live_node(run)
-    name, render = beside.render_scaled(run, STACK, NAMESPACE, "reference")
+    name, render = render_reference(run)
     topo = topology.with_ranks_per_pod(topology.topology(render), RANKS_PER_POD)
     [topo] = beside.moved([topo], FIRST_HOST, RENDER_HOST, f"the {name} pods'", "the render stand-in's")
     kv_events_port = topology.kv_events_socket_port(topo.picker.config)

@@ -97,9 +97,11 @@ def upstream_figures(upstream: list[dict[str, Any]], host: str, port: int) -> di
     }
 
 
-def rendered_reference(root: Path, out: Path) -> responses.Rendered:
-    """The reference stack rendered into `out` (unless `Replay.prepare` did), and its agentic API."""
-    serving.rendered_into(root / "stacks", REFERENCE_STACK, out)
+def rendered_reference(run: "Replay") -> responses.Rendered:
+    """The reference stack rendered into the replay's folder (once: `Replay.prepare` renders it
+    first), and its agentic API."""
+    out = run.run_dir / "render-responses"
+    serving.rendered_into(run.root / "stacks", REFERENCE_STACK, out)
     agentic = responses.rendered(out)
     if agentic is None:
         raise ValueError(f"{REFERENCE_STACK} renders no agentic API (llmd-fleet:responses)")
@@ -151,17 +153,8 @@ def own_pickers(run: "Replay", handoff: LeaseHandoff) -> Iterator[list[str]]:
             netns.write_hosts(attached, {run.topo.renderer.host: dataplane.RENDER_IP})
         # The API server, reached as in the deployment's picker namespaces (run.py `Replay.start`).
         forwarder = netns.Forwarder(attached, "127.0.0.1", cluster.load_state(run.root).ports["apiserver"])
-        addresses = dataplane.start_pickers(
-            run.procs,
-            run.topo,
-            run.topo.picker.config,
-            run.bins,
-            run.run_dir,
-            run.kubeconfig,
-            run.logs,
-            "responses",
-            spaces,
-            name_prefix=PICKER_PROC,
+        addresses = run.start_pickers(
+            run.topo.picker.config, "responses", spaces=spaces, name_prefix=PICKER_PROC
         )
         run.warm(addresses, "responses")
         yield addresses
@@ -186,7 +179,7 @@ def _run(
     folder = run.run_dir / "responses"
     logs = folder / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    agentic = rendered_reference(run.root, run.run_dir / "render-responses")
+    agentic = rendered_reference(run)
     binary = agentic_env.ensure()
     # The output-id stand-in in front of every simulator again where the routing phase restarted
     # them without it: the phase reads a turn's history from its records.

@@ -73,7 +73,7 @@ import math
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -98,7 +98,6 @@ from devtools.daytwo import (
     scale_phase,
     scaling,
 )
-from devtools.daytwo.beside import render_scaled
 from devtools.daytwo.kubelet import ProcessKubelet
 from devtools.daytwo.serving import (
     LEAD_S,
@@ -216,9 +215,9 @@ class Replay:
         later: list[Callable[[], object]] = [
             lambda: canary_phase.rendered(self, len(NEXT_MAX_NUM_SEQS), 0),
             lambda: canary_phase.rendered(self, len(NEXT_MAX_NUM_SEQS), canary_phase.CANARY_WEIGHT),
-            lambda: responses_phase.rendered_reference(self.root, self.run_dir / "render-responses"),
+            lambda: responses_phase.rendered_reference(self),
             lambda: models_phase.render_models(self),
-            lambda: render_scaled(self, reference_phase.STACK, reference_phase.NAMESPACE, "reference"),
+            lambda: reference_phase.render_reference(self),
         ]
         with ThreadPoolExecutor(2, thread_name_prefix="render") as pool:
             self.renders = list(pool.map(lambda pair: render(pair[0], self.stack, pair[1]), revisions))
@@ -365,9 +364,7 @@ class Replay:
             addresses = state[1]
         else:
             self.procs.stop("picker-", grace=dataplane.PICKER_SWAP_GRACE_S)
-            addresses = dataplane.start_pickers(
-                self.procs, self.topo, config_text, self.bins, self.run_dir, self.kubeconfig, self.logs, tag
-            )
+            addresses = self.start_pickers(config_text, tag)
             self.picker_state = (config_text, addresses)
         self.warm(addresses, tag)
         return addresses
@@ -394,16 +391,30 @@ class Replay:
         """Picker `index`, stopped by a fault, started again with the config the others run (its
         Deployment recreates it), so the next phase finds every picker running."""
         assert self.picker_state is not None
-        dataplane.start_pickers(
+        self.start_pickers(self.picker_state[0], tag, only={index})
+
+    def start_pickers(
+        self,
+        config_text: str,
+        tag: str,
+        spaces: Sequence[tuple[str, str]] | None = None,
+        only: Collection[int] | None = None,
+        name_prefix: str = "picker-",
+    ) -> list[str]:
+        """`dataplane.start_pickers` on this replay's topology, tools, twin and logs; their
+        addresses."""
+        return dataplane.start_pickers(
             self.procs,
             self.topo,
-            self.picker_state[0],
+            config_text,
             self.bins,
             self.run_dir,
             self.kubeconfig,
             self.logs,
             tag,
-            only={index},
+            spaces,
+            only,
+            name_prefix,
         )
 
     def model(self) -> str:
