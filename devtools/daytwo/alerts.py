@@ -1,5 +1,6 @@
 """The replay's Prometheus and its live alerts (docs/day-two.md, "Prometheus and alerts"): started
-once the first revision serves, scraping for the rest of the replay; at the end both endpoint
+before the first revision's `pulumi up` (as a cluster's Prometheus runs before a fleet is
+deployed; KEDA's scale loop queries it), scraping for the rest of the replay; at the end both endpoint
 pickers are stopped (no traffic runs then) until the alerts watching the router fire, and
 started again until they resolve.
 
@@ -73,18 +74,15 @@ def picker_pods(run: "Replay") -> list[dict[str, Any]]:
 
 
 def reader_token(run: "Replay") -> str | None:
-    """The token of the rendered metrics-reader Secret, once the twin's token controller filled it."""
+    """The token of the rendered metrics-reader Secret once the twin's token controller filled
+    it; None before (the Secret comes with the first `pulumi up`, after Prometheus starts)."""
     for obj in run.renders[0]:
         if obj["kind"] == "Secret" and obj.get("type") == "kubernetes.io/service-account-token":
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                try:
-                    data = run.kube.read(obj).get("data") or {}
-                except ApiError:
-                    data = {}
-                if data.get("token"):
-                    return base64.b64decode(data["token"]).decode()
-                time.sleep(1)
+            try:
+                data = run.kube.read(obj).get("data") or {}
+            except ApiError:
+                return None
+            return base64.b64decode(data["token"]).decode() if data.get("token") else None
     return None
 
 
@@ -96,7 +94,7 @@ def start(run: "Replay") -> prometheus.Monitor:
         run.renders[0],
         lambda: run.kube.list("v1", "Pod", run.topo.namespace),
         picker_pods(run),
-        reader_token(run),
+        lambda: reader_token(run),
     )
     monitor.start()
     return monitor

@@ -86,8 +86,12 @@ class Deployer:
         root: Path,
         stack: str,
         by_engine: bool,
+        query: Callable[[str], str | None] = lambda expr: None,
     ) -> None:
         self.root = root
+        self.query = query
+        """An instant query on the cluster's Prometheus, the answer's body (None: no answer), as
+        KEDA's Prometheus scaler sends the trigger's query to its `serverAddress`."""
         self.renders = renders
         self.max_num_seqs = max_num_seqs
         """Decode `maxNumSeqs` per revision (None: as the stack file has it)."""
@@ -174,17 +178,49 @@ class Deployer:
                 hpa = scaling.keda_hpa(obj)
                 try:
                     kube.read(obj)
-                    kube.get(scale_path(kube, hpa))
+                    scale = kube.get(scale_path(kube, hpa))
                     kube.apply(hpa)
                 except (ApiError, OSError, KeyError):  # not there yet, or not served yet
                     continue
                 left.remove(obj)
+                self._first_pass(kube, obj, hpa, int((scale.get("spec") or {}).get("replicas") or 0))
             if returned.is_set():
                 deadline = deadline if deadline is not None else time.monotonic() + KEDA_TARGET_WAIT_S
                 if time.monotonic() > deadline:
                     return
             if left:
                 failed.wait(KEDA_POLL_S)
+
+    def _first_pass(self, kube: Kube, obj: dict[str, Any], hpa: dict[str, Any], current: int) -> None:
+        """The first pass of the scale loop KEDA's operator starts once the HPA exists
+        (pkg/scaling/scale_handler.go `startScaleLoop` checks the scalers at once, then every
+        `pollingInterval`): the triggers read from Prometheus, and what `RequestScale` writes to
+        the target's `/scale` (`scaling.keda_scale`): a role below minReplicaCount with no
+        trigger active goes to minReplicaCount now, not at the HPA controller's first sync 15 s
+        later. Later passes are not run: with minReplicaCount above 0 and no idleReplicaCount
+        (the rendered ScaledObjects) they only hold the minimum the HPA holds too."""
+        state = scaling.trigger_state(obj, self.query)
+        decision = scaling.keda_scale(obj["spec"], current, state)
+        ref = obj["spec"]["scaleTargetRef"]
+        head = (
+            f"day-two: KEDA stand-in: ScaledObject {obj['metadata']['name']}: HPA "
+            f"{hpa['metadata']['name']} made; the scale loop's first pass read {'; '.join(state.values)}"
+        )
+        if decision is None:
+            self.say(f"{head}: {ref.get('kind')} {ref['name']} left at {current}")
+            return
+        replicas, why = decision
+        try:
+            kube.request(
+                "PATCH",
+                scale_path(kube, hpa),
+                {"spec": {"replicas": replicas}},
+                "application/merge-patch+json",
+            )
+        except (ApiError, OSError) as error:  # the next pass would retry; the HPA still lifts it
+            self.say(f"{head}: writing {replicas} to {ref['name']}/scale failed: {error}")
+            return
+        self.say(f"{head}: {ref.get('kind')} {ref['name']} {current} -> {replicas} ({why})")
 
     def start(self, index: int) -> Callable[[], None]:
         """`deploy(index)` in a thread (the replay samples the rollout meanwhile); the returned

@@ -137,9 +137,15 @@ class ProcessKubelet:
     load_seconds: float
     kv_blocks: int | None = None
     mend: Path | None = None
-    """With a folder: the output-id stand-in (devtools/dataplane/mend.py) in front of every
-    simulator it starts, recording each `/v1/responses` request into <folder>/<pod>.jsonl (the
-    Responses phase, devtools/daytwo/responses_phase.py)."""
+    """With a folder: where the output-id stand-in (devtools/dataplane/mend.py) records each
+    `/v1/responses` request, <folder>/<pod>.jsonl (the Responses phase,
+    devtools/daytwo/responses_phase.py), once it runs in front of the simulators (`mending`)."""
+    mending: bool = False
+    """The stand-in in front of every simulator this kubelet starts: off until a
+    `restart_engines(with_mend=True)` puts it in front of the running ones (the Responses phase's
+    restart), and off again after one without it. Off by default because the pickers read every
+    rank's metrics through it each refresh (50 ms): a Python proxy for several hundred requests a
+    second, about a sixth of the machine, in every phase that does not read its records."""
     say: Callable[[str], None] = print
     clock: Callable[[], float] = time.monotonic
     endpoints: dict[str, Endpoint] = field(default_factory=dict)
@@ -219,7 +225,8 @@ class ProcessKubelet:
         as_pod = topology.Pod(name, role, ip, dict(labels), containers)
         netns.attach(name, ip, veth)
         procs = run.Processes([])
-        run.start_pods(procs, replace(self.base, pods=[as_pod]), self.bins, self.logs, mend=self.mend)
+        mend = self.mend if self.mending else None
+        run.start_pods(procs, replace(self.base, pods=[as_pod]), self.bins, self.logs, mend=mend)
         state = PodRun(
             meta["uid"],
             name,
@@ -229,7 +236,7 @@ class ProcessKubelet:
             self.clock(),
             probe_targets(spec),
             spec["nodeName"],
-            mended=self.mend is not None,
+            mended=mend is not None,
         )
         with self._lock:
             self.pods[state.uid] = state
@@ -325,12 +332,14 @@ class ProcessKubelet:
         """Every running pod's processes stopped and started again in its namespace, as a
         kubelet restarts a pod's containers (empty engine caches, same address, the pod left
         Ready: nothing is routed meanwhile), once every readiness probe answers again. The
-        pods, as the data-plane twin's replay reads them. With `with_mend` False the simulators
-        start without the output-id stand-in in front (`make dataplane`'s engines, for the routing
-        figures); a later restart with it puts it back (the Responses phase reads its records)."""
+        pods, as the data-plane twin's replay reads them. With `with_mend` (and a record folder)
+        the output-id stand-in runs in front of every simulator, restarted and started later
+        (`mending`; the Responses phase reads its records); without it they run bare, as `make
+        dataplane`'s engines do (the routing figures)."""
         with self._lock:
             running = [p for p in self.pods.values() if not p.draining]
-        mend = self.mend if with_mend else None
+            self.mending = with_mend and self.mend is not None
+        mend = self.mend if self.mending else None
         # Every pod's processes stopped at once: one that still finishes a request does not hold
         # up the others' restart (each stop waits up to its grace).
         with ThreadPoolExecutor(max(1, len(running)), thread_name_prefix="restart") as pool:
@@ -359,8 +368,8 @@ class ProcessKubelet:
         return min(times) if times else None
 
     def all_mended(self) -> bool:
-        """Every running pod's simulators behind the output-id stand-in: a pod started since the
-        last `restart_engines(with_mend=False)` has it, as every pod of a later revision does."""
+        """Every running pod's simulators behind the output-id stand-in: those restarted by the
+        last `restart_engines(with_mend=True)` and every pod started since."""
         with self._lock:
             return all(p.mended for p in self.pods.values() if not p.draining)
 

@@ -272,8 +272,9 @@ class Job:
     endpoint: dict[str, Any]
 
 
-def jobs(monitors: Iterable[dict[str, Any]], targets_dir: Path, token_file: Path | None) -> list[Job]:
-    """One job per endpoint of every PodMonitor and ServiceMonitor, in the order given."""
+def jobs(monitors: Iterable[dict[str, Any]], targets_dir: Path, token_file: Path) -> list[Job]:
+    """One job per endpoint of every PodMonitor and ServiceMonitor, in the order given; an
+    endpoint with credentials reads them from `token_file` at each scrape."""
     out = []
     for monitor in monitors:
         kind = monitor["kind"]
@@ -298,7 +299,7 @@ def jobs(monitors: Iterable[dict[str, Any]], targets_dir: Path, token_file: Path
                 config["scrape_timeout"] = endpoint["scrapeTimeout"]
             if endpoint.get("metricRelabelings"):
                 config["metric_relabel_configs"] = [relabel(r) for r in endpoint["metricRelabelings"]]
-            if (endpoint.get("authorization") or {}).get("credentials") and token_file is not None:
+            if (endpoint.get("authorization") or {}).get("credentials"):
                 config["authorization"] = {
                     "type": endpoint["authorization"].get("type", "Bearer"),
                     "credentials_file": str(token_file),
@@ -443,7 +444,10 @@ class Monitor:
     rendered: list[dict[str, Any]]
     list_pods: Callable[[], list[dict[str, Any]]]
     pickers: list[dict[str, Any]]
-    token: str | None
+    token: Callable[[], str | None]
+    """The rendered metrics reader's token once the API server has it (the Secret comes with the
+    stack's first `pulumi up`, after Prometheus starts): Prometheus reads `credentials_file` at
+    every scrape, so the file is filled in when the token appears."""
     procs: dataplane.Processes = field(default_factory=lambda: dataplane.Processes([]))
     times: dict[str, AlertTimes] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
@@ -459,15 +463,21 @@ class Monitor:
         monitors = [o for o in self.rendered if o["kind"] in ("PodMonitor", "ServiceMonitor")]
         self.services = [o for o in self.rendered if o["kind"] == "Service"]
         self.rules = [o for o in self.rendered if o["kind"] == "PrometheusRule"]
-        token_file = None
-        if self.token is not None:
-            token_file = self.dir / "token"
-            token_file.write_text(self.token)
-        self.jobs = jobs(monitors, self.targets_dir, token_file)
+        self.token_file = self.dir / "token"
+        self.token_file.write_text("")
+        self._token_known = False
+        self.jobs = jobs(monitors, self.targets_dir, self.token_file)
         (self.dir / "rules.yaml").write_text(rules_text(self.rules))
         (self.dir / "prometheus.yaml").write_text(config_text(self.jobs, self.dir / "rules.yaml"))
 
     def write_targets(self) -> None:
+        if not self._token_known:
+            token = self.token()
+            if token:
+                tmp = self.token_file.with_suffix(".tmp")
+                tmp.write_text(token)
+                tmp.replace(self.token_file)
+                self._token_known = True
         pods = self.list_pods()
         written: set[str] = set()
         for job in self.jobs:
@@ -511,6 +521,10 @@ class Monitor:
 
     def query(self, path: str) -> str | None:
         return netns.fetch(NS, f"http://{IP}:{PORT}{path}", timeout=5)
+
+    def instant(self, expr: str) -> str | None:
+        """An instant query's answer (the body), None when Prometheus does not answer 2xx."""
+        return self.query("/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
 
     def _loop(self) -> None:
         while not self._stop.wait(SYNC_S):

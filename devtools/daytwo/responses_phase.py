@@ -12,8 +12,8 @@ What it takes from where:
 - the upstream: the rendered `--llm-api-base` host resolves to the replay's gateway stand-in in
   the replicas' namespaces, which serves that port with the replay's two pickers;
 - the records of what each `/v1/responses` request carried at the simulator: the output-id
-  stand-in (devtools/dataplane/mend.py) the process kubelet puts in front of every simulator it
-  starts (`ProcessKubelet.mend`), one record file per pod.
+  stand-in (devtools/dataplane/mend.py) the process kubelet puts in front of every simulator
+  for this phase (`ProcessKubelet.mending`), one record file per pod.
 
 Where it runs (run.py): beside the alerts' fault when the faults phase runs (`run_beside`), else
 after the routing phase (`run_phase`). Beside the fault the deployment's two pickers are stopped, so
@@ -22,8 +22,9 @@ in namespaces and at addresses of their own (PICKER_HOSTS), as a Deployment's po
 elsewhere: they take the leader Lease the stopped ones gave up (alerts.py `LeaseHandoff`) and give
 it back when the phase ends, before the fault's pickers start again. The replay's Prometheus
 scrapes the rendered pickers' addresses only, so the fault's alerts see no picker meanwhile, and
-prefill's autoscaler, which reads the scraped leader's in-flight tokens, sees no load. Every pod
-of a later revision runs behind the output-id stand-in already (`ProcessKubelet.all_mended`), so
+prefill's autoscaler, which reads the scraped leader's in-flight tokens, sees no load. The
+replay puts the output-id stand-in in front of every simulator after the faults phase, before the
+scaling (run.py `mend_engines`; every pod started later has it too: `ProcessKubelet.mending`), so
 beside the fault no engine is restarted.
 
 The five `responses` lines are the data-plane twin's (`responses.lines`), with the replay's stack
@@ -181,8 +182,9 @@ def _run(
     logs.mkdir(parents=True, exist_ok=True)
     agentic = rendered_reference(run)
     binary = agentic_env.ensure()
-    # The output-id stand-in in front of every simulator again where the routing phase restarted
-    # them without it: the phase reads a turn's history from its records.
+    # The output-id stand-in in front of every simulator where it is not yet (the replay puts it
+    # there before the scaling when this phase runs beside the fault): the phase reads a turn's
+    # history from its records.
     if not kubelet.all_mended():
         kubelet.restart_engines()
     spaces = phase_spaces(agentic)

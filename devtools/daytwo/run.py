@@ -16,7 +16,9 @@ traffic.
    Pulumi CLI, Python language host and Kubernetes provider, as `make e2e`'s engine run): the
    LWS controller makes the groups, the scheduler binds them, the process kubelet starts
    simulators and routing sidecars in per-pod network namespaces and readies them after the
-   simulated load. e2e's `controller:` line for the set (devtools/daytwo/contract.py).
+   simulated load. The real Prometheus (step 10) runs from before this `pulumi up`, and the
+   KEDA stand-in makes each ScaledObject's HPA and runs the first pass of KEDA's scale loop
+   against it (deploy.py). e2e's `controller:` line for the set (devtools/daytwo/contract.py).
    Then `make dataplane`'s routing figures and `make dataplane-broken`'s negative control on
    these pods (devtools/daytwo/routing.py).
 4. Two endpoint pickers with the rendered flags and config (devtools/dataplane/run.py), watching
@@ -38,13 +40,14 @@ traffic.
    loss:`, and e2e's `node loss:` line with a spare node), a decode node drained in place of a
    GPU device taint (a DeviceTaintRule evicts through ResourceClaims, which this stack's pods do
    not hold; `gpu loss:`).
-9. Scaling (devtools/daytwo/scale_phase.py, the pure parts in scaling.py): the HPA KEDA would
-   make from the rendered ScaledObject (applied beside it: the twin runs no KEDA) scales the
-   role's DisaggregatedSetRoleScaler on the trigger's query, served from the live Prometheus by
-   an external-metrics stand-in behind the API server's aggregation layer; a burst of long
-   prompts raises it, and the role comes back down after the rendered cooldown. The `scale:`
-   line, and e2e's `scale:` line from the same scaling.
-10. A real Prometheus (devtools/daytwo/prometheus.py, alerts.py) scrapes from step 5 on;
+9. The output-id stand-in goes in front of every simulator for step 11's Responses phase
+   (`mend_engines`). Scaling (devtools/daytwo/scale_phase.py, the pure parts in scaling.py): the
+   HPA KEDA would make from the rendered ScaledObject (applied beside it: the twin runs no KEDA)
+   scales the role's DisaggregatedSetRoleScaler on the trigger's query, served from the live
+   Prometheus by an external-metrics stand-in behind the API server's aggregation layer; a burst
+   of long prompts raises it, and the role comes back down after the rendered cooldown. The
+   `scale:` line, and e2e's `scale:` line from the same scaling.
+10. A real Prometheus (devtools/daytwo/prometheus.py, alerts.py) scrapes from step 3 on;
     during step 9's scale-down window (no traffic runs then either) both pickers are stopped
     until the router's alerts fire and restarted until they resolve (the `alert:` lines), and
     promtool evaluates the other rendered alerts over the series the run scraped.
@@ -302,6 +305,10 @@ class Replay:
         )
         (self.run_dir / "responses" / "records").mkdir(parents=True, exist_ok=True)
         self.kubelet.start()
+        # Prometheus and alerts (alerts.py) before the first `pulumi up`, as a cluster's Prometheus
+        # runs before a fleet is deployed: KEDA's scale loop queries it when a ScaledObject
+        # appears (deploy.py `_first_pass`). Scraping from here to the end.
+        self.monitor = alerts.start(self)
         self.start_deployer()
         began = time.monotonic()
         assert self.deployer is not None
@@ -322,7 +329,14 @@ class Replay:
         """`pulumi up` through the engine (deploy.py), or the rendered objects applied."""
         max_num_seqs: list[int | None] = [None, *NEXT_MAX_NUM_SEQS]
         try:
-            self.deployer = deploy.Deployer(self.renders, max_num_seqs, self.root, self.stack, self.by_engine)
+            self.deployer = deploy.Deployer(
+                self.renders,
+                max_num_seqs,
+                self.root,
+                self.stack,
+                self.by_engine,
+                self.monitor.instant if self.monitor is not None else lambda expr: None,
+            )
         except Exception as error:  # a build, the engine's setup: the run cannot go on
             raise cluster.TwinError(f"the Pulumi engine could not be set up: {error}") from None
 
@@ -578,8 +592,7 @@ def _faults(run: Replay, clock: Clock, beside: Sequence[Phase], borrower: LeaseB
     each starts from the revision and the nodes the one before it left; `borrower` and `beside`
     run beside the alerts' fault (`beside_alerts`). Prints their lines and returns the failures."""
     failures: list[str] = []
-    # Prometheus and alerts (devtools/daytwo/alerts.py): scraping from here to the end.
-    run.monitor = alerts.start(run)
+    assert run.monitor is not None
     on = run.upgrade("screener-on", run.topo.picker.config, run.revision_a, 1)
     print(figures.upgrade_line(on))
     print(figures.detail_line("screener on", on))
@@ -600,6 +613,15 @@ def _faults(run: Replay, clock: Clock, beside: Sequence[Phase], borrower: LeaseB
     print("\n".join(fault_lines), flush=True)
     failures += fault_failures
     clock.lap("faults")
+    if borrower is not None:
+        # The Responses phase beside the fault reads what the output-id stand-in records, so it
+        # goes in front of every simulator now, between two phases (nothing in flight), and not
+        # beside the fault; the pods the scaling adds start behind it too.
+        mended = mend_engines(run)
+        print(
+            "day-two: the output-id stand-in in front of every simulator for the Responses "
+            f"phase ({mended:.1f} s)"
+        )
     # Scaling, then Prometheus and alerts: the fault that fires the router's alerts needs no
     # traffic, as the scale-down's stabilization window does; it runs during that window, and
     # the phases that need nothing of the deployment run beside it.
@@ -611,6 +633,15 @@ def _faults(run: Replay, clock: Clock, beside: Sequence[Phase], borrower: LeaseB
     parts = [*([name_of(borrower)] if borrower is not None else []), *(name_of(p) for p in beside)]
     clock.lap("+".join(["scaling", "alerts", *parts]))
     return failures
+
+
+def mend_engines(run: Replay) -> float:
+    """Every running pod's engines restarted behind the output-id stand-in, and every later pod
+    started behind it (`ProcessKubelet.mending`); the seconds it took."""
+    assert run.kubelet is not None
+    began = time.monotonic()
+    run.kubelet.restart_engines(with_mend=True)
+    return time.monotonic() - began
 
 
 def name_of(phase: Phase | LeaseBorrower) -> str:

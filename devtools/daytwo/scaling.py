@@ -25,10 +25,12 @@ minReplicas >= 1 never does, so it maps to nothing here.
 """
 
 import base64
+import json
+import math
 import random
 import socket
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -123,6 +125,104 @@ def keda_hpa(scaled_object: dict[str, Any]) -> dict[str, Any]:
         "metadata": {"name": hpa_name, "namespace": meta["namespace"], "labels": labels},
         "spec": hpa_spec,
     }
+
+
+def keda_bool(text: object, default: bool) -> bool:
+    """A trigger's boolean metadata as KEDA's typed config reads it (`strconv.ParseBool`). Pure."""
+    if text is None:
+        return default
+    word = str(text)
+    if word in ("1", "t", "T", "TRUE", "true", "True"):
+        return True
+    if word in ("0", "f", "F", "FALSE", "false", "False"):
+        return False
+    raise ValueError(f"{word!r} is not a boolean")
+
+
+def prometheus_value(body: str, ignore_null: bool) -> float:
+    """The value KEDA's Prometheus scaler reads from an instant query's answer
+    (pkg/scalers/prometheus_scaler.go `ExecutePromQuery`): an empty result, an empty value or a
+    NaN/Inf value is 0 with `ignoreNullValues` (its default) and an error without; more than one
+    element is an error. ValueError for each error. Pure."""
+    result = json.loads(body)["data"]["result"]
+    if not result:
+        if ignore_null:
+            return 0.0
+        raise ValueError("the result is empty")
+    if len(result) > 1:
+        raise ValueError("the query returned multiple elements")
+    value = result[0].get("value") or []
+    if not value:
+        if ignore_null:
+            return 0.0
+        raise ValueError("the value list is empty")
+    if len(value) < 2:
+        raise ValueError("the query did not return enough values")
+    number = float(value[1])
+    if math.isinf(number) or math.isnan(number):
+        if ignore_null:
+            return 0.0
+        raise ValueError(f"the query returns {number}")
+    return number
+
+
+@dataclass(frozen=True)
+class TriggerState:
+    """What one pass of KEDA's scale loop read from a ScaledObject's triggers."""
+
+    active: bool
+    """Some trigger's value is above its `activationThreshold` (default 0)."""
+    error: bool
+    """Some trigger could not be read."""
+    values: tuple[str, ...]
+    """Each trigger's value, or why it could not be read, for the printed line."""
+
+
+def trigger_state(scaled_object: dict[str, Any], query: Callable[[str], str | None]) -> TriggerState:
+    """One pass over the ScaledObject's Prometheus triggers, each query answered by `query` (the
+    answer's body, None when Prometheus does not answer) (pkg/scalers/prometheus_scaler.go
+    `GetMetricsAndActivity`: active when the value is above `activationThreshold`)."""
+    active = error = False
+    values = []
+    for index, trigger in enumerate(scaled_object["spec"].get("triggers", [])):
+        meta = trigger.get("metadata") or {}
+        metric_name(index, trigger)  # only the Prometheus scaler is mapped
+        body = query(str(meta["query"]))
+        try:
+            if body is None:
+                raise ValueError("Prometheus did not answer")
+            value = prometheus_value(body, keda_bool(meta.get("ignoreNullValues"), True))
+        except (ValueError, KeyError, TypeError) as exc:
+            error = True
+            values.append(f"trigger {index}: error ({exc})")
+            continue
+        threshold = float(meta.get("activationThreshold") or 0)
+        active = active or value > threshold
+        values.append(f"trigger {index}: {value:g} (activationThreshold {threshold:g})")
+    return TriggerState(active, error, tuple(values))
+
+
+def keda_scale(spec: dict[str, Any], current: int, state: TriggerState) -> tuple[int, str] | None:
+    """What one pass of KEDA's scale loop writes to the target's `/scale`, with the reason, or
+    None (kedacore/keda v2.20.2 pkg/scaling/executor/scale_scaledobjects.go `RequestScale`; the
+    HPA does every other change). For the loop's first pass at the ScaledObject's creation:
+    `scaleToZeroOrIdle` acts at once then unless `initialCooldownPeriod` is set (no
+    lastActiveTime yet). Pure."""
+    minimum = int(spec.get("minReplicaCount") or 0)
+    idle = spec.get("idleReplicaCount")
+    if state.active:
+        if (idle is not None and current < minimum) or current == 0:
+            return (minimum if minimum > 0 else 1), "scaleFromZeroOrIdle: a trigger is active"
+        return None
+    if state.error:
+        return None  # with or without a fallback, the loop writes nothing; the HPA falls back
+    if (idle is not None and current > int(idle)) or (current > 0 and minimum == 0):
+        if int(spec.get("initialCooldownPeriod") or 0) > 0:
+            return None
+        return (int(idle) if idle is not None else minimum), "scaleToZeroOrIdle: no trigger is active"
+    if idle is None and current < minimum:
+        return minimum, "below minReplicaCount and no trigger is active"
+    return None
 
 
 def keda_hpas(objects: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

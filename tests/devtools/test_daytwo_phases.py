@@ -153,7 +153,7 @@ class _Kube:
         return {}
 
 
-def test_the_process_kubelet_puts_the_output_id_stand_in_in_front_of_its_simulators(
+def test_the_process_kubelet_puts_the_output_id_stand_in_in_front_only_once_told(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     started: list[Path | None] = []
@@ -161,26 +161,14 @@ def test_the_process_kubelet_puts_the_output_id_stand_in_in_front_of_its_simulat
     monkeypatch.setattr(
         dataplane, "start_pods", lambda procs, topo, bins, logs, **kw: started.append(kw.get("mend"))
     )
-    pod: dict[str, Any] = {
-        "metadata": {"name": "glm52-decode-0", "namespace": "llm-d", "uid": "u1", "labels": {}},
-        "spec": {"nodeName": "kind-000", "containers": [{"name": "routing-proxy", "ports": []}]},
-    }
-    for mend in (tmp_path / "records", None):
-        k = kubelet.ProcessKubelet(
-            lambda: None,  # type: ignore[arg-type,return-value]
-            _topo([]),
-            frozenset({"kind-000"}),
-            {},
-            tmp_path,
-            1.0,
-            mend=mend,
-            say=lambda line: None,
-        )
-        k._run(_Kube(), pod)  # type: ignore[arg-type]
-    assert started == [tmp_path / "records", None]
-    # A restart (the routing phase's, before each config) starts the pod's processes again with
-    # the stand-in unless told not to; the Responses phase's restart puts it back after the
-    # routing phase's bare ones.
+
+    def pod(uid: str) -> dict[str, Any]:
+        return {
+            "metadata": {"name": f"glm52-decode-{uid}", "namespace": "llm-d", "uid": uid, "labels": {}},
+            "spec": {"nodeName": "kind-000", "containers": [{"name": "routing-proxy", "ports": []}]},
+        }
+
+    records = tmp_path / "records"
     k = kubelet.ProcessKubelet(
         lambda: None,  # type: ignore[arg-type,return-value]
         _topo([]),
@@ -188,16 +176,40 @@ def test_the_process_kubelet_puts_the_output_id_stand_in_in_front_of_its_simulat
         {},
         tmp_path,
         1.0,
-        mend=tmp_path / "records",
+        mend=records,
         say=lambda line: None,
     )
-    k._run(_Kube(), pod)  # type: ignore[arg-type]
-    started.clear()
+    # Bare at first: the pickers read every rank's metrics through the stand-in, which costs the
+    # machine CPU in every phase that does not read its records.
+    k._run(_Kube(), pod("u1"))  # type: ignore[arg-type]
+    assert started == [None] and not k.all_mended()
+    for state in k.pods.values():
+        state.procs = dataplane.Processes([])
+    # The Responses phase's restart puts it in front of the running pods and of every later one;
+    # the routing phase's bare restart takes it away again.
+    k.restart_engines(timeout=1.0, with_mend=True)
+    k._run(_Kube(), pod("u2"))  # type: ignore[arg-type]
+    assert started == [None, records, records] and k.all_mended()
     for state in k.pods.values():
         state.procs = dataplane.Processes([])
     k.restart_engines(timeout=1.0, with_mend=False)
-    k.restart_engines(timeout=1.0)
-    assert started == [None, tmp_path / "records"]
+    k._run(_Kube(), pod("u3"))  # type: ignore[arg-type]
+    assert started[3:] == [None, None, None] and not k.all_mended()
+    # Without a record folder there is no stand-in to put anywhere.
+    bare = kubelet.ProcessKubelet(
+        lambda: None,  # type: ignore[arg-type,return-value]
+        _topo([]),
+        frozenset({"kind-000"}),
+        {},
+        tmp_path,
+        1.0,
+        say=lambda line: None,
+    )
+    bare._run(_Kube(), pod("u4"))  # type: ignore[arg-type]
+    for state in bare.pods.values():
+        state.procs = dataplane.Processes([])
+    bare.restart_engines(timeout=1.0, with_mend=True)
+    assert started[6:] == [None, None]
 
 
 class _Procs:

@@ -170,8 +170,32 @@ def test_jobs_follow_the_operator_naming_and_relabelling(tmp_path: Path) -> None
         {"action": "drop", "regex": "a|b", "source_labels": ["__name__"]}
     ]
     assert svc_job["scrape_interval"] == "15s"
-    # Without the token no credentials are configured (the scrape then shows the picker's refusal).
-    assert "authorization" not in prometheus.jobs([SERVICE_MONITOR], tmp_path, None)[0].config
+
+
+def test_the_readers_token_is_written_once_the_api_server_has_it(tmp_path: Path) -> None:
+    """Prometheus starts before the first `pulumi up` creates the reader's Secret: its token file
+    is empty (a picker scrape is refused) until the token appears, then holds it."""
+    tokens = iter([None, None, "t0ken"])
+    calls: list[int] = []
+
+    def token() -> str | None:
+        calls.append(1)
+        return next(tokens)
+
+    monitor = prometheus.Monitor(
+        tmp_path / "prometheus-bin", tmp_path, tmp_path, [SERVICE_MONITOR], lambda: [], [], token
+    )
+    config = yaml.safe_load((tmp_path / "prometheus" / "prometheus.yaml").read_text())
+    (job,) = config["scrape_configs"]
+    token_file = Path(job["authorization"]["credentials_file"])
+    assert token_file.read_text() == ""
+    monitor.write_targets()
+    monitor.write_targets()
+    assert token_file.read_text() == ""
+    monitor.write_targets()
+    assert token_file.read_text() == "t0ken"
+    monitor.write_targets()
+    assert len(calls) == 3  # not asked again once known
 
 
 def test_service_monitor_targets_are_the_picker_processes() -> None:
@@ -229,7 +253,9 @@ def test_rules_and_config_are_valid_for_promtool(tmp_path: Path) -> None:
     }
     (tmp_path / "rules.yaml").write_text(prometheus.rules_text([rule]))
     assert yaml.safe_load((tmp_path / "rules.yaml").read_text())["groups"][0]["rules"][0]["for"] == "2m"
-    config = prometheus.config_text(prometheus.jobs([POD_MONITOR], tmp_path, None), tmp_path / "rules.yaml")
+    config = prometheus.config_text(
+        prometheus.jobs([POD_MONITOR], tmp_path, tmp_path / "token"), tmp_path / "rules.yaml"
+    )
     (tmp_path / "prometheus.yaml").write_text(config)
     assert yaml.safe_load(config)["global"]["evaluation_interval"] == "30s"
     assert prometheus.live_rules([rule], lambda r: r.get("for") == "2m") == ["A"]
