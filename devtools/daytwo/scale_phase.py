@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 # 20 us of simulated prefill, the KV transfer and one decode step) x 16,000 tokens, over the
 # rendered 100,000 tokens/s = ~0.3 s, six times the 0.05 s per instance target of 3 instances.
 BURST = scaling.Burst(per_second=5.0, seconds=150.0, prompt_words=16000, max_tokens=8)
-# Once the HPA has scaled up, how long past the burst's end the new instance may take to turn Ready.
+# Once the HPA has scaled up (the burst's end), how long the new instance may take to turn Ready.
 SCALE_UP_GRACE_S = 90.0
 SCALE_DOWN_TIMEOUT_S = 420.0
 
@@ -40,10 +40,11 @@ SCALE_DOWN_TIMEOUT_S = 420.0
 def run_phase(
     run: "Replay", meanwhile: Callable[[], tuple[list[str], list[str]]] | None = None
 ) -> tuple[list[str], list[str]]:
-    """A burst of long prompts until the HPA has scaled the autoscaled role up and the new
-    instance is Ready; then no traffic until it is back at its minimum. `meanwhile`, a
-    scenario that needs no traffic either (the alerts' fault), runs in a thread beside the
-    scale-down's wait: the rendered stabilization window is waited in full, not twice.
+    """A burst of long prompts until the HPA has scaled the autoscaled role up; then no
+    traffic while the new instance turns Ready and until the role is back at its minimum.
+    `meanwhile`, a scenario that needs no traffic either (the alerts' fault), runs in a thread
+    from the burst's end, beside the new instance's load and the scale-down's wait: the
+    rendered stabilization window is waited in full, not twice.
     Returns (contract lines, failures), `meanwhile`'s after the scaling's."""
     objects = [o for o in run.renders[0] if o["kind"] == "ScaledObject"]
     if not objects:
@@ -134,22 +135,30 @@ def run_phase(
         run.procs.start("gateway-scale", argv, run.logs)
         began = time.monotonic()
         b = a
-        up_s = None
-        while time.monotonic() - began < BURST.seconds + SCALE_UP_GRACE_S:
-            wanted, ready = look()
+        # The burst runs until the HPA has scaled the role up (the scaler's replicas raised),
+        # which is what it is for: the new instance loads without traffic, and the scale-down's
+        # stabilization window runs from the decisions the HPA makes once the metric falls. So
+        # the scenario beside the scale-down starts at the burst's end, while the new instance
+        # still loads.
+        while time.monotonic() - began < BURST.seconds:
+            wanted, _ = look()
             b = max(b, wanted)
+            if wanted > a:
+                break
+            time.sleep(1.0)
+        run.procs.stop("gateway-scale")
+        stopped = time.monotonic()
+        pool = ThreadPoolExecutor(1, thread_name_prefix="beside-scale-down")
+        beside = pool.submit(meanwhile) if meanwhile is not None else None
+        up_s = None
+        while b > a and time.monotonic() - stopped < SCALE_UP_GRACE_S:
+            wanted, ready = look()
             if wanted > a and ready >= wanted:
                 up_s = time.monotonic() - began
                 break
             time.sleep(1.0)
-        run.procs.stop("gateway-scale")
-        if up_s is None:
-            up_s = time.monotonic() - began
         peak_pods = role_pods()
-        stopped = time.monotonic()
         down_s = None
-        pool = ThreadPoolExecutor(1, thread_name_prefix="beside-scale-down")
-        beside = pool.submit(meanwhile) if meanwhile is not None else None
         if b > a:
             while time.monotonic() - stopped < SCALE_DOWN_TIMEOUT_S:
                 wanted, ready = look()
@@ -174,10 +183,11 @@ def run_phase(
         pool.shutdown()
         results = read_results(out)
         failed = sum(1 for r in results if r.get("outcome") != "served")
+        ready_s = up_s if up_s is not None else time.monotonic() - began
         lines = [
-            scaling.scale_line(role, a, b, up_s, down_s),
+            scaling.scale_line(role, a, b, ready_s, down_s),
             contract.scale_contract_line(
-                role, before_pods, peak_pods, after_pods, scaler, up_s, down_s, status_replicas
+                role, before_pods, peak_pods, after_pods, scaler, ready_s, down_s, status_replicas
             ),
             f"day-two: scale: {hpa_name} -> {scaling.ROLE_SCALER_KIND} {scaler}: metric "
             f"{scaling.metric_summary(hpa, peak)}; burst {len(results)} requests "
@@ -185,7 +195,7 @@ def run_phase(
             f"scale-down window {scaling.scale_down_window(hpa)} s (rendered)",
         ]
         return [*lines, *beside_lines], [
-            *scaling.scale_failures(role, a, b, maximum, down_s, failed, len(results)),
+            *scaling.scale_failures(role, a, b, maximum, down_s, failed, len(results), up_s is not None),
             *beside_failures,
         ]
     finally:

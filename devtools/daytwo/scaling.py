@@ -417,16 +417,26 @@ def scale_line(role: str, a: int, b: int, up_s: float, down_s: float | None) -> 
 
 
 def scale_failures(
-    role: str, a: int, b: int, maximum: int, down_s: float | None, failed: int = 0, requests: int = 0
+    role: str,
+    a: int,
+    b: int,
+    maximum: int,
+    down_s: float | None,
+    failed: int = 0,
+    requests: int = 0,
+    up_ready: bool = True,
 ) -> list[str]:
-    """The scenario fails when the HPA did not scale up within the burst or not back down, or
-    when a request of the burst was not served (a load that never reached the engines would
-    scale on the picker's bookkeeping alone)."""
+    """The scenario fails when the HPA did not scale up within the burst, when the instances it
+    added did not turn Ready (`up_ready`), when the role did not come back down, or when a
+    request of the burst was not served (a load that never reached the engines would scale on
+    the picker's bookkeeping alone)."""
     failures = []
     if failed:
         failures.append(f"scale: {failed} of the burst's {requests} requests were not served")
     if b <= a:
         failures.append(f"scale: {role} stayed at {a} under the burst (maxReplicas {maximum})")
+    elif not up_ready:
+        failures.append(f"scale: {role}'s instances added by the HPA ({a} -> {b}) did not all turn Ready")
     if down_s is None:
         failures.append(f"scale: {role} did not come back to {a} after the burst")
     return failures

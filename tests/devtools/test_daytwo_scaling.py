@@ -231,6 +231,11 @@ def test_the_scale_line_is_the_issue_s():
     assert len(scaling.scale_failures("prefill", 3, 3, 4, None)) == 2
     (burst_failed,) = scaling.scale_failures("prefill", 3, 4, 4, 100.0, failed=2, requests=300)
     assert "2 of the burst's 300 requests were not served" in burst_failed
+    # The burst ends at the HPA's decision; the instance it adds must still turn Ready.
+    (not_ready,) = scaling.scale_failures("prefill", 3, 4, 4, 100.0, up_ready=False)
+    assert not_ready == "scale: prefill's instances added by the HPA (3 -> 4) did not all turn Ready"
+    # A role that never scaled up says so once, not also that its new instances were not Ready.
+    assert len(scaling.scale_failures("prefill", 3, 3, 4, 100.0, up_ready=False)) == 1
 
 
 def test_the_day_two_stack_autoscales_prefill_with_a_short_declared_cooldown():
