@@ -90,6 +90,9 @@ class Deployer:
     ) -> None:
         self.root = root
         self.query = query
+        self.looping: set[tuple[str, str]] = set()
+        """The ScaledObjects (namespace, name) whose scale loop KEDA's operator has started: a
+        later up that leaves one as it is starts no new loop."""
         """An instant query on the cluster's Prometheus, the answer's body (None: no answer), as
         KEDA's Prometheus scaler sends the trigger's query to its `serverAddress`."""
         self.renders = renders
@@ -183,7 +186,10 @@ class Deployer:
                 except (ApiError, OSError, KeyError):  # not there yet, or not served yet
                     continue
                 left.remove(obj)
-                self._first_pass(kube, obj, hpa, int((scale.get("spec") or {}).get("replicas") or 0))
+                key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
+                if key not in self.looping:
+                    self.looping.add(key)
+                    self._first_pass(kube, obj, hpa, int((scale.get("spec") or {}).get("replicas") or 0))
             if returned.is_set():
                 deadline = deadline if deadline is not None else time.monotonic() + KEDA_TARGET_WAIT_S
                 if time.monotonic() > deadline:

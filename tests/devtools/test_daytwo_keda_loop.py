@@ -136,7 +136,12 @@ def _run_stand_in(twin: _Twin, monkeypatch: pytest.MonkeyPatch, answer: str | No
     so = _scaled_object()
     deployer._keda_stand_in([so], threading.Event(), threading.Event())
     assert asked == [so["spec"]["triggers"][0]["metadata"]["query"]]
-    return deployer.lines
+    # The next revision's up leaves the ScaledObject as it is: its HPA is applied again, and no
+    # new scale loop starts (KEDA's keeps running).
+    lines = list(deployer.lines)
+    deployer._keda_stand_in([_scaled_object()], threading.Event(), threading.Event())
+    assert len(asked) == 1 and deployer.lines == lines
+    return lines
 
 
 def test_the_stand_in_writes_the_minimum_to_scale_once_the_hpa_exists(
@@ -144,7 +149,7 @@ def test_the_stand_in_writes_the_minimum_to_scale_once_the_hpa_exists(
 ) -> None:
     twin = _Twin(replicas=1)
     lines = _run_stand_in(twin, monkeypatch, _answer("0"))
-    assert twin.applied == ["HorizontalPodAutoscaler"]
+    assert twin.applied == ["HorizontalPodAutoscaler"] * 2
     assert twin.patched == [
         ("/apis/disaggregatedset.x-k8s.io/v1/namespaces/llm-d/disaggregatedsetrolescalers/glm52-prefill/scale",
          {"spec": {"replicas": 3}}),
@@ -163,6 +168,6 @@ def test_the_stand_in_writes_nothing_when_prometheus_does_not_answer(monkeypatch
     # controller lifts the role to minReplicas at its first sync instead.
     twin = _Twin(replicas=1)
     (line,) = _run_stand_in(twin, monkeypatch, None)
-    assert twin.applied == ["HorizontalPodAutoscaler"] and twin.patched == []
+    assert twin.applied == ["HorizontalPodAutoscaler"] * 2 and twin.patched == []
     assert "error (Prometheus did not answer)" in line
     assert line.endswith("DisaggregatedSetRoleScaler glm52-prefill left at 1")
