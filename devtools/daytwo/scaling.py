@@ -179,14 +179,14 @@ class TriggerState:
 
 
 def trigger_state(scaled_object: dict[str, Any], query: Callable[[str], str | None]) -> TriggerState:
-    """One pass over the ScaledObject's Prometheus triggers, each query answered by `query` (the
-    answer's body, None when Prometheus does not answer) (pkg/scalers/prometheus_scaler.go
-    `GetMetricsAndActivity`: active when the value is above `activationThreshold`)."""
+    """One pass over the ScaledObject's Prometheus triggers (`keda_hpa` has refused any other
+    kind), each query answered by `query` (the answer's body, None when Prometheus does not
+    answer) (pkg/scalers/prometheus_scaler.go `GetMetricsAndActivity`: active when the value is
+    above `activationThreshold`)."""
     active = error = False
     values = []
     for index, trigger in enumerate(scaled_object["spec"].get("triggers", [])):
         meta = trigger.get("metadata") or {}
-        metric_name(index, trigger)  # only the Prometheus scaler is mapped
         body = query(str(meta["query"]))
         try:
             if body is None:
