@@ -83,6 +83,12 @@ def _prometheus() -> object:
     return prometheus.ensure()  # prints its cold build's time itself
 
 
+def _operator_config() -> object:
+    from devtools.daytwo import operator_config
+
+    return operator_config.ensure()  # prints its cold build's time itself
+
+
 def _metrics_adapter() -> object:
     from devtools.daytwo import scaling
 
@@ -129,6 +135,10 @@ def _go_tools() -> list[Build]:
         # CI's last (it waits here on the tool cache's lock if this build is still running), and
         # the promtool module's packages are compiled by then, so most of it is cached.
         ("Prometheus", _prometheus),
+        # Its scrape configuration's generator (devtools/daytwo/operator_config.py), needed as
+        # the replay starts (the step waits on its lock as on Prometheus'): mostly its own build,
+        # its Prometheus and Kubernetes modules being other versions than promtool's and the twin's.
+        ("prometheus-operator's config generator", _operator_config),
         # `make day-two`'s external-metrics stand-in (devtools/daytwo/scaling.py), after the
         # twin's Kubernetes: most of the k8s.io packages it compiles are of a newer minor, so it
         # is mostly its own build.

@@ -76,6 +76,9 @@ class ToolVersions(_Frozen):
     custom_metrics_apiserver: str = Field(alias="custom-metrics-apiserver")
     """sigs.k8s.io/custom-metrics-apiserver module version `make day-two`'s external-metrics
     stand-in is built with (devtools/daytwo/scaling.py)."""
+    prometheus_operator: str = Field(alias="prometheus-operator")
+    """github.com/prometheus-operator/prometheus-operator module version whose resource selector
+    and config generator write `make day-two`'s scrape configuration (devtools/daytwo/operator_config.py)."""
     inference_perf: str = Field(alias="inference-perf")
     """inference-perf release: the load generator of `llmd-fleet bench` and the config models
     `make bench-workload` validates its workload with (devtools/bench/env.py)."""

@@ -17,10 +17,11 @@ import base64
 import subprocess
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from devtools.dataplane import run as dataplane
-from devtools.daytwo import prometheus
+from devtools.daytwo import operator_config, prometheus
 from devtools.promtool import build as promtool
 from devtools.twin.kube import ApiError
 
@@ -38,6 +39,7 @@ RESOLVE_TIMEOUT_S = 15 + 30 + 45
 # Longest wait, once the alerts fired, for the lease lent to a phase beside the fault to come back
 # (`LeaseHandoff`): that phase's own length on a slow machine, with margin.
 RETURN_TIMEOUT_S = 300.0
+MONITORING = "monitoring.coreos.com/v1"
 
 
 class LeaseHandoff:
@@ -52,22 +54,33 @@ class LeaseHandoff:
         self.returned = threading.Event()
 
 
-def picker_pods(run: "Replay") -> list[dict[str, Any]]:
-    """The picker processes as the rendered picker Deployment's pods would be."""
-    deployment = next(
+def picker_deployment(run: "Replay") -> dict[str, Any]:
+    return next(
         o
         for o in run.renders[0]
         if o["kind"] == "Deployment" and o["metadata"]["name"] == run.topo.picker.name
     )
-    labels = deployment["spec"]["template"]["metadata"]["labels"]
+
+
+def picker_pods(run: "Replay") -> list[dict[str, Any]]:
+    """The picker processes as the rendered picker Deployment's pods would be: its pod template's
+    labels and containers, each picker's address, Running and Ready."""
+    template = picker_deployment(run)["spec"]["template"]
     return [
         {
             "metadata": {
                 "name": f"{run.topo.picker.name}-{i}",
                 "namespace": run.topo.namespace,
-                "labels": labels,
+                "labels": template["metadata"]["labels"],
             },
-            "status": {"podIP": dataplane.PICKER_IPS[i], "phase": "Running"},
+            "spec": {
+                k: template["spec"][k] for k in ("containers", "initContainers") if k in template["spec"]
+            },
+            "status": {
+                "podIP": dataplane.PICKER_IPS[i],
+                "phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
         }
         for i in range(run.topo.picker.replicas)
     ]
@@ -86,7 +99,34 @@ def reader_token(run: "Replay") -> str | None:
     return None
 
 
+MONITOR_KINDS = ("PodMonitor", "ServiceMonitor")
+
+
+def operator_inputs(run: "Replay") -> object:
+    """What prometheus-operator reconciles a Prometheus on, for the replay's monitors: every
+    PodMonitor's and ServiceMonitor's version, and whether the metrics reader's token is there
+    (the Secret its ServiceMonitor reads)."""
+    versions = []
+    for kind in MONITOR_KINDS:
+        try:
+            items = run.kube.list(MONITORING, kind)
+        except KeyError:  # the kind is not served yet
+            items = []
+        versions += sorted(
+            (kind, i["metadata"]["namespace"], i["metadata"]["name"], i["metadata"]["resourceVersion"])
+            for i in items
+        )
+    return (tuple(versions), reader_token(run) is not None)
+
+
+def operator_pass(run: "Replay", binary: Path, prometheus_file: Path) -> operator_config.Generated | None:
+    if not all(run.kube.served(MONITORING, kind) for kind in MONITOR_KINDS):
+        return None
+    return operator_config.generate(binary, run.kubeconfig, prometheus_file)
+
+
 def start(run: "Replay") -> prometheus.Monitor:
+    generator = operator_config.ensure()
     monitor = prometheus.Monitor(
         prometheus.ensure(),
         run.run_dir,
@@ -94,10 +134,22 @@ def start(run: "Replay") -> prometheus.Monitor:
         run.renders[0],
         lambda: run.kube.list("v1", "Pod", run.topo.namespace),
         picker_pods(run),
-        lambda: reader_token(run),
+        picker_deployment(run)["spec"]["selector"].get("matchLabels") or {},
+        lambda file: operator_pass(run, generator, file),
+        lambda: operator_inputs(run),
     )
     monitor.start()
     return monitor
+
+
+def scrape_problems(monitor: prometheus.Monitor, up: dict[str, tuple[int, int]]) -> list[str]:
+    """Before the fault every job the operator generated has targets and the operator rejected
+    nothing. (A target may be down: the tokenizer's pods are kwok's, nothing answers there.) Pure."""
+    problems = [f"prometheus-operator: {w}" for w in monitor.warnings]
+    for job in monitor.generated.get("scrape_configs") or []:
+        if up.get(job["job_name"], (0, 0))[1] == 0:
+            problems.append(f"prometheus: {job['job_name']}: no targets before the fault")
+    return problems
 
 
 def wait(monitor: prometheus.Monitor, done: Any, timeout: float) -> bool:
@@ -117,8 +169,11 @@ def pickers_down(
     early = {n for n, t in monitor.times.items() if t.fired is not None}
     if early:
         failures.append(f"alerts fired before any fault: {', '.join(sorted(early))}")
-    for job, (up, total) in sorted(monitor.targets_up().items()):
+    up_before = monitor.targets_up()
+    for job, (up, total) in sorted(up_before.items()):
         lines.append(f"day-two: prometheus: {job}: {up}/{total} targets up before the fault")
+    failures += scrape_problems(monitor, up_before)
+    lines += [f"day-two: prometheus: {e} (passed over)" for e in sorted(set(monitor.errors))]
     monitor.times.clear()
     # Stopped as a rollout stops them: SIGTERM, then their drain window up to the stop's grace
     # (one grace for both, devtools/dataplane/run.py `Processes.stop`). The fault begins at the

@@ -9,19 +9,11 @@ wrapper's directives, tidied for cmd/prometheus), with Prometheus' own `remove_a
 (the file and HTTP discovery it keeps are all this needs), into
 `<cache>/prometheus-<version>-<key>/prometheus` like promtool (devtools/promtool/build.py).
 
-Scrape configuration: a translation of the rendered monitors, not prometheus-operator's own
-generator (its Go module is served, at v0.85.0 here, but its generator needs the operator's
-Prometheus object, store and informers wired around it, which this slice does not do). It follows
-the operator's documented semantics (prometheus-operator `Documentation/api-reference/api.md`,
-PodMonitor/ServiceMonitor and `PodMetricsEndpoint`/`Endpoint`): one scrape job per endpoint, named
-`podMonitor/<namespace>/<name>/<index>` (`serviceMonitor/...`); targets are the pods the selector
-matches in the `namespaceSelector` namespaces, at the container port named `port`; the operator's
-own relabelling first (`namespace`, `pod`, `container`, `endpoint` and `job` = `<namespace>/<name>`),
-then the monitor's `relabelings` over the same `__meta_kubernetes_*` labels Kubernetes discovery
-gives, then `metricRelabelings` as `metric_relabel_configs`. The targets go through file discovery,
-rewritten from the twin's API server as the process kubelet gives pods their addresses. The
-ServiceMonitor's Service selects the endpoint-picker pods, which in the replay are the picker
-processes (devtools/dataplane/run.py `start_pickers`), so its targets are those.
+Scrape configuration: prometheus-operator's own resource selector and config generator, run
+against the twin's API server whenever the monitors or the Secrets they read change
+(operator_config.py), with Kubernetes discovery given as file discovery (discovery.py). The
+targets files are rewritten from the twin's API server as the process kubelet gives pods their
+addresses; the picker processes stand where the rendered picker Deployment's pods would be.
 """
 
 import json
@@ -41,6 +33,7 @@ import yaml
 from devtools import tool_cache
 from devtools.dataplane import netns, topology
 from devtools.dataplane import run as dataplane
+from devtools.daytwo import discovery, operator_config
 from devtools.promtool import build as promtool
 
 GOMOD_DIR = Path(__file__).resolve().parent / "prometheus_gomod"
@@ -55,9 +48,9 @@ NS = "prometheus"
 IP = f"{topology.POD_SUBNET}.8"
 VETH = 900
 PORT = 9090
-# prometheus-operator's default `evaluationInterval` and `scrapeInterval` of a Prometheus object
-# (api.md, PrometheusSpec: "Default: 30s"); the monitors' own `interval` wins for their jobs.
-OPERATOR_DEFAULT_INTERVAL = "30s"
+# prometheus-operator's default `evaluationInterval` of a Prometheus object, used until the
+# operator's first configuration says otherwise.
+OPERATOR_DEFAULT_INTERVAL = operator_config.CRD_DEFAULT_INTERVAL
 # How often the targets file is rewritten from the API server, and the alerts read.
 SYNC_S = 2.0
 # Longest wait for Prometheus to drop a deleted pod's targets before they are counted: the file
@@ -126,228 +119,18 @@ def ensure() -> Path:
 # --- the scrape configuration (pure) ----------------------------------------------------------
 
 
-def _label_name(key: str) -> str:
-    """A Kubernetes label key as Kubernetes discovery names it (`__meta_kubernetes_pod_label_<x>`,
-    every character outside [a-zA-Z0-9_] as `_`)."""
-    return re.sub(r"[^a-zA-Z0-9_]", "_", key)
-
-
-def _selected(selector: dict[str, Any], labels: dict[str, str]) -> bool:
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr["key"], expr["operator"], set(expr.get("values") or [])
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and labels.get(key) in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-    return True
-
-
-def _namespaces(monitor: dict[str, Any]) -> set[str] | None:
-    """The namespaces a monitor selects from: matchNames, its own namespace by default, None for any."""
-    ns_selector = monitor["spec"].get("namespaceSelector") or {}
-    if ns_selector.get("any"):
-        return None
-    return set(ns_selector.get("matchNames") or [monitor["metadata"]["namespace"]])
-
-
-def pod_meta(
-    pod: dict[str, Any], container: dict[str, Any], port: dict[str, Any], init: bool = False
-) -> dict[str, str]:
-    """The `__meta_kubernetes_*` labels Kubernetes pod discovery gives one container port
-    (`init`: the container is one of the pod's initContainers, a native sidecar)."""
-    meta = pod["metadata"]
-    labels = {
-        "__meta_kubernetes_namespace": meta["namespace"],
-        "__meta_kubernetes_pod_name": meta["name"],
-        "__meta_kubernetes_pod_ip": pod["status"]["podIP"],
-        "__meta_kubernetes_pod_container_name": container["name"],
-        "__meta_kubernetes_pod_container_init": "true" if init else "false",
-        "__meta_kubernetes_pod_container_port_name": port.get("name", ""),
-        "__meta_kubernetes_pod_container_port_number": str(port["containerPort"]),
-        "__meta_kubernetes_pod_phase": (pod.get("status") or {}).get("phase", ""),
-    }
-    if "service" in pod:  # a pod behind a Service (picker_pods)
-        labels["__meta_kubernetes_service_name"] = pod["service"]
-    for key, value in (meta.get("labels") or {}).items():
-        labels[f"__meta_kubernetes_pod_label_{_label_name(key)}"] = value
-    return labels
-
-
-def pod_targets(
-    monitor: dict[str, Any], endpoint: dict[str, Any], pods: Iterable[dict[str, Any]]
+def picker_backed(
+    pods: Iterable[dict[str, Any]], pickers: list[dict[str, Any]], selector: dict[str, str]
 ) -> list[dict[str, Any]]:
-    """File-discovery target groups of one PodMonitor endpoint: every pod the selector matches in
-    the selected namespaces that has an address, at its container port named `port` (or
-    `portNumber`). Failed and Succeeded pods are left out, as the operator's relabelling drops them.
-    The containers are the pod's containers, then its initContainers (where native sidecars, the
-    routing sidecar among them, are), as Prometheus' pod discovery lists them (v0.314.0
-    discovery/kubernetes/pod.go `buildPod`, with `__meta_kubernetes_pod_container_init`)."""
-    namespaces = _namespaces(monitor)
-    groups = []
-    for pod in pods:
-        meta = pod["metadata"]
-        if namespaces is not None and meta["namespace"] not in namespaces:
-            continue
-        if not _selected(monitor["spec"].get("selector") or {}, meta.get("labels") or {}):
-            continue
-        status = pod.get("status") or {}
-        if not status.get("podIP") or status.get("phase") in ("Failed", "Succeeded"):
-            continue
-        containers = [(c, False) for c in pod["spec"].get("containers", [])]
-        containers += [(c, True) for c in pod["spec"].get("initContainers", [])]
-        for container, init in containers:
-            for port in container.get("ports") or []:
-                if "port" in endpoint and port.get("name") != endpoint["port"]:
-                    continue
-                if "portNumber" in endpoint and port["containerPort"] != endpoint["portNumber"]:
-                    continue
-                groups.append(
-                    {
-                        "targets": [f"{status['podIP']}:{port['containerPort']}"],
-                        "labels": pod_meta(pod, container, port, init),
-                    }
-                )
-    return groups
+    """The pods discovery sees in the replay: the twin's pods, with the picker processes in place of
+    the twin's pods of the rendered picker Deployment (its `selector`'s matchLabels), which
+    nothing runs behind."""
 
+    def is_picker(pod: dict[str, Any]) -> bool:
+        labels = pod["metadata"].get("labels") or {}
+        return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
 
-def relabel(rule: dict[str, Any]) -> dict[str, Any]:
-    """A monitor's RelabelConfig (camelCase, `action` in either case) as Prometheus' relabel_config."""
-    names = {
-        "sourceLabels": "source_labels",
-        "targetLabel": "target_label",
-        "separator": "separator",
-        "regex": "regex",
-        "modulus": "modulus",
-        "replacement": "replacement",
-        "action": "action",
-    }
-    out = {names[k]: v for k, v in rule.items() if k in names}
-    if "action" in out:
-        out["action"] = str(out["action"]).lower()
-    return out
-
-
-def operator_relabels(monitor: dict[str, Any], port_name: str) -> list[dict[str, Any]]:
-    """The labels the operator's generator sets on every target of a pod-backed job before the
-    monitor's own relabelings."""
-    ns, name = monitor["metadata"]["namespace"], monitor["metadata"]["name"]
-    rules: list[dict[str, Any]] = [
-        {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
-        {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
-        {"source_labels": ["__meta_kubernetes_pod_container_name"], "target_label": "container"},
-    ]
-    if monitor["kind"] == "ServiceMonitor":  # job: the Service's name
-        rules += [
-            {"source_labels": ["__meta_kubernetes_service_name"], "target_label": "service"},
-            {"source_labels": ["__meta_kubernetes_service_name"], "target_label": "job"},
-        ]
-    else:
-        rules.append({"target_label": "job", "replacement": f"{ns}/{name}"})
-    if job_label := monitor["spec"].get("jobLabel"):
-        rules.append(
-            {
-                "source_labels": [f"__meta_kubernetes_pod_label_{_label_name(job_label)}"],
-                "target_label": "job",
-                "regex": "(.+)",
-            }
-        )
-    rules.append({"target_label": "endpoint", "replacement": port_name})
-    return rules
-
-
-@dataclass(frozen=True)
-class Job:
-    """One scrape job: its configuration and how its targets are found."""
-
-    name: str
-    config: dict[str, Any]
-    monitor: dict[str, Any]
-    endpoint: dict[str, Any]
-
-
-def jobs(monitors: Iterable[dict[str, Any]], targets_dir: Path, token_file: Path) -> list[Job]:
-    """One job per endpoint of every PodMonitor and ServiceMonitor, in the order given; an
-    endpoint with credentials reads them from `token_file` at each scrape."""
-    out = []
-    for monitor in monitors:
-        kind = monitor["kind"]
-        endpoints = monitor["spec"].get("podMetricsEndpoints" if kind == "PodMonitor" else "endpoints") or []
-        for i, endpoint in enumerate(endpoints):
-            meta = monitor["metadata"]
-            name = f"{kind[0].lower()}{kind[1:]}/{meta['namespace']}/{meta['name']}/{i}"
-            file = targets_dir / (re.sub(r"[^a-zA-Z0-9]", "-", name) + ".json")
-            config: dict[str, Any] = {
-                "job_name": name,
-                "honor_labels": bool(endpoint.get("honorLabels", False)),
-                "scrape_interval": endpoint.get("interval", OPERATOR_DEFAULT_INTERVAL),
-                "metrics_path": endpoint.get("path", "/metrics"),
-                "scheme": endpoint.get("scheme", "http"),
-                "file_sd_configs": [{"files": [str(file)], "refresh_interval": "5s"}],
-                "relabel_configs": [
-                    *operator_relabels(monitor, str(endpoint.get("port", ""))),
-                    *(relabel(r) for r in endpoint.get("relabelings") or []),
-                ],
-            }
-            if "scrapeTimeout" in endpoint:
-                config["scrape_timeout"] = endpoint["scrapeTimeout"]
-            if endpoint.get("metricRelabelings"):
-                config["metric_relabel_configs"] = [relabel(r) for r in endpoint["metricRelabelings"]]
-            if (endpoint.get("authorization") or {}).get("credentials"):
-                config["authorization"] = {
-                    "type": endpoint["authorization"].get("type", "Bearer"),
-                    "credentials_file": str(token_file),
-                }
-            out.append(Job(name, config, monitor, endpoint))
-    return out
-
-
-def picker_pods(
-    monitor: dict[str, Any],
-    services: Iterable[dict[str, Any]],
-    endpoint: dict[str, Any],
-    pickers: list[dict[str, Any]],
-) -> list[dict[str, Any]]:
-    """The replay's picker processes as the pods behind a ServiceMonitor endpoint: each picker is
-    given as a pod object (name, labels of the rendered picker pod template, address, the
-    Service port's target port); only the Services the monitor selects contribute, and only
-    when their selector matches the picker pods' labels."""
-    namespaces = _namespaces(monitor)
-    out = []
-    for svc in services:
-        meta = svc["metadata"]
-        if namespaces is not None and meta["namespace"] not in namespaces:
-            continue
-        if not _selected(monitor["spec"].get("selector") or {}, meta.get("labels") or {}):
-            continue
-        for port in svc["spec"].get("ports") or []:
-            if port.get("name") != endpoint.get("port"):
-                continue
-            for pod in pickers:
-                if _selected({"matchLabels": svc["spec"].get("selector") or {}}, pod["metadata"]["labels"]):
-                    number = port.get("targetPort", port["port"])
-                    out.append(
-                        {
-                            "service": meta["name"],
-                            "metadata": pod["metadata"],
-                            "spec": {
-                                "containers": [
-                                    {
-                                        "name": "epp",
-                                        "ports": [{"name": port["name"], "containerPort": number}],
-                                    }
-                                ]
-                            },
-                            "status": pod["status"],
-                        }
-                    )
-    return out
+    return [p for p in pods if not is_picker(p)] + pickers
 
 
 def stale_targets(targets_json: str, pods: set[str]) -> list[str]:
@@ -357,22 +140,6 @@ def stale_targets(targets_json: str, pods: set[str]) -> list[str]:
         t["scrapeUrl"]
         for t in json.loads(targets_json)["data"]["activeTargets"]
         if (t.get("discoveredLabels") or {}).get(POD_NAME) not in pods
-    )
-
-
-def config_text(job_list: list[Job], rules_file: Path) -> str:
-    return str(
-        yaml.safe_dump(
-            {
-                "global": {
-                    "scrape_interval": OPERATOR_DEFAULT_INTERVAL,
-                    "evaluation_interval": OPERATOR_DEFAULT_INTERVAL,
-                },
-                "rule_files": [str(rules_file)],
-                "scrape_configs": [j.config for j in job_list],
-            },
-            sort_keys=False,
-        )
     )
 
 
@@ -436,7 +203,8 @@ def firing_names(alerts_json: str) -> set[str]:
 
 @dataclass
 class Monitor:
-    """Prometheus in the run's pod network, its targets kept from the API server."""
+    """Prometheus in the run's pod network, configured by prometheus-operator's own generator
+    (operator_config.py) and its targets kept from the API server."""
 
     binary: Path
     run_dir: Path
@@ -444,59 +212,98 @@ class Monitor:
     rendered: list[dict[str, Any]]
     list_pods: Callable[[], list[dict[str, Any]]]
     pickers: list[dict[str, Any]]
-    token: Callable[[], str | None]
-    """The rendered metrics reader's token once the API server has it (the Secret comes with the
-    stack's first `pulumi up`, after Prometheus starts): Prometheus reads `credentials_file` at
-    every scrape, so the file is filled in when the token appears."""
+    """The picker processes as pods of the rendered picker Deployment (`picker_backed`)."""
+    picker_selector: dict[str, str]
+    generate: Callable[[Path], operator_config.Generated | None]
+    """prometheus-operator's reconciliation of the Prometheus object in the file given; None while
+    the API server serves no monitoring.coreos.com kinds (before the stack's first `pulumi up`)."""
+    inputs: Callable[[], object]
+    """What the operator reconciles on (the monitors' and the metrics reader Secret's versions):
+    the configuration is generated again, and Prometheus reloaded, when it changes."""
     procs: dataplane.Processes = field(default_factory=lambda: dataplane.Processes([]))
     times: dict[str, AlertTimes] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     written: set[str] = field(default_factory=set)
     """The pod names the target files listed when last written."""
+    warnings: list[str] = field(default_factory=list)
+    """What the operator logged at warning level in its last pass (a rejected monitor)."""
+    generated: dict[str, Any] = field(default_factory=dict)
+    """The operator's last configuration, as it wrote it."""
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    _inputs: object = None
+    _files: dict[Path, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.dir = self.run_dir / "prometheus"
         self.targets_dir = self.dir / "targets"
         self.targets_dir.mkdir(parents=True, exist_ok=True)
-        monitors = [o for o in self.rendered if o["kind"] in ("PodMonitor", "ServiceMonitor")]
         self.services = [o for o in self.rendered if o["kind"] == "Service"]
         self.rules = [o for o in self.rendered if o["kind"] == "PrometheusRule"]
-        self.token_file = self.dir / "token"
-        self.token_file.write_text("")
-        self._token_known = False
-        self.jobs = jobs(monitors, self.targets_dir, self.token_file)
+        self.config_file = self.dir / "prometheus.yaml"
         (self.dir / "rules.yaml").write_text(rules_text(self.rules))
-        (self.dir / "prometheus.yaml").write_text(config_text(self.jobs, self.dir / "rules.yaml"))
+        self.prometheus_file = self.dir / "prometheus-object.yaml"
+        self.prometheus_file.write_text(
+            yaml.safe_dump(operator_config.prometheus_object(promtool.release(promtool.module_version())))
+        )
+
+    def reconcile(self) -> bool:
+        """Generate the configuration again when the operator's inputs changed; True when it
+        changed what Prometheus reads. The file holds the reader's token inline, as the
+        operator's configuration Secret does: only its owner may read it."""
+        inputs = self.inputs()
+        if inputs == self._inputs and self.config_file.exists():
+            return False
+        generated = self.generate(self.prometheus_file)
+        self.generated = generated.config if generated is not None else {}
+        self.warnings = generated.warnings if generated is not None else []
+        self._inputs = inputs
+        text = yaml.safe_dump(
+            operator_config.for_replay(self.generated, self.targets_dir, self.dir / "rules.yaml"),
+            sort_keys=False,
+        )
+        if self.config_file.exists() and self.config_file.read_text() == text:
+            return False
+        tmp = self.config_file.with_suffix(".tmp")
+        tmp.touch(mode=0o600)
+        tmp.write_text(text)
+        tmp.replace(self.config_file)
+        return True
+
+    def evaluation_interval(self) -> str:
+        return str((self.generated.get("global") or {}).get("evaluation_interval", OPERATOR_DEFAULT_INTERVAL))
 
     def write_targets(self) -> None:
-        if not self._token_known:
-            token = self.token()
-            if token:
-                tmp = self.token_file.with_suffix(".tmp")
-                tmp.write_text(token)
-                tmp.replace(self.token_file)
-                self._token_known = True
-        pods = self.list_pods()
+        pods = picker_backed(self.list_pods(), self.pickers, self.picker_selector)
         written: set[str] = set()
-        for job in self.jobs:
-            if job.monitor["kind"] == "PodMonitor":
-                groups = pod_targets(job.monitor, job.endpoint, pods)
-            else:
-                backing = picker_pods(job.monitor, self.services, job.endpoint, self.pickers)
-                groups = pod_targets(
-                    {**job.monitor, "spec": {**job.monitor["spec"], "selector": {}}}, job.endpoint, backing
-                )
-            written |= {g["labels"][POD_NAME] for g in groups}
-            file = Path(job.config["file_sd_configs"][0]["files"][0])
-            tmp = file.with_suffix(".tmp")
-            tmp.write_text(json.dumps(groups, indent=1))
-            tmp.replace(file)
+        for job in self.generated.get("scrape_configs") or []:
+            if "kubernetes_sd_configs" not in job:
+                continue
+            groups = discovery.job_groups(job, pods, self.services)
+            written |= {g["labels"][POD_NAME] for g in groups if POD_NAME in g["labels"]}
+            file = operator_config.job_file(self.targets_dir, job["job_name"])
+            text = json.dumps(groups, indent=1, sort_keys=True)
+            if self._files.get(file) != text:  # unchanged files are not rewritten: no rereads
+                tmp = file.with_suffix(".tmp")
+                tmp.write_text(text)
+                tmp.replace(file)
+                self._files[file] = text
         self.written = written
+
+    def sync(self) -> None:
+        """One pass: the configuration (reloading Prometheus when it changed), then the targets."""
+        changed = self.reconcile()
+        self.write_targets()
+        if changed and self._thread is not None:
+            status = netns.post(NS, f"http://{IP}:{PORT}/-/reload", {}, timeout=10)
+            if status != 200:  # Prometheus keeps its last good configuration then
+                self.errors.append(
+                    f"prometheus: reloading the operator's new configuration answered {status}"
+                )
 
     def start(self) -> None:
         self.started = time.time()
+        self.reconcile()
         self.write_targets()
         netns.attach(NS, IP, VETH)
         self.procs.start(
@@ -504,7 +311,7 @@ class Monitor:
             [
                 *netns.exec_prefix(NS),
                 str(self.binary),
-                f"--config.file={self.dir / 'prometheus.yaml'}",
+                f"--config.file={self.config_file}",
                 f"--storage.tsdb.path={self.dir / 'data'}",
                 f"--web.listen-address={IP}:{PORT}",
                 "--web.enable-lifecycle",
@@ -529,9 +336,9 @@ class Monitor:
     def _loop(self) -> None:
         while not self._stop.wait(SYNC_S):
             try:
-                self.write_targets()
+                self.sync()
             except Exception as error:  # the API server restarting: try again next time
-                self.errors.append(f"prometheus targets: {error}")
+                self.errors.append(f"prometheus configuration and targets: {error}")
             text = self.query("/api/v1/alerts")
             if text is not None:
                 observe(self.times, firing_names(text), time.monotonic())
@@ -559,10 +366,10 @@ class Monitor:
         """The named alerts' expressions evaluated by promtool over the series this run scraped,
         from Prometheus' start to `end` (Unix seconds) at the evaluation interval, timestamps as
         scraped; one line per alert, in the order given."""
-        interval_s = duration_s(OPERATOR_DEFAULT_INTERVAL)
+        interval_s = duration_s(self.evaluation_interval())
         out = self.dir / "offline"
         rules_file = self.dir / "offline-rules.yaml"
-        rules_file.write_text(offline_rules_text(self.rules, names, OPERATOR_DEFAULT_INTERVAL))
+        rules_file.write_text(offline_rules_text(self.rules, names, self.evaluation_interval()))
         subprocess.run(
             [
                 *netns.exec_prefix(NS),

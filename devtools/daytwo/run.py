@@ -94,6 +94,7 @@ from devtools.daytwo import (
     faults_phase,
     figures,
     models_phase,
+    operator_config,
     prometheus,
     reference_phase,
     responses_phase,
@@ -248,16 +249,18 @@ class Replay:
         self.prepare_prometheus()
 
     def prepare_prometheus(self) -> None:
-        """The replay's Prometheus before the twin starts: from the tool cache, built here (its
-        cold build time printed by prometheus.ensure), or waited for on the cache's lock while
-        another process (CI's background builds) builds it; the wait is printed."""
+        """The replay's Prometheus and its configuration's generator before the twin starts: from
+        the tool cache, built here (their cold build times printed by `ensure`), or waited for on
+        the cache's lock while another process (CI's background builds) builds them; the wait is
+        printed."""
         began = time.monotonic()
         self.bins["prometheus"] = prometheus.ensure()
+        self.bins["operator-config"] = operator_config.ensure()
         waited = time.monotonic() - began
         if waited >= 1.0:
             print(
-                f"day-two: Prometheus ready after {waited:.0f} s "
-                "(built here, or waited for on the tool cache's lock)"
+                f"day-two: Prometheus and prometheus-operator's config generator ready after "
+                f"{waited:.0f} s (built here, or waited for on the tool cache's lock)"
             )
 
     def start(self) -> None:
@@ -762,6 +765,8 @@ def main(argv: Sequence[str]) -> int:
         cluster.TwinError,
         build.BuildError,
         prometheus.BuildError,
+        operator_config.BuildError,
+        operator_config.GenerateError,
         scaling.BuildError,
         TimeoutError,
         ApiError,

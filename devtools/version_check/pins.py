@@ -59,6 +59,7 @@ FIXED: dict[str, Check] = {
     "tools.checkov": PyPI(("checkov",), HOST_PYTHON),
     "tools.promtool": GoModule("github.com/prometheus/prometheus"),
     "tools.custom-metrics-apiserver": GoModule("sigs.k8s.io/custom-metrics-apiserver"),
+    "tools.prometheus-operator": GoModule("github.com/prometheus-operator/prometheus-operator"),
     "tools.inference-perf": PyPI(("inference-perf",), "inference-perf"),
     "tools.inference-perf-python": Offline(
         "a Python minor taken from the machine (PATH, pyenv), never downloaded"

@@ -156,11 +156,16 @@ def test_ci_runs_e2e_without_the_replayed_checks_and_the_replay_last_after_its_o
     replaced = [s for s in steps if s.split()[1] in ("dataplane-reference", "dataplane-broken")]
     assert replaced == [] and "make dataplane" not in steps
     assert "make dataplane DATAPLANE_STACK=quickstart-h100" in steps
-    # The Go lane ends with the builds only the replay uses (its Prometheus, then the
-    # external-metrics stand-in its scaling reads): every Go tool an earlier step needs is built
-    # before them, so no step but the last waits on the cache's lock for them.
+    # The Go lane ends with the builds only the replay uses (its Prometheus and the operator's
+    # config generator it starts with, then the external-metrics stand-in its scaling reads):
+    # every Go tool an earlier step needs is built before them, so no step but the last waits on
+    # the cache's lock for them.
     go_lane = [name for name, _ in prebuild.lanes()[1]]
-    assert go_lane[-2:] == ["Prometheus", "external-metrics stand-in"]
+    assert go_lane[-3:] == [
+        "Prometheus",
+        "prometheus-operator's config generator",
+        "external-metrics stand-in",
+    ]
 
 
 def _prefill_pod(name: str, group: str, deleting: bool = False) -> dict[str, Any]:

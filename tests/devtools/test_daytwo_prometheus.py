@@ -1,6 +1,6 @@
-"""The day-two replay's Prometheus (devtools/daytwo/prometheus.py): the monitors' translation into
-scrape jobs and file-discovery targets against prometheus-operator's documented semantics, the
-rule file, the build's pin, and the live alerts' lines."""
+"""The day-two replay's Prometheus (devtools/daytwo/prometheus.py): the operator's passes and
+Prometheus' reloads, the targets files, the rule file, the build's pin, and the live alerts'
+lines. Discovery's labels: test_daytwo_discovery.py; the generator: test_daytwo_operator_config.py."""
 
 import json
 from pathlib import Path
@@ -9,47 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
-from devtools.daytwo import prometheus
+from devtools.daytwo import operator_config, prometheus
 from devtools.promtool import build as promtool
 from llmd_fleet.versions import versions
 
-POD_MONITOR: dict[str, Any] = {
-    "apiVersion": "monitoring.coreos.com/v1",
-    "kind": "PodMonitor",
-    "metadata": {"name": "glm52-decode", "namespace": "llm-d"},
-    "spec": {
-        "namespaceSelector": {"matchNames": ["llm-d"]},
-        "selector": {"matchLabels": {"app.kubernetes.io/instance": "glm52", "llm-d.ai/role": "decode"}},
-        "podMetricsEndpoints": [
-            {
-                "interval": "15s",
-                "path": "/metrics",
-                "port": "rank1",
-                "relabelings": [
-                    {"sourceLabels": ["__meta_kubernetes_pod_label_llm_d_ai_role"], "targetLabel": "role"},
-                    {"action": "Drop", "regex": "x", "sourceLabels": ["__name__"]},
-                ],
-            }
-        ],
-    },
-}
-SERVICE_MONITOR: dict[str, Any] = {
-    "apiVersion": "monitoring.coreos.com/v1",
-    "kind": "ServiceMonitor",
-    "metadata": {"name": "glm52-epp", "namespace": "llm-d"},
-    "spec": {
-        "namespaceSelector": {"matchNames": ["llm-d"]},
-        "selector": {"matchLabels": {"app.kubernetes.io/component": "endpoint-picker"}},
-        "endpoints": [
-            {
-                "port": "http-metrics",
-                "interval": "15s",
-                "authorization": {"type": "Bearer", "credentials": {"name": "s", "key": "token"}},
-                "metricRelabelings": [{"action": "drop", "regex": "a|b", "sourceLabels": ["__name__"]}],
-            }
-        ],
-    },
-}
 SERVICE: dict[str, Any] = {
     "apiVersion": "v1",
     "kind": "Service",
@@ -92,141 +55,6 @@ def pod(
     }
 
 
-def test_pod_monitor_targets_are_selected_pods_at_the_named_port() -> None:
-    pods = [
-        pod("d0", "decode", "10.244.0.10"),
-        pod("p0", "prefill", "10.244.0.11"),  # not selected
-        pod("d1", "decode", None),  # no address yet
-        pod("d2", "decode", "10.244.0.12", namespace="other"),  # not a selected namespace
-        pod("d3", "decode", "10.244.0.13", phase="Succeeded"),  # dropped as the operator does
-    ]
-    groups = prometheus.pod_targets(POD_MONITOR, POD_MONITOR["spec"]["podMetricsEndpoints"][0], pods)
-    assert [g["targets"] for g in groups] == [["10.244.0.10:8201"]]
-    labels = groups[0]["labels"]
-    assert labels["__meta_kubernetes_pod_label_llm_d_ai_role"] == "decode"
-    assert labels["__meta_kubernetes_pod_container_port_name"] == "rank1"
-    assert labels["__meta_kubernetes_namespace"] == "llm-d"
-
-
-def test_a_native_sidecars_port_is_a_target_as_prometheus_pod_discovery_lists_it() -> None:
-    """Prometheus' pod discovery lists initContainers' ports after the containers' (native
-    sidecars, the routing sidecar among them), labelled `__meta_kubernetes_pod_container_init`."""
-    decode = pod("d0", "decode", "10.244.0.10")
-    decode["spec"]["initContainers"] = [
-        {
-            "name": "routing-proxy",
-            "restartPolicy": "Always",
-            "ports": [{"name": "proxy", "containerPort": 8000}],
-        }
-    ]
-    monitor = {**POD_MONITOR, "spec": {**POD_MONITOR["spec"], "podMetricsEndpoints": [{"port": "proxy"}]}}
-    (group,) = prometheus.pod_targets(monitor, {"port": "proxy"}, [decode])
-    assert group["targets"] == ["10.244.0.10:8000"]
-    assert group["labels"]["__meta_kubernetes_pod_container_name"] == "routing-proxy"
-    assert group["labels"]["__meta_kubernetes_pod_container_init"] == "true"
-    (engine,) = prometheus.pod_targets(monitor, {"port": "rank1"}, [decode])
-    assert engine["labels"]["__meta_kubernetes_pod_container_init"] == "false"
-
-
-def test_match_expressions_and_own_namespace_default() -> None:
-    monitor = {
-        **POD_MONITOR,
-        "spec": {
-            **POD_MONITOR["spec"],
-            "namespaceSelector": {},
-            "selector": {
-                "matchExpressions": [{"key": "llm-d.ai/role", "operator": "In", "values": ["prefill"]}]
-            },
-        },
-    }
-    pods = [pod("p0", "prefill", "10.244.0.11"), pod("p1", "prefill", "10.244.0.14", namespace="other")]
-    groups = prometheus.pod_targets(monitor, {"port": "rank0"}, pods)
-    assert [g["targets"] for g in groups] == [["10.244.0.11:8200"]]
-
-
-def test_jobs_follow_the_operator_naming_and_relabelling(tmp_path: Path) -> None:
-    token = tmp_path / "token"
-    job_list = prometheus.jobs([POD_MONITOR, SERVICE_MONITOR], tmp_path, token)
-    assert [j.name for j in job_list] == [
-        "podMonitor/llm-d/glm52-decode/0",
-        "serviceMonitor/llm-d/glm52-epp/0",
-    ]
-    pod_job, svc_job = (j.config for j in job_list)
-    assert pod_job["scrape_interval"] == "15s" and pod_job["metrics_path"] == "/metrics"
-    relabels = pod_job["relabel_configs"]
-    assert {"target_label": "job", "replacement": "llm-d/glm52-decode"} in relabels
-    assert {"target_label": "endpoint", "replacement": "rank1"} in relabels
-    # The monitor's own relabelings come after the operator's, in Prometheus' spelling.
-    assert relabels[-2:] == [
-        {"source_labels": ["__meta_kubernetes_pod_label_llm_d_ai_role"], "target_label": "role"},
-        {"action": "drop", "regex": "x", "source_labels": ["__name__"]},
-    ]
-    assert "authorization" not in pod_job
-    assert {"source_labels": ["__meta_kubernetes_service_name"], "target_label": "job"} in svc_job[
-        "relabel_configs"
-    ]
-    assert svc_job["authorization"] == {"type": "Bearer", "credentials_file": str(token)}
-    assert svc_job["metric_relabel_configs"] == [
-        {"action": "drop", "regex": "a|b", "source_labels": ["__name__"]}
-    ]
-    assert svc_job["scrape_interval"] == "15s"
-
-
-def test_the_readers_token_is_written_once_the_api_server_has_it(tmp_path: Path) -> None:
-    """Prometheus starts before the first `pulumi up` creates the reader's Secret: its token file
-    is empty (a picker scrape is refused) until the token appears, then holds it."""
-    tokens = iter([None, None, "t0ken"])
-    calls: list[int] = []
-
-    def token() -> str | None:
-        calls.append(1)
-        return next(tokens)
-
-    monitor = prometheus.Monitor(
-        tmp_path / "prometheus-bin", tmp_path, tmp_path, [SERVICE_MONITOR], lambda: [], [], token
-    )
-    config = yaml.safe_load((tmp_path / "prometheus" / "prometheus.yaml").read_text())
-    (job,) = config["scrape_configs"]
-    token_file = Path(job["authorization"]["credentials_file"])
-    assert token_file.read_text() == ""
-    monitor.write_targets()
-    monitor.write_targets()
-    assert token_file.read_text() == ""
-    monitor.write_targets()
-    assert token_file.read_text() == "t0ken"
-    monitor.write_targets()
-    assert len(calls) == 3  # not asked again once known
-
-
-def test_service_monitor_targets_are_the_picker_processes() -> None:
-    pickers = [
-        {
-            "metadata": {
-                "name": "glm52-epp-0",
-                "namespace": "llm-d",
-                "labels": {"app.kubernetes.io/component": "endpoint-picker"},
-            },
-            "status": {"podIP": "10.244.0.3", "phase": "Running"},
-        },
-        {
-            "metadata": {
-                "name": "other",
-                "namespace": "llm-d",
-                "labels": {"app.kubernetes.io/component": "tokenizer"},
-            },
-            "status": {"podIP": "10.244.0.9", "phase": "Running"},
-        },
-    ]
-    endpoint = SERVICE_MONITOR["spec"]["endpoints"][0]
-    backing = prometheus.picker_pods(SERVICE_MONITOR, [SERVICE], endpoint, pickers)
-    groups = prometheus.pod_targets({**SERVICE_MONITOR, "spec": {"selector": {}}}, endpoint, backing)
-    # The Service port's targetPort, on the pods the Service selects.
-    assert [g["targets"] for g in groups] == [["10.244.0.3:9091"]]
-    assert groups[0]["labels"]["__meta_kubernetes_service_name"] == "glm52-epp"
-    unselected = {**SERVICE, "metadata": {**SERVICE["metadata"], "labels": {}}}
-    assert prometheus.picker_pods(SERVICE_MONITOR, [unselected], endpoint, pickers) == []
-
-
 def test_stale_targets_are_those_of_pods_the_target_files_no_longer_list() -> None:
     def target(pod: str, port: int) -> dict[str, Any]:
         return {
@@ -246,20 +74,88 @@ def test_stale_targets_are_those_of_pods_the_target_files_no_longer_list() -> No
     assert prometheus.stale_targets(answer, {"p0", "gone"}) == []
 
 
-def test_rules_and_config_are_valid_for_promtool(tmp_path: Path) -> None:
+def test_rules_file_and_live_rules() -> None:
     rule = {
         "kind": "PrometheusRule",
         "spec": {"groups": [{"name": "g", "rules": [{"alert": "A", "expr": "vector(1) > 0", "for": "2m"}]}]},
     }
-    (tmp_path / "rules.yaml").write_text(prometheus.rules_text([rule]))
-    assert yaml.safe_load((tmp_path / "rules.yaml").read_text())["groups"][0]["rules"][0]["for"] == "2m"
-    config = prometheus.config_text(
-        prometheus.jobs([POD_MONITOR], tmp_path, tmp_path / "token"), tmp_path / "rules.yaml"
-    )
-    (tmp_path / "prometheus.yaml").write_text(config)
-    assert yaml.safe_load(config)["global"]["evaluation_interval"] == "30s"
+    assert yaml.safe_load(prometheus.rules_text([rule]))["groups"][0]["rules"][0]["for"] == "2m"
     assert prometheus.live_rules([rule], lambda r: r.get("for") == "2m") == ["A"]
     assert prometheus.live_rules([rule], lambda r: False) == []
+
+
+def test_the_picker_processes_stand_where_the_twins_picker_pods_are() -> None:
+    twin_picker = {"metadata": {"name": "epp-abc", "labels": {"app": "epp", "pod-template-hash": "x"}}}
+    engine = {"metadata": {"name": "decode-0", "labels": {"app": "vllm"}}}
+    process = {"metadata": {"name": "epp-0", "labels": {"app": "epp"}}}
+    assert prometheus.picker_backed([twin_picker, engine], [process], {"app": "epp"}) == [engine, process]
+    # An empty selector selects nothing here (a Deployment always has one).
+    assert prometheus.picker_backed([twin_picker], [], {}) == [twin_picker]
+
+
+GENERATED_JOB: dict[str, Any] = {
+    "job_name": "podMonitor/llm-d/glm52-decode/0",
+    "kubernetes_sd_configs": [{"role": "pod", "namespaces": {"names": ["llm-d"]}}],
+    "relabel_configs": [{"source_labels": ["job"], "target_label": "__tmp_prometheus_job_name"}],
+}
+
+
+def monitor_with(tmp_path: Path, passes: list[Any], inputs: list[object]) -> prometheus.Monitor:
+    given = iter(passes)
+    seen = iter(inputs)
+    return prometheus.Monitor(
+        tmp_path / "prometheus-bin",
+        tmp_path,
+        tmp_path,
+        [SERVICE],
+        lambda: [],
+        [],
+        {"app": "epp"},
+        lambda file: next(given),
+        lambda: next(seen),
+    )
+
+
+def test_the_operator_runs_again_only_when_its_inputs_change(tmp_path: Path) -> None:
+    """Before the stack's first up nothing is served: Prometheus starts with no jobs. The
+    operator's pass runs again when the monitors or the reader's token change, and only then."""
+    first = operator_config.Generated({}, [])  # monitors served, none made yet
+    second = operator_config.Generated(
+        {"global": {"evaluation_interval": "30s"}, "scrape_configs": [GENERATED_JOB]}, ["rejected x"]
+    )
+    monitor = monitor_with(tmp_path, [None, first, second], ["none", "none", "monitors", "monitors", "token"])
+    assert monitor.reconcile() is True  # nothing served: an empty configuration
+    config_file = tmp_path / "prometheus" / "prometheus.yaml"
+    assert yaml.safe_load(config_file.read_text())["scrape_configs"] == []
+    assert oct(config_file.stat().st_mode & 0o777) == "0o600"  # it holds the reader's token
+    assert monitor.reconcile() is False  # same inputs: no pass
+    assert monitor.reconcile() is False  # a pass, and the same configuration: no reload
+    assert monitor.reconcile() is False
+    assert monitor.reconcile() is True
+    (job,) = yaml.safe_load(config_file.read_text())["scrape_configs"]
+    assert "kubernetes_sd_configs" not in job and job["file_sd_configs"]
+    assert monitor.warnings == ["rejected x"]
+    assert monitor.generated["scrape_configs"] == [GENERATED_JOB]  # kept as written, for discovery
+
+
+def test_targets_files_are_rewritten_only_when_their_targets_change(tmp_path: Path) -> None:
+    pods = [pod("d0", "decode", "10.244.0.10")]
+    monitor = monitor_with(
+        tmp_path, [operator_config.Generated({"scrape_configs": [GENERATED_JOB]}, [])], ["x"]
+    )
+    monitor.list_pods = lambda: pods
+    monitor.reconcile()
+    monitor.write_targets()
+    file = operator_config.job_file(monitor.targets_dir, GENERATED_JOB["job_name"])
+    groups = json.loads(file.read_text())
+    assert sorted(t for g in groups for t in g["targets"]) == ["10.244.0.10:8200", "10.244.0.10:8201"]
+    assert monitor.written == {"d0"}
+    before = file.stat().st_mtime_ns
+    monitor.write_targets()
+    assert file.stat().st_mtime_ns == before
+    pods.append(pod("d1", "decode", "10.244.0.11"))
+    monitor.write_targets()
+    assert monitor.written == {"d0", "d1"} and file.stat().st_mtime_ns != before
 
 
 def test_alert_times_and_line() -> None:
@@ -368,3 +264,17 @@ def test_durations() -> None:
     assert prometheus.duration_s("1h30m") == 5400
     with pytest.raises(ValueError, match="not a Prometheus duration"):
         prometheus.duration_s("2 minutes")
+
+
+def test_scrape_problems_name_jobs_without_targets_and_what_the_operator_rejected(tmp_path: Path) -> None:
+    from devtools.daytwo import alerts
+
+    monitor = monitor_with(tmp_path, [], [])
+    monitor.generated = {"scrape_configs": [{"job_name": "a"}, {"job_name": "b"}]}
+    # A target down is no problem here (the tokenizer's kwok pods), a job without targets is.
+    assert alerts.scrape_problems(monitor, {"a": (0, 1), "b": (2, 2)}) == []
+    assert alerts.scrape_problems(monitor, {"a": (1, 1)}) == ["prometheus: b: no targets before the fault"]
+    monitor.warnings = ['level=WARN msg="skipping object" object=llm-d/glm52-epp']
+    assert alerts.scrape_problems(monitor, {"a": (1, 1), "b": (1, 1)}) == [
+        'prometheus-operator: level=WARN msg="skipping object" object=llm-d/glm52-epp'
+    ]

@@ -67,6 +67,9 @@ class _FaultRun:
         self.steps: list[str] = []
         self.times: dict[str, prometheus.AlertTimes] = {}
         self.rules: list[dict[str, Any]] = []
+        self.warnings: list[str] = []
+        self.errors: list[str] = []
+        self.generated: dict[str, Any] = {}
         self.procs = types.SimpleNamespace(stop=self.stop)
 
     def targets_up(self) -> dict[str, tuple[int, int]]:

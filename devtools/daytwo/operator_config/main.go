@@ -1,0 +1,140 @@
+// operator-config: prometheus-operator's own scrape configuration for the day-two replay's
+// Prometheus (devtools/daytwo/operator_config.py). One pass of the operator's reconciliation of a
+// Prometheus object, without the StatefulSet: its ResourceSelector selects the ServiceMonitors and
+// PodMonitors from the API server (validating them and reading the Secrets they reference into the
+// asset store), and its ConfigGenerator writes the Prometheus configuration to stdout, as the
+// operator writes it into the `prometheus-<name>` Secret. A monitor the selector rejects is an
+// error (exit 1), named on stderr.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"time"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	"github.com/prometheus-operator/prometheus-operator/pkg/assets"
+	monitoringclient "github.com/prometheus-operator/prometheus-operator/pkg/client/versioned"
+	"github.com/prometheus-operator/prometheus-operator/pkg/operator"
+	prompkg "github.com/prometheus-operator/prometheus-operator/pkg/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+)
+
+func main() {
+	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the API server to read the monitors from")
+	promFile := flag.String("prometheus", "", "a monitoring.coreos.com/v1 Prometheus object (YAML)")
+	flag.Parse()
+	if err := run(*kubeconfig, *promFile); err != nil {
+		fmt.Fprintln(os.Stderr, "operator-config:", err)
+		os.Exit(1)
+	}
+}
+
+func run(kubeconfig, promFile string) error {
+	data, err := os.ReadFile(promFile)
+	if err != nil {
+		return err
+	}
+	var p monitoringv1.Prometheus
+	if err := yaml.UnmarshalStrict(data, &p); err != nil {
+		return fmt.Errorf("%s: %w", promFile, err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	kclient, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	mclient, err := monitoringclient.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	// The operator selects monitor namespaces from a namespace informer's cache.
+	nsInf := cache.NewSharedIndexInformer(
+		cache.NewListWatchFromClient(kclient.CoreV1().RESTClient(), "namespaces", metav1.NamespaceAll, fields.Everything()),
+		&corev1.Namespace{}, 0, cache.Indexers{},
+	)
+	go nsInf.Run(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), nsInf.HasSynced) {
+		return fmt.Errorf("the namespace informer did not sync")
+	}
+
+	store := assets.NewStoreBuilder(kclient.CoreV1(), kclient.CoreV1())
+	recorder := operator.NewEventRecorderFactory(false)(kclient, "prometheus-operator")(&p)
+	rs, err := prompkg.NewResourceSelector(logger, &p, store, nsInf, operator.NewMetrics(prometheus.NewRegistry()), recorder)
+	if err != nil {
+		return err
+	}
+	smons, err := rs.SelectServiceMonitors(ctx, func(ns string, sel labels.Selector, add cache.AppendFunc) error {
+		list, err := mclient.MonitoringV1().ServiceMonitors(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+		if err != nil {
+			return err
+		}
+		for i := range list.Items {
+			add(&list.Items[i])
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	pmons, err := rs.SelectPodMonitors(ctx, func(ns string, sel labels.Selector, add cache.AppendFunc) error {
+		list, err := mclient.MonitoringV1().PodMonitors(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+		if err != nil {
+			return err
+		}
+		for i := range list.Items {
+			add(&list.Items[i])
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var rejected []string
+	for key, res := range smons {
+		if c := res.Conditions(); len(c) > 0 && c[0].Status != monitoringv1.ConditionTrue {
+			rejected = append(rejected, fmt.Sprintf("ServiceMonitor %s: %s", key, c[0].Message))
+		}
+	}
+	for key, res := range pmons {
+		if c := res.Conditions(); len(c) > 0 && c[0].Status != monitoringv1.ConditionTrue {
+			rejected = append(rejected, fmt.Sprintf("PodMonitor %s: %s", key, c[0].Message))
+		}
+	}
+	if len(rejected) > 0 {
+		sort.Strings(rejected)
+		return fmt.Errorf("the operator rejects %v", rejected)
+	}
+
+	// The operator passes WithEndpointSliceSupport when the cluster serves discovery.k8s.io/v1,
+	// as every supported Kubernetes does; the role then follows spec.serviceDiscoveryRole.
+	cg, err := prompkg.NewConfigGenerator(logger, &p, prompkg.WithEndpointSliceSupport())
+	if err != nil {
+		return err
+	}
+	conf, err := cg.GenerateServerConfiguration(&p, smons.ValidResources(), pmons.ValidResources(), nil, nil, store, nil, nil, nil, nil)
+	if err != nil {
+		return err
+	}
+	_, err = os.Stdout.Write(conf)
+	return err
+}
