@@ -11,6 +11,7 @@ marked complete only at the end, and an interrupted build is removed and redone.
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -161,3 +162,47 @@ def go_test(packages: Sequence[str], module_dir: Path, log: Path) -> int:
             print(line, file=sys.stderr, flush=True)
 
         return download_retry.run("go", command, cwd=module_dir, output=append, announce=announce).returncode
+
+
+def go_wrapper_tool(
+    gomod_dir: Path,
+    module: str,
+    pinned: str,
+    pin_key: str,
+    binary_name: str,
+    what: str,
+    error: type[Exception],
+) -> Path:
+    """A small Go program of this repository (the `main` package of the wrapper module in
+    `gomod_dir`, which must require `module` at `pinned`, `pin_key` of images/versions.toml),
+    built with `go build -trimpath -ldflags '-s -w'` into `<cache>/<binary_name>-<key>` if the
+    cache has none, keyed by the recipe, Go's version and the module's files; `what` names it in
+    the printed lines (the cold build's time among them). `error` is raised on a pin mismatch or
+    a failed build."""
+    rel = os.path.relpath(gomod_dir, Path(__file__).resolve().parents[1])
+    gomod = (gomod_dir / "go.mod").read_text()
+    if not re.search(rf"^\s*{re.escape(module)} {re.escape(pinned)}$", gomod, re.M):
+        raise error(
+            f"{rel}/go.mod does not require {module} {pinned} ({pin_key} of images/versions.toml): "
+            "`go get` it and `go mod tidy`"
+        )
+    recipe = f"go build -mod=readonly -trimpath -ldflags '-s -w' -o <dir>/{binary_name} ."
+    files = {p.name: p.read_bytes() for p in sorted(gomod_dir.iterdir()) if p.is_file()}
+    key = cache_key(
+        recipe.encode(), go_version().encode(), *(i for n in sorted(files) for i in (n.encode(), files[n]))
+    )
+    target = cache_root() / f"{binary_name}-{key}"
+
+    def build(target: Path) -> None:
+        target.mkdir(parents=True)
+        binary, log = target / binary_name, target.with_name(target.name + ".log")
+        log.write_text("")
+        print(f"building {what} ({module}@{pinned}) into {target}", file=sys.stderr)
+        if go_build(".", binary, gomod_dir, "-s -w", log) != 0:
+            tail = "\n".join(log.read_text().splitlines()[-30:])
+            raise error(f"building {what} failed; {log}:\n{tail}")
+
+    elapsed = build_once(target, build, f"{module}@{pinned}\n")
+    if elapsed is not None:
+        print(f"{what} built in {elapsed:.0f} s", file=sys.stderr)
+    return target / binary_name

@@ -24,7 +24,6 @@ Go lane before Prometheus.
 
 import re
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,6 @@ from devtools import tool_cache
 
 MODULE = "github.com/prometheus-operator/prometheus-operator"
 GOMOD_DIR = Path(__file__).resolve().parent / "operator_config"
-RECIPE = "go build -mod=readonly -trimpath -ldflags '-s -w' -o <dir>/operator-config ."
 PROMETHEUS_NAME = "day-two"
 PROMETHEUS_NAMESPACE = "monitoring"
 GENERATE_TIMEOUT_S = 60
@@ -54,45 +52,20 @@ class GenerateError(Exception):
     """The generator did not write a configuration."""
 
 
-def binary_dir() -> Path:
-    files = {p.name: p.read_bytes() for p in sorted(GOMOD_DIR.iterdir()) if p.is_file()}
-    key = tool_cache.cache_key(
-        RECIPE.encode(),
-        tool_cache.go_version().encode(),
-        *(item for name in sorted(files) for item in (name.encode(), files[name])),
-    )
-    return tool_cache.cache_root() / f"operator-config-{key}"
-
-
 def ensure() -> Path:
     """The generator's binary, built first if the cache has none (its cold build time printed)."""
     from llmd_fleet.versions import versions
 
     pinned = versions().tools.prometheus_operator
-    gomod = (GOMOD_DIR / "go.mod").read_text()
-    if not re.search(rf"^\s*{re.escape(MODULE)} {re.escape(pinned)}$", gomod, re.M):
-        raise BuildError(
-            f"devtools/daytwo/operator_config/go.mod does not require {MODULE} {pinned} "
-            "([tools].prometheus-operator of images/versions.toml): `go get` it and `go mod tidy`"
-        )
-    target = binary_dir()
-
-    def build(target: Path) -> None:
-        target.mkdir(parents=True)
-        binary, log = target / "operator-config", target.with_name(target.name + ".log")
-        log.write_text("")
-        print(
-            f"building prometheus-operator's config generator ({MODULE}@{pinned}) into {target}",
-            file=sys.stderr,
-        )
-        if tool_cache.go_build(".", binary, GOMOD_DIR, "-s -w", log) != 0:
-            tail = "\n".join(log.read_text().splitlines()[-30:])
-            raise BuildError(f"building prometheus-operator's config generator failed; {log}:\n{tail}")
-
-    elapsed = tool_cache.build_once(target, build, f"{MODULE}@{pinned}\n")
-    if elapsed is not None:
-        print(f"prometheus-operator's config generator built in {elapsed:.0f} s", file=sys.stderr)
-    return target / "operator-config"
+    return tool_cache.go_wrapper_tool(
+        GOMOD_DIR,
+        MODULE,
+        pinned,
+        "[tools].prometheus-operator",
+        "operator-config",
+        "prometheus-operator's config generator",
+        BuildError,
+    )
 
 
 def prometheus_object(version: str) -> dict[str, Any]:

@@ -55,7 +55,6 @@ ADAPTER_NAME = "llmd-fleet-twin-metrics-adapter"
 ADAPTER_NAMESPACE = "kube-system"
 GOMOD_DIR = Path(__file__).resolve().parent / "metrics_adapter"
 MODULE = "sigs.k8s.io/custom-metrics-apiserver"
-RECIPE = "go build -mod=readonly -trimpath -ldflags '-s -w' -o <dir>/metrics-adapter ."
 
 
 class BuildError(Exception):
@@ -445,46 +444,21 @@ def scale_failures(
 # --- the stand-in (processes) --------------------------------------------------------------
 
 
-def binary_dir() -> Path:
-    files = {p.name: p.read_bytes() for p in sorted(GOMOD_DIR.iterdir()) if p.is_file()}
-    key = tool_cache.cache_key(
-        RECIPE.encode(),
-        tool_cache.go_version().encode(),
-        *(item for name in sorted(files) for item in (name.encode(), files[name])),
-    )
-    return tool_cache.cache_root() / f"metrics-adapter-{key}"
-
-
 def ensure() -> Path:
     """The stand-in's binary, built from devtools/daytwo/metrics_adapter first if the cache has
     none (its cold build time printed)."""
-    import re
-    import sys
-
     from llmd_fleet.versions import versions
 
     pinned = versions().tools.custom_metrics_apiserver
-    gomod = (GOMOD_DIR / "go.mod").read_text()
-    if not re.search(rf"^\s*{re.escape(MODULE)} {re.escape(pinned)}$", gomod, re.M):
-        raise BuildError(
-            f"devtools/daytwo/metrics_adapter/go.mod does not require {MODULE} {pinned} "
-            "([tools].custom-metrics-apiserver of images/versions.toml): `go get` it and `go mod tidy`"
-        )
-    target = binary_dir()
-
-    def build(target: Path) -> None:
-        target.mkdir(parents=True)
-        binary, log = target / "metrics-adapter", target.with_name(target.name + ".log")
-        log.write_text("")
-        print(f"building the external-metrics stand-in ({MODULE}) into {target}", file=sys.stderr)
-        if tool_cache.go_build(".", binary, GOMOD_DIR, "-s -w", log) != 0:
-            tail = "\n".join(log.read_text().splitlines()[-30:])
-            raise BuildError(f"building the external-metrics stand-in failed; {log}:\n{tail}")
-
-    elapsed = tool_cache.build_once(target, build, f"{MODULE}\n")
-    if elapsed is not None:
-        print(f"external-metrics stand-in built in {elapsed:.0f} s", file=sys.stderr)
-    return target / "metrics-adapter"
+    return tool_cache.go_wrapper_tool(
+        GOMOD_DIR,
+        MODULE,
+        pinned,
+        "[tools].custom-metrics-apiserver",
+        "metrics-adapter",
+        "the external-metrics stand-in",
+        BuildError,
+    )
 
 
 def adapter_argv(binary: Path, port: int, config: Path, cert: Path, key: Path, kubeconfig: Path) -> list[str]:
