@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -83,43 +84,24 @@ func run(kubeconfig, promFile string) error {
 	if err != nil {
 		return err
 	}
+	listOptions := func(sel labels.Selector) metav1.ListOptions {
+		return metav1.ListOptions{LabelSelector: sel.String()}
+	}
 	smons, err := rs.SelectServiceMonitors(ctx, func(ns string, sel labels.Selector, add cache.AppendFunc) error {
-		list, err := mclient.MonitoringV1().ServiceMonitors(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
-		if err != nil {
-			return err
-		}
-		for i := range list.Items {
-			add(&list.Items[i])
-		}
-		return nil
+		list, err := mclient.MonitoringV1().ServiceMonitors(ns).List(ctx, listOptions(sel))
+		return appendItems(list, err, func(l *monitoringv1.ServiceMonitorList) []monitoringv1.ServiceMonitor { return l.Items }, add)
 	})
 	if err != nil {
 		return err
 	}
 	pmons, err := rs.SelectPodMonitors(ctx, func(ns string, sel labels.Selector, add cache.AppendFunc) error {
-		list, err := mclient.MonitoringV1().PodMonitors(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
-		if err != nil {
-			return err
-		}
-		for i := range list.Items {
-			add(&list.Items[i])
-		}
-		return nil
+		list, err := mclient.MonitoringV1().PodMonitors(ns).List(ctx, listOptions(sel))
+		return appendItems(list, err, func(l *monitoringv1.PodMonitorList) []monitoringv1.PodMonitor { return l.Items }, add)
 	})
 	if err != nil {
 		return err
 	}
-	var rejected []string
-	for key, res := range smons {
-		if c := res.Conditions(); len(c) > 0 && c[0].Status != monitoringv1.ConditionTrue {
-			rejected = append(rejected, fmt.Sprintf("ServiceMonitor %s: %s", key, c[0].Message))
-		}
-	}
-	for key, res := range pmons {
-		if c := res.Conditions(); len(c) > 0 && c[0].Status != monitoringv1.ConditionTrue {
-			rejected = append(rejected, fmt.Sprintf("PodMonitor %s: %s", key, c[0].Message))
-		}
-	}
+	rejected := append(rejections("ServiceMonitor", smons), rejections("PodMonitor", pmons)...)
 	if len(rejected) > 0 {
 		sort.Strings(rejected)
 		return fmt.Errorf("the operator rejects %v", rejected)
@@ -137,4 +119,32 @@ func run(kubeconfig, promFile string) error {
 	}
 	_, err = os.Stdout.Write(conf)
 	return err
+}
+
+// appendItems hands each item of a monitor list to the selector's append function (a pointer into
+// the list, as the operator's informer cache would hand its objects).
+func appendItems[L any, T any, P interface {
+	*T
+	runtime.Object
+}](list L, err error, items func(L) []T, add cache.AppendFunc) error {
+	if err != nil {
+		return err
+	}
+	all := items(list)
+	for i := range all {
+		add(P(&all[i]))
+	}
+	return nil
+}
+
+// rejections names each monitor of a selection whose condition the selector set to false, with
+// the selector's reason.
+func rejections[T operator.ConfigurationResource](kind string, selection operator.TypedResourcesSelection[T]) []string {
+	var rejected []string
+	for key, res := range selection {
+		if c := res.Conditions(); len(c) > 0 && c[0].Status != monitoringv1.ConditionTrue {
+			rejected = append(rejected, fmt.Sprintf("%s %s: %s", kind, key, c[0].Message))
+		}
+	}
+	return rejected
 }
