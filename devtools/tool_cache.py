@@ -186,7 +186,9 @@ def go_wrapper_tool(
             f"{rel}/go.mod does not require {module} {pinned} ({pin_key} of images/versions.toml): "
             "`go get` it and `go mod tidy`"
         )
-    recipe = f"go build -mod=readonly -trimpath -ldflags '-s -w' -o <dir>/{binary_name} ."
+    ldflags = "-s -w"
+    # The recipe is the command go_build runs, so the cache key follows any change to it.
+    recipe = f"go build -mod=readonly -trimpath -ldflags '{ldflags}' -o <dir>/{binary_name} ."
     files = {p.name: p.read_bytes() for p in sorted(gomod_dir.iterdir()) if p.is_file()}
     key = cache_key(
         recipe.encode(), go_version().encode(), *(i for n in sorted(files) for i in (n.encode(), files[n]))
@@ -198,7 +200,7 @@ def go_wrapper_tool(
         binary, log = target / binary_name, target.with_name(target.name + ".log")
         log.write_text("")
         print(f"building {what} ({module}@{pinned}) into {target}", file=sys.stderr)
-        if go_build(".", binary, gomod_dir, "-s -w", log) != 0:
+        if go_build(".", binary, gomod_dir, ldflags, log) != 0:
             tail = "\n".join(log.read_text().splitlines()[-30:])
             raise error(f"building {what} failed; {log}:\n{tail}")
 
